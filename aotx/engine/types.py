@@ -1,0 +1,57 @@
+"""Values that cross the engine's boundary: what a caller asks for and what it gets back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int                      # decode budget; 0 means prefill only, no output token
+    temperature: float = 1.0             # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0                       # 0 = off
+    seed: int | None = None              # None: the engine draws one
+    stop: tuple[str, ...] = ()           # stop strings; matched text is not returned
+    stop_token_ids: tuple[int, ...] = () # extra ids that end generation (EOS always does)
+    logprobs: int | None = None          # None: off; k >= 0: chosen token's logprob plus the top k
+    prompt_logprobs: int | None = None   # same, for every prompt token (Completions echo)
+
+
+@dataclass(frozen=True)
+class TopLogprob:
+    token_id: int
+    token: str          # the token's text as the tokenizer decodes it alone (may hold U+FFFD)
+    bytes: bytes        # the token's exact bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token_id: int
+    token: str
+    bytes: bytes
+    logprob: float | None                 # None only for the first prompt token (no context)
+    top: tuple[TopLogprob, ...] = ()      # most likely first; empty when k == 0
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One increment of a request's output.
+
+    `text` holds only complete UTF-8 characters and never a possible prefix of
+    a stop string; `token_ids`/`logprobs` are the tokens sampled since the
+    previous delta (their text may be partly held back until a later delta).
+    The last delta of a request has `finish_reason` set:
+    "stop" (EOS or a stop string; `stop_sequence` names the string),
+    "length" (budget spent), "cancelled", or "error" (`error` says why).
+    """
+
+    text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
+    finish_reason: str | None = None
+    stop_sequence: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    prompt_logprobs: tuple[TokenLogprob, ...] = field(default=())  # set on the first delta only
