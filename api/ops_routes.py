@@ -1,0 +1,49 @@
+"""Operational routes: health, model list, Prometheus metrics and the same figures as JSON."""
+from __future__ import annotations
+
+from quart import Blueprint, Response, current_app, jsonify
+
+from api.metrics_text import render_prometheus, stats_document
+
+blueprint = Blueprint("ops", __name__)
+
+
+def _service():
+    return current_app.extensions["aotx"]
+
+
+def _model_object(service) -> dict:
+    return {"id": service.model_id, "object": "model", "created": service.created,
+            "owned_by": "aotx", "context_length": service.context_length}
+
+
+@blueprint.get("/health")
+async def health():
+    service = _service()
+    return jsonify({"status": "ok", "model": service.model_id, "backend": service.backend_name})
+
+
+@blueprint.get("/v1/models")
+async def list_models():
+    return jsonify({"object": "list", "data": [_model_object(_service())]})
+
+
+@blueprint.get("/v1/models/<path:model>")
+async def get_model(model: str):
+    service = _service()
+    if not service.known_model(model):
+        from api.errors import ApiError
+        raise ApiError(404, f"The model '{model}' does not exist", param="model",
+                       code="model_not_found")
+    return jsonify(_model_object(service))
+
+
+@blueprint.get("/metrics")
+async def metrics():
+    return Response(render_prometheus(_service()), mimetype="text/plain",
+                    content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@blueprint.get("/v1/stats")
+async def stats():
+    return jsonify(stats_document(_service()))

@@ -1,0 +1,38 @@
+"""Run a Quart app on hypercorn on a socket we bind ourselves (so port 0 reports the real port)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve_app(app, host: str, port: int, stop: asyncio.Event,
+                    on_ready: Callable[[str, int], None] | None = None) -> None:
+    sock = bind_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.accesslog = None
+    config.errorlog = "-"
+    config.loglevel = "WARNING"
+    config.graceful_timeout = 2.0
+    config.keep_alive_timeout = 75.0
+    if on_ready is not None:
+        on_ready(host, bound_port)
+    try:
+        await serve(app, config, shutdown_trigger=stop.wait)
+    finally:
+        sock.close()

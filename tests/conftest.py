@@ -1,0 +1,65 @@
+"""Fixtures shared by every test package: the real server and an in-process app."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from tests.server_process import ServerProcess  # noqa: E402
+
+# Small, fast settings for the suite: budgets short, batch wide enough for the 16-stream test.
+SERVER_ARGS = ("--max-batch", "32", "--kv-pages", "1024", "--default-max-tokens", "48")
+
+
+@pytest.fixture(scope="session")
+def server():
+    proc = ServerProcess(*SERVER_ARGS).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def base_url(server) -> str:
+    return server.base_url
+
+
+@pytest.fixture(scope="session")
+def openai_client(base_url):
+    import openai
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def async_openai_client(base_url):
+    import openai
+    return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def anthropic_client(base_url):
+    import anthropic
+    return anthropic.Anthropic(base_url=base_url, api_key="any-key", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def model_bundle():
+    from kernels import load_model
+    return load_model(progress=False)
+
+
+@pytest.fixture
+async def app(model_bundle):
+    """A Quart app over the real model, served in-process (engine started and stopped with it)."""
+    from api.app import create_app
+    from api.settings import GatewaySettings
+    from aotx.serving import ModelService, ServiceConfig
+
+    service = ModelService.load(ServiceConfig(max_batch=16, kv_pages=512, default_max_tokens=32),
+                                bundle=model_bundle)
+    quart_app = create_app(service, GatewaySettings())
+    async with quart_app.test_app():
+        yield quart_app

@@ -1,0 +1,73 @@
+"""OpenAI Responses through the official SDK."""
+from __future__ import annotations
+
+import openai
+import pytest
+
+MODEL = "smollm2-135m-instruct"
+
+
+def test_buffered_response(openai_client):
+    r = openai_client.responses.create(model=MODEL, input="What is the capital of France?",
+                                       temperature=0, max_output_tokens=24)
+    assert r.object == "response" and r.id.startswith("resp_")
+    assert "Paris" in r.output_text
+    assert r.status in ("completed", "incomplete")
+    assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+
+
+def test_stream_helper_and_sequence_numbers(openai_client):
+    b = openai_client.responses.create(model=MODEL, input="What is the capital of France?",
+                                       temperature=0, max_output_tokens=12)
+    seen = []
+    with openai_client.responses.stream(model=MODEL, input="What is the capital of France?",
+                                        temperature=0, max_output_tokens=12) as stream:
+        for event in stream:
+            seen.append(event)
+        if b.status == "completed":
+            final = stream.get_final_response()
+            assert final.output_text == b.output_text
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    assert seen[0].type == "response.created"
+    assert seen[-1].type in ("response.completed", "response.incomplete")
+
+
+def test_budget_cut_is_incomplete(openai_client):
+    r = openai_client.responses.create(model=MODEL, input="Write a long story about a dragon.",
+                                       temperature=0, max_output_tokens=3)
+    assert r.status == "incomplete"
+    assert r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 3
+
+
+def test_instructions_and_message_items(openai_client):
+    r = openai_client.responses.create(model=MODEL, instructions="Answer briefly.", temperature=0,
+                                       max_output_tokens=8, input=[
+                                           {"role": "user", "content": [{"type": "input_text",
+                                                                         "text": "Name a colour."}]}])
+    assert r.output and r.output[0].type == "message"
+
+
+def test_durable_references_refused(openai_client):
+    with pytest.raises(openai.BadRequestError) as exc:
+        openai_client.responses.create(model=MODEL, input="hi", previous_response_id="resp_123")
+    assert "previous_response_id" in exc.value.message
+    with pytest.raises(openai.BadRequestError):
+        openai_client.responses.create(model=MODEL, input="hi", conversation="conv_1")
+
+
+def test_negative_budget_names_field(openai_client):
+    with pytest.raises(openai.BadRequestError) as exc:
+        openai_client.responses.create(model=MODEL, input="hi", max_output_tokens=-5)
+    assert "max_output_tokens" in exc.value.message
+
+
+def test_zero_budget(openai_client):
+    r = openai_client.responses.create(model=MODEL, input="hi", max_output_tokens=0)
+    assert r.usage.output_tokens == 0
+    assert r.status == "incomplete"
+
+
+def test_json_format_refused(openai_client):
+    with pytest.raises(openai.BadRequestError):
+        openai_client.responses.create(model=MODEL, input="hi", text={"format": {"type": "json_object"}})

@@ -1,0 +1,65 @@
+"""Start and stop a real `aotx serve` process for end-to-end tests."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+READY = re.compile(r"serving \S+ on (http://\S+) ")
+
+
+class ServerProcess:
+    def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0) -> None:
+        exe = Path(sys.executable).with_name("aotx")
+        self.cmd = [str(exe), "serve", "--port", "0", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.base_url: str | None = None
+        self.stderr_lines: list[str] = []
+        self._ready = threading.Event()
+
+    def _pump(self) -> None:
+        assert self.proc and self.proc.stderr
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.stderr_lines.append(line)
+            m = READY.search(line)
+            if m and not self._ready.is_set():
+                self.base_url = m.group(1)
+                self._ready.set()
+
+    def start(self) -> "ServerProcess":
+        self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._ready.wait(0.2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("aotx serve did not start:\n" + "\n".join(self.stderr_lines[-40:]))
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("aotx serve never answered /health:\n" + "\n".join(self.stderr_lines[-40:]))
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
