@@ -1,0 +1,233 @@
+"""The engine: one background thread runs schedule -> run -> postprocess.
+
+Callers on an asyncio loop submit() and iterate the returned RequestHandle;
+everything that touches sequences, the scheduler and the KV pool happens on
+the step thread (numpy/BLAS release the GIL, so the loop stays responsive).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from aotx.engine.block_manager import BlockManager, pages_for
+from aotx.engine.detokenizer import Detokenizer
+from aotx.engine.request import RequestHandle, RequestRejected
+from aotx.engine.runner import Backend, ModelRunner, RowResult
+from aotx.engine.scheduler import Scheduler
+from aotx.engine.sequence import Sequence
+from aotx.engine.stats import EngineStats, StatsCollector
+from aotx.engine.types import Delta, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class Tokenizer(Protocol):
+    eos_id: int
+    def token_bytes(self, token_id: int) -> bytes: ...
+    def token_text(self, token_id: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_batch: int = 64                 # running sequences at most
+    num_pages: int = 2048               # must match the backend's KV pool
+    page_size: int = 16
+    max_model_len: int = 8192           # prompt + completion tokens
+    prefill_token_budget: int = 2048    # prompt tokens per step (longer prompts are chunked)
+    max_queue: int = 1024               # waiting requests before "queue_full"
+
+
+class Engine:
+    def __init__(self, backend: Backend, tokenizer: Tokenizer, config: EngineConfig = EngineConfig()) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.blocks = BlockManager(config.num_pages, config.page_size)
+        self.scheduler = Scheduler(self.blocks, config.max_batch, config.prefill_token_budget)
+        self.runner = ModelRunner(backend, self.blocks, tokenizer)
+        # a request never needs more pages than the whole pool
+        self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
+        self._stats = StatsCollector(config.num_pages)
+        self._cond = threading.Condition()
+        self._inbox: list[tuple[str, Sequence | int, RequestHandle | None]] = []
+        self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
+        self._handles: dict[int, RequestHandle] = {}   # step thread only
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("engine already started")
+        self._thread = threading.Thread(target=self._loop, name="aotx-engine", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Stop the step thread; unfinished requests end with finish_reason "error"."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    def stats(self) -> EngineStats:
+        with self._cond:
+            queued = self._queued
+        return self._stats.snapshot(queue_depth=queued)
+
+    # -- the caller's side (any thread with a running event loop) ---------------
+    def submit(self, prompt_ids: list[int], params: SamplingParams) -> RequestHandle:
+        loop = asyncio.get_running_loop()
+        prompt = [int(t) for t in prompt_ids]
+        self._validate(prompt, params)
+        max_tokens = min(params.max_tokens, self.max_model_len - len(prompt))
+        params = dataclasses.replace(params, max_tokens=max_tokens)
+        stop_ids = {self.tokenizer.eos_id, *params.stop_token_ids}
+        seq = Sequence(
+            prompt_ids=prompt, params=params,
+            seed=params.seed if params.seed is not None else secrets.randbits(63),
+            reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
+            detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids),
+        )
+        handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,
+                               on_cancel=lambda: self._post("cancel", seq.seq_id, None))
+        with self._cond:
+            if self._stopping:
+                raise RequestRejected("engine_stopped", "the engine is shutting down")
+            if self._queued >= self.config.max_queue:
+                raise RequestRejected("queue_full", f"{self._queued} requests already waiting")
+            self._queued += 1
+            self._inbox.append(("add", seq, handle))
+            self._cond.notify()
+        return handle
+
+    def _validate(self, prompt: list[int], p: SamplingParams) -> None:
+        if not prompt:
+            raise RequestRejected("empty_prompt", "the prompt has no tokens")
+        if len(prompt) >= self.max_model_len:
+            raise RequestRejected("context_length_exceeded",
+                                  f"prompt has {len(prompt)} tokens; the limit is {self.max_model_len - 1}")
+        problems = [
+            (p.max_tokens < 0, "max_tokens must be >= 0"),
+            (p.temperature < 0, "temperature must be >= 0"),
+            (not 0.0 < p.top_p <= 1.0, "top_p must be in (0, 1]"),
+            (p.top_k < 0, "top_k must be >= 0"),
+            (p.logprobs is not None and p.logprobs < 0, "logprobs must be >= 0"),
+            (p.prompt_logprobs is not None and p.prompt_logprobs < 0, "prompt_logprobs must be >= 0"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise RequestRejected("invalid_params", message)
+
+    def _post(self, kind: str, item: Sequence | int, handle: RequestHandle | None) -> None:
+        with self._cond:
+            self._inbox.append((kind, item, handle))
+            self._cond.notify()
+
+    # -- the step thread -----------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._inbox and not self.scheduler.has_work() and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    break
+                inbox, self._inbox = self._inbox, []
+            for kind, item, handle in inbox:
+                if kind == "add":
+                    self.scheduler.add(item)
+                    self._handles[item.seq_id] = handle
+                elif item in self._handles:
+                    self.scheduler.cancel(item)
+            if self.scheduler.has_work():
+                self._step()
+        self._shutdown()
+
+    def _step(self) -> None:
+        out = self.scheduler.schedule()
+        self._sync_gauges()
+        for seq in out.cancelled:
+            self._end(seq, Delta("", finish_reason="cancelled"))
+        if not out.scheduled:
+            return
+        try:
+            results = self.runner.run(out.scheduled)
+            self._stats.step(out.num_decode, out.num_prefill_tokens)
+            now = time.monotonic()
+            for s in out.scheduled:
+                self._postprocess(s.seq, s.num_tokens, results[s.seq.seq_id], now)
+        except Exception as exc:  # a failing backend must not take the engine down
+            log.exception("engine step failed")
+            for s in out.scheduled:
+                if not s.seq.is_finished:
+                    self.scheduler.finish(s.seq, "error")
+                    self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
+        self._sync_gauges()
+
+    def _postprocess(self, seq: Sequence, num_tokens: int, res: RowResult, now: float) -> None:
+        seq.num_computed += num_tokens
+        seq.prompt_logprobs.extend(res.prompt_logprobs)
+        if res.token_id is None:
+            if not seq.in_prefill and seq.params.max_tokens == 0:
+                self.scheduler.finish(seq, "length")
+                self._end(seq, Delta("", finish_reason="length"))
+            return
+        tid = res.token_id
+        first = seq.first_token_time is None
+        self._stats.token(ttft=now - seq.arrival_time if first else None,
+                          itl=None if first else now - seq.last_token_time)
+        seq.record_token(tid, now)
+        step = seq.detokenizer.add(tid)
+        text, reason, stop = step.text, step.finish_reason, step.stop_sequence
+        if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
+            tail = seq.detokenizer.flush()
+            text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
+        delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob else (),
+                      finish_reason=reason, stop_sequence=stop)
+        if reason is not None:
+            self.scheduler.finish(seq, reason)
+            self._end(seq, delta)
+        else:
+            self._send(seq, delta)
+
+    def _send(self, seq: Sequence, delta: Delta) -> None:
+        handle = self._handles.get(seq.seq_id)
+        if handle is None:
+            return
+        extra = {}
+        if not seq.prompt_logprobs_sent and seq.params.prompt_logprobs is not None:
+            extra["prompt_logprobs"] = tuple(seq.prompt_logprobs)
+            seq.prompt_logprobs_sent = True
+        delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
+                                    completion_tokens=len(seq.output_ids), **extra)
+        if not handle.deliver(delta) and not seq.is_finished:
+            self.scheduler.cancel(seq.seq_id)    # nobody is listening any more
+
+    def _end(self, seq: Sequence, delta: Delta) -> None:
+        """Deliver the final delta of a finished sequence and forget its handle."""
+        self._stats.finished(delta.finish_reason)
+        self._send(seq, delta)
+        self._handles.pop(seq.seq_id, None)
+
+    def _sync_gauges(self) -> None:
+        with self._cond:
+            self._queued = len(self.scheduler.waiting) + sum(1 for k, _, _ in self._inbox if k == "add")
+        self._stats.set_gauges(len(self.scheduler.running), self.blocks.pages_in_use)
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            inbox, self._inbox = self._inbox, []
+        for kind, item, handle in inbox:
+            if kind == "add":
+                self.scheduler.add(item)
+                self._handles[item.seq_id] = handle
+        for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+            self.scheduler.finish(seq, "error")
+            self._end(seq, Delta("", finish_reason="error", error="engine stopped"))
+        self._sync_gauges()

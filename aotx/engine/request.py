@@ -1,0 +1,71 @@
+"""The caller's side of a request: rejection errors and the async delta stream."""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from aotx.engine.types import Delta
+
+
+class RequestRejected(Exception):
+    """submit() refused a request before it was queued.
+
+    `code`: "empty_prompt", "context_length_exceeded", "queue_full",
+    "invalid_params" or "engine_stopped".
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class RequestHandle:
+    """An async iterator of Delta for one request; the last has finish_reason set.
+
+    Deltas are produced on the engine thread and handed to the submitting
+    event loop with call_soon_threadsafe, so iterate it on that loop.
+    """
+
+    def __init__(self, request_id: str, prompt_tokens: int, max_tokens: int,
+                 loop: asyncio.AbstractEventLoop, on_cancel: Callable[[], None]) -> None:
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens          # after clipping to the context window
+        self._loop = loop
+        self._queue: asyncio.Queue[Delta] = asyncio.Queue()
+        self._on_cancel = on_cancel
+        self._cancel_sent = False
+        self._done = False                   # the final delta was consumed
+        self.finish_reason: str | None = None
+
+    def __aiter__(self) -> "RequestHandle":
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._done:
+            raise StopAsyncIteration
+        delta = await self._queue.get()
+        if delta.finish_reason is not None:
+            self._done = True
+            self.finish_reason = delta.finish_reason
+        return delta
+
+    def cancel(self) -> None:
+        """Ask the engine to stop this request (idempotent; no-op once finished).
+
+        The stream then ends with a Delta whose finish_reason is "cancelled"
+        (unless the request had already finished another way).
+        """
+        if self._cancel_sent or self._done:
+            return
+        self._cancel_sent = True
+        self._on_cancel()
+
+    def deliver(self, delta: Delta) -> bool:
+        """Engine thread: hand a delta to the caller's loop. False if that loop is gone."""
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, delta)
+        except RuntimeError:
+            return False
+        return True

@@ -1,0 +1,75 @@
+"""One request's state inside the engine (owned by the step thread)."""
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from aotx.engine.detokenizer import Detokenizer
+from aotx.engine.types import SamplingParams, TokenLogprob
+
+_ids = itertools.count(1)
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Sequence:
+    prompt_ids: list[int]
+    params: SamplingParams             # max_tokens already clipped to the context window
+    seed: int                          # the request's sampling seed (drawn if not given)
+    reserved_pages: int                # pages for its whole lifetime (admission budget)
+    detokenizer: Detokenizer
+    seq_id: int = field(default_factory=lambda: next(_ids))
+    output_ids: list[int] = field(default_factory=list)
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_computed: int = 0              # tokens whose K/V is in the cache
+    finish_reason: str | None = None
+    arrival_time: float = field(default_factory=time.monotonic)
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+    # prompt logprobs gathered across prefill chunks, released with the first delta
+    prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
+    prompt_logprobs_sent: bool = False
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def in_prefill(self) -> bool:
+        return self.num_computed < self.prompt_len
+
+    @property
+    def tokens_to_compute(self) -> int:
+        """Tokens not yet in the KV cache (1 for a decoding sequence)."""
+        return self.num_tokens - self.num_computed
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    def token_at(self, position: int) -> int:
+        if position < self.prompt_len:
+            return self.prompt_ids[position]
+        return self.output_ids[position - self.prompt_len]
+
+    def wants_sample_after(self, num_new: int) -> bool:
+        """Whether computing `num_new` more tokens leaves a position to sample from."""
+        return (self.num_computed + num_new == self.num_tokens
+                and len(self.output_ids) < self.params.max_tokens)
+
+    def record_token(self, token_id: int, now: float) -> None:
+        self.output_ids.append(token_id)
+        if self.first_token_time is None:
+            self.first_token_time = now
+        self.last_token_time = now

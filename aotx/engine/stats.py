@@ -1,0 +1,108 @@
+"""Engine counters and latency histograms; the step thread writes, anyone reads."""
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass, field
+
+# Prometheus-style latency buckets, seconds (le=...; +Inf is implied by count)
+TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+               0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0)
+
+
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    buckets: tuple[float, ...]     # upper bounds
+    counts: tuple[int, ...]        # cumulative: observations <= buckets[i]
+    sum: float
+    count: int                     # all observations (the +Inf bucket)
+
+
+class Histogram:
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = tuple(sorted(buckets))
+        self._counts = [0] * len(self.buckets)
+        self._sum = 0.0
+        self._count = 0
+
+    def observe(self, value: float) -> None:
+        i = bisect.bisect_left(self.buckets, value)
+        if i < len(self._counts):
+            self._counts[i] += 1
+        self._sum += value
+        self._count += 1
+
+    def snapshot(self) -> HistogramSnapshot:
+        cumulative, total = [], 0
+        for c in self._counts:
+            total += c
+            cumulative.append(total)
+        return HistogramSnapshot(self.buckets, tuple(cumulative), self._sum, self._count)
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    queue_depth: int                      # waiting (submitted, not yet admitted)
+    running: int
+    kv_pages_in_use: int
+    kv_pages_total: int
+    prompt_tokens_total: int              # prompt tokens run through the model
+    generation_tokens_total: int          # tokens sampled
+    requests_finished_total: dict[str, int] = field(default_factory=dict)  # by finish reason
+    last_batch_width: int = 0             # decode rows in the latest step
+    max_batch_width: int = 0              # most decode rows in any step so far
+    steps_total: int = 0
+    time_to_first_token: HistogramSnapshot = HistogramSnapshot(TTFT_BUCKETS, (0,) * len(TTFT_BUCKETS), 0.0, 0)
+    inter_token_latency: HistogramSnapshot = HistogramSnapshot(ITL_BUCKETS, (0,) * len(ITL_BUCKETS), 0.0, 0)
+
+
+class StatsCollector:
+    """Thread-safe accumulation; `snapshot()` returns an immutable EngineStats."""
+
+    def __init__(self, kv_pages_total: int) -> None:
+        self._lock = threading.Lock()
+        self._kv_total = kv_pages_total
+        self._running = self._pages = 0
+        self._prompt = self._gen = self._steps = 0
+        self._last_width = self._max_width = 0
+        self._finished: dict[str, int] = {}
+        self._ttft = Histogram(TTFT_BUCKETS)
+        self._itl = Histogram(ITL_BUCKETS)
+
+    def set_gauges(self, running: int, pages_in_use: int) -> None:
+        with self._lock:
+            self._running, self._pages = running, pages_in_use
+
+    def step(self, decode_rows: int, prompt_tokens: int) -> None:
+        with self._lock:
+            self._steps += 1
+            self._prompt += prompt_tokens
+            self._last_width = decode_rows
+            self._max_width = max(self._max_width, decode_rows)
+
+    def token(self, ttft: float | None = None, itl: float | None = None) -> None:
+        with self._lock:
+            self._gen += 1
+            if ttft is not None:
+                self._ttft.observe(ttft)
+            if itl is not None:
+                self._itl.observe(itl)
+
+    def finished(self, reason: str) -> None:
+        with self._lock:
+            self._finished[reason] = self._finished.get(reason, 0) + 1
+
+    def snapshot(self, queue_depth: int) -> EngineStats:
+        with self._lock:
+            return EngineStats(
+                queue_depth=queue_depth, running=self._running,
+                kv_pages_in_use=self._pages, kv_pages_total=self._kv_total,
+                prompt_tokens_total=self._prompt, generation_tokens_total=self._gen,
+                requests_finished_total=dict(self._finished),
+                last_batch_width=self._last_width, max_batch_width=self._max_width,
+                steps_total=self._steps,
+                time_to_first_token=self._ttft.snapshot(),
+                inter_token_latency=self._itl.snapshot(),
+            )

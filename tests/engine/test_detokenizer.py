@@ -1,0 +1,86 @@
+from aotx.engine.detokenizer import Detokenizer
+
+
+class ByteTape:
+    """Tokens are indexes into a list of byte strings."""
+
+    eos_id = 0
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = [b"<eos>", *pieces]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self.pieces[token_id]
+
+
+def run(tape: ByteTape, ids, stop=(), stop_ids=frozenset({0})):
+    d = Detokenizer(tape, stop, stop_ids)
+    released = []
+    for t in ids:
+        step = d.add(t)
+        released.append(step.text)
+        if step.finish_reason:
+            return released, step
+    step = d.flush()
+    released.append(step.text)
+    return released, step
+
+
+def test_emoji_split_over_three_tokens_is_released_whole():
+    e = "😀".encode()                       # f0 9f 98 80
+    tape = ByteTape(b"hi " + e[:1], e[1:3], e[3:] + b"!")
+    released, end = run(tape, [1, 2, 3])
+    assert released == ["hi ", "", "😀!", ""]
+    assert "\ufffd" not in "".join(released) and end.finish_reason is None
+
+
+def test_emoji_split_over_two_tokens_and_cjk():
+    e, cjk = "🎉".encode(), "中文".encode()     # 4 bytes; 3+3 bytes
+    tape = ByteTape(e[:2], e[2:] + cjk[:4], cjk[4:])
+    released, _ = run(tape, [1, 2, 3])
+    assert released == ["", "🎉中", "文", ""]
+
+
+def test_undecodable_leftover_is_replaced_only_at_the_end():
+    tape = ByteTape(b"ok", b"\xe4\xb8")       # a truncated 3-byte character
+    released, end = run(tape, [1, 2])
+    assert released == ["ok", "", "\ufffd"]
+    assert end.finish_reason is None
+
+
+def test_stop_string_split_across_tokens():
+    tape = ByteTape(b"Hello </", b"s", b"top> more")
+    released, end = run(tape, [1, 2, 3], stop=("</stop>",))
+    assert "".join(released) == "Hello "
+    assert end.finish_reason == "stop" and end.stop_sequence == "</stop>"
+    assert all("<" not in r for r in released)
+
+
+def test_false_prefix_is_released_once_disproved():
+    tape = ByteTape(b"a <", b"/s", b"pan>", b" b")
+    released, end = run(tape, [1, 2, 3, 4], stop=("</stop>",))
+    assert released == ["a ", "", "</span>", " b", ""]
+    assert end.finish_reason is None
+
+
+def test_earliest_of_several_stops_wins_and_prefix_held_at_end_is_released():
+    tape = ByteTape(b"xx END yy STOP", b" E")
+    released, end = run(tape, [1], stop=("STOP", "END"))
+    assert released == ["xx "] and end.stop_sequence == "END"
+    released, end = run(tape, [2], stop=("END",))
+    assert released == [" ", "E"] and end.finish_reason is None
+
+
+def test_eos_and_stop_token_ids_end_without_text():
+    tape = ByteTape(b"one", b" two", b"<|im_end|>")
+    released, end = run(tape, [1, 2, 0, 1])
+    assert "".join(released) == "one two" and end.finish_reason == "stop"
+    assert end.stop_sequence is None
+    released, end = run(tape, [1, 3], stop_ids={0, 3})
+    assert released == ["one", ""] and end.finish_reason == "stop"
+
+
+def test_eos_releases_held_stop_prefix():
+    tape = ByteTape(b"value <", b"")
+    released, end = run(tape, [1, 0], stop=("<stop>",))
+    assert released == ["value ", "<"] and end.finish_reason == "stop"

@@ -1,0 +1,116 @@
+from aotx.engine.block_manager import BlockManager, pages_for
+from aotx.engine.detokenizer import Detokenizer
+from aotx.engine.scheduler import Scheduler
+from aotx.engine.sequence import Sequence, SequenceStatus
+from aotx.engine.types import SamplingParams
+
+from tests.engine.engine_fakes import FakeTokenizer
+
+PAGE = 4
+
+
+def make_seq(prompt_len: int, max_tokens: int) -> Sequence:
+    return Sequence(
+        prompt_ids=list(range(1, prompt_len + 1)),
+        params=SamplingParams(max_tokens=max_tokens, temperature=0),
+        seed=0, reserved_pages=pages_for(prompt_len + max_tokens, PAGE),
+        detokenizer=Detokenizer(FakeTokenizer()),
+    )
+
+
+def advance(out) -> None:
+    """What the engine does after a step: tokens are computed, decodes sample one more."""
+    for s in out.scheduled:
+        s.seq.num_computed += s.num_tokens
+        if not s.seq.in_prefill:
+            s.seq.output_ids.append(7)
+
+
+def test_admission_within_lifetime_page_budget_and_fifo():
+    bm = BlockManager(num_pages=10, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
+    a, b, c = make_seq(8, 8), make_seq(8, 12), make_seq(2, 2)   # 4, 5, 1 pages
+    for s in (a, b, c):
+        sched.add(s)
+    out = sched.schedule()
+    # a fits (4 of 10); b needs 5 more (9) and fits; c needs 1 -> 10 fits
+    assert [s.seq for s in out.scheduled] == [a, b, c]
+    d = make_seq(2, 2)
+    sched.add(d)
+    advance(out)
+    out = sched.schedule()
+    assert d.status is SequenceStatus.WAITING           # no page left to reserve
+    assert all(s.is_decode for s in out.scheduled) and len(out.scheduled) == 3
+    assert bm.pages_in_use <= sched.reserved_pages <= bm.num_pages
+    sched.finish(c, "length")
+    out = sched.schedule()
+    assert d.status is SequenceStatus.RUNNING and out.scheduled[-1].seq is d
+
+
+def test_fifo_head_blocks_smaller_followers():
+    bm = BlockManager(num_pages=6, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
+    running = make_seq(8, 8)                 # 4 pages
+    big, small = make_seq(8, 4), make_seq(1, 1)   # 3 pages, 1 page
+    sched.add(running)
+    sched.schedule()
+    sched.add(big)
+    sched.add(small)
+    out = sched.schedule()
+    assert [s.seq for s in out.scheduled] == [running]
+    assert list(sched.waiting) == [big, small]
+
+
+def test_max_batch_limits_running():
+    bm = BlockManager(num_pages=100, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=3, prefill_token_budget=1000)
+    seqs = [make_seq(3, 3) for _ in range(5)]
+    for s in seqs:
+        sched.add(s)
+    out = sched.schedule()
+    assert [s.seq for s in out.scheduled] == seqs[:3]
+    assert len(sched.waiting) == 2
+    advance(out)
+    sched.finish(seqs[0], "stop")
+    out = sched.schedule()
+    assert [s.seq for s in out.scheduled] == [seqs[1], seqs[2], seqs[3]]
+    assert [s.is_decode for s in out.scheduled] == [True, True, False]
+
+
+def test_long_prompt_is_chunked_and_mixed_with_decodes():
+    bm = BlockManager(num_pages=100, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=10)
+    short = make_seq(4, 10)
+    sched.add(short)
+    out = sched.schedule()
+    advance(out)
+    long = make_seq(25, 2)
+    sched.add(long)
+    chunks = []
+    while long.in_prefill:
+        out = sched.schedule()
+        assert out.scheduled[0].seq is short and out.scheduled[0].is_decode
+        chunks.append(out.scheduled[1].num_tokens)
+        assert out.num_prefill_tokens <= 10
+        # pages are allocated as the sequence grows, never past what it has computed
+        assert bm.capacity(long.seq_id) == pages_for(long.num_computed + chunks[-1], PAGE) * PAGE
+        advance(out)
+    assert chunks == [10, 10, 5]
+    assert len(long.output_ids) == 1     # sampled after the last chunk
+
+
+def test_cancellation_frees_pages_at_next_step():
+    bm = BlockManager(num_pages=20, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=100)
+    a, b = make_seq(9, 4), make_seq(3, 3)
+    sched.add(a)
+    advance(sched.schedule())
+    sched.add(b)
+    before = bm.pages_in_use
+    assert before == 3
+    sched.cancel(a.seq_id)
+    sched.cancel(b.seq_id)            # cancelled while still waiting
+    out = sched.schedule()
+    assert out.cancelled == [a, b] and out.scheduled == []
+    assert a.finish_reason == "cancelled" and a.is_finished
+    assert bm.pages_in_use == 0 and not sched.has_work()
