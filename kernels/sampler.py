@@ -1,0 +1,131 @@
+"""Counter-based sampling and logprobs: the specification every backend reproduces.
+
+For each logits row ``l`` (float32 [V]) with parameters ``temperature t``,
+``top_p``, ``top_k``, ``seed``, ``step``:
+
+1. ``t == 0`` (or ``t < 0``): greedy, ``argmax(l)``, the lowest id on ties.
+2. Otherwise, weights. ``z = l * inv_t`` with ``inv_t = float32(1) / float32(t)``
+   (float32 multiply), ``m = max(z)``, ``e = exp(z - m)`` in float32 (``e`` in
+   (0, 1]; the max gets exactly 1). Each token's integer weight is
+   ``w = floor(e * 2**32)`` (uint64; exact: scaling by 2**32 is exact). Tokens
+   with ``w == 0`` are dropped: they can never be drawn. No normalisation is
+   ever done in floating point; renormalising is implicit in step 5.
+3. Order: the remaining tokens sorted by RAW logit ``l`` descending, then id
+   ascending. ``top_k > 0`` keeps the first ``top_k``.
+4. Nucleus: with ``c_i`` the inclusive prefix sums of ``w`` in that order
+   (exact uint64) and ``W = c_last``, let ``p24 = ceil(top_p * 2**24)``
+   (top_p widened to float64) and keep the smallest prefix ``0..n`` with
+   ``c_n * 2**24 >= p24 * W`` (so always at least one token; ``top_p >= 1``
+   keeps all).
+5. Draw. ``x = seed XOR (step * 0x9E3779B97F4A7C15 mod 2**64)``;
+   ``r = splitmix64(x)`` where ``splitmix64(x)``: ``z = x + 0x9E3779B97F4A7C15;
+   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+   return z ^ (z >> 31)`` (all mod 2**64). ``u24 = r >> 40`` (so ``u = u24 / 2**24``
+   in [0, 1)). With ``W`` now the kept prefix's total, the token is the first one
+   in the order whose ``c_i * 2**24 > u24 * W`` — i.e. cumulative probability
+   exceeds ``u``.
+
+Every step after ``exp`` is integer arithmetic (products fit in 128 bits; see
+``_mul_shift24``), so two backends agree on the token whenever they agree on the
+float32 ``e`` values, whatever their reduction order.
+
+``logprobs``: ``log_softmax`` of the RAW logits (no temperature), float32,
+``lp = l - (m + log(sum(exp(l - m))))``; top-``k`` sorted by logprob descending,
+then id ascending.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.sampling_rows import SamplingRows
+
+MASK64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+WEIGHT_BITS = 32
+U_BITS = 24
+
+
+def splitmix64(x: int) -> int:
+    z = (x + GOLDEN) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def uniform24(seed: int, step: int) -> int:
+    """The 24-bit uniform integer for (seed, step): ``u = uniform24 / 2**24``."""
+    x = (int(seed) & MASK64) ^ ((int(step) * GOLDEN) & MASK64)
+    return splitmix64(x) >> (64 - U_BITS)
+
+
+def _mul_shift24(a: int, total: int, round_up: bool) -> int:
+    """floor (or ceil) of ``a * total / 2**24``, exactly (Python ints; a kernel splits into 64-bit halves)."""
+    num = a * total
+    return -((-num) >> U_BITS) if round_up else num >> U_BITS
+
+
+def sample_row(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
+               seed: int, step: int) -> int:
+    """The token chosen for one row (see the module docstring)."""
+    if not temperature > 0.0:
+        return int(np.argmax(logits))
+    inv_t = np.float32(1.0) / np.float32(temperature)
+    z = logits.astype(np.float32) * inv_t
+    e = np.exp(z - z.max())
+    w = (e.astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+    ids = np.nonzero(w)[0]
+    order = ids[np.lexsort((ids, -logits[ids]))]
+    if top_k > 0:
+        order = order[:top_k]
+    cum = np.cumsum(w[order], dtype=np.uint64)
+    if top_p < 1.0:
+        p24 = int(np.ceil(float(top_p) * (1 << U_BITS)))
+        need = _mul_shift24(p24, int(cum[-1]), round_up=True)  # c_n >= ceil(p24 * W / 2**24)
+        n = int(np.searchsorted(cum, np.uint64(need), side="left"))
+        cum = cum[: max(n, 0) + 1]
+    below = _mul_shift24(uniform24(seed, step), int(cum[-1]), round_up=False)
+    return int(order[int(np.searchsorted(cum, np.uint64(below), side="right"))])
+
+
+def sample(logits: np.ndarray, rows: SamplingRows) -> np.ndarray:
+    """int32 [R]: one token per logits row, per ``rows`` (see the module docstring)."""
+    r_count = logits.shape[0]
+    out = np.empty(r_count, dtype=np.int32)
+    greedy = ~(np.asarray(rows.temperature) > 0)
+    if greedy.any():
+        out[greedy] = np.argmax(logits[greedy], axis=-1)
+    for r in np.nonzero(~greedy)[0]:
+        out[r] = sample_row(logits[r], float(rows.temperature[r]), float(rows.top_p[r]),
+                            int(rows.top_k[r]), int(rows.seed[r]), int(rows.step[r]))
+    return out
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """float32 [R, V]: ``l - (m + log(sum(exp(l - m))))`` per row."""
+    m = logits.max(axis=-1, keepdims=True)
+    lse = m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
+    return (logits - lse).astype(np.float32)
+
+
+def _top_sorted(lp: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the k largest values of lp (desc), ties by id asc."""
+    thr = np.partition(lp, lp.shape[0] - k)[lp.shape[0] - k]
+    cand = np.nonzero(lp >= thr)[0]
+    return cand[np.lexsort((cand, -lp[cand]))][:k]
+
+
+def logprobs(logits: np.ndarray, chosen: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(chosen_lp float32[R], top_ids int32[R, k], top_lp float32[R, k])`` from the raw logits."""
+    lp = log_softmax(np.asarray(logits, dtype=np.float32))
+    r_count, vocab = lp.shape
+    chosen = np.asarray(chosen, dtype=np.int64)
+    chosen_lp = lp[np.arange(r_count), chosen].astype(np.float32)
+    k = max(0, min(int(k), vocab))
+    top_ids = np.empty((r_count, k), dtype=np.int32)
+    top_lp = np.empty((r_count, k), dtype=np.float32)
+    if k:
+        for r in range(r_count):
+            ids = _top_sorted(lp[r], k)
+            top_ids[r] = ids
+            top_lp[r] = lp[r, ids]
+    return chosen_lp, top_ids, top_lp
