@@ -58,6 +58,7 @@ class Engine:
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None]] = []
         self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
         self._handles: dict[int, RequestHandle] = {}   # step thread only
+        self._outbox: list[tuple[RequestHandle, Sequence, Delta]] = []  # delivered after gauges sync
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -151,10 +152,11 @@ class Engine:
 
     def _step(self) -> None:
         out = self.scheduler.schedule()
-        self._sync_gauges()
         for seq in out.cancelled:
             self._end(seq, Delta("", finish_reason="cancelled"))
         if not out.scheduled:
+            self._sync_gauges()
+            self._flush()
             return
         try:
             results = self.runner.run(out.scheduled)
@@ -169,6 +171,7 @@ class Engine:
                     self.scheduler.finish(s.seq, "error")
                     self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
         self._sync_gauges()
+        self._flush()
 
     def _postprocess(self, seq: Sequence, num_tokens: int, res: RowResult, now: float) -> None:
         seq.num_computed += num_tokens
@@ -206,8 +209,13 @@ class Engine:
             seq.prompt_logprobs_sent = True
         delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
                                     completion_tokens=len(seq.output_ids), **extra)
-        if not handle.deliver(delta) and not seq.is_finished:
-            self.scheduler.cancel(seq.seq_id)    # nobody is listening any more
+        self._outbox.append((handle, seq, delta))
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        for handle, seq, delta in outbox:
+            if not handle.deliver(delta) and not seq.is_finished:
+                self.scheduler.cancel(seq.seq_id)    # nobody is listening any more
 
     def _end(self, seq: Sequence, delta: Delta) -> None:
         """Deliver the final delta of a finished sequence and forget its handle."""
@@ -231,3 +239,4 @@ class Engine:
             self.scheduler.finish(seq, "error")
             self._end(seq, Delta("", finish_reason="error", error="engine stopped"))
         self._sync_gauges()
+        self._flush()

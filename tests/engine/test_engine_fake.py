@@ -1,0 +1,235 @@
+"""The engine end to end over FakeBackend: batching, paging, lifecycle, errors."""
+import asyncio
+
+import pytest
+
+from aotx.engine import Delta, Engine, EngineConfig, RequestRejected, SamplingParams
+from tests.engine.engine_fakes import (FailingBackend, FakeBackend, FakeTokenizer,
+                                       reference_greedy)
+
+
+def make_engine(backend=None, **cfg) -> tuple[Engine, FakeBackend]:
+    backend = backend or FakeBackend(num_pages=cfg.get("num_pages", 64), page_size=4)
+    config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256, **cfg})
+    engine = Engine(backend, FakeTokenizer(), config)
+    engine.start()
+    return engine, backend
+
+
+async def collect(handle) -> list[Delta]:
+    return [d async for d in handle]
+
+
+def greedy(n, **kw) -> SamplingParams:
+    return SamplingParams(max_tokens=n, temperature=0, **kw)
+
+
+async def test_greedy_matches_reference_across_pages_and_chunks():
+    engine, backend = make_engine(prefill_token_budget=5)
+    try:
+        prompt = list(b"the quick brown fox")          # 19 tokens: 4 chunks of <= 5
+        deltas = await collect(engine.submit(prompt, greedy(9)))
+        ids = [t for d in deltas for t in d.token_ids]
+        assert ids == reference_greedy(prompt, 9)
+        assert "".join(d.text for d in deltas) == bytes(ids).decode()
+        assert deltas[-1].finish_reason == "length"
+        assert deltas[-1].completion_tokens == 9 and deltas[-1].prompt_tokens == 19
+        assert [b.num_tokens for b in backend.batches[:4]] == [5, 5, 5, 4]
+    finally:
+        await engine.stop()
+    stats = engine.stats()
+    assert stats.kv_pages_in_use == 0 and stats.requests_finished_total == {"length": 1}
+    assert stats.prompt_tokens_total == 19 and stats.generation_tokens_total == 9
+
+
+async def test_concurrent_requests_share_steps():
+    engine, backend = make_engine(num_pages=200)
+    try:
+        prompts = [list(f"prompt number {i}".encode()) for i in range(12)]
+        handles = [engine.submit(p, greedy(6)) for p in prompts]
+        results = await asyncio.gather(*(collect(h) for h in handles))
+        for p, deltas in zip(prompts, results):
+            assert [t for d in deltas for t in d.token_ids] == reference_greedy(p, 6)
+        stats = engine.stats()
+        assert stats.max_batch_width == 12 and stats.running == 0
+        assert stats.time_to_first_token.count == 12
+        assert stats.inter_token_latency.count == 12 * 5
+        assert backend.forward_calls == 6     # one prefill step, then 5 mixed decode steps
+    finally:
+        await engine.stop()
+
+
+async def test_page_budget_queues_and_max_batch():
+    # each request reserves ceil((8 + 8) / 4) = 4 pages; 10 pages -> 2 at a time
+    engine, backend = make_engine(num_pages=10, max_batch=8)
+    try:
+        handles = [engine.submit(list(b"abcdefgh"), greedy(8)) for _ in range(5)]
+        await asyncio.gather(*(collect(h) for h in handles))
+        assert engine.stats().max_batch_width == 2
+        assert all(h.finish_reason == "length" for h in handles)
+    finally:
+        await engine.stop()
+    engine, backend = make_engine(num_pages=200, max_batch=3)
+    try:
+        handles = [engine.submit(list(b"abc"), greedy(4)) for _ in range(7)]
+        await asyncio.gather(*(collect(h) for h in handles))
+        assert engine.stats().max_batch_width == 3
+    finally:
+        await engine.stop()
+
+
+async def test_sampling_is_seeded():
+    engine, _ = make_engine()
+    try:
+        params = SamplingParams(max_tokens=12, temperature=1.5, seed=1234)
+        runs = [[t for d in await collect(engine.submit(list(b"seed"), params)) for t in d.token_ids]
+                for _ in range(2)]
+        assert runs[0] == runs[1]
+        other = await collect(engine.submit(list(b"seed"), SamplingParams(max_tokens=12, temperature=1.5, seed=99)))
+        assert [t for d in other for t in d.token_ids] != runs[0]
+    finally:
+        await engine.stop()
+
+
+async def test_rejections_and_clipping():
+    engine, _ = make_engine(max_model_len=32, max_queue=2)
+    try:
+        with pytest.raises(RequestRejected) as e:
+            engine.submit([], greedy(1))
+        assert e.value.code == "empty_prompt"
+        with pytest.raises(RequestRejected) as e:
+            engine.submit([65] * 32, greedy(1))
+        assert e.value.code == "context_length_exceeded"
+        with pytest.raises(RequestRejected) as e:
+            engine.submit([65], SamplingParams(max_tokens=1, top_p=0))
+        assert e.value.code == "invalid_params"
+        h = engine.submit([65] * 30, greedy(100))
+        assert h.max_tokens == 2 and h.prompt_tokens == 30
+        deltas = await collect(h)
+        assert deltas[-1].completion_tokens == 2 and deltas[-1].finish_reason == "length"
+    finally:
+        await engine.stop()
+    # the queue fills while the step thread is not running
+    engine = Engine(FakeBackend(), FakeTokenizer(), EngineConfig(num_pages=64, page_size=4, max_queue=2))
+    engine.submit([65], greedy(1))
+    engine.submit([65], greedy(1))
+    with pytest.raises(RequestRejected) as e:
+        engine.submit([65], greedy(1))
+    assert e.value.code == "queue_full" and engine.stats().queue_depth == 2
+
+
+async def test_max_tokens_zero_runs_prefill_only():
+    engine, backend = make_engine()
+    try:
+        deltas = await collect(engine.submit(list(b"hello"), greedy(0, prompt_logprobs=2)))
+        assert len(deltas) == 1
+        d = deltas[0]
+        assert d.finish_reason == "length" and d.text == "" and d.token_ids == ()
+        assert d.completion_tokens == 0 and backend.forward_calls == 1
+        assert [lp.token_id for lp in d.prompt_logprobs] == list(b"hello")
+        assert d.prompt_logprobs[0].logprob is None
+        assert all(len(lp.top) == 2 and lp.logprob <= 0 for lp in d.prompt_logprobs[1:])
+    finally:
+        await engine.stop()
+
+
+async def test_logprobs_and_prompt_logprobs_across_chunks():
+    engine, _ = make_engine(prefill_token_budget=3)
+    try:
+        prompt = list(b"abcdefg")
+        deltas = await collect(engine.submit(prompt, greedy(3, logprobs=2, prompt_logprobs=1)))
+        assert [lp.token_id for lp in deltas[0].prompt_logprobs] == prompt
+        assert all(d.prompt_logprobs == () for d in deltas[1:])
+        lps = [lp for d in deltas for lp in d.logprobs]
+        assert [lp.token_id for lp in lps] == [t for d in deltas for t in d.token_ids]
+        for lp in lps:       # greedy: the chosen token is the most likely one
+            assert lp.top[0].token_id == lp.token_id and lp.top[0].logprob == lp.logprob
+            assert lp.top[0].logprob >= lp.top[1].logprob
+    finally:
+        await engine.stop()
+
+
+async def test_stop_string_and_stop_token_and_eos():
+    engine, _ = make_engine()
+    try:
+        prompt = list(b"stop test")
+        expected = bytes(reference_greedy(prompt, 8)).decode()
+        stop = expected[3:5]
+        deltas = await collect(engine.submit(prompt, greedy(8, stop=(stop,))))
+        assert "".join(d.text for d in deltas) == expected[: expected.index(stop)]
+        assert deltas[-1].finish_reason == "stop" and deltas[-1].stop_sequence == stop
+        token = reference_greedy(prompt, 8)[2]
+        deltas = await collect(engine.submit(prompt, greedy(8, stop_token_ids=(token,))))
+        assert deltas[-1].finish_reason == "stop" and deltas[-1].stop_sequence is None
+        assert deltas[-1].token_ids == (token,) and deltas[-1].text == ""
+        assert deltas[-1].completion_tokens == reference_greedy(prompt, 8).index(token) + 1
+    finally:
+        await engine.stop()
+
+
+async def test_tokenizer_eos_ends_with_stop():
+    prompt = list(b"eos test")
+    eos = reference_greedy(prompt, 8)[3]
+
+    class Tok(FakeTokenizer):
+        eos_id = eos
+
+    engine = Engine(FakeBackend(), Tok(), EngineConfig(num_pages=64, page_size=4))
+    engine.start()
+    try:
+        deltas = await collect(engine.submit(prompt, greedy(8)))
+        ids = [t for d in deltas for t in d.token_ids]
+        assert ids[-1] == eos and len(ids) == reference_greedy(prompt, 8).index(eos) + 1
+        assert deltas[-1].finish_reason == "stop"
+        assert "".join(d.text for d in deltas) == bytes(ids[:-1]).decode()
+    finally:
+        await engine.stop()
+
+
+async def test_cancel_frees_pages_and_is_idempotent():
+    engine, _ = make_engine()
+    try:
+        h = engine.submit(list(b"long running"), greedy(200))
+        first = await h.__anext__()
+        assert first.finish_reason is None
+        h.cancel()
+        h.cancel()
+        rest = await collect(h)
+        assert rest[-1].finish_reason == "cancelled"
+        h.cancel()
+        for _ in range(100):
+            if engine.stats().kv_pages_in_use == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.stats().kv_pages_in_use == 0
+        assert engine.stats().requests_finished_total["cancelled"] == 1
+        deltas = await collect(engine.submit(list(b"next"), greedy(2)))
+        assert deltas[-1].finish_reason == "length"
+    finally:
+        await engine.stop()
+
+
+async def test_backend_failure_ends_affected_requests_and_engine_recovers():
+    backend = FailingBackend(FakeBackend(num_pages=64, page_size=4), fail_at=3)
+    engine, _ = make_engine(backend=backend)
+    try:
+        handles = [engine.submit(list(b"x" * (i + 1)), greedy(10)) for i in range(3)]
+        results = await asyncio.gather(*(collect(h) for h in handles))
+        for deltas in results:
+            assert deltas[-1].finish_reason == "error"
+            assert "injected backend failure" in deltas[-1].error
+        assert engine.stats().kv_pages_in_use == 0
+        deltas = await collect(engine.submit(list(b"after"), greedy(3)))
+        assert [t for d in deltas for t in d.token_ids] == reference_greedy(list(b"after"), 3)
+    finally:
+        await engine.stop()
+
+
+async def test_stop_ends_pending_requests():
+    engine, _ = make_engine()
+    h = engine.submit(list(b"abc"), greedy(100))
+    await engine.stop()
+    deltas = await collect(h)
+    assert deltas[-1].finish_reason in ("error", "length")
+    with pytest.raises(RequestRejected):
+        engine.submit(list(b"abc"), greedy(1))
