@@ -1,0 +1,114 @@
+"""Errors on the wire: one exception type, two native envelopes.
+
+OpenAI surfaces (chat, completions, responses):
+    {"error": {"message", "type", "param", "code"}}
+Anthropic Messages (paths under /v1/messages):
+    {"type": "error", "error": {"type", "message"}}
+"""
+from __future__ import annotations
+
+import json
+
+from quart import Response
+
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
+
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
+                 403: "invalid_request_error", 404: "invalid_request_error",
+                 405: "invalid_request_error", 409: "invalid_request_error",
+                 413: "invalid_request_error", 422: "invalid_request_error",
+                 429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}
+_OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded",
+                 503: "server_is_overloaded"}
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                    403: "permission_error", 404: "not_found_error",
+                    409: "invalid_request_error", 413: "request_too_large",
+                    429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
+                    504: "timeout_error"}
+# The SDKs retry 408, 409, 429 and >= 500. Only overload and rate limits can
+# succeed on retry here; everything else would just repeat the same failure.
+_RETRYABLE = {408, 429, 503}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, type: str | None = None,
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    @property
+    def should_retry(self) -> bool:
+        return self.status in _RETRYABLE
+
+
+def openai_body(err: ApiError) -> dict:
+    etype = err.type or _OPENAI_TYPES.get(
+        err.status, "server_error" if err.status >= 500 else "invalid_request_error")
+    return {"error": {"message": err.message, "type": etype, "param": err.param,
+                      "code": err.code if err.code is not None else _OPENAI_CODES.get(err.status)}}
+
+
+def anthropic_type(status: int) -> str:
+    if status in _ANTHROPIC_TYPES:
+        return _ANTHROPIC_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def anthropic_body(err: ApiError) -> dict:
+    # A caller-chosen `type` is OpenAI vocabulary; Anthropic's type follows the status.
+    return {"type": "error", "error": {"type": anthropic_type(err.status), "message": err.message}}
+
+
+def envelope_for_path(path: str) -> str:
+    """Which envelope a request path answers in."""
+    return ANTHROPIC if path == "/v1/messages" or path.startswith("/v1/messages/") else OPENAI
+
+
+def error_body(err: ApiError, envelope: str) -> dict:
+    return anthropic_body(err) if envelope == ANTHROPIC else openai_body(err)
+
+
+def error_response(err: ApiError, envelope: str) -> Response:
+    headers = {} if err.should_retry else {"x-should-retry": "false"}
+    return Response(json.dumps(error_body(err, envelope), ensure_ascii=False), status=err.status,
+                    content_type="application/json", headers=headers)
+
+
+def model_not_found(model: str) -> ApiError:
+    return ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
+                    param="model", code="model_not_found")
+
+
+def rejection_error(code: str, message: str) -> ApiError:
+    """An engine admission refusal (aotx.engine.RequestRejected) as an API error."""
+    if code == "queue_full":
+        return ApiError(429, message or "The server is at capacity; retry later.",
+                        code="rate_limit_exceeded")
+    if code == "context_length_exceeded":
+        return ApiError(400, message, param="messages", code=code)
+    return ApiError(400, message, code=code)
+
+
+def engine_failure(message: str | None) -> ApiError:
+    return ApiError(500, f"Generation failed: {message or 'internal error'}")
+
+
+def register_error_handlers(app) -> None:
+    """Render ApiError and HTTP errors (404, 405, 413, ...) in the path's native envelope."""
+    from quart import request
+    from werkzeug.exceptions import HTTPException
+
+    @app.errorhandler(ApiError)
+    async def _api_error(err: ApiError):
+        return error_response(err, envelope_for_path(request.path))
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException):
+        status = exc.code or 500
+        message = exc.description or exc.name
+        return error_response(ApiError(status, message), envelope_for_path(request.path))

@@ -1,0 +1,108 @@
+"""Tie request handles to projectors and builders; every path cancels its handles.
+
+A projector is any object with `open() -> list[ServerSentEvent]`,
+`feed(choice, delta) -> list[ServerSentEvent]`, `fail(message) -> list[...]`
+and a `done` flag (set once its terminal event has been produced).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator, Sequence
+
+from aotx.engine.types import Delta, SamplingParams
+from api.errors import ApiError, rejection_error
+
+_END = object()
+
+
+def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingParams], *,
+               surface: str, lane: str) -> list:
+    """Submit one request per (prompt, params); on a refusal cancel those already taken."""
+    from aotx.engine import RequestRejected  # the engine package owns the exception
+
+    handles = []
+    try:
+        for prompt_ids, p in zip(prompts, params):
+            handles.append(service.submit(prompt_ids, p, surface=surface, lane=lane))
+    except RequestRejected as exc:
+        cancel_all(handles)
+        raise rejection_error(getattr(exc, "code", ""),
+                              getattr(exc, "message", None) or str(exc)) from None
+    except BaseException:
+        cancel_all(handles)
+        raise
+    return handles
+
+
+def cancel_all(handles) -> None:
+    for handle in handles:
+        try:
+            handle.cancel()
+        except Exception:  # a finished handle may refuse; cancelling is best effort
+            pass
+
+
+async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
+    """Deltas of several handles as they arrive, tagged with the handle's index.
+    An exception raised by a handle's iteration is re-raised here."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(i: int, handle) -> None:
+        try:
+            async for delta in handle:
+                await queue.put((i, delta))
+        except Exception as exc:  # forwarded to the consumer
+            await queue.put((i, exc))
+        finally:
+            await queue.put((i, _END))
+
+    tasks = [asyncio.ensure_future(pump(i, h)) for i, h in enumerate(handles)]
+    live = len(tasks)
+    try:
+        while live:
+            i, item = await queue.get()
+            if item is _END:
+                live -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield i, item
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def stream_events(handles, projector) -> AsyncIterator[bytes]:
+    """The SSE byte stream of a projector fed from `handles`. On client disconnect
+    Quart cancels this generator; the finally cancels every handle."""
+    try:
+        for event in projector.open():
+            yield event.encode()
+        try:
+            async for i, delta in merge(handles):
+                for event in projector.feed(i, delta):
+                    yield event.encode()
+                if projector.done:
+                    break
+            else_events = [] if projector.done else projector.fail("generation ended early")
+        except Exception as exc:  # the engine raised after the stream started
+            else_events = projector.fail(f"generation failed: {exc}")
+        for event in else_events:
+            yield event.encode()
+    finally:
+        cancel_all(handles)
+
+
+async def collect(handles) -> list[list[Delta]]:
+    """Every delta of every handle (buffered requests). Cancelled with the request."""
+    out: list[list[Delta]] = [[] for _ in handles]
+    try:
+        async for i, delta in merge(handles):
+            out[i].append(delta)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise ApiError(500, f"Generation failed: {exc}") from None
+    finally:
+        cancel_all(handles)
+    return out

@@ -1,0 +1,35 @@
+"""Server-sent events: framing and the streaming response."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from quart import Response
+
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True)
+class ServerSentEvent:
+    data: object            # a JSON-able object, or a raw string such as "[DONE]"
+    event: str | None = None
+    id: str | None = None
+
+    def encode(self) -> bytes:
+        lines = []
+        if self.event is not None:
+            lines.append(f"event: {self.event}")
+        if self.id is not None:
+            lines.append(f"id: {self.id}")
+        payload = self.data if isinstance(self.data, str) else json.dumps(
+            self.data, ensure_ascii=False, separators=(",", ":"))
+        lines.append(f"data: {payload}")
+        return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def sse_response(events: AsyncIterator[bytes]) -> Response:
+    response = Response(events, status=200, content_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    response.timeout = None
+    return response

@@ -1,0 +1,33 @@
+"""POST /v1/chat/completions."""
+from __future__ import annotations
+
+import time
+
+from api.errors import OPENAI
+from api.ids import new_id, system_fingerprint
+from api.runner import collect, stream_events, submit_all
+from api.sse import sse_response
+from api.surfaces.chat.buffered import build_chat_completion
+from api.surfaces.chat.request import parse_chat_request
+from api.surfaces.chat.stream import ChatStreamProjector
+from api.surfaces.route_kit import json_body, json_response, service, surface_blueprint
+
+blueprint = surface_blueprint("chat", OPENAI)
+
+
+@blueprint.post("/v1/chat/completions")
+async def chat_completions():
+    svc = service()
+    req = parse_chat_request(await json_body(), svc)
+    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice)
+    lane = "stream" if req.stream else "buffered"
+    handles = submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
+    ident = dict(id=new_id("chatcmpl-"), created=int(time.time()), model=req.model,
+                 fingerprint=system_fingerprint(svc.model_id))
+    if req.stream:
+        projector = ChatStreamProjector(**ident, n=len(req.params), parse_tools=req.parse_tools,
+                                        include_usage=req.include_usage, logprobs=req.logprobs)
+        return sse_response(stream_events(handles, projector))
+    deltas = await collect(handles)
+    return json_response(build_chat_completion(deltas, **ident, parse_tools=req.parse_tools,
+                                               logprobs=req.logprobs))

@@ -1,0 +1,82 @@
+"""Chat Completions stream projector: Deltas -> chat.completion.chunk events. Pure."""
+from __future__ import annotations
+
+from aotx.engine.types import Delta
+from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
+from api.errors import engine_failure, openai_body
+from api.ids import new_id
+from api.logprobs import chat_logprobs
+from api.sse import DONE, ServerSentEvent
+
+
+def usage_object(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0}}
+
+
+class ChatStreamProjector:
+    def __init__(self, *, id: str, created: int, model: str, fingerprint: str, n: int,
+                 parse_tools: bool, include_usage: bool, logprobs: bool) -> None:
+        self._head = {"id": id, "object": "chat.completion.chunk", "created": created,
+                      "model": model, "system_fingerprint": fingerprint}
+        self._decoders = [ChoiceDecoder(parse_tools) for _ in range(n)]
+        self._tool_counts = [0] * n
+        self._include_usage = include_usage
+        self._logprobs = logprobs
+        self.done = False
+
+    def _chunk(self, choices: list[dict], usage: dict | None = None) -> ServerSentEvent:
+        data = {**self._head, "choices": choices}
+        if self._include_usage:
+            data["usage"] = usage
+        return ServerSentEvent(data)
+
+    def _choice(self, i: int, delta: dict, finish: str | None = None, lps=None) -> dict:
+        return {"index": i, "delta": delta,
+                "logprobs": chat_logprobs(lps) if self._logprobs and lps is not None else None,
+                "finish_reason": finish}
+
+    def open(self) -> list[ServerSentEvent]:
+        """One first chunk naming every choice (indices 0..n-1), role sent once each."""
+        return [self._chunk([self._choice(i, {"role": "assistant", "content": ""})
+                             for i in range(len(self._decoders))])]
+
+    def feed(self, i: int, delta: Delta) -> list[ServerSentEvent]:
+        events: list[ServerSentEvent] = []
+        for out in self._decoders[i].feed(delta):
+            if isinstance(out, TextOut):
+                if out.text or (self._logprobs and out.logprobs):
+                    events.append(self._chunk([self._choice(i, {"content": out.text},
+                                                            lps=out.logprobs)]))
+            elif isinstance(out, ToolOut):
+                k = self._tool_counts[i]
+                self._tool_counts[i] += 1
+                head = {"index": k, "id": new_id("call_"), "type": "function",
+                        "function": {"name": out.name, "arguments": ""}}
+                events.append(self._chunk([self._choice(i, {"tool_calls": [head]})]))
+                body = {"index": k, "function": {"arguments": out.arguments}}
+                events.append(self._chunk([self._choice(i, {"tool_calls": [body]})]))
+            elif isinstance(out, FinishOut):
+                events.append(self._chunk([self._choice(i, {}, out.reason)]))
+                events += self._maybe_end()
+            elif isinstance(out, ErrorOut):
+                return events + self.fail(out.message)
+        return events
+
+    def _maybe_end(self) -> list[ServerSentEvent]:
+        if not all(d.finished for d in self._decoders):
+            return []
+        self.done = True
+        events = []
+        if self._include_usage:
+            prompt = max(d.prompt_tokens for d in self._decoders)
+            completion = sum(d.completion_tokens for d in self._decoders)
+            events.append(self._chunk([], usage_object(prompt, completion)))
+        return events + [ServerSentEvent(DONE)]
+
+    def fail(self, message: str) -> list[ServerSentEvent]:
+        """The native mid-stream error: a data object with a top-level `error`; then close."""
+        self.done = True
+        return [ServerSentEvent(openai_body(engine_failure(message)))]
