@@ -1,0 +1,16 @@
+"""Header names the log sets or reads, in one place."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Header(str, enum.Enum):
+    """JetStream publish headers used by the recorder."""
+
+    MSG_ID = "Nats-Msg-Id"
+    EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+    EXPECTED_STREAM = "Nats-Expected-Stream"
+
+    def __str__(self) -> str:
+        return self.value

@@ -1,0 +1,159 @@
+"""The JetStream recorder: the durable log behind the Recorder protocol."""
+
+from __future__ import annotations
+
+import datetime
+from typing import AsyncIterator, Awaitable, Callable
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from .errors import EventLogError, map_publish_error
+from .headers import Header
+from .recorder import Ack, StoredMessage, StreamStatus
+from .stream import StreamSpec, ensure_stream
+
+ErrorCallback = Callable[[Exception], Awaitable[None]]
+_READ_BATCH = 256
+
+
+async def _ignore(exc: Exception) -> None:
+    """Default error_cb: connection hiccups are surfaced through publish errors instead."""
+
+
+def _stored(msg: Msg) -> StoredMessage:
+    return StoredMessage(
+        seq=msg.metadata.sequence.stream, subject=msg.subject, data=msg.data,
+        headers=dict(msg.headers or {}),
+    )
+
+
+class JetStreamSubscription:
+    """Follows the stream from a position with an ordered push consumer."""
+
+    def __init__(self, sub) -> None:
+        self._sub = sub
+        self._messages = sub.messages
+
+    def __aiter__(self) -> "JetStreamSubscription":
+        return self
+
+    async def __anext__(self) -> StoredMessage:
+        return _stored(await self._messages.__anext__())
+
+    async def close(self) -> None:
+        try:
+            await self._sub.unsubscribe()
+        except (nats.errors.ConnectionClosedError, nats.errors.BadSubscriptionError):
+            pass
+
+    async def __aenter__(self) -> "JetStreamSubscription":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class JetStreamRecorder:
+    """Use `await JetStreamRecorder.connect(url, spec)`; it creates or updates the stream."""
+
+    def __init__(self, nc: Client, spec: StreamSpec, *, owns_connection: bool, timeout: float) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=timeout)
+        self.spec = spec
+        self.timeout = timeout
+        self._owns_connection = owns_connection
+
+    @classmethod
+    async def connect(
+        cls, url: str, spec: StreamSpec | None = None, *, timeout: float = 5.0,
+        error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog",
+    ) -> "JetStreamRecorder":
+        nc = await nats.connect(
+            url, name=name, error_cb=error_cb or _ignore,
+            max_reconnect_attempts=-1, reconnect_time_wait=0.2,
+        )
+        rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)
+        await ensure_stream(rec.js, rec.spec)
+        return rec
+
+    @classmethod
+    async def attach(cls, nc: Client, spec: StreamSpec | None = None, *, timeout: float = 5.0) -> "JetStreamRecorder":
+        """Use a connection someone else owns (close() leaves it open)."""
+        rec = cls(nc, spec or StreamSpec(), owns_connection=False, timeout=timeout)
+        await ensure_stream(rec.js, rec.spec)
+        return rec
+
+    async def append(
+        self, subject: str, payload: bytes, msg_id: str | None = None,
+        expected_last_subject_seq: int | None = None,
+    ) -> Ack:
+        headers: dict[str, str] = {}
+        if msg_id is not None:
+            headers[Header.MSG_ID.value] = msg_id
+        if expected_last_subject_seq is not None:
+            headers[Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value] = str(int(expected_last_subject_seq))
+        try:
+            ack = await self.js.publish(subject, payload, headers=headers or None, stream=self.spec.name)
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            mapped = map_publish_error(exc, subject, expected_last_subject_seq)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        return Ack(stream=ack.stream, seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    async def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq),
+            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=60.0,
+            num_replicas=1,
+        )
+        sub = await self.js.pull_subscribe(subject or self.spec.subjects[0], stream=self.spec.name, config=config)
+        try:
+            remaining = (await sub.consumer_info()).num_pending
+            while remaining > 0:
+                try:
+                    msgs = await sub.fetch(min(_READ_BATCH, remaining), timeout=self.timeout)
+                except nats.errors.TimeoutError:
+                    return  # the stream shrank under us (purge): what existed has been read
+                for msg in msgs:
+                    yield _stored(msg)
+                    remaining = msg.metadata.num_pending
+        finally:
+            await self._drop_consumer(sub)
+
+    async def _drop_consumer(self, sub) -> None:
+        try:
+            info = await sub.consumer_info()
+            await sub.unsubscribe()
+            await self.js.delete_consumer(self.spec.name, info.name)
+        except (nats.errors.Error, EventLogError):
+            pass  # the consumer expires by itself (inactive_threshold)
+
+    async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))
+        sub = await self.js.subscribe(
+            subject or self.spec.subjects[0], stream=self.spec.name, ordered_consumer=True, config=config,
+        )
+        return JetStreamSubscription(sub)
+
+    async def stream_info(self) -> StreamStatus:
+        info = await self.js.stream_info(self.spec.name)
+        created = info.created or datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+        max_bytes = info.config.max_bytes
+        return StreamStatus(
+            name=info.config.name, created=created, messages=info.state.messages,
+            bytes=info.state.bytes, first_seq=info.state.first_seq, last_seq=info.state.last_seq,
+            max_bytes=None if max_bytes is None or max_bytes < 0 else max_bytes,
+        )
+
+    async def purge(self) -> None:
+        """Operator action: drop every message (sequences keep counting). Frees space; lifts a hold."""
+        await self.js.purge_stream(self.spec.name)
+
+    async def close(self) -> None:
+        if self._owns_connection and not self.nc.is_closed:
+            await self.nc.close()

@@ -1,0 +1,62 @@
+"""The journal stream: its settings and idempotent creation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, StorageType, StreamConfig, StreamInfo
+from nats.js.errors import NotFoundError
+
+SUBJECT_PREFIX = "aotx.j"
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def journal_subject(lineage: str, kind: str, prefix: str = SUBJECT_PREFIX) -> str:
+    """`aotx.j.<lineage>.<kind>`; both tokens must be plain (no dots, wildcards or spaces)."""
+    for name, token in (("lineage", lineage), ("kind", kind)):
+        if not _TOKEN.match(token):
+            raise ValueError(f"invalid {name} subject token {token!r}")
+    return f"{prefix}.{lineage}.{kind}"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Settings of the one journal stream. max_bytes=None means no cap (-1 on the server)."""
+
+    name: str = "AOTX_JOURNAL"
+    subject_prefix: str = SUBJECT_PREFIX
+    max_bytes: int | None = None
+    duplicate_window_s: float = 120.0
+    max_msg_size: int | None = None
+    replicas: int = 1
+
+    @property
+    def subjects(self) -> list[str]:
+        return [f"{self.subject_prefix}.>"]
+
+    def subject(self, lineage: str, kind: str) -> str:
+        return journal_subject(lineage, kind, self.subject_prefix)
+
+    def config(self) -> StreamConfig:
+        return StreamConfig(
+            name=self.name,
+            subjects=self.subjects,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.NEW,
+            max_bytes=-1 if self.max_bytes is None else self.max_bytes,
+            max_msg_size=-1 if self.max_msg_size is None else self.max_msg_size,
+            duplicate_window=self.duplicate_window_s,
+            num_replicas=self.replicas,
+            allow_direct=True,
+        )
+
+
+async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> StreamInfo:
+    """Create the stream, or bring an existing one's settings to `spec` (same name, same storage)."""
+    try:
+        await js.stream_info(spec.name)
+    except NotFoundError:
+        return await js.add_stream(spec.config())
+    return await js.update_stream(spec.config())
