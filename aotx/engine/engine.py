@@ -76,6 +76,8 @@ class Engine:
             self._cond.notify_all()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
+        else:
+            self._shutdown()
 
     def stats(self) -> EngineStats:
         with self._cond:

@@ -8,11 +8,12 @@ from tests.engine.engine_fakes import (FailingBackend, FakeBackend, FakeTokenize
                                        reference_greedy)
 
 
-def make_engine(backend=None, **cfg) -> tuple[Engine, FakeBackend]:
+def make_engine(backend=None, start=True, **cfg) -> tuple[Engine, FakeBackend]:
     backend = backend or FakeBackend(num_pages=cfg.get("num_pages", 64), page_size=4)
     config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256, **cfg})
     engine = Engine(backend, FakeTokenizer(), config)
-    engine.start()
+    if start:
+        engine.start()
     return engine, backend
 
 
@@ -43,10 +44,12 @@ async def test_greedy_matches_reference_across_pages_and_chunks():
 
 
 async def test_concurrent_requests_share_steps():
-    engine, backend = make_engine(num_pages=200)
+    engine, backend = make_engine(num_pages=200, start=False)
     try:
         prompts = [list(f"prompt number {i}".encode()) for i in range(12)]
         handles = [engine.submit(p, greedy(6)) for p in prompts]
+        assert engine.stats().queue_depth == 12
+        engine.start()        # all twelve are queued: they are admitted in one step
         results = await asyncio.gather(*(collect(h) for h in handles))
         for p, deltas in zip(prompts, results):
             assert [t for d in deltas for t in d.token_ids] == reference_greedy(p, 6)
@@ -61,17 +64,19 @@ async def test_concurrent_requests_share_steps():
 
 async def test_page_budget_queues_and_max_batch():
     # each request reserves ceil((8 + 8) / 4) = 4 pages; 10 pages -> 2 at a time
-    engine, backend = make_engine(num_pages=10, max_batch=8)
+    engine, backend = make_engine(num_pages=10, max_batch=8, start=False)
     try:
         handles = [engine.submit(list(b"abcdefgh"), greedy(8)) for _ in range(5)]
+        engine.start()
         await asyncio.gather(*(collect(h) for h in handles))
         assert engine.stats().max_batch_width == 2
         assert all(h.finish_reason == "length" for h in handles)
     finally:
         await engine.stop()
-    engine, backend = make_engine(num_pages=200, max_batch=3)
+    engine, backend = make_engine(num_pages=200, max_batch=3, start=False)
     try:
         handles = [engine.submit(list(b"abc"), greedy(4)) for _ in range(7)]
+        engine.start()
         await asyncio.gather(*(collect(h) for h in handles))
         assert engine.stats().max_batch_width == 3
     finally:
