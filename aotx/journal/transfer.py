@@ -1,0 +1,84 @@
+"""Transfers: a msgpack body plus a 16-byte digest, split into type-37 records.
+
+Transfer data = payload || digest, digest = BLAKE2b-128(person=b"aotx-transfer37")
+over `<u32 kind, u64 transfer_id, u64 lineage_hash, u32 payload_len>` || payload.
+Every part but the last carries exactly 160 bytes; the last carries 1..160.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .errors import JournalFormatError
+from .record import MAX_BODY, Record
+
+DIGEST_SIZE = 16
+MAX_PARTS = 0xFFFF
+MAX_PAYLOAD = MAX_PARTS * MAX_BODY - DIGEST_SIZE
+_DIGEST_PERSON = b"aotx-transfer37"
+_DIGEST_PREFIX = struct.Struct("<IQQI")
+
+
+class TransferKind(enum.IntEnum):
+    """Known transfer kinds (u32 on the wire; unknown values still round-trip)."""
+
+    MUTATION = 1
+    ADMISSION = 2
+    LEASE = 3
+    OUTPUT = 4
+    COMPLETION = 5
+    RETIREMENT = 6
+    CONTROL = 7
+
+
+def lineage_hash(lineage: str | bytes) -> int:
+    """u64 of a lineage: BLAKE2b-64 of its 16 bytes (given as bytes or 32 hex digits), little-endian."""
+    raw = bytes.fromhex(lineage) if isinstance(lineage, str) else bytes(lineage)
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little")
+
+
+def transfer_digest(kind: int, transfer_id: int, lineage: int, payload: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)
+    h.update(_DIGEST_PREFIX.pack(kind, transfer_id, lineage, len(payload)))
+    h.update(payload)
+    return h.digest()
+
+
+def pack_body(body: Any) -> bytes:
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def unpack_body(payload: bytes) -> Any:
+    return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value."""
+
+    kind: int
+    transfer_id: int
+    lineage_hash: int
+    payload: bytes = field(repr=False)
+    body: Any = field(repr=False)
+
+    @property
+    def digest(self) -> bytes:
+        return transfer_digest(self.kind, self.transfer_id, self.lineage_hash, self.payload)
+
+
+def split_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -> list[Record]:
+    """The records of one transfer, in order."""
+    if not 0 <= kind <= 0xFFFFFFFF or not 0 <= transfer_id <= 0xFFFFFFFFFFFFFFFF:
+        raise JournalFormatError(f"transfer kind {kind} or id {transfer_id} out of range")
+    if len(payload) > MAX_PAYLOAD:
+        raise JournalFormatError(f"transfer {transfer_id}: payload {len(payload)} bytes over {MAX_PAYLOAD}")
+    data = payload + transfer_digest(kind, transfer_id, lineage, payload)
+    chunks = [data[i:i + MAX_BODY] for i in range(0, len(data), MAX_BODY)]
+    return [Record(kind, transfer_id, i, len(chunks), lineage, chunk) for i, chunk in enumerate(chunks)]
