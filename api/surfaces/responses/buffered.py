@@ -1,0 +1,23 @@
+"""Responses buffered builder: the stream machine run to its terminal response."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from aotx.engine.types import Delta
+from api.errors import engine_failure
+from api.surfaces.responses.stream import ResponsesStreamProjector
+
+
+def build_response(deltas: Sequence[Delta], **projector_args) -> dict:
+    projector = ResponsesStreamProjector(**projector_args)
+    projector.open()
+    for delta in deltas:
+        projector.feed(0, delta)
+        if projector.done:
+            break
+    final = projector.final
+    if final is None:
+        raise engine_failure("generation ended without a finish")
+    if final["status"] == "failed":
+        raise engine_failure(final["error"]["message"])
+    return final
