@@ -18,7 +18,7 @@ from typing import Protocol
 
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
-from aotx.engine.request import RequestHandle, RequestRejected
+from aotx.engine.request import RequestHandle, RequestRejected, deliver
 from aotx.engine.runner import Backend, ModelRunner, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence
@@ -215,9 +215,16 @@ class Engine:
 
     def _flush(self) -> None:
         outbox, self._outbox = self._outbox, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
+        seqs_by_loop: dict[asyncio.AbstractEventLoop, list[Sequence]] = {}
         for handle, seq, delta in outbox:
-            if not handle.deliver(delta) and not seq.is_finished:
-                self.scheduler.cancel(seq.seq_id)    # nobody is listening any more
+            by_loop.setdefault(handle.loop, []).append((handle, delta))
+            seqs_by_loop.setdefault(handle.loop, []).append(seq)
+        for loop, items in by_loop.items():
+            if not deliver(loop, items):
+                for seq in seqs_by_loop[loop]:      # nobody is listening any more
+                    if not seq.is_finished:
+                        self.scheduler.cancel(seq.seq_id)
 
     def _end(self, seq: Sequence, delta: Delta) -> None:
         """Deliver the final delta of a finished sequence and forget its handle."""

@@ -62,10 +62,25 @@ class RequestHandle:
         self._cancel_sent = True
         self._on_cancel()
 
-    def deliver(self, delta: Delta) -> bool:
-        """Engine thread: hand a delta to the caller's loop. False if that loop is gone."""
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, delta)
-        except RuntimeError:
-            return False
-        return True
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def put(self, delta: Delta) -> None:
+        """On the handle's loop: queue one delta for the iterator."""
+        self._queue.put_nowait(delta)
+
+
+def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple[RequestHandle, Delta]]) -> bool:
+    """Engine thread: hand a step's deltas to one event loop with a single wake-up.
+
+    Returns False when that loop is closed (nobody will read them).
+    """
+    def put_all() -> None:
+        for handle, delta in items:
+            handle.put(delta)
+    try:
+        loop.call_soon_threadsafe(put_all)
+    except RuntimeError:
+        return False
+    return True

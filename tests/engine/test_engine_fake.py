@@ -238,3 +238,24 @@ async def test_stop_ends_pending_requests():
     assert deltas[-1].finish_reason in ("error", "length")
     with pytest.raises(RequestRejected):
         engine.submit(list(b"abc"), greedy(1))
+
+
+async def test_request_whose_event_loop_closed_is_cancelled():
+    engine, _ = make_engine()
+    try:
+        loop = asyncio.new_event_loop()
+
+        async def submit():
+            return engine.submit(list(b"orphan"), greedy(50))
+
+        loop.run_until_complete(submit())
+        loop.close()
+        for _ in range(200):
+            if engine.stats().requests_finished_total.get("cancelled") == 1:
+                break
+            await asyncio.sleep(0.01)
+        stats = engine.stats()
+        assert stats.requests_finished_total == {"cancelled": 1}
+        assert stats.kv_pages_in_use == 0 and stats.running == 0
+    finally:
+        await engine.stop()
