@@ -243,13 +243,16 @@ async def test_stop_ends_pending_requests():
 async def test_request_whose_event_loop_closed_is_cancelled():
     engine, _ = make_engine()
     try:
-        loop = asyncio.new_event_loop()
+        def submit_then_close_loop():
+            loop = asyncio.new_event_loop()
 
-        async def submit():
-            return engine.submit(list(b"orphan"), greedy(50))
+            async def submit():
+                return engine.submit(list(b"orphan"), greedy(50))
 
-        loop.run_until_complete(submit())
-        loop.close()
+            loop.run_until_complete(submit())
+            loop.close()
+
+        await asyncio.to_thread(submit_then_close_loop)
         for _ in range(200):
             if engine.stats().requests_finished_total.get("cancelled") == 1:
                 break
