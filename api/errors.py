@@ -89,6 +89,8 @@ def rejection_error(code: str, message: str) -> ApiError:
     if code == "queue_full":
         return ApiError(429, message or "The server is at capacity; retry later.",
                         code="rate_limit_exceeded")
+    if code == "engine_stopped":
+        return ApiError(503, message or "The server is shutting down.", code=code)
     if code == "context_length_exceeded":
         return ApiError(400, message, param="messages", code=code)
     return ApiError(400, message, code=code)

@@ -1,0 +1,77 @@
+"""A ModelService stand-in that replays Delta tapes: route tests without a model."""
+from __future__ import annotations
+
+from aotx.engine import RequestRejected
+from quart import Quart
+
+from api.errors import register_error_handlers
+from tests.api.tapes import tape
+
+
+class FakeHandle:
+    def __init__(self, deltas, prompt_tokens):
+        self._deltas = list(deltas)
+        self.prompt_tokens = prompt_tokens
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+
+    def __aiter__(self):
+        return self._gen()
+
+    async def _gen(self):
+        for delta in self._deltas:
+            if self.cancelled:
+                return
+            yield delta
+
+
+class FakeService:
+    model_id = "smollm2-135m-instruct"
+    created = 1700000000
+    context_length = 8192
+    default_max_tokens = 64
+
+    def __init__(self):
+        self.tapes = [tape(["Hello", " world"])]
+        self.submitted = []        # (prompt_ids, params, surface, lane)
+        self.handles = []
+        self.chat_calls = []
+        self.reject = None
+
+    def known_model(self, name):
+        return name == self.model_id
+
+    def chat_prompt(self, messages, tools=(), tool_choice=None):
+        self.chat_calls.append((list(messages), list(tools), tool_choice))
+        return [1, 2, 3]
+
+    def text_prompt(self, text):
+        return [ord(c) for c in text]
+
+    def token_bytes(self, token_id):
+        return chr(token_id).encode()
+
+    def token_text(self, token_id):
+        return chr(token_id)
+
+    def submit(self, prompt_ids, params, *, surface, lane):
+        if self.reject:
+            raise RequestRejected(*self.reject)
+        self.submitted.append((prompt_ids, params, surface, lane))
+        deltas = self.tapes[min(len(self.handles), len(self.tapes) - 1)]
+        handle = FakeHandle(deltas, len(prompt_ids))
+        self.handles.append(handle)
+        return handle
+
+
+def make_app(service) -> Quart:
+    from api.surfaces import chat, completions, messages, responses
+
+    app = Quart(__name__)
+    app.extensions["aotx"] = service
+    for surface in (chat, completions, messages, responses):
+        app.register_blueprint(surface.blueprint)
+    register_error_handlers(app)
+    return app
