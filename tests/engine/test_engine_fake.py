@@ -216,9 +216,10 @@ async def test_cancel_frees_pages_and_is_idempotent():
 
 async def test_backend_failure_ends_affected_requests_and_engine_recovers():
     backend = FailingBackend(FakeBackend(num_pages=64, page_size=4), fail_at=3)
-    engine, _ = make_engine(backend=backend)
+    engine, _ = make_engine(backend=backend, start=False)
     try:
         handles = [engine.submit(list(b"x" * (i + 1)), greedy(10)) for i in range(3)]
+        engine.start()
         results = await asyncio.gather(*(collect(h) for h in handles))
         for deltas in results:
             assert deltas[-1].finish_reason == "error"

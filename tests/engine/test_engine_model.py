@@ -94,8 +94,9 @@ async def test_logprobs_of_greedy_tokens_are_top(make_real_engine, chat_prompt):
 
 
 async def test_backend_failure_mid_generation_then_recovery(make_real_engine, numpy_backend, chat_prompt):
-    engine = make_real_engine(backend=FailingBackend(numpy_backend, fail_at=3))
+    engine = make_real_engine(backend=FailingBackend(numpy_backend, fail_at=3), start=False)
     handles = [engine.submit(chat_prompt(q), greedy(8)) for q in QUESTIONS[:2]]
+    engine.start()
     results = await asyncio.gather(*(run(h) for h in handles))
     for _, _, deltas in results:
         assert deltas[-1].finish_reason == "error" and "injected" in deltas[-1].error
