@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import AsyncIterator, Awaitable, Callable
 
 import nats
@@ -18,10 +19,12 @@ from .stream import StreamSpec, ensure_stream
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _READ_BATCH = 256
+_log = logging.getLogger("eventlog")
 
 
-async def _ignore(exc: Exception) -> None:
-    """Default error_cb: connection hiccups are surfaced through publish errors instead."""
+async def _log_error(exc: Exception) -> None:
+    """Default error_cb: log; a failed write still surfaces as JournalUnavailable from append."""
+    _log.debug("nats connection error: %s: %s", type(exc).__name__, exc)
 
 
 def _stored(msg: Msg) -> StoredMessage:
@@ -73,7 +76,7 @@ class JetStreamRecorder:
         error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog",
     ) -> "JetStreamRecorder":
         nc = await nats.connect(
-            url, name=name, error_cb=error_cb or _ignore,
+            url, name=name, error_cb=error_cb or _log_error,
             max_reconnect_attempts=-1, reconnect_time_wait=0.2,
         )
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)

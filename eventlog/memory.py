@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import datetime
 import time
 from typing import AsyncIterator, Callable
@@ -36,7 +37,7 @@ class MemorySubscription:
         while True:
             if self._closed:
                 raise StopAsyncIteration
-            for msg in self._rec._messages_from(self._next):
+            while (msg := self._rec._first_from(self._next)) is not None:
                 self._next = msg.seq + 1
                 if _matches(self._subject, msg.subject):
                     return msg
@@ -78,7 +79,11 @@ class MemoryRecorder:
         return len(msg.subject) + len(msg.data) + sum(len(k) + len(v) for k, v in msg.headers.items())
 
     def _messages_from(self, seq: int) -> list[StoredMessage]:
-        return [m for m in self._messages if m.seq >= seq]
+        return self._messages[bisect.bisect_left(self._messages, seq, key=lambda m: m.seq):]
+
+    def _first_from(self, seq: int) -> StoredMessage | None:
+        i = bisect.bisect_left(self._messages, seq, key=lambda m: m.seq)
+        return self._messages[i] if i < len(self._messages) else None
 
     async def append(
         self, subject: str, payload: bytes, msg_id: str | None = None,

@@ -15,7 +15,7 @@ async def test_acked_writes_survive_kill_9(tmp_path):
     spec = StreamSpec(name="DURABLE", max_bytes=64 << 20)
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
-        rec = await JetStreamRecorder.connect(server.url, spec, timeout=0.5)
+        rec = await JetStreamRecorder.connect(server.url, spec)
         incarnation = (await rec.stream_info()).created
         acked: dict[int, bytes] = {}
 
@@ -26,8 +26,9 @@ async def test_acked_writes_survive_kill_9(tmp_path):
 
         await asyncio.gather(*(one(i) for i in range(300)))
         server.kill()
+        impatient = JetStreamRecorder(rec.nc, spec, owns_connection=False, timeout=0.5)
         with pytest.raises(JournalUnavailable):
-            await rec.append(spec.subject("l0", "t"), b"after death", msg_id="late")
+            await impatient.append(spec.subject("l0", "t"), b"after death", msg_id="late")
         await rec.close()
 
         server.start()
