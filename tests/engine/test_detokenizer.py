@@ -84,3 +84,19 @@ def test_eos_releases_held_stop_prefix():
     tape = ByteTape(b"value <", b"")
     released, end = run(tape, [1, 0], stop=("<stop>",))
     assert released == ["value ", "<"] and end.finish_reason == "stop"
+
+
+def test_real_tokenizer_round_trip_never_splits_characters(bundle):
+    tok = bundle.tokenizer
+    text = "Emoji 😀🎉 and 中文字符, café — done."
+    ids = tok.encode(text)
+    d = Detokenizer(tok, stop=("done",), stop_token_ids={tok.eos_id})
+    pieces = []
+    for t in ids:
+        step = d.add(t)
+        pieces.append(step.text)
+        if step.finish_reason:
+            break
+    assert "".join(pieces) == "Emoji 😀🎉 and 中文字符, café — "
+    assert all("\ufffd" not in p for p in pieces)
+    assert step.finish_reason == "stop" and step.stop_sequence == "done"
