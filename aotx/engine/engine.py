@@ -116,6 +116,9 @@ class Engine:
         if len(prompt) >= self.max_model_len:
             raise RequestRejected("context_length_exceeded",
                                   f"prompt has {len(prompt)} tokens; the limit is {self.max_model_len - 1}")
+        vocab = getattr(self.tokenizer, "vocab_size", None)
+        if vocab is not None and not all(0 <= t < vocab for t in prompt):
+            raise RequestRejected("invalid_prompt", f"prompt token ids must be in [0, {vocab})")
         problems = [
             (p.max_tokens < 0, "max_tokens must be >= 0"),
             (p.temperature < 0, "temperature must be >= 0"),

@@ -11,7 +11,8 @@ class RequestRejected(Exception):
     """submit() refused a request before it was queued.
 
     `code`: "empty_prompt", "context_length_exceeded", "queue_full",
-    "invalid_params" or "engine_stopped".
+    "invalid_prompt" (token id outside the vocabulary), "invalid_params" or
+    "engine_stopped".
     """
 
     def __init__(self, code: str, message: str) -> None:

@@ -35,6 +35,11 @@ class SchedulerOutput:
         return sum(s.num_tokens for s in self.scheduled if not s.is_decode)
 
 
+# A prefill chunk that wants prompt logprobs returns a logits row per token
+# ([chunk, vocab] float32: 256 x 49152 is 50 MB), so such chunks stay small.
+PROMPT_LOGPROBS_CHUNK = 256
+
+
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_batch: int,
                  prefill_token_budget: int) -> None:
@@ -89,7 +94,7 @@ class Scheduler:
             if not seq.in_prefill:
                 out.scheduled.append(self._place(seq, need, is_decode=True))
             elif budget > 0:
-                n = min(need, budget)
+                n = _chunk(seq, budget)
                 budget -= n
                 out.scheduled.append(self._place(seq, n, is_decode=False))
         # 2. admit from the head of the queue while slots, tokens and pages last
@@ -102,7 +107,7 @@ class Scheduler:
             free_pages -= seq.reserved_pages
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
-            n = min(seq.tokens_to_compute, budget)
+            n = _chunk(seq, budget)
             budget -= n
             out.scheduled.append(self._place(seq, n, is_decode=False))
         return out
@@ -119,3 +124,11 @@ class Scheduler:
                 self.finish(seq, "cancelled")
                 out.cancelled.append(seq)
         self._cancel.clear()
+
+
+def _chunk(seq: Sequence, budget: int) -> int:
+    """Prompt tokens of `seq` to run this step, given what is left of the budget."""
+    n = min(seq.tokens_to_compute, budget)
+    if seq.params.prompt_logprobs is not None:
+        n = min(n, PROMPT_LOGPROBS_CHUNK)
+    return n

@@ -30,6 +30,7 @@ def reference_greedy(prompt: list[int], n: int) -> list[int]:
 
 class FakeTokenizer:
     eos_id = EOS
+    vocab_size = VOCAB
     # a few multi-byte tokens: pieces of "é" (c3 a9) and of an emoji (f0 9f 98 80)
     extra = {256: b"\xc3", 257: b"\xa9", 258: b"\xf0\x9f", 259: b"\x98", 260: b"\x80",
              261: "中".encode(), 262: "文".encode(), 263: b"</s", 264: b"top>", 265: b"END",

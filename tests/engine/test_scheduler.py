@@ -114,3 +114,20 @@ def test_cancellation_frees_pages_at_next_step():
     assert out.cancelled == [a, b] and out.scheduled == []
     assert a.finish_reason == "cancelled" and a.is_finished
     assert bm.pages_in_use == 0 and not sched.has_work()
+
+
+def test_prompt_logprobs_chunks_are_capped():
+    from dataclasses import replace
+
+    from aotx.engine.scheduler import PROMPT_LOGPROBS_CHUNK
+    bm = BlockManager(num_pages=1000, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=2048)
+    seq = make_seq(600, 1)
+    seq.params = replace(seq.params, prompt_logprobs=0)
+    sched.add(seq)
+    sizes = []
+    while seq.in_prefill:
+        out = sched.schedule()
+        sizes.append(out.scheduled[0].num_tokens)
+        advance(out)
+    assert sizes == [PROMPT_LOGPROBS_CHUNK, PROMPT_LOGPROBS_CHUNK, 600 - 2 * PROMPT_LOGPROBS_CHUNK]
