@@ -196,7 +196,7 @@ class Engine:
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
             tail = seq.detokenizer.flush()
             text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
-        delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob else (),
+        delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob is not None else (),
                       finish_reason=reason, stop_sequence=stop)
         if reason is not None:
             self.scheduler.finish(seq, reason)
