@@ -1,0 +1,77 @@
+"""Fidelity: our numpy forward against HF transformers' Llama on the same GGUF.
+
+HF is an independent reference for every part that matters: its GGUF loader
+dequantizes with its own name mapping and UN-permutes Q/K (so its model uses
+``rotate_half`` RoPE, while ours keeps llama.cpp's permutation and rotates
+adjacent pairs), and its Llama modules are its own code.
+
+``AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)`` insists on the
+``accelerate`` package, which the fidelity extra does not pull in; we therefore
+call the two pieces ``from_pretrained`` runs for a GGUF ourselves:
+``AutoConfig.from_pretrained(dir, gguf_file=...)`` and
+``load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)``.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from tests.kernels.pager import Pager
+
+pytestmark = pytest.mark.fidelity
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+PROMPTS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    "Once upon a time, in a small village by the sea, there lived an old fisherman who",
+]
+
+
+@pytest.fixture(scope="module")
+def hf_model(bundle):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoConfig, LlamaForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    torch.set_num_threads(max(1, int(os.environ.get("OPENBLAS_NUM_THREADS", "1"))))
+    path = bundle.path
+    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    assert config.tie_word_embeddings
+    model = LlamaForCausalLM(config).eval()
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model,
+                                   torch_dtype=torch.float32)["tensors"]
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    model.lm_head.weight = model.model.embed_tokens.weight  # tied: the GGUF has no output.weight
+    return model.float()
+
+
+def prompt_ids(bundle, prompt):
+    text = bundle.chat_template.render(prompt) if isinstance(prompt, list) else prompt
+    return bundle.tokenizer.encode(text)
+
+
+@pytest.mark.parametrize("which", range(len(PROMPTS)))
+def test_logits_match_hf(bundle, backend, hf_model, which):
+    ids = prompt_ids(bundle, PROMPTS[which])
+    pager = Pager(backend.num_pages, backend.page_size)
+    ours = backend.forward(pager.build([(pager.new_seq(), ids)], all_logits=True))
+    assert ours.dtype == np.float32
+    with torch.no_grad():
+        ref = hf_model(torch.tensor([ids])).logits[0].float().numpy()
+    assert ref.shape == ours.shape
+    diff = np.abs(ours - ref)
+    scale = np.abs(ref).max()
+    assert diff.max() < 1e-3 * scale, (diff.max(), scale)
+    np.testing.assert_array_equal(ours.argmax(-1), ref.argmax(-1))
+
+
+def test_tokenizer_matches_hf(bundle):
+    from transformers import AutoTokenizer
+
+    path = bundle.path
+    hf_tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    for text in ["Hello world, 12345!", "日本語 🤗 tabs\tand\nnewlines",
+                 bundle.chat_template.render(PROMPTS[0])]:
+        assert bundle.tokenizer.encode(text) == hf_tok.encode(text, add_special_tokens=False), text
