@@ -18,7 +18,7 @@ from typing import Protocol
 
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
-from aotx.engine.request import RequestHandle, RequestRejected, deliver
+from aotx.engine.request import RequestHandle, RequestRejected, deliver, validate_request
 from aotx.engine.runner import Backend, ModelRunner, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence
@@ -46,6 +46,10 @@ class EngineConfig:
 
 class Engine:
     def __init__(self, backend: Backend, tokenizer: Tokenizer, config: EngineConfig = EngineConfig()) -> None:
+        pool = (getattr(backend, "num_pages", None), getattr(backend, "page_size", None))
+        if pool[0] is not None and (pool[0] < config.num_pages or pool[1] != config.page_size):
+            raise ValueError(f"backend KV pool is {pool[0]} pages of {pool[1]}; the engine config "
+                             f"wants {config.num_pages} pages of {config.page_size}")
         self.config = config
         self.tokenizer = tokenizer
         self.blocks = BlockManager(config.num_pages, config.page_size)
@@ -88,7 +92,7 @@ class Engine:
     def submit(self, prompt_ids: list[int], params: SamplingParams) -> RequestHandle:
         loop = asyncio.get_running_loop()
         prompt = [int(t) for t in prompt_ids]
-        self._validate(prompt, params)
+        validate_request(prompt, params, self.max_model_len, getattr(self.tokenizer, "vocab_size", None))
         max_tokens = min(params.max_tokens, self.max_model_len - len(prompt))
         params = dataclasses.replace(params, max_tokens=max_tokens)
         stop_ids = {self.tokenizer.eos_id, *params.stop_token_ids}
@@ -109,27 +113,6 @@ class Engine:
             self._inbox.append(("add", seq, handle))
             self._cond.notify()
         return handle
-
-    def _validate(self, prompt: list[int], p: SamplingParams) -> None:
-        if not prompt:
-            raise RequestRejected("empty_prompt", "the prompt has no tokens")
-        if len(prompt) >= self.max_model_len:
-            raise RequestRejected("context_length_exceeded",
-                                  f"prompt has {len(prompt)} tokens; the limit is {self.max_model_len - 1}")
-        vocab = getattr(self.tokenizer, "vocab_size", None)
-        if vocab is not None and not all(0 <= t < vocab for t in prompt):
-            raise RequestRejected("invalid_prompt", f"prompt token ids must be in [0, {vocab})")
-        problems = [
-            (p.max_tokens < 0, "max_tokens must be >= 0"),
-            (p.temperature < 0, "temperature must be >= 0"),
-            (not 0.0 < p.top_p <= 1.0, "top_p must be in (0, 1]"),
-            (p.top_k < 0, "top_k must be >= 0"),
-            (p.logprobs is not None and p.logprobs < 0, "logprobs must be >= 0"),
-            (p.prompt_logprobs is not None and p.prompt_logprobs < 0, "prompt_logprobs must be >= 0"),
-        ]
-        for bad, message in problems:
-            if bad:
-                raise RequestRejected("invalid_params", message)
 
     def _post(self, kind: str, item: Sequence | int, handle: RequestHandle | None) -> None:
         with self._cond:
@@ -152,7 +135,11 @@ class Engine:
                 elif item in self._handles:
                     self.scheduler.cancel(item)
             if self.scheduler.has_work():
-                self._step()
+                try:
+                    self._step()
+                except Exception as exc:  # a bug here must not leave callers waiting forever
+                    log.exception("engine step failed outside the backend")
+                    self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
         self._shutdown()
 
     def _step(self) -> None:
@@ -247,8 +234,11 @@ class Engine:
             if kind == "add":
                 self.scheduler.add(item)
                 self._handles[item.seq_id] = handle
+        self._fail_all("engine stopped")
+
+    def _fail_all(self, message: str) -> None:
         for seq in [*self.scheduler.running, *self.scheduler.waiting]:
             self.scheduler.finish(seq, "error")
-            self._end(seq, Delta("", finish_reason="error", error="engine stopped"))
+            self._end(seq, Delta("", finish_reason="error", error=message))
         self._sync_gauges()
         self._flush()

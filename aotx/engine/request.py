@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from aotx.engine.types import Delta
+from aotx.engine.types import Delta, SamplingParams
 
 
 class RequestRejected(Exception):
@@ -19,6 +19,29 @@ class RequestRejected(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
+                     vocab_size: int | None) -> None:
+    """Raise RequestRejected for a request the engine must not queue."""
+    if not prompt:
+        raise RequestRejected("empty_prompt", "the prompt has no tokens")
+    if len(prompt) >= max_model_len:
+        raise RequestRejected("context_length_exceeded",
+                              f"prompt has {len(prompt)} tokens; the limit is {max_model_len - 1}")
+    if vocab_size is not None and not all(0 <= t < vocab_size for t in prompt):
+        raise RequestRejected("invalid_prompt", f"prompt token ids must be in [0, {vocab_size})")
+    problems = [
+        (p.max_tokens < 0, "max_tokens must be >= 0"),
+        (p.temperature < 0, "temperature must be >= 0"),
+        (not 0.0 < p.top_p <= 1.0, "top_p must be in (0, 1]"),
+        (p.top_k < 0, "top_k must be >= 0"),
+        (p.logprobs is not None and p.logprobs < 0, "logprobs must be >= 0"),
+        (p.prompt_logprobs is not None and p.prompt_logprobs < 0, "prompt_logprobs must be >= 0"),
+    ]
+    for bad, message in problems:
+        if bad:
+            raise RequestRejected("invalid_params", message)
 
 
 class RequestHandle:

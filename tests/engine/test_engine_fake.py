@@ -266,3 +266,22 @@ async def test_request_whose_event_loop_closed_is_cancelled():
         assert stats.kv_pages_in_use == 0 and stats.running == 0
     finally:
         await engine.stop()
+
+
+async def test_pool_mismatch_is_refused_and_internal_errors_fail_requests():
+    with pytest.raises(ValueError):
+        Engine(FakeBackend(num_pages=8, page_size=4), FakeTokenizer(), EngineConfig(num_pages=64, page_size=4))
+    engine, _ = make_engine(start=False)
+    h = engine.submit(list(b"boom"), greedy(5))
+
+    def broken_schedule():
+        raise RuntimeError("scheduler bug")
+
+    engine.scheduler.schedule = broken_schedule
+    engine.start()
+    try:
+        deltas = await collect(h)
+        assert deltas[-1].finish_reason == "error" and "scheduler bug" in deltas[-1].error
+        assert engine.stats().kv_pages_in_use == 0 and engine.stats().running == 0
+    finally:
+        await engine.stop()
