@@ -11,14 +11,19 @@ Checkpoint quirks live here, not in the math:
 * SmolLM2 ties the LM head: there is no ``output.weight``; logits are
   ``h @ token_embd.weight.T``.
 * At load we fuse per layer ``attn_q|attn_k|attn_v`` into ``attn_qkv`` and
-  ``ffn_gate|ffn_up`` into ``ffn_gate_up`` (rows concatenated in that order),
-  so one matmul does each. The separate tensors are not kept.
+  ``ffn_gate|ffn_up`` into ``ffn_gate_up`` (output rows concatenated in that
+  order), so one matmul does each, and store every matmul weight TRANSPOSED,
+  C-contiguous ``[in, out]`` (suffix ``.weight_t``): ``y = x @ w_t``. On
+  OpenBLAS that layout is 1.5-1.8x faster than ``x @ w.T`` at batch 16+.
+  The tied LM head gets its own ``[H, V]`` copy for the same reason.
+  The separate GGUF tensors are not kept.
 
 Weight names in ``ModelBundle.weights`` (all float32, C-contiguous):
-``token_embd.weight [V, H]``, ``output_norm.weight [H]``, and per layer ``i``:
-``blk.{i}.attn_norm.weight [H]``, ``blk.{i}.attn_qkv.weight [Hq+2*Hkv, H]``,
-``blk.{i}.attn_output.weight [H, Hq]``, ``blk.{i}.ffn_norm.weight [H]``,
-``blk.{i}.ffn_gate_up.weight [2F, H]``, ``blk.{i}.ffn_down.weight [H, F]``.
+``token_embd.weight [V, H]`` (embedding gather), ``lm_head.weight_t [H, V]``
+(= ``token_embd.weight.T``), ``output_norm.weight [H]``, and per layer ``i``:
+``blk.{i}.attn_norm.weight [H]``, ``blk.{i}.attn_qkv.weight_t [H, Hq+2*Hkv]``,
+``blk.{i}.attn_output.weight_t [Hq, H]``, ``blk.{i}.ffn_norm.weight [H]``,
+``blk.{i}.ffn_gate_up.weight_t [H, 2F]``, ``blk.{i}.ffn_down.weight_t [F, H]``.
 """
 from __future__ import annotations
 
@@ -97,36 +102,44 @@ def _dequantize_all(reader, progress: bool) -> dict[str, np.ndarray]:
     return raw
 
 
+def _t(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.T)
+
+
 def _fuse(raw: dict[str, np.ndarray], cfg: LlamaConfig) -> dict[str, np.ndarray]:
-    w = {"token_embd.weight": raw.pop("token_embd.weight"),
+    embd = raw.pop("token_embd.weight")
+    w = {"token_embd.weight": embd, "lm_head.weight_t": _t(embd),
          "output_norm.weight": raw.pop("output_norm.weight")}
     raw.pop("output.weight", None)  # absent in tied checkpoints; we always tie
     for i in range(cfg.n_layers):
         p = f"blk.{i}."
         w[p + "attn_norm.weight"] = raw.pop(p + "attn_norm.weight")
         w[p + "ffn_norm.weight"] = raw.pop(p + "ffn_norm.weight")
-        w[p + "attn_qkv.weight"] = np.concatenate(
+        w[p + "attn_qkv.weight_t"] = _t(np.concatenate(
             [raw.pop(p + "attn_q.weight"), raw.pop(p + "attn_k.weight"),
-             raw.pop(p + "attn_v.weight")], axis=0)
-        w[p + "attn_output.weight"] = raw.pop(p + "attn_output.weight")
-        w[p + "ffn_gate_up.weight"] = np.concatenate(
-            [raw.pop(p + "ffn_gate.weight"), raw.pop(p + "ffn_up.weight")], axis=0)
-        w[p + "ffn_down.weight"] = raw.pop(p + "ffn_down.weight")
+             raw.pop(p + "attn_v.weight")], axis=0))
+        w[p + "attn_output.weight_t"] = _t(raw.pop(p + "attn_output.weight"))
+        w[p + "ffn_gate_up.weight_t"] = _t(np.concatenate(
+            [raw.pop(p + "ffn_gate.weight"), raw.pop(p + "ffn_up.weight")], axis=0))
+        w[p + "ffn_down.weight_t"] = _t(raw.pop(p + "ffn_down.weight"))
     _check_shapes(w, cfg)
     return w
 
 
 def _check_shapes(w: dict[str, np.ndarray], cfg: LlamaConfig) -> None:
-    expect = {"token_embd.weight": (cfg.vocab_size, cfg.hidden), "output_norm.weight": (cfg.hidden,)}
+    expect = {"token_embd.weight": (cfg.vocab_size, cfg.hidden),
+              "lm_head.weight_t": (cfg.hidden, cfg.vocab_size), "output_norm.weight": (cfg.hidden,)}
     for i in range(cfg.n_layers):
         p = f"blk.{i}."
         expect.update({
             p + "attn_norm.weight": (cfg.hidden,), p + "ffn_norm.weight": (cfg.hidden,),
-            p + "attn_qkv.weight": (cfg.q_size + 2 * cfg.kv_size, cfg.hidden),
-            p + "attn_output.weight": (cfg.hidden, cfg.q_size),
-            p + "ffn_gate_up.weight": (2 * cfg.ffn, cfg.hidden),
-            p + "ffn_down.weight": (cfg.hidden, cfg.ffn),
+            p + "attn_qkv.weight_t": (cfg.hidden, cfg.q_size + 2 * cfg.kv_size),
+            p + "attn_output.weight_t": (cfg.q_size, cfg.hidden),
+            p + "ffn_gate_up.weight_t": (cfg.hidden, 2 * cfg.ffn),
+            p + "ffn_down.weight_t": (cfg.ffn, cfg.hidden),
         })
+    if set(w) != set(expect):
+        raise ValueError(f"unexpected weight names: {sorted(set(w) ^ set(expect))[:6]}")
     for name, shape in expect.items():
         if w[name].shape != shape:
             raise ValueError(f"{name}: shape {w[name].shape}, expected {shape}")

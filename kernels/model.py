@@ -24,11 +24,11 @@ class _Layer:
         p = f"blk.{i}."
         self.attn_norm = w[p + "attn_norm.weight"]
         self.ffn_norm = w[p + "ffn_norm.weight"]
-        # Transposed views of [out, in] arrays: BLAS reads them without a copy.
-        self.wqkv_t = w[p + "attn_qkv.weight"].T
-        self.wo_t = w[p + "attn_output.weight"].T
-        self.wgu_t = w[p + "ffn_gate_up.weight"].T
-        self.wdown_t = w[p + "ffn_down.weight"].T
+        # [in, out] C-contiguous (see kernels.gguf_loader): y = x @ w_t.
+        self.wqkv_t = w[p + "attn_qkv.weight_t"]
+        self.wo_t = w[p + "attn_output.weight_t"]
+        self.wgu_t = w[p + "ffn_gate_up.weight_t"]
+        self.wdown_t = w[p + "ffn_down.weight_t"]
 
 
 class LlamaModel:
@@ -38,6 +38,7 @@ class LlamaModel:
                 raise TypeError(f"{name} is {arr.dtype}, expected float32")
         self.config = config
         self.embed = weights["token_embd.weight"]
+        self.lm_head_t = weights["lm_head.weight_t"]
         self.output_norm = weights["output_norm.weight"]
         self.layers = [_Layer(weights, i) for i in range(config.n_layers)]
         self.scale = 1.0 / float(config.head_dim) ** 0.5  # a Python float: keeps float32
@@ -71,4 +72,4 @@ class LlamaModel:
 
         rows = np.asarray(batch.logits_rows)
         final = rmsnorm(x[rows] + residual[rows], self.output_norm, cfg.rms_eps)
-        return lm_head(final, self.embed)
+        return lm_head(final, self.lm_head_t)

@@ -9,6 +9,7 @@ def embedding(token_ids: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[token_ids]
 
 
-def lm_head(x: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Tied LM head: ``logits[r, v] = sum_h x[r, h] * table[v, h]``.  x [R, H], table [V, H] -> float32 [R, V]."""
-    return x @ table.T
+def lm_head(x: np.ndarray, table_t: np.ndarray) -> np.ndarray:
+    """Tied LM head: ``logits[r, v] = sum_h x[r, h] * table_t[h, v]``, where ``table_t`` is the
+    embedding table transposed, [H, V].  x float32 [R, H] -> float32 [R, V]."""
+    return x @ table_t

@@ -63,7 +63,8 @@ def test_logits_match_hf(bundle, backend, hf_model, which):
     assert ref.shape == ours.shape
     diff = np.abs(ours - ref)
     scale = np.abs(ref).max()
-    assert diff.max() < 1e-3 * scale, (diff.max(), scale)
+    print(f"prompt {which}: {len(ids)} tokens, max |ours - hf| = {diff.max():.2e}, max |logit| = {scale:.1f}")
+    assert diff.max() < 2e-5 * scale, (diff.max(), scale)  # measured ~2.5e-6 * scale
     np.testing.assert_array_equal(ours.argmax(-1), ref.argmax(-1))
 
 

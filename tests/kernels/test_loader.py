@@ -19,10 +19,12 @@ def test_weights_fused_float32_contiguous(bundle):
     cfg, w = bundle.config, bundle.weights
     assert "output.weight" not in w and "blk.0.attn_q.weight" not in w
     assert w["token_embd.weight"].shape == (49152, 576)
-    assert w["blk.0.attn_qkv.weight"].shape == (576 + 2 * 192, 576)
-    assert w["blk.29.ffn_gate_up.weight"].shape == (2 * 1536, 576)
-    assert w["blk.29.ffn_down.weight"].shape == (576, 1536)
-    assert len(w) == 2 + 6 * cfg.n_layers
+    assert w["lm_head.weight_t"].shape == (576, 49152)
+    np.testing.assert_array_equal(w["lm_head.weight_t"][:, 1234], w["token_embd.weight"][1234])
+    assert w["blk.0.attn_qkv.weight_t"].shape == (576, 576 + 2 * 192)
+    assert w["blk.29.ffn_gate_up.weight_t"].shape == (576, 2 * 1536)
+    assert w["blk.29.ffn_down.weight_t"].shape == (1536, 576)
+    assert len(w) == 3 + 6 * cfg.n_layers
     for name, arr in w.items():
         assert arr.dtype == np.float32, name
         assert arr.flags.c_contiguous, name

@@ -23,7 +23,7 @@ def test_embedding_and_lm_head():
     for t, i in enumerate(ids):
         np.testing.assert_array_equal(out[t], table[i])
     x = f32(4, 8)
-    logits = lm_head(x, table)
+    logits = lm_head(x, np.ascontiguousarray(table.T))
     assert logits.dtype == np.float32 and logits.shape == (4, 50)
     ref = np.array([[sum(float(x[r, h]) * float(table[v, h]) for h in range(8)) for v in range(50)]
                     for r in range(4)])
