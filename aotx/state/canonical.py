@@ -1,0 +1,109 @@
+"""The mutation envelope and canonical bytes.
+
+Every POST body carries `schema`, `lineage`, `operation_key` (nonzero 16 bytes, 32 lowercase
+hex) and `sequence` (a canonical decimal string: no sign, no leading zero, 1..2^64-1).
+The canonical bytes of a mutation are the compact JSON (sorted keys, `,` and `:`
+separators, UTF-8, no ASCII escaping) of its *validated and resolved* fields: the envelope,
+`mutation` (its kind), the path's resource and the body fields with defaults filled in.
+The runtime compares these bytes byte-for-byte to tell an exact retry from a changed input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import IdError, MalformedMutation
+from .ids import parse_hex16
+
+SCHEMA = "aotx.shared.mutation.v1"
+ENVELOPE_FIELDS = ("schema", "lineage", "operation_key", "sequence")
+MAX_SEQUENCE = (1 << 64) - 1
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    lineage: bytes
+    operation_key: bytes
+    sequence: int
+
+    def __post_init__(self) -> None:
+        if len(self.lineage) != 16:
+            raise MalformedMutation(f"lineage must be 16 bytes, got {len(self.lineage)}")
+        if len(self.operation_key) != 16 or self.operation_key == bytes(16):
+            raise MalformedMutation("operation_key must be 16 nonzero bytes")
+        if type(self.sequence) is not int or not 1 <= self.sequence <= MAX_SEQUENCE:
+            raise MalformedMutation(f"sequence must be in 1..{MAX_SEQUENCE}, got {self.sequence!r}")
+
+    def fields(self) -> dict[str, str]:
+        return {"schema": SCHEMA, "lineage": self.lineage.hex(), "operation_key": self.operation_key.hex(),
+                "sequence": str(self.sequence)}
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise MalformedMutation(f"field {key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise MalformedMutation(f"{name} is not valid JSON")
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    """Strict UTF-8 JSON object: invalid UTF-8, duplicate keys, NaN/Infinity, non-objects → 400."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedMutation(f"body is not valid UTF-8 at byte {exc.start}") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise MalformedMutation(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise MalformedMutation(f"body must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def parse_counter(text: object, what: str, *, minimum: int = 1) -> int:
+    """A canonical decimal string counter in minimum..2^64-1."""
+    if not isinstance(text, str):
+        raise MalformedMutation(f"{what} must be a decimal string, got {type(text).__name__}")
+    if not _DECIMAL.fullmatch(text):
+        raise MalformedMutation(f"{what} {text!r} is not a canonical decimal string "
+                                "(digits only, no sign, no leading zero)")
+    value = int(text)
+    if not minimum <= value <= MAX_SEQUENCE:
+        raise MalformedMutation(f"{what} {text} is outside {minimum}..{MAX_SEQUENCE}")
+    return value
+
+
+def check_fields(body: Mapping[str, Any], allowed: tuple[str, ...], kind: str) -> None:
+    unknown = sorted(set(body) - set(ENVELOPE_FIELDS) - set(allowed))
+    if unknown:
+        raise MalformedMutation(f"{kind}: unknown field {unknown[0]!r}")
+    missing = [name for name in ENVELOPE_FIELDS if name not in body]
+    if missing:
+        raise MalformedMutation(f"{kind}: missing envelope field {missing[0]!r}")
+
+
+def parse_envelope(body: Mapping[str, Any]) -> Envelope:
+    if body.get("schema") != SCHEMA:
+        raise MalformedMutation(f"schema must be {SCHEMA!r}, got {body.get('schema')!r}")
+    try:
+        lineage = parse_hex16(body.get("lineage"), "lineage")
+        key = parse_hex16(body.get("operation_key"), "operation_key", nonzero=True)
+    except IdError as exc:
+        raise MalformedMutation(str(exc)) from None
+    return Envelope(lineage, key, parse_counter(body.get("sequence"), "sequence"))
+
+
+def canonical_json(fields: Mapping[str, Any]) -> bytes:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")

@@ -1,0 +1,177 @@
+"""Events: frozen dataclasses with a stable msgpack body (journal transfer payload).
+
+Body = msgpack map, keys in this fixed order: `kind` (tag), `v` (encoding version, 1),
+`lineage`, `sequence`, `operation`, `operation_key`, `command` (canonical bytes), then the
+event's own fields. Bytes are msgpack bin; integers unsigned. `from_body` refuses an unknown
+kind or version and any missing, extra or mistyped field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from ..journal.transfer import TransferKind, pack_body, unpack_body
+from .errors import EventCodecError
+from .vocab import Rights, Scope
+
+VERSION = 1
+_U64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class OpHeader:
+    """What every mutation event records about its operation."""
+
+    lineage: bytes          # 16
+    sequence: int
+    operation: bytes        # 16: op-{lineage}-{operation}, runtime-assigned
+    operation_key: bytes    # 16: the caller's key
+    command: bytes          # canonical bytes
+
+
+class _Codec:
+    """to_body/from_body/encode on every event class (the module functions do the work)."""
+
+    KIND = ""
+
+    def to_body(self) -> dict[str, Any]:
+        return to_body(self)  # type: ignore[arg-type]
+
+    def encode(self) -> bytes:
+        return encode_event(self)  # type: ignore[arg-type]
+
+    @property
+    def transfer_kind(self) -> int:
+        return transfer_kind(self)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_body(cls, body: Any) -> "Event":
+        event = from_body(body)
+        if cls is not _Codec and not isinstance(event, cls):
+            raise EventCodecError(f"expected a {cls.KIND} event, got {event.KIND}")
+        return event
+
+
+@dataclass(frozen=True)
+class ParticipantRegistered(_Codec):
+    op: OpHeader
+    participant: bytes      # 16: par-{lineage}-{participant}
+    KIND = "participant.registered"
+
+
+@dataclass(frozen=True)
+class ReceiptsRetired(_Codec):
+    op: OpHeader
+    retry_floor: int
+    KIND = "receipts.retired"
+
+
+@dataclass(frozen=True)
+class SpaceCreated(_Codec):
+    op: OpHeader
+    space: bytes            # 16: spc-{op.lineage}-{space}
+    scope: Scope
+    KIND = "space.created"
+
+
+@dataclass(frozen=True)
+class MemberRightsSet(_Codec):
+    op: OpHeader
+    space_lineage: bytes
+    space: bytes
+    participant_lineage: bytes
+    participant: bytes
+    rights: Rights
+    KIND = "member.rights_set"
+
+
+@dataclass(frozen=True)
+class ConversationCreated(_Codec):
+    op: OpHeader
+    space_lineage: bytes
+    space: bytes
+    conversation: bytes     # 16: con-{op.lineage}-{conversation}
+    KIND = "conversation.created"
+
+
+Event = Union[ParticipantRegistered, ReceiptsRetired, SpaceCreated, MemberRightsSet, ConversationCreated]
+EVENT_TYPES = {cls.KIND: cls for cls in (ParticipantRegistered, ReceiptsRetired, SpaceCreated,
+                                          MemberRightsSet, ConversationCreated)}
+_HEADER = ("lineage", "sequence", "operation", "operation_key", "command")
+# per kind: (field, type) with type "b16" (16 bytes), "u64", "scope", "rights"
+_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    ParticipantRegistered.KIND: (("participant", "b16"),),
+    ReceiptsRetired.KIND: (("retry_floor", "u64"),),
+    SpaceCreated.KIND: (("space", "b16"), ("scope", "scope")),
+    MemberRightsSet.KIND: (("space_lineage", "b16"), ("space", "b16"), ("participant_lineage", "b16"),
+                           ("participant", "b16"), ("rights", "rights")),
+    ConversationCreated.KIND: (("space_lineage", "b16"), ("space", "b16"), ("conversation", "b16")),
+}
+
+
+def transfer_kind(event: Event) -> int:
+    return int(TransferKind.RETIREMENT if isinstance(event, ReceiptsRetired) else TransferKind.MUTATION)
+
+
+def to_body(event: Event) -> dict[str, Any]:
+    op = event.op
+    body: dict[str, Any] = {"kind": event.KIND, "v": VERSION, "lineage": op.lineage, "sequence": op.sequence,
+                            "operation": op.operation, "operation_key": op.operation_key, "command": op.command}
+    for name, _ in _FIELDS[event.KIND]:
+        value = getattr(event, name)
+        body[name] = int(value) if isinstance(value, int) else bytes(value)
+    return body
+
+
+def encode_event(event: Event) -> bytes:
+    """The msgpack transfer payload of an event."""
+    return pack_body(to_body(event))
+
+
+def _check(kind: str, name: str, value: Any, typ: str) -> Any:
+    def bad(want: str) -> EventCodecError:
+        return EventCodecError(f"{kind} field {name!r}: expected {want}, got {value!r:.60}")
+    if typ in ("b16", "bytes"):
+        if not isinstance(value, bytes) or (typ == "b16" and len(value) != 16):
+            raise bad("16 bytes" if typ == "b16" else "bytes")
+        return value
+    if type(value) is not int or not 0 <= value <= _U64:
+        raise bad("an unsigned 64-bit integer")
+    if typ == "scope":
+        try:
+            return Scope(value)
+        except ValueError:
+            raise bad("scope 1, 2 or 3") from None
+    if typ == "rights":
+        if value & ~int(Rights.ALL):
+            raise bad("rights bits within 0..7")
+        return Rights(value)
+    return value
+
+
+def from_body(body: Any) -> Event:
+    if not isinstance(body, dict):
+        raise EventCodecError(f"event body must be a map, got {type(body).__name__}")
+    kind = body.get("kind")
+    if kind not in EVENT_TYPES:
+        raise EventCodecError(f"unknown event kind {kind!r}")
+    if body.get("v") != VERSION:
+        raise EventCodecError(f"{kind}: unknown encoding version {body.get('v')!r} (this reader knows {VERSION})")
+    own = _FIELDS[kind]
+    expected = {"kind", "v", *_HEADER, *(name for name, _ in own)}
+    if set(body) != expected:
+        extra, missing = sorted(set(body) - expected), sorted(expected - set(body))
+        raise EventCodecError(f"{kind}: " + (f"unknown field {extra[0]!r}" if extra else f"missing field {missing[0]!r}"))
+    header_types = {"lineage": "b16", "sequence": "u64", "operation": "b16", "operation_key": "b16",
+                    "command": "bytes"}
+    op = OpHeader(**{name: _check(kind, name, body[name], header_types[name]) for name in _HEADER})
+    return EVENT_TYPES[kind](op, **{name: _check(kind, name, body[name], typ) for name, typ in own})
+
+
+def decode_event(payload: bytes) -> Event:
+    try:
+        body = unpack_body(payload)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise EventCodecError(f"event payload is not msgpack: {exc}") from None
+    return from_body(body)

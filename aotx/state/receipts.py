@@ -1,0 +1,79 @@
+"""Receipts: their JSON form, lookup by operation handle, and the save fields from the log's ack.
+
+A handle `op-{lineage}-{id}` selects a receipt only when the slot's stored operation ID is
+exactly that handle; a handle whose sequence is below its lineage's retry floor answers 410
+even when its slot or its key has been reused since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .decision import Refusal, gone, not_found
+from .derive import operation_sequence
+from .errors import IdError, StateError
+from .ids import IdKind, format_id, parse_id
+from .state import Save, State
+from .tables import raw
+from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
+
+_RESOURCE_PREFIX = {ResourceKind.PARTICIPANT: IdKind.PARTICIPANT, ResourceKind.SPACE: IdKind.SPACE,
+                    ResourceKind.CONVERSATION: IdKind.CONVERSATION, ResourceKind.MEMBER: IdKind.PARTICIPANT}
+SAVE_FIELDS = ("source", "incarnation", "generation", "boot", "commit_digest", "pending_bytes", "disk_error")
+
+
+def find_operation(state: State, lineage: bytes, handle: str) -> int | Refusal:
+    """Receipt slot of an operation handle owned by `lineage`, or a 400/404/410 refusal."""
+    try:
+        rid = parse_id(handle, IdKind.OPERATION)
+    except IdError as exc:
+        return Refusal(400, "invalid_request", str(exc))
+    if rid.lineage != lineage:
+        return not_found(f"operation {handle} not found")
+    prow = state.participant_row(lineage)
+    if prow is None:
+        return not_found(f"operation {handle} not found")
+    seq = operation_sequence(rid.ident)
+    slot = state.receipt_slot(lineage, seq)
+    if slot is not None and raw(state.receipts[slot]["operation"]) == rid.ident:
+        return slot
+    if seq < int(state.participants[prow]["retry_floor"]):
+        return gone(f"operation {handle} is retired (below the retry floor)")
+    return not_found(f"operation {handle} not found")
+
+
+def receipt_json(state: State, slot: int) -> dict[str, Any]:
+    r = state.receipts[slot]
+    if not int(r["used"]):
+        raise StateError(f"receipt slot {slot} is free")
+    lineage = raw(r["lineage"])
+    kind = ResourceKind(int(r["resource_kind"]))
+    resource = None if kind is ResourceKind.NONE else format_id(
+        _RESOURCE_PREFIX[kind], raw(r["resource_lineage"]), raw(r["resource_ident"]))
+    save = state.saves[slot]
+    return {
+        "operation": format_id(IdKind.OPERATION, lineage, raw(r["operation"])),
+        "sequence": str(int(r["sequence"])),
+        "kind": MutationKind(int(r["kind"])).label,
+        "status_code": int(r["http_status"]),
+        "status": {
+            "transport": Transport(int(r["transport"])).name.lower(),
+            "commit": Commit(int(r["commit"])).name.lower(),
+            "admission": Admission(int(r["admission"])).name.lower(),
+            "terminal": Terminal(int(r["terminal"])).name.lower(),
+        },
+        "resource": resource,
+        "command_bytes": int(r["command_len"]),
+        "result_bytes": int(r["result_len"]),
+        "save": {name: (None if save is None else getattr(save, name)) for name in SAVE_FIELDS},
+    }
+
+
+def record_save(state: State, slot: int, save: Save) -> State:
+    """Fill a receipt's save fields from the log's ack. Not part of state_hash."""
+    if not int(state.receipts[slot]["used"]):
+        raise StateError(f"receipt slot {slot} is free")
+    saves = list(state.saves)
+    saves[slot] = save
+    return replace(state, saves=tuple(saves))

@@ -1,0 +1,60 @@
+"""Who may do what: current grants ∩ stored membership.
+
+* The space owner has read, write and manage; an explicit row cannot change the owner.
+* Any other participant: their explicit member row if one exists (a zero-rights row means none
+  and also blocks implicit access); otherwise implicit read+write in an `instance` space for a
+  registered participant, nothing in `private` and `room` spaces.
+* The result is intersected with the principal's current grants (shared_read/write/manage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .state import State
+from .vocab import Rights, Scope
+
+IMPLICIT_INSTANCE_RIGHTS = Rights.READ | Rights.WRITE
+
+
+@dataclass(frozen=True)
+class Grants:
+    shared_read: bool = False
+    shared_write: bool = False
+    shared_manage: bool = False
+
+    @classmethod
+    def all(cls) -> "Grants":
+        return cls(True, True, True)
+
+    def rights(self) -> Rights:
+        return ((Rights.READ if self.shared_read else Rights.NONE)
+                | (Rights.WRITE if self.shared_write else Rights.NONE)
+                | (Rights.MANAGE if self.shared_manage else Rights.NONE))
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The authenticated principal behind a command or read, with its current grants."""
+
+    principal: str
+    grants: Grants
+
+
+def membership_rights(state: State, space: int, participant: int | None) -> Rights:
+    """Stored rights of a participant row (None = not registered) in a space row, before grants."""
+    if participant is None:
+        return Rights.NONE
+    row = state.spaces[space]
+    if int(row["owner"]) == participant:
+        return Rights.ALL
+    member = state.member_row(space, participant)
+    if member is not None:
+        return Rights(int(state.members[member]["rights"]))
+    if Scope(int(row["scope"])) is Scope.INSTANCE:
+        return IMPLICIT_INSTANCE_RIGHTS
+    return Rights.NONE
+
+
+def effective_rights(state: State, space: int, participant: int | None, grants: Grants) -> Rights:
+    return membership_rights(state, space, participant) & grants.rights()
