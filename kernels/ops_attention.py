@@ -73,8 +73,11 @@ def paged_attention_decode(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarr
 
 def paged_attention_prefill(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
                             positions: np.ndarray, query_start: np.ndarray, context_lens: np.ndarray,
-                            block_tables: np.ndarray, page_size: int, scale: float) -> np.ndarray:
-    """Any number of queries per sequence (prefill chunks, decode, or mixed); one sequence at a time.
+                            block_tables: np.ndarray, page_size: int, scale: float,
+                            query_block: int = 256) -> np.ndarray:
+    """Any number of queries per sequence (prefill chunks, decode, or mixed); one sequence at a time,
+    its queries in blocks of ``query_block`` (bounds the score matrix to
+    ``H * query_block * L`` floats; the result does not depend on it).
 
     q float32 [T, H, D], positions [T], query_start [S+1]. Returns float32 [T, H, D].
     """
@@ -83,20 +86,23 @@ def paged_attention_prefill(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndar
     g = n_heads // n_kv
     out = np.empty_like(q)
     for s in range(len(context_lens)):
-        a, b = int(query_start[s]), int(query_start[s + 1])
-        n, length = b - a, int(context_lens[s])
-        if n == 0:
+        length = int(context_lens[s])
+        seq_start, seq_end = int(query_start[s]), int(query_start[s + 1])
+        if seq_end == seq_start:
             continue
         slots, _ = _slots(block_tables[s:s + 1], context_lens[s:s + 1], page_size, length)
         k = k_cache[slots[0]].transpose(1, 2, 0)      # [KVH, D, L]
         v = v_cache[slots[0]].transpose(1, 0, 2)      # [KVH, L, D]
-        qh = q[a:b].reshape(n, n_kv, g, d).transpose(1, 0, 2, 3).reshape(n_kv, n * g, d)
-        scores = ((qh @ k) * scale).reshape(n_kv, n, g, length)
-        allowed = np.arange(length)[None, :] <= positions[a:b, None]   # [n, L]
-        scores = np.where(allowed[None, :, None, :], scores, -np.inf)
-        p = _softmax_rows(scores).reshape(n_kv, n * g, length)
-        o = (p @ v).reshape(n_kv, n, g, d).transpose(1, 0, 2, 3)
-        out[a:b] = o.reshape(n, n_heads, d)
+        for a in range(seq_start, seq_end, query_block):
+            b = min(a + query_block, seq_end)
+            n = b - a
+            qh = q[a:b].reshape(n, n_kv, g, d).transpose(1, 0, 2, 3).reshape(n_kv, n * g, d)
+            scores = ((qh @ k) * scale).reshape(n_kv, n, g, length)
+            allowed = np.arange(length)[None, :] <= positions[a:b, None]   # [n, L]
+            scores = np.where(allowed[None, :, None, :], scores, -np.inf)
+            p = _softmax_rows(scores).reshape(n_kv, n * g, length)
+            o = (p @ v).reshape(n_kv, n, g, d).transpose(1, 0, 2, 3)
+            out[a:b] = o.reshape(n, n_heads, d)
     return out
 
 

@@ -69,6 +69,15 @@ def test_prefill_kernel_matches_dense(seqs):
     np.testing.assert_allclose(out, reference(c, seqs), rtol=1e-4, atol=1e-5)
 
 
+def test_prefill_query_blocks_do_not_change_result():
+    c = make_case(MIXED, seed=9)
+    args = (c["q"], c["kc"], c["vc"], c["pos"], c["starts"], c["ctx"], c["tables"], PS, SCALE)
+    whole = paged_attention_prefill(*args)
+    for block in (1, 2, 5):
+        np.testing.assert_allclose(paged_attention_prefill(*args, query_block=block), whole,
+                                   rtol=1e-6, atol=1e-6)
+
+
 def test_dispatching_kernel_matches_dense_on_mixed_batch():
     c = make_case(MIXED, seed=3)
     out = paged_attention(c["q"], c["kc"], c["vc"], c["pos"], c["starts"], c["ctx"],
