@@ -48,6 +48,14 @@ def _softmax_rows(scores: np.ndarray) -> np.ndarray:
     return p / p.sum(axis=-1, keepdims=True)
 
 
+def _gather_pages(cache: np.ndarray, block_tables: np.ndarray, n_pages: int, page_size: int) -> np.ndarray:
+    """[S, n_pages * page_size, KVH * D]: each sequence's first n_pages pages, contiguous
+    (whole pages are copied at once; padding ids -1 read page 0, to be masked)."""
+    pages = np.maximum(block_tables[:, :n_pages], 0)
+    by_page = cache.reshape(-1, page_size, cache.shape[1] * cache.shape[2])
+    return by_page[pages].reshape(len(pages), n_pages * page_size, -1)
+
+
 def paged_attention_decode(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
                            positions: np.ndarray, context_lens: np.ndarray, block_tables: np.ndarray,
                            page_size: int, scale: float) -> np.ndarray:
@@ -55,20 +63,29 @@ def paged_attention_decode(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarr
 
     q float32 [S, H, D] (row s is sequence s's only query token), positions [S],
     context_lens [S], block_tables [S, P]. Returns float32 [S, H, D].
+
+    Implementation (numpy speed only; the maths is the module's): all KV heads of a
+    page are gathered as one contiguous row block and multiplied against a
+    block-diagonal query matrix, so each product is one stacked BLAS call on
+    contiguous operands (3x the multiply-adds of the grouped form, far less copying).
     """
     s_count, n_heads, d = q.shape
     n_kv = k_cache.shape[1]
     g = n_heads // n_kv
-    width = int(context_lens.max())
-    slots, valid = _slots(block_tables, context_lens, page_size, width)
-    valid &= np.arange(width)[None, :] <= positions[:, None]
-    k = k_cache[slots].transpose(0, 2, 3, 1)          # [S, KVH, D, W]
-    v = v_cache[slots].transpose(0, 2, 1, 3)          # [S, KVH, W, D]
-    qg = q.reshape(s_count, n_kv, g, d)               # [S, KVH, G, D]
-    scores = (qg @ k) * scale                         # [S, KVH, G, W]
-    scores = np.where(valid[:, None, None, :], scores, -np.inf)
-    out = _softmax_rows(scores) @ v                   # [S, KVH, G, D]
-    return out.reshape(s_count, n_heads, d)
+    n_pages = -(-int(context_lens.max()) // page_size)
+    width = n_pages * page_size
+    k = _gather_pages(k_cache, block_tables, n_pages, page_size)   # [S, W, KVH*D]
+    v = _gather_pages(v_cache, block_tables, n_pages, page_size)   # [S, W, KVH*D]
+    heads = np.arange(n_kv)
+    q_bd = np.zeros((s_count, n_kv, d, n_kv, g), dtype=q.dtype)    # block-diagonal queries
+    q_bd[:, heads, :, heads, :] = q.reshape(s_count, n_kv, g, d).transpose(1, 0, 3, 2)
+    scores = (k @ q_bd.reshape(s_count, n_kv * d, n_heads)).transpose(0, 2, 1) * scale  # [S, H, W]
+    j = np.arange(width)[None, :]
+    valid = (j < context_lens[:, None]) & (j <= positions[:, None])
+    scores = np.where(valid[:, None, :], scores, -np.inf)
+    full = (_softmax_rows(scores) @ v).reshape(s_count, n_kv, g, n_kv, d)  # [S, KVH, G, KVH, D]
+    out = full[:, heads, :, heads, :]                               # [KVH, S, G, D]
+    return np.ascontiguousarray(out.transpose(1, 0, 2, 3)).reshape(s_count, n_heads, d)
 
 
 def paged_attention_prefill(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
@@ -106,26 +123,44 @@ def paged_attention_prefill(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndar
     return out
 
 
+def _decode_groups(context_lens: np.ndarray, slot_budget: int) -> list[np.ndarray]:
+    """Split sequences (sorted by context length) into groups whose padded K/V gather,
+    ``len(group) * max_len``, stays within ``slot_budget`` slots (at least one each)."""
+    groups, current, widest = [], [], 0
+    for s in np.argsort(context_lens, kind="stable"):
+        width = int(context_lens[s])
+        if current and (len(current) + 1) * max(widest, width) > slot_budget:
+            groups.append(np.array(current))
+            current, widest = [], 0
+        current.append(s)
+        widest = max(widest, width)
+    if current:
+        groups.append(np.array(current))
+    return groups
+
+
 def paged_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
                     positions: np.ndarray, query_start: np.ndarray, context_lens: np.ndarray,
-                    block_tables: np.ndarray, page_size: int, scale: float) -> np.ndarray:
-    """Same result as ``paged_attention_prefill``; sequences with exactly one query token go
-    through the vectorised ``paged_attention_decode``, the rest one by one."""
+                    block_tables: np.ndarray, page_size: int, scale: float,
+                    decode_slot_budget: int = 512) -> np.ndarray:
+    """Same result as ``paged_attention_prefill``. Sequences with exactly one query token go
+    through the vectorised ``paged_attention_decode`` in groups of about
+    ``decode_slot_budget`` gathered slots (measured: one group over a whole large batch
+    spills the CPU cache and runs 2x slower than a Python loop; ~512 slots beats both);
+    the rest go one by one through ``paged_attention_prefill``."""
     n_per_seq = np.diff(query_start)
-    single = n_per_seq == 1
-    if not single.any():
-        return paged_attention_prefill(q, k_cache, v_cache, positions, query_start, context_lens,
-                                       block_tables, page_size, scale)
     out = np.empty_like(q)
-    rows = query_start[:-1][single]
-    out[rows] = paged_attention_decode(q[rows], k_cache, v_cache, positions[rows],
-                                       context_lens[single], block_tables[single], page_size, scale)
-    multi = ~single & (n_per_seq > 0)
-    if multi.any():
-        idx = np.nonzero(multi)[0]
-        starts, ends = query_start[idx], query_start[idx + 1]
+    single = np.nonzero(n_per_seq == 1)[0]
+    for group in _decode_groups(context_lens[single], decode_slot_budget):
+        seqs = single[group]
+        rows = query_start[seqs]
+        out[rows] = paged_attention_decode(q[rows], k_cache, v_cache, positions[rows],
+                                           context_lens[seqs], block_tables[seqs], page_size, scale)
+    multi = np.nonzero(n_per_seq > 1)[0]
+    if len(multi):
+        starts, ends = query_start[multi], query_start[multi + 1]
         tok = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
         sub_start = np.concatenate([[0], np.cumsum(ends - starts)])
         out[tok] = paged_attention_prefill(q[tok], k_cache, v_cache, positions[tok], sub_start,
-                                           context_lens[idx], block_tables[idx], page_size, scale)
+                                           context_lens[multi], block_tables[multi], page_size, scale)
     return out

@@ -86,6 +86,15 @@ def test_dispatching_kernel_matches_dense_on_mixed_batch():
     np.testing.assert_allclose(out, reference(c, MIXED), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("budget", [1, 20, 64, 10_000])
+def test_dispatch_decode_grouping_does_not_change_result(budget):
+    seqs = [(20, 1), (3, 1), (0, 9), (0, 1), (41, 1), (15, 1), (8, 4)]
+    c = make_case(seqs, seed=13)
+    out = paged_attention(c["q"], c["kc"], c["vc"], c["pos"], c["starts"], c["ctx"],
+                          c["tables"], PS, SCALE, decode_slot_budget=budget)
+    np.testing.assert_allclose(out, reference(c, seqs), rtol=1e-4, atol=1e-5)
+
+
 def test_decode_kernel_matches_dense_and_prefill_kernel():
     seqs = [(20, 1), (3, 1), (0, 1), (41, 1), (15, 1)]
     c = make_case(seqs, seed=7)
