@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from kernels.sampler import sample_row_full_sort
 from kernels import SamplingRows, log_softmax, logprobs, sample, sample_row, splitmix64, uniform24
 
 V = 1000
@@ -103,3 +104,13 @@ def test_logprobs():
 def test_sample_returns_int32_in_range(t):
     out = sample(logits(5), rows(5, temperature=t, seed=9))
     assert out.dtype == np.int32 and ((0 <= out) & (out < V)).all()
+
+
+@pytest.mark.parametrize("t,top_p,top_k", [(1.0, 1.0, 0), (0.7, 0.9, 0), (1.5, 0.95, 40), (2.0, 1.0, 300),
+                                           (1.0, 0.5, 3), (5.0, 0.999, 0)])
+def test_prefix_sort_equals_full_sort(t, top_p, top_k):
+    lg = logits(1, scale=2.0)[0]
+    lg[[5, 6, 7]] = lg.max()  # ties at the top
+    lg[100:140] = lg[99]      # a long run of ties
+    for seed in range(40):
+        assert sample_row(lg, t, top_p, top_k, seed, 2) == sample_row_full_sort(lg, t, top_p, top_k, seed, 2)
