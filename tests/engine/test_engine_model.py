@@ -103,3 +103,17 @@ async def test_backend_failure_mid_generation_then_recovery(make_real_engine, nu
     assert engine.stats().kv_pages_in_use == 0
     text, _, deltas = await run(engine.submit(chat_prompt(QUESTIONS[0]), greedy(12)))
     assert "Paris" in text and deltas[-1].finish_reason in ("stop", "length")
+
+
+async def test_chunked_prefill_matches_whole_prefill(make_real_engine, chat_prompt):
+    prompt = chat_prompt(QUESTIONS[0])
+    whole = make_real_engine()
+    _, expected, ref = await run(whole.submit(prompt, greedy(4, prompt_logprobs=0)))
+    await whole.stop()
+    chunked = make_real_engine(prefill_token_budget=7)
+    _, got, deltas = await run(chunked.submit(prompt, greedy(4, prompt_logprobs=0)))
+    assert got == expected
+    assert chunked.stats().steps_total >= -(-len(prompt) // 7) + 3
+    assert [lp.token_id for lp in deltas[0].prompt_logprobs] == prompt
+    for a, b in zip(ref[0].prompt_logprobs[1:], deltas[0].prompt_logprobs[1:]):
+        assert abs(a.logprob - b.logprob) < 1e-3
