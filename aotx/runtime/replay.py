@@ -1,0 +1,112 @@
+"""The projector: the one path by which journal messages change the state, at boot and live.
+
+A journal message (one tick) is fed to a recovery-mode Reassembler; every transfer it completes
+is absorbed: a mutation or retirement transfer is decoded (`decode_event`) and `apply`d, and its
+receipt gets save fields derived only from the log (stream, incarnation, the completing message's
+stream sequence, the boot that wrote it, the per-lineage commit digest chain), so a replay gives
+byte-identical receipts. A control transfer `runtime.boot` records which runtime boot wrote the
+transfers that follow it on that lineage. Anything else fails closed (ReplayError).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
+from ..state import Capacities, Save, State, StateError, apply, decode_event, empty_state, record_save, transfer_kind
+
+BOOT_CONTROL = "runtime.boot"
+_CHAIN_PERSON = b"aotx-commit"
+TICK_KIND = "tick"
+
+
+class ReplayError(RuntimeError):
+    """The journal cannot be applied: recovery stops here and names where."""
+
+
+def boot_control_body(boot: str) -> dict[str, Any]:
+    return {"kind": BOOT_CONTROL, "v": 1, "boot": boot}
+
+
+def chain(previous: bytes, transfer_digest: bytes) -> bytes:
+    return hashlib.blake2b(previous + transfer_digest, digest_size=32, person=_CHAIN_PERSON).digest()
+
+
+@dataclass
+class Projector:
+    """State plus the per-lineage bookkeeping needed to write and to verify the journal."""
+
+    source: str
+    incarnation: str
+    capacities: Capacities | None = None
+    state: State = field(init=False)
+    reassembler: Reassembler = field(default_factory=lambda: Reassembler(recovery=True))
+    last_transfer: dict[int, int] = field(default_factory=dict)      # lineage hash -> last transfer id
+    last_subject_seq: dict[str, int] = field(default_factory=dict)   # subject -> last stream seq
+    chains: dict[int, bytes] = field(default_factory=dict)           # lineage hash -> commit digest
+    boots: dict[int, str] = field(default_factory=dict)              # lineage hash -> boot that writes it
+    messages: int = 0
+    transfers: int = 0
+
+    def __post_init__(self) -> None:
+        self.state = empty_state(self.capacities)
+
+    def feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
+        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed."""
+        try:
+            done = self.reassembler.feed_message(data, position=seq)
+        except ValueError as exc:  # RecordError / TransferError: fail closed
+            raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
+        self.last_subject_seq[subject] = seq
+        self.messages += 1
+        for transfer in done:
+            self._absorb(transfer, subject, seq)
+        return done
+
+    def finish(self) -> None:
+        """End of a replay: a transfer left partial fails closed."""
+        try:
+            self.reassembler.finish()
+        except ValueError as exc:
+            raise ReplayError(f"journal ends inside a transfer: {exc}") from exc
+
+    def open_parts(self, lh: int) -> int:
+        """Parts seen of the partial transfer of a lineage (0 = none open)."""
+        return next((seen for h, _, seen, _ in self.reassembler.open_transfers if h == lh), 0)
+
+    def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
+        lh = t.lineage_hash
+        digest = chain(self.chains.get(lh, b""), t.digest)
+        where = f"transfer {t.transfer_id} (kind {t.kind}, lineage {lh:#018x}) in journal message {seq}"
+        if t.kind == TransferKind.CONTROL:
+            body = t.body
+            if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
+                    and isinstance(body.get("boot"), str) and set(body) == {"kind", "v", "boot"}):
+                raise ReplayError(f"{where}: unknown control record {body!r:.80}")
+            self.boots[lh] = body["boot"]
+        elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT):
+            try:
+                event = decode_event(t.payload)
+                if transfer_kind(event) != t.kind:
+                    raise ReplayError(f"{where}: a {event.KIND} event in a kind {t.kind} transfer")
+                if lineage_hash(event.op.lineage) != lh:
+                    raise ReplayError(f"{where}: event lineage {event.op.lineage.hex()} is not the record's")
+                if subject.split(".")[-2] != event.op.lineage.hex():
+                    raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
+                if lh not in self.boots:
+                    raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+                state = apply(self.state, event)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+            slot = state.receipt_slot(event.op.lineage, event.op.sequence)
+            assert slot is not None  # apply just wrote it
+            self.state = record_save(state, slot, Save(
+                source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
+                commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
+        else:
+            raise ReplayError(f"{where}: transfer kind {t.kind} is not one this runtime applies")
+        self.chains[lh] = digest
+        self.last_transfer[lh] = t.transfer_id
+        self.transfers += 1

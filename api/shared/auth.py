@@ -1,0 +1,62 @@
+"""Bearer tokens → principals with their current shared grants. Only token digests are kept."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from aotx.state import Actor, Grants
+
+SHARED_ACTIONS = ("shared_read", "shared_write", "shared_manage")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    grants: Grants
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(self.name, self.grants)
+
+
+def grants_of(actions: Iterable[str]) -> Grants:
+    got = set(actions)
+    return Grants(shared_read="shared_read" in got, shared_write="shared_write" in got,
+                  shared_manage="shared_manage" in got)
+
+
+def normalise(principals: Mapping[str, tuple[str, Iterable[str]]]) -> dict[str, Principal]:
+    """{token_sha256: (name, actions)} → {token_sha256: Principal}; refuses malformed digests."""
+    out: dict[str, Principal] = {}
+    for digest, (name, actions) in principals.items():
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            raise ValueError(f"principal {name!r}: token digest must be 64 lowercase hex digits")
+        if not isinstance(name, str) or not name:
+            raise ValueError("principal names must be nonempty strings")
+        out[digest] = Principal(name, grants_of(actions))
+    return out
+
+
+def principals_from_gateway_config(path: str | Path) -> dict[str, tuple[str, set[str]]]:
+    """Read {"principals": {name: {"token_sha256", "actions"}}} into attach_shared's mapping."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    out: dict[str, tuple[str, set[str]]] = {}
+    for name, entry in (doc.get("principals") or {}).items():
+        out[entry["token_sha256"]] = (name, set(entry.get("actions") or ()) & set(SHARED_ACTIONS))
+    return out
+
+
+def bearer(header: str | None) -> str | None:
+    if not header or header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip() or None

@@ -1,0 +1,133 @@
+"""The OpenAPI 3.1 document of the shared routes served by this blueprint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ENVELOPE = {
+    "schema": {"type": "string", "const": "aotx.shared.mutation.v1"},
+    "lineage": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    "operation_key": {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "nonzero opaque 16 bytes"},
+    "sequence": {"type": "string", "pattern": "^[1-9][0-9]*$", "description": "decimal string"},
+}
+_ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+
+
+def _mutation(extra: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": {**_ENVELOPE, **extra},
+            "required": [*_ENVELOPE, *required]}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _responses(ok: str, *codes: int, created: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if created:
+        out["201"] = {"description": "new operation", "content": {"application/json": {"schema": _ref(ok)}}}
+        out["200"] = {"description": "exact retry: the existing receipt",
+                      "content": {"application/json": {"schema": _ref(ok)}}}
+    else:
+        out["200"] = {"description": "OK", "content": {"application/json": {"schema": _ref(ok)}}}
+    text = {400: "malformed input (unknown field, invalid UTF-8, zero key, bad ID); nothing changed",
+            401: "no valid bearer token", 403: "grant missing", 404: "not found or not visible",
+            409: "changed input, future sequence or conflict", 410: "below the retry floor (retired)",
+            413: "canonical command over the command-bytes bound", 429: "journal hold; nothing changed",
+            503: "runtime booting or stopped", 507: "a fixed-capacity table is full (named)"}
+    for code in (401, 403, *codes):
+        out[str(code)] = {"description": text[code], "content": {"application/json": {"schema": _ref("Error")}}}
+    return out
+
+
+def _list_params() -> list[dict[str, Any]]:
+    return [{"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+            {"name": "limit", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]+$"}}]
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+_MUTATION_CODES = (400, 404, 409, 410, 413, 429, 503, 507)
+
+
+def openapi_document(base: str) -> dict[str, Any]:
+    post = lambda summary, schema, params=(): {  # noqa: E731
+        "summary": summary, "parameters": list(params),
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        "responses": _responses("Receipt", *_MUTATION_CODES, created=True)}
+    paths = {
+        "/capabilities": {"get": {"summary": "schema versions, models, limits, lease revisions, journal status",
+                                  "responses": _responses("Capabilities")}},
+        "/participant": {
+            "get": {"summary": "own record, or ?participant=par-… with foreign counters null",
+                    "parameters": [{"name": "participant", "in": "query", "schema": {"type": "string"}}],
+                    "responses": _responses("Participant", 400, 404)},
+            "post": post("register the participant", _mutation({}))},
+        "/participant/retirements": {"post": post("retire receipts below retry_floor",
+                                                  _mutation({"retry_floor": _ENVELOPE["sequence"]},
+                                                            ("retry_floor",)))},
+        "/spaces": {
+            "get": {"summary": "spaces the caller can read", "parameters": _list_params(),
+                    "responses": _responses("SpaceList", 400)},
+            "post": post("create a space", _mutation({"id": _ID, "scope": {"enum": ["private", "room",
+                                                                                   "instance"]}}))},
+        "/spaces/{space}": {"get": {"summary": "one space", "parameters": [_path("space")],
+                                    "responses": _responses("Space", 400, 404)}},
+        "/spaces/{space}/members": {
+            "get": {"summary": "explicit member rows", "parameters": [_path("space"), *_list_params()],
+                    "responses": _responses("MemberList", 400, 404)},
+            "post": post("set a member's rights ([] removes)", _mutation({
+                "participant": {"type": "string"},
+                "permissions": {"type": "array", "uniqueItems": True,
+                                "items": {"enum": ["read", "write", "manage"]}}}, ("participant", "permissions")),
+                [_path("space")])},
+        "/spaces/{space}/conversations": {
+            "get": {"summary": "conversations of a space", "parameters": [_path("space"), *_list_params()],
+                    "responses": _responses("ConversationList", 400, 404)},
+            "post": post("create a conversation", _mutation({"id": _ID}), [_path("space")])},
+        "/conversations/{con}": {"get": {"summary": "one conversation", "parameters": [_path("con")],
+                                         "responses": _responses("Conversation", 400, 404)}},
+        "/operations/{op}": {"get": {"summary": "the receipt of an own operation", "parameters": [_path("op")],
+                                     "responses": _responses("Receipt", 400, 404, 410)}},
+        "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
+    }
+    nullable_counter = {"type": ["string", "null"]}
+    save = {"type": "object", "properties": {
+        "source": {"type": ["string", "null"]}, "incarnation": {"type": ["string", "null"]},
+        "generation": {"type": ["integer", "null"]}, "boot": {"type": ["string", "null"]},
+        "commit_digest": {"type": ["string", "null"]}, "pending_bytes": {"type": ["integer", "null"]},
+        "disk_error": {"type": ["string", "null"]}}}
+    schemas = {
+        "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}},
+        "Receipt": {"type": "object", "properties": {
+            "operation": {"type": "string"}, "sequence": {"type": "string"}, "kind": {"type": "string"},
+            "status_code": {"type": "integer"},
+            "status": {"type": "object", "properties": {k: {"type": "string"} for k in
+                                                        ("transport", "commit", "admission", "terminal")}},
+            "resource": {"type": ["string", "null"]}, "command_bytes": {"type": "integer"},
+            "result_bytes": {"type": "integer"}, "save": save}},
+        "Participant": {"type": "object", "properties": {
+            "registered": {"type": "boolean"}, "participant": {"type": ["string", "null"]},
+            "lineage": {"type": "string"}, "next_sequence": nullable_counter, "retry_floor": nullable_counter}},
+        "Space": {"type": "object", "properties": {"id": {"type": "string"}, "scope": {"type": "string"},
+                                                   "owner": {"type": "string"},
+                                                   "permissions": {"type": "array", "items": {"type": "string"}}}},
+        "Conversation": {"type": "object", "properties": {"id": {"type": "string"}, "space": {"type": "string"},
+                                                          "creator": {"type": "string"}}},
+        "SpaceList": {"type": "object", "properties": {"spaces": {"type": "array", "items": _ref("Space")},
+                                                       "next_cursor": nullable_counter}},
+        "MemberList": {"type": "object", "properties": {"members": {"type": "array", "items": {"type": "object"}},
+                                                        "next_cursor": nullable_counter}},
+        "ConversationList": {"type": "object", "properties": {
+            "conversations": {"type": "array", "items": _ref("Conversation")}, "next_cursor": nullable_counter}},
+        "Capabilities": {"type": "object"},
+    }
+    return {"openapi": "3.1.0", "info": {"title": "AOTX shared conversations", "version": "v1"},
+            "servers": [{"url": base}], "paths": paths,
+            "security": [{"bearer": []}],
+            "components": {"schemas": schemas,
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}}
