@@ -82,9 +82,7 @@ class SharedRuntime:
     async def start(self) -> "SharedRuntime":
         if self.started:
             return self
-        if self.recorder is None:
-            self.recorder = await JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout,
-                                                            name=f"aotx-runtime-{self.boot_id[:8]}")
+        await self._ensure_recorder()
         self.projector = await self._replay()
         self._prober = asyncio.get_running_loop().create_task(self._probe_loop())
         log.info("shared runtime booted", extra={"fields": {
@@ -248,6 +246,7 @@ class SharedRuntime:
                 self.hold.begin("unavailable", str(exc), pending_bytes=sum(len(t.data) for t in ticks[i:]),
                                 unsynced=True)
                 self._unsynced = _Unsynced(subject, lh, ticks[i:])
+                await self._drop_connection()
                 return self._held()
             except ConcurrencyConflict as exc:
                 self._unsynced = _Unsynced(subject, lh, ticks[i:] if i or continuation else [])
@@ -266,6 +265,27 @@ class SharedRuntime:
                 return Outcome.error(503, "runtime_failed", self.failed or "journal apply failed")
         return None
 
+    async def _drop_connection(self) -> None:
+        """After a write without an ack, close our connection: the client library would otherwise
+        re-send its buffered publish whenever it reconnects, after the read-back decided it was lost.
+        A fresh connection is opened by the read-back. A recorder given to us is kept (its owner decides)."""
+        if not self._owns_recorder or self.recorder is None:
+            return
+        recorder, self.recorder = self.recorder, None
+        try:
+            await recorder.close()
+        except Exception as exc:  # closing a broken connection may fail; it is gone either way
+            log.debug("closing the journal connection failed: %s", exc)
+
+    async def _ensure_recorder(self) -> Recorder:
+        if self.recorder is None:
+            # bounded: the client library retries an unreachable server forever on its own
+            self.recorder = await asyncio.wait_for(
+                JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout,
+                                          name=f"aotx-runtime-{self.boot_id[:8]}"),
+                timeout=max(4 * self.timeout, 2.0) if self.projector is not None else None)
+        return self.recorder
+
     def _feed(self, subject: str, seq: int, data: bytes) -> bool:
         assert self.projector is not None
         try:
@@ -279,9 +299,11 @@ class SharedRuntime:
     async def _resync(self) -> None:
         """Read back the lineage's subject after the last known message, apply what landed, then
         complete a transfer left partial (resend its remaining ticks) or drop ticks that never landed."""
-        assert self.projector is not None and self.recorder is not None and self._unsynced is not None
+        assert self.projector is not None and self._unsynced is not None
         u, proj = self._unsynced, self.projector
         try:
+            await self._ensure_recorder()
+            assert self.recorder is not None
             start = proj.last_subject_seq.get(u.subject, 0) + 1
             async for msg in self.recorder.read(start, subject=u.subject):
                 if not self._feed(msg.subject, msg.seq, msg.data):
