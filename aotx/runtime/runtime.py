@@ -83,7 +83,11 @@ class SharedRuntime:
         if self.started:
             return self
         await self._ensure_recorder()
-        self.projector = await self._replay()
+        try:
+            self.projector = await self._replay()
+        except BaseException:
+            await self.stop()  # fail closed: no state, no connection left behind
+            raise
         self._prober = asyncio.get_running_loop().create_task(self._probe_loop())
         log.info("shared runtime booted", extra={"fields": {
             "boot": self.boot_id, "messages": self.projector.messages, "transfers": self.projector.transfers}})
