@@ -64,10 +64,12 @@ class ModelService:
         return name == self.model_id
 
     def chat_prompt(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (),
-                    tool_choice: str | None = None) -> list[int]:
+                    tool_choice: str | None = None, primer: str = "") -> list[int]:
+        """The chat template's rendering, ending in an open assistant turn; `primer`
+        (aotx.tool_calls.forced_call_primer) is appended when a tool call is forced."""
         rendered = self._template.render(build_template_messages(messages, tools, tool_choice),
                                          add_generation_prompt=True)
-        return self._tokenizer.encode(rendered)
+        return self._tokenizer.encode(rendered + primer)
 
     def text_prompt(self, text: str) -> list[int]:
         return self._tokenizer.encode(text)

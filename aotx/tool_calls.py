@@ -42,6 +42,27 @@ def tools_active(tools: Sequence[ToolSpec], tool_choice: str | None) -> bool:
     return bool(tools) and tool_choice != "none"
 
 
+def forced_call_primer(tools: Sequence[ToolSpec], tool_choice: str | None) -> str:
+    """Text that opens the assistant turn when a call is mandatory, so a small model
+    that would otherwise answer in prose starts the call it was told to make.
+
+    "required" opens the call up to the function name (up to the arguments when
+    only one tool is offered); a named choice opens it up to the arguments. The output parser is fed the same text first, so the
+    call it reads is the primer plus what the model wrote. "" when the model
+    chooses freely.
+    """
+    if not tools_active(tools, tool_choice):
+        return ""
+    forced = forced_tool_name(tool_choice)
+    if forced is None and tool_choice == "required" and len(tools) == 1:
+        forced = tools[0].name
+    if forced is not None:
+        return f'{OPEN_TAG}\n{{"name": {json.dumps(forced, ensure_ascii=False)}, "arguments": '
+    if tool_choice == "required":
+        return f'{OPEN_TAG}\n{{"name": "'
+    return ""
+
+
 def _tool_json(tool: ToolSpec) -> str:
     spec = {"type": "function", "function": {
         "name": tool.name, "description": tool.description,
@@ -114,12 +135,33 @@ class ToolCallPiece:
 Piece = TextPiece | ToolCallPiece
 
 
-def parse_call_body(body: str) -> ToolCallPiece | None:
-    """The call in a <tool_call> body, or None when it is not a well-formed call."""
+_MAX_REPAIRED_BRACES = 2
+
+
+def _call_object(body: str) -> object:
+    """The JSON object of a closed call body, repairing only unbalanced closing braces.
+
+    A small model often drops or doubles the final "}" of the outer object. Such a
+    body is repaired by adding up to two missing "}" or dropping extra trailing ones;
+    anything else that is not JSON stays unparsed (None), and comes back as text.
+    """
+    text = body.strip()
+    for attempt in [text] + [text + "}" * n for n in range(1, _MAX_REPAIRED_BRACES + 1)]:
+        try:
+            return json.loads(attempt)
+        except json.JSONDecodeError:
+            pass
     try:
-        obj = json.loads(body)
+        obj, end = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError:
         return None
+    rest = text[end:].strip()
+    return obj if rest and set(rest) == {"}"} and len(rest) <= _MAX_REPAIRED_BRACES else None
+
+
+def parse_call_body(body: str) -> ToolCallPiece | None:
+    """The call in a <tool_call> body, or None when it is not a well-formed call."""
+    obj = _call_object(body)
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
         return None
     key = "arguments" if "arguments" in obj else "parameters" if "parameters" in obj else None

@@ -44,8 +44,11 @@ Out = TextOut | ToolOut | FinishOut | ErrorOut
 
 
 class ChoiceDecoder:
-    def __init__(self, parse_tools: bool) -> None:
+    def __init__(self, parse_tools: bool, tool_primer: str = "") -> None:
         self._tools = ToolCallStream() if parse_tools else None
+        if self._tools is not None and tool_primer:
+            # the prompt already holds the opening of a forced call: read it as output
+            self._tools.feed(tool_primer)
         self._pending_lp: tuple[TokenLogprob, ...] = ()
         self.prompt_tokens = 0
         self.completion_tokens = 0

@@ -88,3 +88,44 @@ def test_render_history_round_trips_through_parser():
     assert render_tool_result("sunny", "f") == (
         '<tool_response>\n{"name": "f", "content": "sunny"}\n</tool_response>')
     assert render_tool_result("sunny") == "<tool_response>\nsunny\n</tool_response>"
+
+
+def test_forced_call_primer_opens_the_call():
+    from aotx.tool_calls import forced_call_primer, named_choice
+    one = [ToolSpec("get_weather")]
+    two = [ToolSpec("get_weather"), ToolSpec("get_time")]
+    assert forced_call_primer(one, None) == "" and forced_call_primer(one, "auto") == ""
+    assert forced_call_primer(one, "none") == ""
+    assert forced_call_primer(two, "required") == '<tool_call>\n{"name": "'
+    assert forced_call_primer(one, "required") == '<tool_call>\n{"name": "get_weather", "arguments": '
+    assert forced_call_primer(two, named_choice("get_time")) == \
+        '<tool_call>\n{"name": "get_time", "arguments": '
+
+
+def test_primer_plus_model_output_parses_as_one_call():
+    from aotx.tool_calls import forced_call_primer
+    stream = ToolCallStream()
+    primer = forced_call_primer([ToolSpec("get_weather")], "required")
+    assert stream.feed(primer) == []
+    pieces = stream.feed('{"city": "Paris"}}\n</tool_call>') + stream.finish("stop")
+    assert pieces == [ToolCallPiece("get_weather", '{"city": "Paris"}')]
+
+
+@pytest.mark.parametrize("body,args", [
+    ('{"name": "f", "arguments": {"a": 1}', '{"a": 1}'),            # outer brace missing
+    ('{"name": "f", "arguments": {"a": {"b": 2}', '{"a": {"b": 2}}'),  # two missing
+    ('{"name": "f", "arguments": {"a": 1}}}', '{"a": 1}'),          # one extra
+])
+def test_unbalanced_closing_braces_are_repaired(body, args):
+    from aotx.tool_calls import parse_call_body
+    assert parse_call_body(body) == ToolCallPiece("f", args)
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "f", "arguments": {"a": 1}}}}}',     # three extra braces
+    '{"name": "f", "arguments": {"a": {"b": 1',    # three missing
+    '{"name": "f", "arguments": {"a": 1}} trailing words',
+])
+def test_other_malformed_bodies_stay_text(body):
+    from aotx.tool_calls import parse_call_body
+    assert parse_call_body(body) is None

@@ -38,13 +38,15 @@ class FakeService:
         self.submitted = []        # (prompt_ids, params, surface, lane)
         self.handles = []
         self.chat_calls = []
+        self.primers = []
         self.reject = None
 
     def known_model(self, name):
         return name == self.model_id
 
-    def chat_prompt(self, messages, tools=(), tool_choice=None):
+    def chat_prompt(self, messages, tools=(), tool_choice=None, primer=""):
         self.chat_calls.append((list(messages), list(tools), tool_choice))
+        self.primers.append(primer)
         return [1, 2, 3]
 
     def text_prompt(self, text):

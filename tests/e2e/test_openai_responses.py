@@ -71,3 +71,19 @@ def test_zero_budget(openai_client):
 def test_json_format_refused(openai_client):
     with pytest.raises(openai.BadRequestError):
         openai_client.responses.create(model=MODEL, input="hi", text={"format": {"type": "json_object"}})
+
+
+def test_forced_function_call_buffered_and_streamed(openai_client):
+    tool = {"type": "function", "name": "get_weather", "description": "Get the current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    kw = dict(model=MODEL, input="What is the weather in Paris?", tools=[tool], tool_choice="required",
+              temperature=0, max_output_tokens=96)
+    r = openai_client.responses.create(**kw)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls and calls[0].name == "get_weather" and calls[0].call_id.startswith("call_")
+    with openai_client.responses.stream(**kw) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [(o.type, getattr(o, "arguments", None)) for o in final.output] == \
+           [(o.type, getattr(o, "arguments", None)) for o in r.output]
+    assert any(e.type == "response.function_call_arguments.done" and e.name == "get_weather" for e in events)

@@ -11,8 +11,9 @@ from api.logprobs import chat_logprobs
 from api.surfaces.chat.stream import usage_object
 
 
-def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bool) -> tuple:
-    decoder = ChoiceDecoder(parse_tools)
+def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bool,
+            tool_primer: str = "") -> tuple:
+    decoder = ChoiceDecoder(parse_tools, tool_primer)
     text, calls, lps, finish = [], [], [], None
     for delta in deltas:
         for out in decoder.feed(delta):
@@ -40,8 +41,8 @@ def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bo
 
 def build_chat_completion(deltas: Sequence[Sequence[Delta]], *, id: str, created: int,
                           model: str, fingerprint: str, parse_tools: bool,
-                          logprobs: bool) -> dict:
-    built = [_choice(i, d, parse_tools, logprobs) for i, d in enumerate(deltas)]
+                          logprobs: bool, tool_primer: str = "") -> dict:
+    built = [_choice(i, d, parse_tools, logprobs, tool_primer) for i, d in enumerate(deltas)]
     prompt = max(dec.prompt_tokens for _, dec in built)
     completion = sum(dec.completion_tokens for _, dec in built)
     return {"id": id, "object": "chat.completion", "created": created, "model": model,

@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine.types import SamplingParams
-from aotx.tool_calls import tools_active
+from aotx.tool_calls import forced_call_primer, tools_active
 from api import fields
 from api.budgets import chat_budget
 from api.errors import ApiError
@@ -29,6 +29,10 @@ class ChatRequest:
     @property
     def parse_tools(self) -> bool:
         return tools_active(self.tools, self.tool_choice)
+
+    @property
+    def tool_primer(self) -> str:
+        return forced_call_primer(self.tools, self.tool_choice)
 
 
 def parse_chat_request(body: dict, service) -> ChatRequest:

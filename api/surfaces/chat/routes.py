@@ -19,15 +19,15 @@ blueprint = surface_blueprint("chat", OPENAI)
 async def chat_completions():
     svc = service()
     req = parse_chat_request(await json_body(), svc)
-    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice)
+    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
     ident = dict(id=new_id("chatcmpl-"), created=int(time.time()), model=req.model,
                  fingerprint=system_fingerprint(svc.model_id))
     if req.stream:
         projector = ChatStreamProjector(**ident, n=len(req.params), parse_tools=req.parse_tools,
-                                        include_usage=req.include_usage, logprobs=req.logprobs)
+                                        tool_primer=req.tool_primer, include_usage=req.include_usage, logprobs=req.logprobs)
         return sse_response(stream_events(handles, projector))
     deltas = await collect(handles)
     return json_response(build_chat_completion(deltas, **ident, parse_tools=req.parse_tools,
-                                               logprobs=req.logprobs))
+                                               logprobs=req.logprobs, tool_primer=req.tool_primer))

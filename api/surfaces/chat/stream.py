@@ -18,10 +18,11 @@ def usage_object(prompt_tokens: int, completion_tokens: int) -> dict:
 
 class ChatStreamProjector:
     def __init__(self, *, id: str, created: int, model: str, fingerprint: str, n: int,
-                 parse_tools: bool, include_usage: bool, logprobs: bool) -> None:
+                 parse_tools: bool, include_usage: bool, logprobs: bool,
+                 tool_primer: str = "") -> None:
         self._head = {"id": id, "object": "chat.completion.chunk", "created": created,
                       "model": model, "system_fingerprint": fingerprint}
-        self._decoders = [ChoiceDecoder(parse_tools) for _ in range(n)]
+        self._decoders = [ChoiceDecoder(parse_tools, tool_primer) for _ in range(n)]
         self._tool_counts = [0] * n
         self._include_usage = include_usage
         self._logprobs = logprobs

@@ -12,8 +12,8 @@ from api.surfaces.messages.stream import message_object, stop_reason
 
 
 def build_message(deltas: Sequence[Delta], *, id: str, model: str, input_tokens: int,
-                  parse_tools: bool) -> dict:
-    decoder = ChoiceDecoder(parse_tools)
+                  parse_tools: bool, tool_primer: str = "") -> dict:
+    decoder = ChoiceDecoder(parse_tools, tool_primer)
     content: list[dict] = []
     finish = None
     for delta in deltas:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
-from aotx.tool_calls import named_choice, tools_active
+from aotx.tool_calls import forced_call_primer, named_choice, tools_active
 from api import fields
 from api.budgets import decode_budget
 from api.fields import bad
@@ -28,6 +28,11 @@ class MessagesRequest:
     @property
     def parse_tools(self) -> bool:
         return tools_active(self.tools, self.tool_choice)
+
+    @property
+    def tool_primer(self) -> str:
+        """A client's prefill already opens the answer; then it wins over a forced call."""
+        return "" if self.prefill else forced_call_primer(self.tools, self.tool_choice)
 
 
 def _text_of(content: object, param: str) -> str:

@@ -16,7 +16,7 @@ blueprint = surface_blueprint("messages", ANTHROPIC)
 def _prompt_ids(svc, req: MessagesRequest) -> list[int]:
     """The chat prompt (ending in an open assistant turn) plus any prefill, which the
     answer continues; the prefill is tokenized on its own after the turn header."""
-    ids = svc.chat_prompt(req.messages, req.tools, req.tool_choice)
+    ids = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
     return ids + svc.text_prompt(req.prefill) if req.prefill else ids
 
 
@@ -28,7 +28,7 @@ async def messages():
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="messages", lane=lane)
     ident = dict(id=new_id("msg_"), model=req.model, input_tokens=len(prompt),
-                 parse_tools=req.parse_tools)
+                 parse_tools=req.parse_tools, tool_primer=req.tool_primer)
     if req.stream:
         return sse_response(stream_events(handles, MessagesStreamProjector(**ident)))
     deltas = await collect(handles)

@@ -34,9 +34,10 @@ def _event(data: dict) -> ServerSentEvent:
 
 
 class MessagesStreamProjector:
-    def __init__(self, *, id: str, model: str, input_tokens: int, parse_tools: bool) -> None:
+    def __init__(self, *, id: str, model: str, input_tokens: int, parse_tools: bool,
+                 tool_primer: str = "") -> None:
         self._id, self._model, self._input = id, model, input_tokens
-        self._decoder = ChoiceDecoder(parse_tools)
+        self._decoder = ChoiceDecoder(parse_tools, tool_primer)
         self._index = -1          # index of the last block started
         self._open: str | None = None  # type of the open block
         self._pinged = False

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
-from aotx.tool_calls import tools_active
+from aotx.tool_calls import forced_call_primer, tools_active
 from api import fields
 from api.budgets import decode_budget
 from api.fields import bad
@@ -31,6 +31,10 @@ class ResponsesRequest:
     @property
     def parse_tools(self) -> bool:
         return tools_active(self.tools, self.tool_choice)
+
+    @property
+    def tool_primer(self) -> str:
+        return forced_call_primer(self.tools, self.tool_choice)
 
 
 def _output_text(raw: object, param: str) -> str:

@@ -19,11 +19,12 @@ blueprint = surface_blueprint("responses", OPENAI)
 async def responses():
     svc = service()
     req = parse_responses_request(await json_body(), svc)
-    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice)
+    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
-                 echo=req.echo, parse_tools=req.parse_tools, logprobs=req.logprobs)
+                 echo=req.echo, parse_tools=req.parse_tools, logprobs=req.logprobs,
+                 tool_primer=req.tool_primer)
     if req.stream:
         return sse_response(stream_events(handles, ResponsesStreamProjector(**ident)))
     deltas = await collect(handles)

@@ -23,11 +23,11 @@ def usage_object(input_tokens: int, output_tokens: int) -> dict:
 
 class ResponsesStreamProjector:
     def __init__(self, *, id: str, created_at: int, model: str, echo: dict,
-                 parse_tools: bool, logprobs: bool) -> None:
+                 parse_tools: bool, logprobs: bool, tool_primer: str = "") -> None:
         self._base = {"id": id, "object": "response", "created_at": created_at, "model": model,
                       "previous_response_id": None, "text": {"format": {"type": "text"}},
                       "truncation": "disabled", "store": False, "background": False, **echo}
-        self._decoder = ChoiceDecoder(parse_tools)
+        self._decoder = ChoiceDecoder(parse_tools, tool_primer)
         self._logprobs = logprobs
         self._seq = 0
         self._output: list[dict] = []
