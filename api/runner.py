@@ -7,6 +7,7 @@ and a `done` flag (set once its terminal event has been produced).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import AsyncIterator, Sequence
 
 from aotx.engine.types import Delta, SamplingParams
@@ -72,9 +73,20 @@ async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
             task.cancel()
 
 
-async def stream_events(handles, projector) -> AsyncIterator[bytes]:
-    """The SSE byte stream of a projector fed from `handles`. On client disconnect
-    Quart cancels this generator; the finally cancels every handle."""
+def stream_events(handles, projector) -> AsyncIterator[bytes]:
+    """The SSE byte stream of a projector fed from `handles`.
+
+    On a client disconnect Quart cancels the generator and its `finally` cancels
+    every handle. A client that leaves before the body is ever iterated leaves a
+    generator that never started (no `finally` runs): the finalizer cancels the
+    handles when that generator is dropped.
+    """
+    events = _stream_events(handles, projector)
+    weakref.finalize(events, cancel_all, list(handles))
+    return events
+
+
+async def _stream_events(handles, projector) -> AsyncIterator[bytes]:
     try:
         for event in projector.open():
             yield event.encode()
