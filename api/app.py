@@ -51,3 +51,28 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     for bp in _surface_blueprints():
         app.register_blueprint(bp)
     return app
+
+
+def create_shared_gateway(runtime, principals, settings: GatewaySettings | None = None, *,
+                          runtime_name: str = "main") -> Quart:
+    """A lone gateway: /health and /aotx/v1/shared only (forwarded to a runtime over NATS).
+
+    The model surfaces are not served here; `aotx serve` serves them with the model loaded.
+    """
+    from quart import jsonify
+
+    from api.shared import attach_shared
+
+    settings = settings or GatewaySettings()
+    app = Quart("aotx-gateway")
+    app.config["AOTX_SETTINGS"] = settings
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+
+    @app.get("/health")
+    async def _health():
+        return jsonify({"status": "ok", "role": "gateway", "serves": ["/aotx/v1/shared"],
+                        "runtime": runtime_name, "runtime_connected": runtime.started})
+
+    attach_shared(app, runtime, principals)
+    return app

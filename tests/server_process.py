@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,9 +18,13 @@ READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 
 class ServerProcess:
-    def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0) -> None:
+    def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0,
+                 var: str | Path | None = None) -> None:
         exe = Path(sys.executable).with_name("aotx")
-        self.cmd = [str(exe), "serve", "--port", "0", *args]
+        # never the repository's var/: a temporary state directory unless the caller gives one
+        self._own_var = var is None
+        self.var = Path(var) if var is not None else Path(tempfile.mkdtemp(prefix="aotx-serve-var-"))
+        self.cmd = [str(exe), "serve", "--port", "0", "--var", str(self.var), *args]
         self.env = {**os.environ, **(env or {})}
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None
@@ -63,3 +69,5 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._own_var:
+            shutil.rmtree(self.var, ignore_errors=True)

@@ -7,6 +7,10 @@ hold.py for the journal hold (429) state.
 from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import BOOT_CONTROL, Projector, ReplayError
+from .granted import GrantedRuntime, grants_of
+from .rpc import RemoteRuntime, RuntimeRpcServer, rpc_subject
 from .runtime import SharedRuntime
+from .views import VIEWS
 
-__all__ = ["BOOT_CONTROL", "HoldStatus", "Outcome", "Projector", "ReplayError", "SharedRuntime"]
+__all__ = ["BOOT_CONTROL", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
+           "RuntimeRpcServer", "SharedRuntime", "VIEWS", "grants_of", "rpc_subject"]

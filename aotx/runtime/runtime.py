@@ -17,6 +17,7 @@ left partial is completed with its remaining ticks, unlanded ones are dropped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 import uuid
@@ -35,6 +36,7 @@ from ..state.rights import Actor
 from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
+from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
 _MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
@@ -157,6 +159,14 @@ class SharedRuntime:
 
     def state_hash(self) -> str:
         return state_hash(self.state)
+
+    async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
+        """A named read (views.VIEWS) of the current state."""
+        return run_view(self.state, view, actor, args)
+
+    async def describe(self) -> dict[str, Any]:
+        """What /capabilities reports of the runtime: its limits and its journal status."""
+        return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status()}
 
     def journal_status(self) -> dict[str, Any]:
         out = self.hold.json()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from aotx.state import Actor, Grants
+
+from ..gateway_config import load_gateway_config
 
 SHARED_ACTIONS = ("shared_read", "shared_write", "shared_manage")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -48,12 +49,9 @@ def normalise(principals: Mapping[str, tuple[str, Iterable[str]]]) -> dict[str, 
 
 
 def principals_from_gateway_config(path: str | Path) -> dict[str, tuple[str, set[str]]]:
-    """Read {"principals": {name: {"token_sha256", "actions"}}} into attach_shared's mapping."""
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    out: dict[str, tuple[str, set[str]]] = {}
-    for name, entry in (doc.get("principals") or {}).items():
-        out[entry["token_sha256"]] = (name, set(entry.get("actions") or ()) & set(SHARED_ACTIONS))
-    return out
+    """Read the gateway config (api.gateway_config, one format for every surface) into
+    attach_shared's mapping {token digest: (principal, shared actions)}."""
+    return load_gateway_config(path).shared_principals()
 
 
 def bearer(header: str | None) -> str | None:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from quart import Blueprint, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from aotx.journal import LeaseRevision
-from aotx.runtime import Outcome, SharedRuntime
-from aotx.state import (SCHEMA, MutationKind, Refusal, conversation_view, list_conversations, list_members,
-                        list_spaces, operation_view, participant_view, space_view)
+from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
+from aotx.state import SCHEMA, MutationKind, Refusal
 
 from .auth import Principal, bearer, token_sha256
 from .openapi import openapi_document
@@ -55,7 +53,7 @@ def _query_int(name: str, default: int) -> int:
 def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> Blueprint:
     bp = Blueprint("aotx_shared", __name__, url_prefix=BASE_PATH)
 
-    def ctx() -> tuple[SharedRuntime, Mapping[str, Principal]]:
+    def ctx() -> tuple[SharedRuntime | GrantedRuntime | RemoteRuntime, Mapping[str, Principal]]:
         ext = current_app.extensions[_EXT]
         return ext["runtime"], ext["principals"]
 
@@ -86,10 +84,10 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
     async def _http(exc: HTTPException):
         return _error(exc.code or 500, exc.name.lower().replace(" ", "_"), exc.description or exc.name)
 
-    def read(view: Callable[..., Any]):
+    def read(view: str):
         async def handler(**kwargs: Any):
             runtime, _ = ctx()
-            return _answer(view(runtime.state, g.shared_actor, **kwargs))
+            return _answer(await runtime.query(view, g.shared_actor, **kwargs))
         return handler
 
     def mutate(kind: MutationKind):
@@ -102,7 +100,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
     @bp.get("/capabilities")
     async def capabilities():
         runtime, _ = ctx()
-        caps = dataclasses.asdict(runtime.capacities)
+        described = await runtime.describe()
         return _json(200, {
             "schemas": {"mutation": SCHEMA},
             "base_path": BASE_PATH,
@@ -110,43 +108,44 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             "page_grant": page_grant,
             "routes": {"inputs": False, "cancellations": False, "memory": False, "publications": False,
                        "media": False, "events": False},
-            "limits": caps,
+            "limits": described.get("limits"),
             "lease_revisions": [int(r) for r in LeaseRevision],
             "identifiers": {"space": "spc-{lineage}-{id}", "conversation": "con-{lineage}-{id}",
                             "operation": "op-{lineage}-{id}", "participant": "par-{lineage}-{id}"},
-            "journal": runtime.journal_status(),
+            "journal": described.get("journal"),
         })
 
     @bp.get("/participant")
     async def participant():
         runtime, _ = ctx()
-        return _answer(participant_view(runtime.state, g.shared_actor, request.args.get("participant")))
+        return _answer(await runtime.query("participant", g.shared_actor, participant=request.args.get("participant")))
 
     @bp.get("/spaces")
     async def spaces():
         runtime, _ = ctx()
-        return _answer(list_spaces(runtime.state, g.shared_actor, _query_int("cursor", 0), _query_int("limit", 100)))
+        return _answer(await runtime.query("spaces", g.shared_actor, cursor=_query_int("cursor", 0),
+                                           limit=_query_int("limit", 100)))
 
     @bp.get("/spaces/<space>/members")
     async def members(space: str):
         runtime, _ = ctx()
-        return _answer(list_members(runtime.state, g.shared_actor, space, _query_int("cursor", 0),
-                                    _query_int("limit", 100)))
+        return _answer(await runtime.query("members", g.shared_actor, space=space, cursor=_query_int("cursor", 0),
+                                           limit=_query_int("limit", 100)))
 
     @bp.get("/spaces/<space>/conversations")
     async def conversations(space: str):
         runtime, _ = ctx()
-        return _answer(list_conversations(runtime.state, g.shared_actor, space, _query_int("cursor", 0),
-                                          _query_int("limit", 100)))
+        return _answer(await runtime.query("conversations", g.shared_actor, space=space,
+                                           cursor=_query_int("cursor", 0), limit=_query_int("limit", 100)))
 
     @bp.get("/openapi.json")
     async def openapi():
         return _json(200, openapi_document(BASE_PATH))
 
-    bp.add_url_rule("/spaces/<space>", "space", read(lambda s, a, space: space_view(s, a, space)), methods=["GET"])
+    bp.add_url_rule("/spaces/<space>", "space", read("space"), methods=["GET"])
     bp.add_url_rule("/conversations/<con>", "conversation",
-                    read(lambda s, a, con: conversation_view(s, a, con)), methods=["GET"])
-    bp.add_url_rule("/operations/<op>", "operation", read(lambda s, a, op: operation_view(s, a, op)),
+                    read("conversation"), methods=["GET"])
+    bp.add_url_rule("/operations/<op>", "operation", read("operation"),
                     methods=["GET"])
     bp.add_url_rule("/participant", "register", mutate(MutationKind.REGISTER), methods=["POST"])
     bp.add_url_rule("/participant/retirements", "retire", mutate(MutationKind.RETIRE), methods=["POST"])

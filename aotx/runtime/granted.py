@@ -1,0 +1,62 @@
+"""GrantedRuntime: the runtime behind the deployment grant file.
+
+Every command and read runs with the caller's grants ∩ the grant file's actions for that
+principal (a principal the grant file does not name has none); the state's own rules then
+intersect those with stored membership. The grant file carries no credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..runtime_file import GrantFile
+from ..state import Grants, MutationKind
+from ..state.rights import Actor
+from .outcome import Outcome
+from .runtime import SharedRuntime
+
+
+def grants_of(actions: Iterable[str]) -> Grants:
+    got = set(actions)
+    return Grants(shared_read="shared_read" in got, shared_write="shared_write" in got,
+                  shared_manage="shared_manage" in got)
+
+
+def actions_of(grants: Grants) -> list[str]:
+    return [name for name in ("shared_manage", "shared_read", "shared_write") if getattr(grants, name)]
+
+
+class GrantedRuntime:
+    def __init__(self, runtime: SharedRuntime, grants: GrantFile) -> None:
+        self.runtime, self.grants = runtime, grants
+
+    @property
+    def started(self) -> bool:
+        return self.runtime.started
+
+    @property
+    def capacities(self):
+        return self.runtime.capacities
+
+    async def start(self) -> "GrantedRuntime":
+        await self.runtime.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+    def actor(self, actor: Actor) -> Actor:
+        allowed = self.grants.actions_of(actor.principal)
+        return Actor(actor.principal, grants_of(set(actions_of(actor.grants)) & allowed))
+
+    async def submit(self, actor: Actor, kind: MutationKind, raw: bytes, space: str | None = None) -> Outcome:
+        return await self.runtime.submit(self.actor(actor), kind, raw, space)
+
+    async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
+        return await self.runtime.query(view, self.actor(actor), **args)
+
+    async def describe(self) -> dict[str, Any]:
+        out = await self.runtime.describe()
+        out["grants"] = {"issued_at": self.grants.issued_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         "config_sha256": self.grants.config_sha256}
+        return out

@@ -1,0 +1,167 @@
+"""Split deployment: the runtime answers shared commands and reads over NATS request/reply.
+
+Subject `aotx.rt.<name>.cmd` (queue group `aotx-runtime`). Request and reply are msgpack maps:
+
+    request {"v": 1, "op": "submit" | "query" | "describe", "principal": str,
+             "grants": [actions the gateway grants], "config_sha256": hex of the gateway config,
+             submit: "kind": int, "raw": bytes, "space": str | None; query: "view": str, "args": {}}
+    reply   {"status": int, "body": {...}}
+
+The gateway authenticates the bearer token and sends only the principal's name and grants,
+never the token. The runtime answers with the caller's grants ∩ its deployment grant file, and
+refuses (503 grants_mismatch) a gateway whose config is not the one the grant file was issued for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgpack
+import nats
+import nats.errors
+
+from ..state import Grants, MutationKind
+from ..state.rights import Actor
+from .granted import GrantedRuntime, actions_of, grants_of
+from .outcome import Outcome
+
+log = logging.getLogger("aotx.runtime.rpc")
+RPC_VERSION = 1
+QUEUE = "aotx-runtime"
+
+
+def rpc_subject(name: str) -> str:
+    return f"aotx.rt.{name}.cmd"
+
+
+async def _nats_error(exc: Exception) -> None:
+    log.warning("nats connection: %s: %s", type(exc).__name__, exc)
+
+
+async def _connect(url: str, name: str):
+    return await nats.connect(url, name=name, error_cb=_nats_error, max_reconnect_attempts=-1,
+                              reconnect_time_wait=0.2)
+
+
+class RuntimeRpcServer:
+    """Serves a GrantedRuntime on its subject until stop()."""
+
+    def __init__(self, target: GrantedRuntime, nats_url: str, name: str) -> None:
+        self.target, self.nats_url, self.subject = target, nats_url, rpc_subject(name)
+        self._nc = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> "RuntimeRpcServer":
+        self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}")
+        await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
+        await self._nc.flush()
+        return self
+
+    async def stop(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            await self._nc.drain()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._nc = None
+
+    async def _on_message(self, msg) -> None:
+        task = asyncio.get_running_loop().create_task(self._handle(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, msg) -> None:
+        try:
+            out = await self.dispatch(msgpack.unpackb(msg.data, raw=False))
+        except Exception as exc:  # a malformed request or a bug: answer, never leave the caller waiting
+            log.exception("runtime request failed")
+            out = Outcome.error(500, "internal", f"the runtime could not answer: {type(exc).__name__}")
+        try:
+            await msg.respond(msgpack.packb({"status": out.status, "body": out.body}, use_bin_type=True))
+        except nats.errors.Error as exc:
+            log.warning("runtime reply not sent: %s", exc)
+
+    async def dispatch(self, req: Any) -> Outcome:
+        if not isinstance(req, dict) or req.get("v") != RPC_VERSION:
+            return Outcome.error(400, "invalid_request", f"runtime requests must be version {RPC_VERSION} maps")
+        principal, grants = req.get("principal"), req.get("grants")
+        if not isinstance(principal, str) or not isinstance(grants, list):
+            return Outcome.error(400, "invalid_request", "principal and grants are required")
+        want = self.target.grants.config_sha256
+        if req.get("config_sha256") != want:
+            return Outcome.error(503, "grants_mismatch",
+                                 "the runtime's deployment grants were issued for another gateway config; "
+                                 "issue fresh grants with `aotx grants` and restart the runtime")
+        actor = Actor(principal, grants_of(g for g in grants if isinstance(g, str)))
+        op = req.get("op")
+        if op == "describe":
+            return Outcome(200, await self.target.describe())
+        if not self.target.started:
+            return Outcome.error(503, "unavailable", "the shared runtime is still booting")
+        if op == "submit":
+            raw, space = req.get("raw"), req.get("space")
+            try:
+                kind = MutationKind(req.get("kind"))
+            except ValueError:
+                return Outcome.error(400, "invalid_request", f"unknown mutation kind {req.get('kind')!r}")
+            if not isinstance(raw, bytes) or not (space is None or isinstance(space, str)):
+                return Outcome.error(400, "invalid_request", "submit needs raw bytes and an optional space")
+            return await self.target.submit(actor, kind, raw, space)
+        if op == "query":
+            view, args = req.get("view"), req.get("args") or {}
+            if not isinstance(view, str) or not isinstance(args, dict):
+                return Outcome.error(400, "invalid_request", "query needs a view name and an args map")
+            return await self.target.query(view, actor, **args)
+        return Outcome.error(400, "invalid_request", f"unknown runtime operation {op!r}")
+
+
+class RemoteRuntime:
+    """The gateway's side: the same surface as SharedRuntime for the shared blueprint."""
+
+    def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0) -> None:
+        self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
+        self.timeout = timeout
+        self._nc = None
+
+    @property
+    def started(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    async def start(self) -> "RemoteRuntime":
+        if self._nc is None:
+            self._nc = await _connect(self.nats_url, "aotx-gateway")
+        return self
+
+    async def stop(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            await self._nc.close()
+        self._nc = None
+
+    async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
+        if self._nc is None:
+            return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
+        req = {"v": RPC_VERSION, "op": op, "principal": actor.principal, "grants": actions_of(actor.grants),
+               "config_sha256": self.config_sha256, **fields}
+        try:
+            msg = await self._nc.request(self.subject, msgpack.packb(req, use_bin_type=True), timeout=self.timeout)
+        except nats.errors.NoRespondersError:
+            return Outcome.error(503, "runtime_unavailable", f"no runtime answers on {self.subject}; "
+                                 "retry later with the same input")
+        except nats.errors.TimeoutError:
+            return Outcome.error(503, "runtime_unavailable", f"the runtime did not answer within {self.timeout:g} s; "
+                                 "retry later with the same input")
+        reply = msgpack.unpackb(msg.data, raw=False)
+        return Outcome(int(reply["status"]), reply["body"])
+
+    async def submit(self, actor: Actor, kind: MutationKind, raw: bytes, space: str | None = None) -> Outcome:
+        return await self._call(actor, "submit", kind=int(kind), raw=bytes(raw), space=space)
+
+    async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
+        return await self._call(actor, "query", view=view, args=args)
+
+    async def describe(self, actor: Actor | None = None) -> dict[str, Any]:
+        out = await self._call(actor or Actor("", Grants()), "describe")
+        if out.status != 200:
+            return {"limits": None, "journal": None, "runtime_error": out.body.get("error")}
+        return out.body

@@ -1,0 +1,54 @@
+"""`aotx gateway --config FILE --nats URL`: the HTTP gateway alone.
+
+Serves /health and /aotx/v1/shared only; shared routes forward to a runtime (`aotx boot`) over
+NATS request/reply. The model surfaces need the model: `aotx serve` serves them.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from api.app import create_shared_gateway
+from api.gateway_config import GatewayConfigError, load_gateway_config
+from api.server import serve_app
+from api.settings import GatewaySettings
+from aotx.runtime import RemoteRuntime, rpc_subject
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="the gateway config (principals, token digests, actions)")
+    p.add_argument("--nats", required=True, help="NATS URL where the runtime answers")
+    p.add_argument("--runtime-name", default="main", help="name of the runtime to forward to (default main)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the runtime's answer")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_gateway_config(args.config)
+    except GatewayConfigError as exc:
+        print(f"aotx gateway: {exc}", file=sys.stderr)
+        return 2
+    settings = GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
+    remote = RemoteRuntime(args.nats, args.runtime_name, config.config_sha256, timeout=args.timeout)
+    app = create_shared_gateway(remote, config.shared_principals(), settings, runtime_name=args.runtime_name)
+    return asyncio.run(_serve(app, settings, args.runtime_name))
+
+
+async def _serve(app, settings: GatewaySettings, name: str) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(host: str, port: int) -> None:
+        print(f"aotx: gateway on http://{host}:{port} serves /aotx/v1/shared only, forwarded to runtime {name} "
+              f"on nats subject {rpc_subject(name)}; the model surfaces are served by `aotx serve`",
+              file=sys.stderr, flush=True)
+
+    await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    return 0

@@ -1,0 +1,24 @@
+"""What `aotx serve` and `aotx boot` share: the runtime file, fresh grants and a booted runtime."""
+from __future__ import annotations
+
+from aotx.runtime import GrantedRuntime, SharedRuntime
+from aotx.runtime_file import GrantFile, RuntimeFile, RuntimeFileError
+from eventlog import StreamSpec
+
+
+def require_shared(rf: RuntimeFile) -> None:
+    if not rf.shared:
+        raise RuntimeFileError(f"runtime file {rf.path}: the shared profile is not required by this file; "
+                               f"add it with `aotx pack --runtime {rf.path} --shared`")
+
+
+def stream_spec(rf: RuntimeFile) -> StreamSpec:
+    name, prefix = rf.stream()
+    return StreamSpec(name=name, subject_prefix=prefix)
+
+
+def granted_runtime(rf: RuntimeFile, nats_url: str, grants: GrantFile, *, progress: bool = True) -> GrantedRuntime:
+    """Not started yet: `await it.start()` connects and boots by journal replay (with a progress bar)."""
+    require_shared(rf)
+    runtime = SharedRuntime(nats_url, stream_spec(rf), rf.capacities(), progress=progress)
+    return GrantedRuntime(runtime, grants)
