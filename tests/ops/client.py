@@ -1,0 +1,40 @@
+"""A minimal synchronous client of /aotx/v1/shared for process-level tests."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+BASE = "/aotx/v1/shared"
+SCHEMA = "aotx.shared.mutation.v1"
+
+
+class SharedClient:
+    def __init__(self, base_url: str, token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url + BASE, headers=headers, timeout=30)
+        self.lineage, self.next_sequence = "", 1
+        self._keys = itertools.count(1)
+
+    def get(self, path: str) -> tuple[int, Any]:
+        r = self.http.get(path)
+        assert r.headers.get("Cache-Control") == "no-store", path
+        return r.status_code, r.json()
+
+    def sync(self) -> dict:
+        status, me = self.get("/participant")
+        assert status == 200, me
+        self.lineage, self.next_sequence = me["lineage"], int(me["next_sequence"])
+        return me
+
+    def post(self, path: str, **fields: Any) -> tuple[int, Any]:
+        body = {"schema": SCHEMA, "lineage": self.lineage, "operation_key": f"{next(self._keys):032x}",
+                "sequence": str(self.next_sequence), **fields}
+        r = self.http.post(path, json=body)
+        if r.status_code == 201:
+            self.next_sequence += 1
+        return r.status_code, r.json()
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,108 @@
+"""Split deployment: `aotx boot` and `aotx gateway` as two processes against one nats-server.
+
+Register and create a space through the gateway, restart the runtime, read the receipt back;
+`aotx audit` prints the journal the runtime wrote; no token anywhere the runtime writes.
+"""
+from __future__ import annotations
+
+import re
+
+from api.gateway_config import ensure_dev_config
+from eventlog import EmbeddedNats
+
+from .client import SharedClient
+from .procs import Proc, files_containing, run_aotx
+
+
+def _boot(rt, url, grants) -> Proc:
+    return Proc("boot", "--runtime", str(rt), "--nats", url, "--service-grants", str(grants),
+                ready=r"runtime t1 booted \((\d+) journal messages").start()
+
+
+def test_boot_and_gateway_over_nats(tmp_path):
+    var = tmp_path / "var"
+    config, tokens, _ = ensure_dev_config(var)
+    secrets = [(tokens / n).read_text().strip() for n in ("alice", "bob")]
+    rt, grants = tmp_path / "identity.aotxrt", tmp_path / "grants"
+    assert run_aotx("pack", "--runtime", str(rt), "--shared", "--name", "t1").returncode == 0
+    g = run_aotx("grants", "--config", str(config), "--out", str(grants))
+    assert g.returncode == 0, g.stderr
+    procs: list[Proc] = []
+    with EmbeddedNats(tmp_path / "nats") as nats_server:
+        url = nats_server.url
+        try:
+            boot = _boot(rt, url, grants)
+            procs.append(boot)
+            assert boot.match.group(1) == "0"
+            gw = Proc("gateway", "--config", str(config), "--nats", url, "--runtime-name", "t1", "--port", "0",
+                      ready=r"gateway on (http://\S+) serves /aotx/v1/shared only").start()
+            procs.append(gw)
+            base = gw.match.group(1)
+            alice, bob = SharedClient(base, secrets[0]), SharedClient(base, secrets[1])
+            assert SharedClient(base, None).get("/participant")[0] == 401
+            assert SharedClient(base, "not-a-token").get("/participant")[0] == 401
+
+            alice.sync()
+            status, reg = alice.post("/participant")
+            assert status == 201, reg
+            status, sp = alice.post("/spaces", scope="private")
+            assert status == 201, sp
+            space, op = sp["resource"], sp["operation"]
+            bob.sync()
+            assert bob.post("/participant")[0] == 201
+            assert bob.get(f"/spaces/{space}")[0] == 404  # never leaks existence
+            assert alice.get(f"/spaces/{space}")[0] == 200
+            status, caps = alice.get("/capabilities")
+            assert status == 200 and caps["limits"]["receipts"] == 1024 and caps["journal"]["hold"] is False
+
+            boot.stop()
+            status, err = alice.get(f"/operations/{op}")
+            assert status == 503 and err["error"]["type"] == "runtime_unavailable"
+            boot = _boot(rt, url, grants)
+            procs.append(boot)
+            assert int(boot.match.group(1)) >= 3  # replayed what the first runtime wrote
+            assert alice.get(f"/operations/{op}") == (200, sp)
+            assert alice.get(f"/operations/{reg['operation']}") == (200, reg)
+            assert alice.post(f"/spaces/{space}/conversations")[0] == 201  # and it writes on
+
+            audit = run_aotx("audit", "--nats", url, "--no-follow", "--runtime", str(rt))
+            assert audit.returncode == 0, audit.stderr
+            lines = audit.stdout.splitlines()
+            events = [re.search(r"event=(\S+)", ln).group(1) for ln in lines]
+            assert events.count("runtime.boot") == 3  # two lineages by boot 1, alice's again by boot 2
+            assert events.count("participant.registered") == 2
+            assert f"operation={op} sequence=2" in audit.stdout
+            assert "event=space.created" in audit.stdout and "event=conversation.created" in audit.stdout
+            assert all(re.match(r"seq=\d+ lineage=[0-9a-f]{32} kind=\w+ transfer=\d+ event=", ln) for ln in lines)
+            first = [ln for ln in lines if "participant.registered" in ln][0]
+            assert f"lineage={alice.lineage}" in first and f"operation={reg['operation']} sequence=1" in first
+            tail = run_aotx("audit", "--nats", url, "--no-follow", "--from", "3")
+            assert tail.stdout.splitlines() == [ln for ln in lines if int(ln.split()[0][4:]) >= 3]
+        finally:
+            for p in reversed(procs):
+                p.stop()
+        stderr = "\n".join(p.stderr for p in procs) + audit.stderr + audit.stdout
+    assert not [s for s in secrets if s in stderr]
+    leaks = files_containing(tmp_path, secrets)
+    assert sorted(leaks) == sorted(f"{tokens / n}: {s[:16]}…" for n, s in zip(("alice", "bob"), secrets))
+
+
+def test_gateway_refused_by_runtime_with_grants_of_another_config(tmp_path):
+    config, tokens, _ = ensure_dev_config(tmp_path / "var")
+    other, _, _ = ensure_dev_config(tmp_path / "other")
+    rt, grants = tmp_path / "rt", tmp_path / "grants"
+    run_aotx("pack", "--runtime", str(rt), "--shared", "--name", "t1")
+    run_aotx("grants", "--config", str(other), "--out", str(grants))
+    with EmbeddedNats(tmp_path / "nats") as nats_server:
+        boot = _boot(rt, nats_server.url, grants)
+        gw = None
+        try:
+            gw = Proc("gateway", "--config", str(config), "--nats", nats_server.url, "--runtime-name", "t1",
+                      "--port", "0", ready=r"gateway on (http://\S+) ").start()
+            alice = SharedClient(gw.match.group(1), (tokens / "alice").read_text().strip())
+            status, err = alice.get("/participant")
+            assert status == 503 and err["error"]["type"] == "grants_mismatch"
+        finally:
+            if gw is not None:
+                gw.stop()
+            boot.stop()
