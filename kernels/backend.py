@@ -1,7 +1,9 @@
 """Backends: one object that owns the KV pool and runs forward / sample / logprobs.
 
-Only ``"numpy"`` exists. ``"cuda"`` is reserved for the CUDA backend (a later
-issue); asking for it raises ``BackendUnavailable`` without touching the driver.
+``"numpy"`` (the reference), ``"cuda"`` (kernels/cuda: NVRTC kernels, CUDA graphs) and ``"auto"``:
+CUDA when ``kernels.cuda.probe.gpu_present()`` says a GPU is here, else numpy. That decision reads
+the filesystem only; on a machine without a GPU nothing touches the CUDA driver, and asking for
+``"cuda"`` there raises ``BackendUnavailable`` before anything is loaded.
 """
 from __future__ import annotations
 
@@ -46,18 +48,41 @@ class NumpyBackend:
         return sampler.logprobs(logits, chosen, k)
 
 
-_BACKENDS = {"numpy": NumpyBackend}
-_PLANNED = {"cuda": "the CUDA backend is not built yet (it is a later issue); use 'numpy'"}
+def _cuda_backend(bundle: ModelBundle, num_pages: int, page_size: int = 16):
+    from kernels.cuda.probe import gpu_present
+
+    if not gpu_present():
+        raise BackendUnavailable("backend 'cuda' unavailable: no NVIDIA GPU on this machine")
+    try:
+        from kernels.cuda.backend import CudaBackend
+    except ImportError as exc:
+        raise BackendUnavailable(f"backend 'cuda' unavailable: {exc} "
+                                 "(install cuda-python 13 and cuda-toolkit[nvrtc,cudart] 13)") from exc
+    return CudaBackend(bundle, num_pages=num_pages, page_size=page_size)
+
+
+_BACKENDS = {"numpy": NumpyBackend, "cuda": _cuda_backend}
+
+
+def resolve_backend_name(name: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when a GPU is present (filesystem probe only), else ``"numpy"``."""
+    if name == "auto":
+        from kernels.cuda.probe import gpu_present
+
+        return "cuda" if gpu_present() else "numpy"
+    return name
 
 
 def available_backends() -> list[str]:
-    return sorted(_BACKENDS)
+    """Backends that can be created on this machine (``"auto"`` picks among them)."""
+    from kernels.cuda.probe import gpu_present
+
+    return sorted(["numpy"] + (["cuda"] if gpu_present() else []))
 
 
 def create_backend(name: str, bundle: ModelBundle, num_pages: int, page_size: int = 16):
-    """A backend by name: ``"numpy"``. Raises ``BackendUnavailable`` for anything else."""
-    if name in _BACKENDS:
-        return _BACKENDS[name](bundle, num_pages=num_pages, page_size=page_size)
-    if name in _PLANNED:
-        raise BackendUnavailable(f"backend {name!r} unavailable: {_PLANNED[name]}")
+    """A backend by name: ``"numpy"``, ``"cuda"`` or ``"auto"``; ``BackendUnavailable`` otherwise."""
+    resolved = resolve_backend_name(name)
+    if resolved in _BACKENDS:
+        return _BACKENDS[resolved](bundle, num_pages=num_pages, page_size=page_size)
     raise BackendUnavailable(f"unknown backend {name!r}; available: {available_backends()}")

@@ -1,0 +1,264 @@
+"""CudaBackend: the numpy backend's interface (forward / sample / logprobs) on one NVIDIA GPU.
+
+Weights bf16 on the device ([out, in] rows; gate/up interleaved for the fused SwiGLU), the paged KV
+pool bf16 on the device, activations float32 in the residual stream. A pure-decode step (one token
+per sequence, every row sampled) is padded to a batch bucket and replayed from a CUDA graph captured
+once per (bucket, attention splits, block-table width); anything else (prefill chunks, mixed steps)
+is launched directly. ``forward`` returns ``DeviceLogits``; ``sample`` runs on the GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import sampler
+from kernels.cuda import driver, launchers as L
+from kernels.cuda.launchers import Kernels, epi
+from kernels.cuda.logits import DeviceLogits
+from kernels.cuda.twins import interleave_gate_up, to_bf16
+from kernels.ops_rope import rope_cos_sin
+from kernels.sampling_rows import SamplingRows
+from kernels.step_batch import StepBatch
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+MAX_SPLITS = 16
+
+
+def _pow2ceil(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, bundle, num_pages: int, page_size: int = 16, token_capacity: int = 4096,
+                 row_capacity: int = 256):
+        cfg = self.config = bundle.config
+        if num_pages <= 0 or page_size <= 0:
+            raise ValueError(f"num_pages and page_size must be positive, got {num_pages}, {page_size}")
+        self._num_pages, self._page_size = num_pages, page_size
+        self.dev = driver.Device(0)
+        self.k = Kernels(self.dev, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+        self.scale = 1.0 / float(cfg.head_dim) ** 0.5
+        self.qkv_n = cfg.q_size + 2 * cfg.kv_size
+        self._bufs: list[driver.Buffer] = []
+        w = bundle.weights
+        self.embed = self._upload(to_bf16(w["token_embd.weight"]))
+        self.out_norm = self._upload(w["output_norm.weight"])
+        self.layers = []
+        for i in range(cfg.n_layers):
+            p = f"blk.{i}."
+            self.layers.append({
+                "attn_norm": self._upload(w[p + "attn_norm.weight"]),
+                "ffn_norm": self._upload(w[p + "ffn_norm.weight"]),
+                "wqkv": self._upload(to_bf16(w[p + "attn_qkv.weight_t"].T)),
+                "wo": self._upload(to_bf16(w[p + "attn_output.weight_t"].T)),
+                "wgu": self._upload(to_bf16(interleave_gate_up(w[p + "ffn_gate_up.weight_t"].T))),
+                "wdown": self._upload(to_bf16(w[p + "ffn_down.weight_t"].T)),
+            })
+        cos, sin = rope_cos_sin(np.arange(cfg.context_length), cfg.head_dim, cfg.rope_base)
+        self.rope = self._upload(np.stack([cos, sin], axis=-1))
+        slots = num_pages * page_size
+        self.layer_kv_bytes = slots * cfg.kv_size * 2
+        self.k_cache = self._alloc(self.layer_kv_bytes * cfg.n_layers)
+        self.v_cache = self._alloc(self.layer_kv_bytes * cfg.n_layers)
+        self.max_pages = -(-cfg.context_length // page_size)
+        self.generation = 0
+        self.graphs: dict[tuple[int, int, int], driver.Graph] = {}
+        self._acts: list[driver.Buffer] = []
+        self._reserve(token_capacity, row_capacity)
+        self.dev.synchronize()
+
+    # -- memory -------------------------------------------------------------
+    def _alloc(self, nbytes: int, acts: bool = False) -> int:
+        b = driver.Buffer(nbytes)
+        (self._acts if acts else self._bufs).append(b)
+        return b.ptr
+
+    def _upload(self, arr: np.ndarray) -> int:
+        arr = np.ascontiguousarray(arr)
+        ptr = self._alloc(arr.nbytes)
+        driver.htod(ptr, arr, self.dev.stream)
+        self.dev.synchronize()
+        return ptr
+
+    def _reserve(self, tokens: int, rows: int) -> None:
+        """(Re)allocate activations for ``tokens`` tokens and ``rows`` logits rows; drops graphs."""
+        self.dev.synchronize()
+        for b in self._acts:
+            b.free()
+        self._acts, self.graphs = [], {}
+        cfg = self.config
+        self.t_cap, self.r_cap = tokens, rows
+        split_rows = min(tokens, BUCKETS[-1])
+        a = lambda n: self._alloc(n, acts=True)  # noqa: E731
+        self.residual = a(tokens * cfg.hidden * 4)
+        self.h = a(tokens * cfg.hidden * 2)
+        self.q = a(tokens * cfg.q_size * 4)
+        self.attn = a(tokens * cfg.q_size * 2)
+        self.act = a(tokens * cfg.ffn * 2)
+        self.part_o = a(split_rows * cfg.n_heads * MAX_SPLITS * cfg.head_dim * 4)
+        self.part_ml = a(split_rows * cfg.n_heads * MAX_SPLITS * 2 * 4)
+        self.hf = a(rows * cfg.hidden * 2)
+        self.logits = a(rows * cfg.vocab_size * 4)
+        self.ints_cap = tokens * 5 + rows + tokens * self.max_pages + 64
+        self.ints = a(self.ints_cap * 4)
+        self.sample_buf = a(rows * 32 + 64)
+        self.sample_out = a(rows * 4 + 16)
+
+    @property
+    def num_pages(self) -> int:
+        return self._num_pages
+
+    @property
+    def page_size(self) -> int:
+        return self._page_size
+
+    # -- forward --------------------------------------------------------------
+    def _stage(self, tokens, positions, slots, tok_seq, ctx, rows, tables, width: int) -> dict[str, int]:
+        """One int32 upload of every per-step array; returns their device pointers."""
+        parts = {"tokens": tokens, "positions": positions, "slots": slots, "tok_seq": tok_seq,
+                 "ctx": ctx, "rows": rows}
+        bt = np.full((len(ctx), width), -1, dtype=np.int32)
+        bt[:, :tables.shape[1]] = tables
+        parts["bt"] = bt.ravel()
+        host = np.concatenate([np.asarray(v, dtype=np.int32).ravel() for v in parts.values()])
+        if host.size > self.ints_cap:
+            raise ValueError("step arrays exceed the staging buffer")
+        driver.htod(self.ints, host, self.dev.stream)
+        ptrs, off = {}, 0
+        for name, v in parts.items():
+            ptrs[name] = self.ints + 4 * off
+            off += np.asarray(v).size
+        return ptrs
+
+    def _nsplit(self, n_tokens: int, max_len: int) -> int:
+        if n_tokens > BUCKETS[-1]:
+            return 1
+        chunks = -(-max_len // L.ATT_CHUNK)
+        want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
+        by_chunks = 1 << (max(chunks, 1).bit_length() - 1)
+        return max(1, min(_pow2ceil(want), by_chunks, MAX_SPLITS))
+
+    def _record(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> None:
+        """Launch one whole step on the stream (also what a graph captures)."""
+        cfg, k = self.config, self.k
+        H, F, eps = cfg.hidden, cfg.ffn, cfg.rms_eps
+        gemv = t <= L.GEMV_MAX_T
+        k.embedding(p["tokens"], self.embed, self.residual, t, H)
+        for li, w in enumerate(self.layers):
+            kc = self.k_cache + li * self.layer_kv_bytes
+            vc = self.v_cache + li * self.layer_kv_bytes
+            e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
+                        k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)
+            if gemv:
+                k.gemv(self.residual, 1, 0, w["attn_norm"], eps, w["wqkv"], self.qkv_n, H, t, e_qkv)
+            else:
+                k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)
+                k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e_qkv)
+            k.attention(self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride,
+                        self.page_size, self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit,
+                        self.attn, self.part_o, self.part_ml)
+            k.linear(self.attn, t, w["wo"], H, cfg.q_size, epi(L.EPI_ADD, out_f32=self.residual, ld=H))
+            e_gu = epi(L.EPI_SWIGLU, out_bf16=self.act, ld=F)
+            if gemv:
+                k.gemv(self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e_gu)
+            else:
+                k.add_rmsnorm(0, self.residual, w["ffn_norm"], self.h, 0, t, H, eps)
+                k.mma(self.h, t, w["wgu"], 2 * F, H, e_gu)
+            k.linear(self.act, t, w["wdown"], H, F, epi(L.EPI_ADD, out_f32=self.residual, ld=H))
+        e_out = epi(L.EPI_STORE, out_f32=self.logits, ld=cfg.vocab_size)
+        if r == 0:
+            return
+        if r <= L.GEMV_MAX_T:
+            k.gemv(self.residual, 1, p["rows"], self.out_norm, eps, self.embed, cfg.vocab_size, H, r, e_out)
+        else:
+            k.add_rmsnorm(0, self.residual, self.out_norm, self.hf, p["rows"], r, H, eps)
+            k.mma(self.hf, r, self.embed, cfg.vocab_size, H, e_out)
+
+    def forward(self, batch: StepBatch) -> DeviceLogits:
+        """float32 logits [len(batch.logits_rows), vocab], left on the GPU; writes the batch's K/V."""
+        self.dev.make_current()
+        self.generation += 1
+        t, s, r = batch.num_tokens, batch.num_seqs, len(batch.logits_rows)
+        if t > self.t_cap or r > self.r_cap:
+            self._reserve(max(t, self.t_cap), max(r, self.r_cap))
+        qs = np.asarray(batch.query_start)
+        rows = np.asarray(batch.logits_rows)
+        decode = (t == s and s <= BUCKETS[-1] and r == s and np.array_equal(qs, np.arange(s + 1))
+                  and np.array_equal(rows, np.arange(s)))
+        if decode:
+            return self._decode(batch)
+        if t == 0:  # nothing to run
+            return DeviceLogits(self, self.logits, 0, self.config.vocab_size, self.generation)
+        tok_seq = np.repeat(np.arange(s, dtype=np.int32), np.diff(qs))
+        tables = np.asarray(batch.block_tables)
+        width = max(tables.shape[1], 1)
+        p = self._stage(batch.token_ids, batch.positions, batch.slot_mapping, tok_seq, batch.context_lens,
+                        rows, tables, width)
+        nsplit = self._nsplit(t, int(np.max(batch.context_lens)))
+        self._record(t, r, p, width, nsplit)
+        return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
+
+    def _decode(self, batch: StepBatch) -> DeviceLogits:
+        s = batch.num_seqs
+        b = next(x for x in BUCKETS if x >= s)
+        tables = np.asarray(batch.block_tables)
+        width = min(_pow2ceil(max(tables.shape[1], 8)), _pow2ceil(self.max_pages))
+        nsplit = self._nsplit(b, int(np.max(batch.context_lens)))
+        pad = b - s
+
+        def padded(a, fill):
+            return np.concatenate([np.asarray(a, dtype=np.int32), np.full(pad, fill, dtype=np.int32)])
+
+        ar = np.arange(b, dtype=np.int32)
+        p = self._stage(padded(batch.token_ids, 0), padded(batch.positions, 0), padded(batch.slot_mapping, -1),
+                        ar, padded(batch.context_lens, 0), ar,
+                        np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
+        key = (b, nsplit, width)
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))
+        graph.launch(self.dev.stream)
+        return DeviceLogits(self, self.logits, s, self.config.vocab_size, self.generation)
+
+    def copy_logits(self, ptr: int, n_rows: int) -> np.ndarray:
+        self.dev.make_current()
+        host = np.empty((n_rows, self.config.vocab_size), dtype=np.float32)
+        return driver.dtoh(host, ptr, self.dev.stream)
+
+    # -- sampling -----------------------------------------------------------
+    def sample(self, logits, rows: SamplingRows) -> np.ndarray:
+        """int32 [R] per kernels/sampler.py, computed on the GPU; only the ids are copied back."""
+        self.dev.make_current()
+        if isinstance(logits, DeviceLogits):
+            logits.check_live()
+            ptr, idx = logits.ptr, logits.rows
+        else:
+            arr = np.ascontiguousarray(logits, dtype=np.float32)
+            if arr.shape[0] > self.r_cap:
+                self._reserve(self.t_cap, arr.shape[0])
+            driver.htod(self.logits, arr, self.dev.stream)
+            self.generation += 1
+            ptr, idx = self.logits, np.arange(arr.shape[0], dtype=np.int32)
+        n = len(idx)
+        if n == 0:
+            return np.empty(0, dtype=np.int32)
+        if n > self.r_cap:
+            raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
+        pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes
+        host = np.zeros(pad8 * 4 + n * 2, dtype=np.uint32)
+        host[0:n] = idx.astype(np.uint32)
+        host[pad8:pad8 + n] = np.asarray(rows.temperature, dtype=np.float32).view(np.uint32)
+        host[2 * pad8:2 * pad8 + n] = np.asarray(rows.top_p, dtype=np.float32).view(np.uint32)
+        host[3 * pad8:3 * pad8 + n] = np.asarray(rows.top_k, dtype=np.int32).view(np.uint32)
+        host[4 * pad8:4 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
+        host[4 * pad8 + 2 * n:] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
+        driver.htod(self.sample_buf, host, self.dev.stream)
+        base = self.sample_buf
+        self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
+                      base + 16 * pad8, base + 16 * pad8 + 8 * n, self.sample_out, n)
+        return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
+
+    def logprobs(self, logits, chosen: np.ndarray, k: int):
+        """Host-side (only requests that ask for logprobs pay the copy of their rows)."""
+        return sampler.logprobs(np.asarray(logits, dtype=np.float32), chosen, k)

@@ -1,0 +1,148 @@
+"""The one module that talks to the CUDA driver (``cuda.bindings.driver``): context, memory,
+copies, modules, launches and graphs. Import it only after ``probe.gpu_present()`` said yes.
+
+Every driver call goes through ``check``. Kernel arguments are packed with ctypes from a
+signature string: ``p`` pointer, ``i`` int32, ``f`` float32, or a ctypes Structure instance.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from cuda.bindings import driver as cu
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def check(result):
+    err = result[0] if isinstance(result, tuple) else result
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, text = cu.cuGetErrorString(err)
+        raise CudaError(f"{name.decode() if name else err}: {text.decode() if text else ''}")
+    if isinstance(result, tuple):
+        rest = result[1:]
+        return rest[0] if len(rest) == 1 else (rest or None)
+    return None
+
+
+class Device:
+    """The primary context of one GPU and one stream; ``make_current`` before use on any thread."""
+
+    def __init__(self, ordinal: int = 0):
+        check(cu.cuInit(0))
+        self.dev = check(cu.cuDeviceGet(ordinal))
+        self.ctx = check(cu.cuDevicePrimaryCtxRetain(self.dev))
+        self.make_current()
+        major = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev))
+        minor = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev))
+        self.arch = f"sm_{major}{minor}"
+        self.sm_count = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.dev))
+        self.name = check(cu.cuDeviceGetName(64, self.dev)).split(b"\0")[0].decode()
+        self.stream = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+
+    def make_current(self) -> None:
+        check(cu.cuCtxSetCurrent(self.ctx))
+
+    def synchronize(self) -> None:
+        check(cu.cuStreamSynchronize(self.stream))
+
+
+class Buffer:
+    """Plain device memory (cuMemAlloc). ``ptr`` is an int; ``ptr + offset`` addresses inside."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = max(int(nbytes), 16)
+        self.ptr = int(check(cu.cuMemAlloc(self.nbytes)))
+
+    def free(self) -> None:
+        if self.ptr:
+            check(cu.cuMemFree(self.ptr))
+            self.ptr = 0
+
+
+def htod(dst: int, host: np.ndarray, stream) -> None:
+    host = np.ascontiguousarray(host)
+    if host.nbytes:
+        check(cu.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream))
+
+
+def dtoh(host: np.ndarray, src: int, stream) -> np.ndarray:
+    """Copy into ``host`` (C-contiguous) and wait for it."""
+    if host.nbytes:
+        check(cu.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream))
+    check(cu.cuStreamSynchronize(stream))
+    return host
+
+
+def memset0(dst: int, nbytes: int, stream) -> None:
+    check(cu.cuMemsetD8Async(dst, 0, nbytes, stream))
+
+
+class Module:
+    def __init__(self, cubin: bytes):
+        self._data = cubin
+        self.handle = check(cu.cuModuleLoadData(cubin))
+        self._funcs: dict[str, object] = {}
+
+    def function(self, name: str):
+        if name not in self._funcs:
+            self._funcs[name] = check(cu.cuModuleGetFunction(self.handle, name.encode()))
+        return self._funcs[name]
+
+
+_CT = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
+
+
+def launch(func, grid, block, args, sig: str, stream, smem: int = 0) -> None:
+    objs = []
+    for code, value in zip(sig, args):
+        if code == "s":
+            objs.append(value)
+        else:
+            objs.append(_CT[code](value))
+    ptrs = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+    gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+    check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, ctypes.addressof(ptrs), 0))
+
+
+def set_max_dynamic_smem(func, nbytes: int) -> None:
+    check(cu.cuFuncSetAttribute(
+        func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
+
+
+class Graph:
+    """A captured sequence of launches on ``stream``, replayed with ``launch``."""
+
+    def __init__(self, stream, record):
+        check(cu.cuStreamBeginCapture(stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+        try:
+            record()
+        finally:
+            graph = check(cu.cuStreamEndCapture(stream))
+        self.graph = graph
+        self.exec = check(cu.cuGraphInstantiate(graph, 0))
+
+    def launch(self, stream) -> None:
+        check(cu.cuGraphLaunch(self.exec, stream))
+
+
+class Timer:
+    """CUDA events around a region on ``stream``: ``ms()`` after ``stop``."""
+
+    def __init__(self):
+        self.a = check(cu.cuEventCreate(0))
+        self.b = check(cu.cuEventCreate(0))
+
+    def start(self, stream) -> None:
+        check(cu.cuEventRecord(self.a, stream))
+
+    def stop(self, stream) -> float:
+        check(cu.cuEventRecord(self.b, stream))
+        check(cu.cuEventSynchronize(self.b))
+        return float(check(cu.cuEventElapsedTime(self.a, self.b)))

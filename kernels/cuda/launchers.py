@@ -1,0 +1,101 @@
+"""Program: the compiled kernel families loaded on a device, one Python call per kernel.
+
+Arguments are device pointers (ints) and sizes; every launch goes on the device's stream, so a
+sequence of calls can be captured into a CUDA graph unchanged.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from kernels.cuda import build, driver
+
+EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
+GEMV_MAX_T = 8
+GEMV_ROWS_PER_BLOCK = 8      # 4 warps x an adjacent pair of output columns
+MMA_TILE = 64
+ATT_CHUNK = 128
+
+
+class Epi(ctypes.Structure):
+    """Mirror of ``struct Epi`` in linear.cu (7 pointers, then 5 ints)."""
+    _fields_ = [("out_f32", ctypes.c_uint64), ("out_bf16", ctypes.c_uint64),
+                ("positions", ctypes.c_uint64), ("rope", ctypes.c_uint64), ("slots", ctypes.c_uint64),
+                ("k_cache", ctypes.c_uint64), ("v_cache", ctypes.c_uint64),
+                ("mode", ctypes.c_int32), ("ld", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+                ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32)]
+
+
+def epi(mode: int, out_f32: int = 0, out_bf16: int = 0, ld: int = 0, positions: int = 0, rope: int = 0,
+        slots: int = 0, k_cache: int = 0, v_cache: int = 0, head_dim: int = 0, q_size: int = 0,
+        kv_size: int = 0) -> Epi:
+    return Epi(out_f32, out_bf16, positions, rope, slots, k_cache, v_cache, mode, ld, head_dim, q_size, kv_size)
+
+
+class Kernels:
+    def __init__(self, device: driver.Device, n_heads: int, n_kv_heads: int, head_dim: int):
+        self.device = device
+        defines = {"ATT_G": n_heads // n_kv_heads, "ATT_D": head_dim}
+        self.cubins = build.compile_all(device.arch, defines)
+        self.modules = {f: driver.Module(c.data) for f, c in self.cubins.items()}
+        self.f = {}
+        for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm"],
+                           "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
+                           "linear": ["linear_gemv", "linear_mma"],
+                           "attention": ["paged_attention", "attention_combine"],
+                           "sampling": ["sample_rows"]}.items():
+            for n in names:
+                self.f[n] = self.modules[fam].function(n)
+        driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
+
+    @property
+    def stream(self):
+        return self.device.stream
+
+    def _go(self, name, grid, block, args, sig, smem=0):
+        driver.launch(self.f[name], grid, block, args, sig, self.stream, smem)
+
+    def embedding(self, ids, table, out, n_tokens, hidden):
+        self._go("embedding_gather", (n_tokens,), 192, (ids, table, out, hidden), "pppi")
+
+    def add_rmsnorm(self, x, residual, weight, out, rows, n_rows, hidden, eps):
+        self._go("add_rmsnorm", (n_rows,), 192, (x, residual, weight, out, rows, hidden, eps), "pppppif")
+
+    def rope(self, x, positions, table, n_tokens, n_heads, head_dim):
+        total = n_tokens * n_heads * head_dim // 2
+        self._go("rope_inplace", (-(-total // 256),), 256, (x, positions, table, n_tokens, n_heads, head_dim), "pppiii")
+
+    def kv_write(self, k, v, slots, k_cache, v_cache, n_tokens, kv_width):
+        total = n_tokens * kv_width // 2
+        self._go("kv_write", (-(-total // 256),), 256, (k, v, slots, k_cache, v_cache, n_tokens, kv_width), "pppppii")
+
+    def swiglu(self, gate_up, out, n_tokens, ffn):
+        self._go("swiglu", (-(-n_tokens * ffn // 256),), 256, (gate_up, out, n_tokens, ffn), "ppii")
+
+    def gemv(self, x, x_is_f32, x_rows, norm_w, eps, w, n, k, t, e: Epi):
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"gemv takes 1..{GEMV_MAX_T} rows, got {t}")
+        self._go("linear_gemv", (-(-n // GEMV_ROWS_PER_BLOCK),), 128,
+                 (x, int(x_is_f32), x_rows, norm_w, eps, w, n, k, t, e), "pippfpiiis", smem=t * k * 4)
+
+    def mma(self, a, m, w, n, k, e: Epi):
+        self._go("linear_mma", (n // MMA_TILE, -(-m // MMA_TILE)), 128, (a, m, w, n, k, e), "pipiis")
+
+    def linear(self, a_bf16, m, w, n, k, e: Epi):
+        """bf16 activations [m, k] @ W[n, k]^T, the path chosen by m."""
+        if m <= GEMV_MAX_T:
+            self.gemv(a_bf16, 0, 0, 0, 0.0, w, n, k, m, e)
+        else:
+            self.mma(a_bf16, m, w, n, k, e)
+
+    def attention(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                  page_size, scale, n_tokens, n_kv, n_heads, head_dim, nsplit, out, part_o, part_ml):
+        self._go("paged_attention", (n_tokens, n_kv, nsplit), 128,
+                 (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                  scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp")
+        if nsplit > 1:
+            self._go("attention_combine", (n_tokens, n_heads), head_dim,
+                     (part_o, part_ml, n_heads, nsplit, out), "ppiip")
+
+    def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, out, n_rows):
+        self._go("sample_rows", (n_rows,), 1024,
+                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, out), "ppipppppp")

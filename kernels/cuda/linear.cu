@@ -1,0 +1,221 @@
+// bf16 projections y = x @ W^T with W bf16 [N, K] row-major (the nn.Linear layout), float32 accumulate.
+// Twin: numpy `x @ w_t` (kernels.model), with the fused epilogues' twins in kernels.cuda.twins.
+//
+//   linear_gemv: memory-bound path for T <= GEMV_MAX_T rows. One warp computes an adjacent pair of
+//                output columns for every row; x is staged in shared memory as float32, optionally
+//                through an RMSNorm prologue (x = the float32 residual, gathered by x_rows).
+//   linear_mma:  tensor-core path (mma.sync m16n8k16 bf16, cp.async double buffering), 64x64 tiles.
+//
+// Both end in epilogue_pair(), which receives the two adjacent columns (n, n+1) of one row, so the
+// pairwise epilogues fuse: RoPE + paged KV write after QKV, silu*mul after the interleaved gate/up,
+// the residual add after the O and down projections.
+#include "common.cuh"
+#include "rope.cu"
+#include "kv_write.cu"
+#include "swiglu.cu"
+
+#define EPI_STORE 0   // out_f32[m, n] = y
+#define EPI_ADD 1     // out_f32[m, n] += y (residual stream)
+#define EPI_SWIGLU 2  // columns (2j, 2j+1) = (gate_j, up_j): out_bf16[m, j] = silu(gate) * up
+#define EPI_QKV 3     // [q | k | v]: RoPE on q, k; q -> out_f32 [m, q_size]; k, v -> caches at slots[m]
+
+struct Epi {
+    float *out_f32;
+    bf16 *out_bf16;
+    const int *positions;
+    const float2 *rope;
+    const int *slots;
+    bf16 *k_cache;
+    bf16 *v_cache;
+    int mode;
+    int ld;
+    int head_dim;
+    int q_size;
+    int kv_size;
+};
+
+__device__ __forceinline__ void epilogue_pair(const Epi &e, int m, int n, float v0, float v1) {
+    if (e.mode == EPI_STORE) {
+        float *o = e.out_f32 + (size_t)m * e.ld + n;
+        o[0] = v0;
+        o[1] = v1;
+    } else if (e.mode == EPI_ADD) {
+        float *o = e.out_f32 + (size_t)m * e.ld + n;
+        o[0] += v0;
+        o[1] += v1;
+    } else if (e.mode == EPI_SWIGLU) {
+        e.out_bf16[(size_t)m * e.ld + (n >> 1)] = f2bf(silu_mul(v0, v1));
+    } else {
+        int qk = e.q_size + e.kv_size;
+        if (n < qk) {
+            int half = e.head_dim >> 1;
+            rope_pair(v0, v1, e.rope[(size_t)e.positions[m] * half + ((n % e.head_dim) >> 1)]);
+        }
+        if (n < e.q_size) {
+            float *o = e.out_f32 + (size_t)m * e.q_size + n;
+            o[0] = v0;
+            o[1] = v1;
+        } else {
+            int slot = e.slots[m];
+            if (slot >= 0) {
+                bf16 *cache = n < qk ? e.k_cache : e.v_cache;
+                kv_store_pair(cache, slot, e.kv_size, (n - e.q_size) % e.kv_size, v0, v1);
+            }
+        }
+    }
+}
+
+#define GEMV_MAX_T 8
+#define GEMV_WARPS 4
+
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
+linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_rows,
+            const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ W, int N, int K,
+            int T, Epi e) {
+    extern __shared__ float4 smem4[];
+    float *xs = reinterpret_cast<float *>(smem4);  // [T, K]
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int t = 0; t < T; t++) {
+        size_t src = (size_t)(x_rows ? x_rows[t] : t) * K;
+        for (int k = tid; k < K; k += blockDim.x)
+            xs[t * K + k] = x_is_f32 ? reinterpret_cast<const float *>(x)[src + k]
+                                     : bf2f(reinterpret_cast<const bf16 *>(x)[src + k]);
+    }
+    __syncthreads();
+    if (norm_w) {
+        for (int t = warp; t < T; t += GEMV_WARPS) {
+            float ss = 0.f;
+            for (int k = lane; k < K; k += 32) ss += xs[t * K + k] * xs[t * K + k];
+            float rstd = 1.f / sqrtf(warp_sum(ss) / (float)K + eps);
+            for (int k = lane; k < K; k += 32) xs[t * K + k] = xs[t * K + k] * rstd * norm_w[k];
+        }
+        __syncthreads();
+    }
+    int n0 = (blockIdx.x * GEMV_WARPS + warp) * 2;
+    if (n0 >= N) return;
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)n0 * K);
+    const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(n0 + 1) * K);
+    float acc0[GEMV_MAX_T], acc1[GEMV_MAX_T];
+#pragma unroll
+    for (int t = 0; t < GEMV_MAX_T; t++) acc0[t] = acc1[t] = 0.f;
+    int chunks = K >> 3;
+    for (int c = lane; c < chunks; c += 32) {
+        float a[8], b[8];
+        unpack8(w0[c], a);
+        unpack8(w1[c], b);
+#pragma unroll
+        for (int t = 0; t < GEMV_MAX_T; t++) {
+            if (t < T) {
+                const float4 *xr = reinterpret_cast<const float4 *>(xs + t * K + c * 8);
+                float4 p = xr[0], q = xr[1];
+                acc0[t] += a[0] * p.x + a[1] * p.y + a[2] * p.z + a[3] * p.w + a[4] * q.x + a[5] * q.y + a[6] * q.z + a[7] * q.w;
+                acc1[t] += b[0] * p.x + b[1] * p.y + b[2] * p.z + b[3] * p.w + b[4] * q.x + b[5] * q.y + b[6] * q.z + b[7] * q.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < GEMV_MAX_T; t++) {
+        if (t < T) {
+            float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
+            if (lane == 0) epilogue_pair(e, t, n0, s0, s1);
+        }
+    }
+}
+
+#define BM 64
+#define BN 64
+#define BK 32
+#define SROW (BK + 8)  // padded shared row (80 bytes): conflict-free 32-bit fragment loads
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void mma_bf16(float *d, const u32 *a, const u32 *b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// A bf16 [M, K] row-major; W bf16 [N, K]; K % 32 == 0, N % 64 == 0. Grid (N/64, ceil(M/64)), 128 threads.
+extern "C" __global__ void __launch_bounds__(128)
+linear_mma(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
+    __shared__ __align__(16) bf16 As[2][BM * SROW];
+    __shared__ __align__(16) bf16 Ws[2][BN * SROW];
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int g = lane >> 2, c = lane & 3;
+    int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+    auto load = [&](int stage, int k0) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int chunk = tid + i * 128, row = chunk >> 2, col = (chunk & 3) * 8;
+            int gm = m0 + row;
+            bool ok = gm < M;
+            cp_async16(&As[stage][row * SROW + col], A + (size_t)(ok ? gm : 0) * K + k0 + col, ok ? 16 : 0);
+            int gn = n0 + row;
+            bool okn = gn < N;
+            cp_async16(&Ws[stage][row * SROW + col], W + (size_t)(okn ? gn : 0) * K + k0 + col, okn ? 16 : 0);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) acc[i][j][r] = 0.f;
+
+    int ktiles = K / BK;
+    load(0, 0);
+    for (int kt = 0; kt < ktiles; kt++) {
+        int s = kt & 1;
+        if (kt + 1 < ktiles) {
+            load(s ^ 1, (kt + 1) * BK);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads();
+        const bf16 *as = As[s];
+        const bf16 *ws = Ws[s];
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            u32 a[2][4], b[4][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                int r = wm + mt * 16 + g;
+                a[mt][0] = *reinterpret_cast<const u32 *>(as + r * SROW + kk + 2 * c);
+                a[mt][1] = *reinterpret_cast<const u32 *>(as + (r + 8) * SROW + kk + 2 * c);
+                a[mt][2] = *reinterpret_cast<const u32 *>(as + r * SROW + kk + 2 * c + 8);
+                a[mt][3] = *reinterpret_cast<const u32 *>(as + (r + 8) * SROW + kk + 2 * c + 8);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                int r = wn + nt * 8 + g;
+                b[nt][0] = *reinterpret_cast<const u32 *>(ws + r * SROW + kk + 2 * c);
+                b[nt][1] = *reinterpret_cast<const u32 *>(ws + r * SROW + kk + 2 * c + 8);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) mma_bf16(acc[mt][nt], a[mt], b[nt]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            int row = m0 + wm + mt * 16 + g, col = n0 + wn + nt * 8 + 2 * c;
+            if (col >= N) continue;
+            if (row < M) epilogue_pair(e, row, col, acc[mt][nt][0], acc[mt][nt][1]);
+            if (row + 8 < M) epilogue_pair(e, row + 8, col, acc[mt][nt][2], acc[mt][nt][3]);
+        }
+}

@@ -1,0 +1,181 @@
+// Sampling on the GPU: the counter-based draw of kernels/sampler.py, exactly (its module docstring is
+// the specification). One block of 1024 threads per row; only the token id leaves the device.
+//
+// Order "raw logit desc, then id asc" is the order of a 64-bit key (sortable logit bits << 32 |
+// ~id), larger key first. Every cut the spec makes (top-k, nucleus, the draw) is "the first token in
+// that order whose inclusive cumulative weight exceeds X", found by a radix search over the key, one
+// byte per pass, with a 256-bin histogram of uint64 weights in shared memory. No sort is ever done.
+#include "common.cuh"
+
+#define SAMPLE_THREADS 1024
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+__device__ __forceinline__ u64 splitmix64(u64 x) {
+    u64 z = x + GOLDEN;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// floor (or ceil) of a * total / 2^24, exact (a < 2^25, total < 2^49: the product needs 128 bits).
+__device__ __forceinline__ u64 mul_shift24(u64 a, u64 total, bool round_up) {
+    u64 lo = a * total, hi = __umul64hi(a, total);
+    u64 q = (hi << 40) | (lo >> 24);
+    if (round_up && (lo & 0xFFFFFFull)) q += 1;
+    return q;
+}
+
+__device__ __forceinline__ u64 order_key(float l, int id) {
+    if (l == 0.f) l = 0.f;  // -0 and +0 tie (the spec compares values)
+    u32 b = __float_as_uint(l);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((u64)b << 32) | (u64)(0xFFFFFFFFu - (u32)id);
+}
+
+__device__ __forceinline__ u64 weight_of(float l, float inv_t, float m) {
+    float e = expf(__fsub_rn(__fmul_rn(l, inv_t), m));  // no FMA contraction: z = l*inv_t, then z - m
+    return (u64)((double)e * 4294967296.0);
+}
+
+__device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    u64 t = lane < (int)(blockDim.x >> 5) ? scratch[lane] : 0ull;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}
+
+// The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
+// (w, or 1 per token when count) exceeds X. The caller guarantees the candidates' total exceeds X.
+__device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64 kmin, bool count, u64 X,
+                            u64 *hist, u64 *shared2) {
+    u64 prefix = 0, base = 0;
+    int tid = threadIdx.x, lane = tid & 31;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+        __syncthreads();
+        for (int i = tid; i < vocab; i += blockDim.x) {
+            float li = l[i];
+            u64 w = weight_of(li, inv_t, m);
+            if (w == 0) continue;
+            u64 key = order_key(li, i);
+            if (key < kmin) continue;
+            if (shift < 56 && (key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
+            atomicAdd(&hist[(key >> shift) & 255], count ? 1ull : w);
+        }
+        __syncthreads();
+        if (tid < 32) {  // lane L owns bins 8L..8L+7; highest digit first
+            u64 own = 0;
+#pragma unroll
+            for (int b = 0; b < 8; b++) own += hist[8 * lane + b];
+            u64 suffix = own;  // sum over lanes >= L
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                u64 v = __shfl_down_sync(0xffffffffu, suffix, o);
+                if (lane + o < 32) suffix += v;
+            }
+            unsigned hit = __ballot_sync(0xffffffffu, base + suffix > X);
+            int L = 31 - __clz(hit);
+            if (lane == L) {
+                u64 acc = base + suffix - own;  // bins above this lane's
+                int d = 8 * lane + 7;
+                for (; d > 8 * lane; d--) {
+                    if (acc + hist[d] > X) break;
+                    acc += hist[d];
+                }
+                shared2[0] = prefix | ((u64)d << shift);
+                shared2[1] = acc;
+            }
+        }
+        __syncthreads();
+        prefix = shared2[0];
+        base = shared2[1];
+        __syncthreads();
+    }
+    return prefix;
+}
+
+// logits float32 [*, vocab]; row r reads logits[rows[r]]. out int32 [R].
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
+            const float *__restrict__ temperature, const float *__restrict__ top_p, const int *__restrict__ top_k,
+            const u64 *__restrict__ seed, const u64 *__restrict__ step, int *__restrict__ out) {
+    __shared__ u64 hist[256];
+    __shared__ u64 scratch[32];
+    __shared__ u64 shared2[2];
+    __shared__ float fscratch[32];
+    __shared__ int iscratch[32];
+    const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *l = logits + (size_t)rows[r] * vocab;
+    const float temp = temperature[r];
+
+    if (!(temp > 0.f)) {  // greedy: argmax, lowest id on ties
+        float best = -INFINITY;
+        int bid = 0x7fffffff;
+        for (int i = tid; i < vocab; i += blockDim.x) {
+            float v = l[i];
+            if (v > best || (v == best && i < bid)) { best = v; bid = i; }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bid, o);
+            if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
+        }
+        if (lane == 0) { fscratch[warp] = best; iscratch[warp] = bid; }
+        __syncthreads();
+        if (tid == 0) {
+            for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+                if (fscratch[w] > best || (fscratch[w] == best && iscratch[w] < bid)) { best = fscratch[w]; bid = iscratch[w]; }
+            out[r] = bid == 0x7fffffff ? 0 : bid;
+        }
+        return;
+    }
+
+    const float inv_t = 1.0f / temp;
+    float mx = -INFINITY;
+    for (int i = tid; i < vocab; i += blockDim.x) mx = fmaxf(mx, __fmul_rn(l[i], inv_t));
+    mx = warp_max(mx);
+    if (lane == 0) fscratch[warp] = mx;
+    __syncthreads();
+    mx = fscratch[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) mx = fmaxf(mx, fscratch[w]);
+
+    u64 cnt = 0;
+    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(l[i], inv_t, mx) ? 1 : 0;
+    cnt = block_sum_u64(cnt, scratch);
+
+    u64 kmin = 0;
+    const int k = top_k[r];
+    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, vocab, inv_t, mx, 0, true, (u64)(k - 1), hist, shared2);
+
+    u64 total = 0;
+    for (int i = tid; i < vocab; i += blockDim.x) {
+        u64 w = weight_of(l[i], inv_t, mx);
+        if (w && order_key(l[i], i) >= kmin) total += w;
+    }
+    total = block_sum_u64(total, scratch);
+
+    u64 kcut = kmin;
+    const float p = top_p[r];
+    if (p < 1.0f) {
+        u64 p24 = (u64)ceil((double)p * 16777216.0);
+        u64 need = mul_shift24(p24, total, true);
+        kcut = radix_search(l, vocab, inv_t, mx, kmin, false, need ? need - 1 : 0, hist, shared2);
+        u64 kept = 0;
+        for (int i = tid; i < vocab; i += blockDim.x) {
+            u64 w = weight_of(l[i], inv_t, mx);
+            if (w && order_key(l[i], i) >= kcut) kept += w;
+        }
+        total = block_sum_u64(kept, scratch);
+    }
+    u64 u24 = splitmix64(seed[r] ^ (step[r] * GOLDEN)) >> 40;
+    u64 below = mul_shift24(u24, total, false);
+    u64 key = radix_search(l, vocab, inv_t, mx, kcut, false, below, hist, shared2);
+    if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
+}

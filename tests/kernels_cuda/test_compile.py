@@ -1,0 +1,62 @@
+"""CI (no GPU): every kernel family compiles to an sm_90 cubin through NVRTC, and the disk cache
+is keyed on source + options + arch. Nothing here touches the CUDA driver."""
+from __future__ import annotations
+
+import pytest
+
+from kernels.cuda import build
+
+pytest.importorskip("cuda.core", reason="cuda-python is a declared dependency; its absence is a broken install")
+
+MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}   # SmolLM2-135M: 9 heads / 3 KV heads, head dim 64
+EXPECTED = {
+    "embedding": ["embedding_gather"], "norm": ["add_rmsnorm"], "rope": ["rope_inplace"],
+    "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma"],
+    "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows"],
+}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(build.ENV_CACHE_DIR, str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("family", build.FAMILIES)
+def test_family_compiles_for_sm90(family, cache):
+    cubin = build.compile_family(family, "sm_90", MODEL_DEFINES)
+    assert cubin.data[:4] == b"\x7fELF"          # a cubin is an ELF image
+    for name in EXPECTED[family]:
+        assert name.encode() in cubin.data        # extern "C" kernel symbol present
+    assert not cubin.cached
+
+
+def test_every_family_is_listed():
+    on_disk = sorted(p.stem for p in build.SOURCE_DIR.glob("*.cu"))
+    assert sorted(build.FAMILIES) == on_disk == sorted(EXPECTED)
+
+
+def test_cache_hit_and_key(cache):
+    first = build.compile_family("norm", "sm_90")
+    again = build.compile_family("norm", "sm_90")
+    assert again.cached and again.data == first.data and again.key == first.key
+    other_arch = build.compile_family("norm", "sm_80")
+    other_defs = build.compile_family("norm", "sm_90", {"X": 1})
+    assert len({first.key, other_arch.key, other_defs.key}) == 3
+    assert len(list(cache.glob("norm-*.cubin"))) == 3
+
+
+def test_key_covers_included_headers():
+    closure = build.source_closure("linear")
+    for name in ("common.cuh", "rope.cu", "kv_write.cu", "swiglu.cu"):
+        assert f"// ---- {name}" in closure
+
+
+def test_compile_error_carries_full_log(cache, monkeypatch, tmp_path):
+    bad = tmp_path / "src"
+    bad.mkdir()
+    (bad / "broken.cu").write_text('extern "C" __global__ void k() { undefined_thing_42(); }\n')
+    monkeypatch.setattr(build, "SOURCE_DIR", bad)
+    with pytest.raises(build.CompileError) as err:
+        build.compile_family("broken", "sm_90")
+    assert "undefined_thing_42" in str(err.value) and "broken.cu" in str(err.value)
