@@ -1,6 +1,6 @@
 """The runtime file (profiles, canonical JSON) and the deployment grant file. No credentials in either.
 
-See docs/RUNTIME-FILE.md for both formats.
+Both formats are described in file.py and grants.py.
 """
 
 from .canonical import canonical_bytes

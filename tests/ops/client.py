@@ -36,5 +36,9 @@ class SharedClient:
             self.next_sequence += 1
         return r.status_code, r.json()
 
+    def skip_keys(self, n: int) -> None:
+        for _ in range(n):
+            next(self._keys)
+
     def close(self) -> None:
         self.http.close()

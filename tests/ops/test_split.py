@@ -5,13 +5,17 @@ Register and create a space through the gateway, restart the runtime, read the r
 """
 from __future__ import annotations
 
+import queue
 import re
+import signal
+import subprocess
+import threading
 
 from api.gateway_config import ensure_dev_config
 from eventlog import EmbeddedNats
 
 from .client import SharedClient
-from .procs import Proc, files_containing, run_aotx
+from .procs import AOTX, Proc, files_containing, run_aotx
 
 
 def _boot(rt, url, grants) -> Proc:
@@ -78,6 +82,7 @@ def test_boot_and_gateway_over_nats(tmp_path):
             assert f"lineage={alice.lineage}" in first and f"operation={reg['operation']} sequence=1" in first
             tail = run_aotx("audit", "--nats", url, "--no-follow", "--from", "3")
             assert tail.stdout.splitlines() == [ln for ln in lines if int(ln.split()[0][4:]) >= 3]
+            _follow(url, lines, alice, space)
         finally:
             for p in reversed(procs):
                 p.stop()
@@ -85,6 +90,22 @@ def test_boot_and_gateway_over_nats(tmp_path):
     assert not [s for s in secrets if s in stderr]
     leaks = files_containing(tmp_path, secrets)
     assert sorted(leaks) == sorted(f"{tokens / n}: {s[:16]}…" for n, s in zip(("alice", "bob"), secrets))
+
+
+def _follow(url: str, lines: list[str], alice: SharedClient, space: str) -> None:
+    """Default mode tails: the existing transfers, then one written while it follows; SIGTERM ends it."""
+    follow = subprocess.Popen([AOTX, "audit", "--nats", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [got.put(ln.rstrip("\n")) for ln in follow.stdout], daemon=True).start()
+    try:
+        assert [got.get(timeout=20) for _ in lines] == lines
+        status, conv = alice.post(f"/spaces/{space}/conversations")
+        assert status == 201
+        assert f"event=conversation.created operation={conv['operation']}" in got.get(timeout=20)
+    finally:
+        follow.send_signal(signal.SIGTERM)
+        assert follow.wait(timeout=15) == 0
 
 
 def test_gateway_refused_by_runtime_with_grants_of_another_config(tmp_path):
