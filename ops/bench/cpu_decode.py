@@ -68,7 +68,8 @@ async def prefill_run(engine: Engine, prompt: list[int]) -> float:
 def llama_cpp_run(prompt_text: str, long_prompt: list[int], tokens: int) -> dict | None:
     try:
         import llama_cpp
-    except ImportError:
+    except ImportError as exc:
+        print(f"llama-cpp-python not importable ({exc})", file=sys.stderr)
         return None
     llm = llama_cpp.Llama(model_path=str(default_model_path()), n_threads=2, n_ctx=2048,
                           n_batch=512, verbose=False)
