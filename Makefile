@@ -36,5 +36,13 @@ test: install
 bench-cpu: install
 	$(BIN)/python -m ops.bench.cpu_decode
 
+# On the H200 (through the device tool; see README "GPU"): the image's python3, no venv.
+GPU_PY ?= python3
+gpu-check:
+	PYTHONUNBUFFERED=1 $(GPU_PY) -m ops.gpu.check $(ARGS)
+
+gpu-bench:
+	PYTHONUNBUFFERED=1 $(GPU_PY) -m ops.gpu.bench $(ARGS)
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
