@@ -6,15 +6,19 @@ from typing import Any, Iterable, Mapping
 
 from quart import Quart
 
-from aotx.runtime import SharedRuntime
+from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
 
 from .auth import normalise
 from .routes import _EXT, make_blueprint
 
 
-def attach_shared(app: Quart, runtime: SharedRuntime, principals: Mapping[str, tuple[str, Iterable[str]]], *,
+def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRuntime,
+                  principals: Mapping[str, tuple[str, Iterable[str]]], *,
                   models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> None:
     """Serve /aotx/v1/shared on `app`.
+
+    runtime: a SharedRuntime, a GrantedRuntime (the same behind the deployment grants; `aotx serve`)
+    or a RemoteRuntime (forwarded over NATS request/reply; `aotx gateway`).
 
     principals: {sha256 hex of a bearer token: (principal name, {"shared_read", "shared_write",
     "shared_manage"} ⊆ actions)}. The runtime boots (journal replay) before serving starts and
