@@ -107,13 +107,27 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
             acc[g][0] *= corr_s[g];
             acc[g][1] *= corr_s[g];
         }
-        for (int i = grp; i < n; i += 4) {
-            float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
-                v_cache + (size_t)slot_s[i] * kv_width + kvh * ATT_D + 2 * lane));
+        // 8 keys per round, their V loads issued together (one L2/DRAM latency per round, not per key)
+        const bf16 *vbase = v_cache + kvh * ATT_D + 2 * lane;
+        for (int i0 = grp; i0 < n; i0 += 32) {
+            float2 v[8];
 #pragma unroll
-            for (int g = 0; g < ATT_G; g++) {
-                acc[g][0] += ps[g][i] * v.x;
-                acc[g][1] += ps[g][i] * v.y;
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + 4 * u;
+                v[u] = i < n ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
+                                   vbase + (size_t)slot_s[i] * kv_width))
+                             : make_float2(0.f, 0.f);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + 4 * u;
+                if (i < n) {
+#pragma unroll
+                    for (int g = 0; g < ATT_G; g++) {
+                        acc[g][0] += ps[g][i] * v[u].x;
+                        acc[g][1] += ps[g][i] * v[u].y;
+                    }
+                }
             }
         }
         __syncthreads();

@@ -64,6 +64,7 @@ class CudaBackend:
         self.max_pages = -(-cfg.context_length // page_size)
         self.generation = 0
         self.graphs: dict[tuple[int, int, int], driver.Graph] = {}
+        self.last_graph: driver.Graph | None = None
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -135,6 +136,8 @@ class CudaBackend:
         if n_tokens > BUCKETS[-1]:
             return 1
         chunks = -(-max_len // L.ATT_CHUNK)
+        if chunks < 4:  # short contexts: one block per (token, KV head) is latency-optimal; no combine
+            return 1
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
         by_chunks = 1 << (max(chunks, 1).bit_length() - 1)
         return max(1, min(_pow2ceil(want), by_chunks, MAX_SPLITS))
@@ -218,6 +221,7 @@ class CudaBackend:
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))
+        self.last_graph = graph
         graph.launch(self.dev.stream)
         return DeviceLogits(self, self.logits, s, self.config.vocab_size, self.generation)
 
@@ -246,13 +250,13 @@ class CudaBackend:
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
         pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes
-        host = np.zeros(pad8 * 4 + n * 2, dtype=np.uint32)
+        host = np.zeros(pad8 * 4 + n * 4, dtype=np.uint32)
         host[0:n] = idx.astype(np.uint32)
         host[pad8:pad8 + n] = np.asarray(rows.temperature, dtype=np.float32).view(np.uint32)
         host[2 * pad8:2 * pad8 + n] = np.asarray(rows.top_p, dtype=np.float32).view(np.uint32)
         host[3 * pad8:3 * pad8 + n] = np.asarray(rows.top_k, dtype=np.int32).view(np.uint32)
         host[4 * pad8:4 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
-        host[4 * pad8 + 2 * n:] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
+        host[4 * pad8 + 2 * n:4 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
         driver.htod(self.sample_buf, host, self.dev.stream)
         base = self.sample_buf
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,

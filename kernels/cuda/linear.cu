@@ -4,7 +4,8 @@
 //   linear_gemv: memory-bound path for T <= GEMV_MAX_T rows. One warp computes an adjacent pair of
 //                output columns for every row; x is staged in shared memory as float32, optionally
 //                through an RMSNorm prologue (x = the float32 residual, gathered by x_rows).
-//   linear_mma:  tensor-core path (mma.sync m16n8k16 bf16, cp.async double buffering), 64x64 tiles.
+//   linear_mma:  tensor-core path (mma.sync m16n8k16 bf16, ldmatrix fragments, cp.async double
+//                buffering), 64x64 tiles, 4 warps of 32x32.
 //
 // Both end in epilogue_pair(), which receives the two adjacent columns (n, n+1) of one row, so the
 // pairwise epilogues fuse: RoPE + paged KV write after QKV, silu*mul after the interleaved gate/up,
@@ -99,6 +100,7 @@ linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_
 #pragma unroll
     for (int t = 0; t < GEMV_MAX_T; t++) acc0[t] = acc1[t] = 0.f;
     int chunks = K >> 3;
+#pragma unroll 4
     for (int c = lane; c < chunks; c += 32) {
         float a[8], b[8];
         unpack8(w0[c], a);
@@ -138,6 +140,13 @@ __device__ __forceinline__ void mma_bf16(float *d, const u32 *a, const u32 *b) {
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32 *r, const bf16 *smem) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 }
 
 // A bf16 [M, K] row-major; W bf16 [N, K]; K % 32 == 0, N % 64 == 0. Grid (N/64, ceil(M/64)), 128 threads.
@@ -188,19 +197,20 @@ linear_mma(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N,
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
             u32 a[2][4], b[4][2];
+            // ldmatrix.x4: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk+8
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                int r = wm + mt * 16 + g;
-                a[mt][0] = *reinterpret_cast<const u32 *>(as + r * SROW + kk + 2 * c);
-                a[mt][1] = *reinterpret_cast<const u32 *>(as + (r + 8) * SROW + kk + 2 * c);
-                a[mt][2] = *reinterpret_cast<const u32 *>(as + r * SROW + kk + 2 * c + 8);
-                a[mt][3] = *reinterpret_cast<const u32 *>(as + (r + 8) * SROW + kk + 2 * c + 8);
-            }
+            for (int mt = 0; mt < 2; mt++)
+                ldmatrix_x4(a[mt], as + (wm + mt * 16 + (lane & 15)) * SROW + kk + (lane >> 4) * 8);
+            // B = W rows (n) x k: matrices (n0-7,k), (n0-7,k+8), (n8-15,k), (n8-15,k+8) for two n-tiles
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                int r = wn + nt * 8 + g;
-                b[nt][0] = *reinterpret_cast<const u32 *>(ws + r * SROW + kk + 2 * c);
-                b[nt][1] = *reinterpret_cast<const u32 *>(ws + r * SROW + kk + 2 * c + 8);
+            for (int np = 0; np < 2; np++) {
+                u32 r[4];
+                int mat = lane >> 3;
+                ldmatrix_x4(r, ws + (wn + np * 16 + (lane & 7) + (mat >> 1) * 8) * SROW + kk + (mat & 1) * 8);
+                b[2 * np][0] = r[0];
+                b[2 * np][1] = r[1];
+                b[2 * np + 1][0] = r[2];
+                b[2 * np + 1][1] = r[3];
             }
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
