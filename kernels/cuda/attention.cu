@@ -3,8 +3,9 @@
 // One block per (query token t, KV head, split). Token t belongs to sequence tok_seq[t] and sees keys
 // j < L = min(positions[t] + 1, context_lens[seq]) (causal over earlier context and its own chunk), so
 // the same kernel serves decode (one token per sequence) and prefill chunks. The block's G = ATT_G query
-// heads share each K/V row it loads. Keys go in chunks of ATT_CHUNK: scores (one key per thread), an
-// online-softmax update, then P.V (4 key groups x 32 lanes, each lane two dims).
+// heads share each K/V row it loads. Keys go in chunks of ATT_CHUNK: the chunk's K and V rows are
+// staged in shared memory with coalesced 16-byte loads (8 threads per row), then scores (one key per
+// thread), an online-softmax update, and P.V (4 key groups x 32 lanes, each lane two dims).
 //
 // Split-K along the sequence: with nsplit > 1 each split covers a contiguous range of chunks and writes
 // an unnormalised partial (o, m, l); attention_combine merges them. With nsplit == 1 the block writes
@@ -22,13 +23,17 @@
 static_assert(ATT_G <= ATT_THREADS / 32, "one warp per query head of a KV group");
 static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");
 
+#define ATT_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free 16-byte reads down a column
+
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                 const int *__restrict__ tok_seq, const int *__restrict__ positions,
                 const int *__restrict__ context_lens, const int *__restrict__ block_tables, int bt_stride,
                 int page_size, float scale, int n_kv, int nsplit, bf16 *__restrict__ out,
                 float *__restrict__ part_o, float *__restrict__ part_ml) {
-    __shared__ float qs[ATT_G][ATT_D];
+    __shared__ __align__(16) bf16 ks[ATT_CHUNK * ATT_ROW];
+    __shared__ __align__(16) bf16 vs[ATT_CHUNK * ATT_ROW];
+    __shared__ __align__(16) float qs[ATT_G][ATT_D];
     __shared__ float ps[ATT_G][ATT_CHUNK];
     __shared__ int slot_s[ATT_CHUNK];
     __shared__ float m_s[ATT_G], l_s[ATT_G], corr_s[ATT_G];
@@ -53,22 +58,47 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
     float acc[ATT_G][2];
 #pragma unroll
     for (int g = 0; g < ATT_G; g++) acc[g][0] = acc[g][1] = 0.f;
-    __syncthreads();
 
+    constexpr int PIECES = ATT_D / 8;                    // 16-byte pieces per K/V row
+    constexpr int ROWS_PER_PASS = ATT_THREADS / PIECES;  // rows staged per pass
     for (int ch = c_begin; ch < c_end; ch++) {
         const int j0 = ch * ATT_CHUNK, n = min(ATT_CHUNK, L - j0);
         if (tid < n) {
             int j = j0 + tid;
-            int slot = bt[j / page_size] * page_size + j % page_size;
-            slot_s[tid] = slot;
-            const uint4 *kr = reinterpret_cast<const uint4 *>(k_cache + (size_t)slot * kv_width + kvh * ATT_D);
+            slot_s[tid] = bt[j / page_size] * page_size + j % page_size;
+        }
+        __syncthreads();
+        // stage the chunk's K and V rows of this KV head: 8 consecutive threads per 128-byte row
+        {
+            const int piece = tid % PIECES;
+            uint4 kr[ATT_CHUNK / ROWS_PER_PASS], vr[ATT_CHUNK / ROWS_PER_PASS];
+#pragma unroll
+            for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+                int row = pass * ROWS_PER_PASS + tid / PIECES;
+                if (row < n) {
+                    size_t off = (size_t)slot_s[row] * kv_width + kvh * ATT_D + piece * 8;
+                    kr[pass] = *reinterpret_cast<const uint4 *>(k_cache + off);
+                    vr[pass] = *reinterpret_cast<const uint4 *>(v_cache + off);
+                }
+            }
+#pragma unroll
+            for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+                int row = pass * ROWS_PER_PASS + tid / PIECES;
+                if (row < n) {
+                    *reinterpret_cast<uint4 *>(ks + row * ATT_ROW + piece * 8) = kr[pass];
+                    *reinterpret_cast<uint4 *>(vs + row * ATT_ROW + piece * 8) = vr[pass];
+                }
+            }
+        }
+        __syncthreads();
+        if (tid < n) {  // one key per thread
             float dot[ATT_G];
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) dot[g] = 0.f;
 #pragma unroll
-            for (int c = 0; c < ATT_D / 8; c++) {
+            for (int c = 0; c < PIECES; c++) {
                 float kf[8];
-                unpack8(kr[c], kf);
+                unpack8(*reinterpret_cast<const uint4 *>(ks + tid * ATT_ROW + c * 8), kf);
 #pragma unroll
                 for (int g = 0; g < ATT_G; g++)
 #pragma unroll
@@ -107,27 +137,12 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
             acc[g][0] *= corr_s[g];
             acc[g][1] *= corr_s[g];
         }
-        // 8 keys per round, their V loads issued together (one L2/DRAM latency per round, not per key)
-        const bf16 *vbase = v_cache + kvh * ATT_D + 2 * lane;
-        for (int i0 = grp; i0 < n; i0 += 32) {
-            float2 v[8];
+        for (int i = grp; i < n; i += 4) {  // P.V from shared memory: lane owns dims 2*lane, 2*lane+1
+            float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + i * ATT_ROW + 2 * lane));
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int i = i0 + 4 * u;
-                v[u] = i < n ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
-                                   vbase + (size_t)slot_s[i] * kv_width))
-                             : make_float2(0.f, 0.f);
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int i = i0 + 4 * u;
-                if (i < n) {
-#pragma unroll
-                    for (int g = 0; g < ATT_G; g++) {
-                        acc[g][0] += ps[g][i] * v[u].x;
-                        acc[g][1] += ps[g][i] * v[u].y;
-                    }
-                }
+            for (int g = 0; g < ATT_G; g++) {
+                acc[g][0] += ps[g][i] * v.x;
+                acc[g][1] += ps[g][i] * v.y;
             }
         }
         __syncthreads();

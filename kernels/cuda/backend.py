@@ -133,50 +133,60 @@ class CudaBackend:
         return ptrs
 
     def _nsplit(self, n_tokens: int, max_len: int) -> int:
+        """Attention splits along the sequence: enough blocks to fill the GPU twice over, at most one
+        per key chunk (a block walks its chunks serially; a split costs one combine launch)."""
         if n_tokens > BUCKETS[-1]:
             return 1
         chunks = -(-max_len // L.ATT_CHUNK)
-        if chunks < 4:  # short contexts: one block per (token, KV head) is latency-optimal; no combine
-            return 1
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
-        by_chunks = 1 << (max(chunks, 1).bit_length() - 1)
-        return max(1, min(_pow2ceil(want), by_chunks, MAX_SPLITS))
+        return max(1, min(_pow2ceil(want), _pow2ceil(chunks), MAX_SPLITS))
 
     def _record(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> None:
         """Launch one whole step on the stream (also what a graph captures)."""
+        for _, launch in self.plan(t, r, p, bt_stride, nsplit):
+            launch()
+
+    def plan(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list[tuple[str, object]]:
+        """The step as (op name, launch) pairs in order: t tokens, r logits rows, staged arrays p."""
         cfg, k = self.config, self.k
         H, F, eps = cfg.hidden, cfg.ffn, cfg.rms_eps
         gemv = t <= L.GEMV_MAX_T
-        k.embedding(p["tokens"], self.embed, self.residual, t, H)
+        ops = [("embedding", lambda: k.embedding(p["tokens"], self.embed, self.residual, t, H))]
         for li, w in enumerate(self.layers):
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
                         k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)
-            if gemv:
-                k.gemv(self.residual, 1, 0, w["attn_norm"], eps, w["wqkv"], self.qkv_n, H, t, e_qkv)
-            else:
-                k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)
-                k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e_qkv)
-            k.attention(self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride,
-                        self.page_size, self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit,
-                        self.attn, self.part_o, self.part_ml)
-            k.linear(self.attn, t, w["wo"], H, cfg.q_size, epi(L.EPI_ADD, out_f32=self.residual, ld=H))
             e_gu = epi(L.EPI_SWIGLU, out_bf16=self.act, ld=F)
+            e_add = epi(L.EPI_ADD, out_f32=self.residual, ld=H)
             if gemv:
-                k.gemv(self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e_gu)
+                ops.append(("norm+qkv+rope+kv_write", lambda w=w, e=e_qkv: k.gemv(
+                    self.residual, 1, 0, w["attn_norm"], eps, w["wqkv"], self.qkv_n, H, t, e)))
             else:
-                k.add_rmsnorm(0, self.residual, w["ffn_norm"], self.h, 0, t, H, eps)
-                k.mma(self.h, t, w["wgu"], 2 * F, H, e_gu)
-            k.linear(self.act, t, w["wdown"], H, F, epi(L.EPI_ADD, out_f32=self.residual, ld=H))
+                ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)))
+                ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
+            ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
+                self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
+                self.part_ml)))
+            ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
+            if gemv:
+                ops.append(("norm+gate_up+swiglu", lambda w=w, e=e_gu: k.gemv(
+                    self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e)))
+            else:
+                ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["ffn_norm"], self.h, 0, t, H, eps)))
+                ops.append(("gate_up+swiglu", lambda w=w, e=e_gu: k.mma(self.h, t, w["wgu"], 2 * F, H, e)))
+            ops.append(("down+residual", lambda w=w, e=e_add: k.linear(self.act, t, w["wdown"], H, F, e)))
         e_out = epi(L.EPI_STORE, out_f32=self.logits, ld=cfg.vocab_size)
         if r == 0:
-            return
+            return ops
         if r <= L.GEMV_MAX_T:
-            k.gemv(self.residual, 1, p["rows"], self.out_norm, eps, self.embed, cfg.vocab_size, H, r, e_out)
+            ops.append(("norm+lm_head", lambda: k.gemv(self.residual, 1, p["rows"], self.out_norm, eps, self.embed,
+                                                       cfg.vocab_size, H, r, e_out)))
         else:
-            k.add_rmsnorm(0, self.residual, self.out_norm, self.hf, p["rows"], r, H, eps)
-            k.mma(self.hf, r, self.embed, cfg.vocab_size, H, e_out)
+            ops.append(("rmsnorm", lambda: k.add_rmsnorm(0, self.residual, self.out_norm, self.hf, p["rows"], r, H, eps)))
+            ops.append(("lm_head", lambda: k.mma(self.hf, r, self.embed, cfg.vocab_size, H, e_out)))
+        return ops
 
     def forward(self, batch: StepBatch) -> DeviceLogits:
         """float32 logits [len(batch.logits_rows), vocab], left on the GPU; writes the batch's K/V."""

@@ -40,7 +40,7 @@ class Kernels:
         self.f = {}
         for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm"],
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
-                           "linear": ["linear_gemv", "linear_mma"],
+                           "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
                            "sampling": ["sample_rows"]}.items():
             for n in names:
@@ -77,8 +77,12 @@ class Kernels:
         self._go("linear_gemv", (-(-n // GEMV_ROWS_PER_BLOCK),), 128,
                  (x, int(x_is_f32), x_rows, norm_w, eps, w, n, k, t, e), "pippfpiiis", smem=t * k * 4)
 
-    def mma(self, a, m, w, n, k, e: Epi):
-        self._go("linear_mma", (n // MMA_TILE, -(-m // MMA_TILE)), 128, (a, m, w, n, k, e), "pipiis")
+    def mma(self, a, m, w, n, k, e: Epi, tile: int | None = None):
+        """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``)."""
+        if tile is None:
+            tile = MMA_TILE if (n // MMA_TILE) * -(-m // MMA_TILE) >= self.device.sm_count else 32
+        name = "linear_mma" if tile == MMA_TILE else "linear_mma_32"
+        self._go(name, (n // tile, -(-m // tile)), 128, (a, m, w, n, k, e), "pipiis")
 
     def linear(self, a_bf16, m, w, n, k, e: Epi):
         """bf16 activations [m, k] @ W[n, k]^T, the path chosen by m."""

@@ -161,6 +161,34 @@ def graph_table(backend) -> list[tuple[int, float]]:
     return out
 
 
+def step_breakdown(backend, b: int, ctx: int = 288) -> list[tuple[str, int, float]]:
+    """Each op class of one decode step, timed in situ: all of a step's launches of that class (30
+    layers' weights, so nothing stays in L2 between them) captured in one graph. (name, count, us)."""
+    from kernels.cuda import driver
+
+    ps = backend.page_size
+    npg = -(-ctx // ps)
+    tables = (np.arange(b)[:, None] * npg + np.arange(npg)[None, :]).astype(np.int32)
+    pos = np.full(b, ctx - 1, np.int32)
+    slots = tables[:, (ctx - 1) // ps] * ps + (ctx - 1) % ps
+    p = backend._stage(np.zeros(b), pos, slots, np.arange(b), np.full(b, ctx), np.arange(b), tables, npg)
+    nsplit = backend._nsplit(b, ctx)
+    groups: dict[str, list] = {}
+    for name, fn in backend.plan(b, b, p, npg, nsplit):
+        groups.setdefault(name, []).append(fn)
+    timer, st, out = driver.Timer(), backend.dev.stream, []
+    for name, fns in groups.items():
+        graph = driver.Graph(st, lambda fns=fns: [f() for f in fns])
+        graph.launch(st)
+        ts = []
+        for _ in range(5):
+            timer.start(st)
+            graph.launch(st)
+            ts.append(timer.stop(st))
+        out.append((name, len(fns), float(np.median(ts)) * 1e3))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="1,16,64,256")
@@ -207,6 +235,12 @@ def main(argv=None) -> int:
     graphs = graph_table(backend)
     for b, ms in graphs:
         print(f"decode graph replay batch {b}: {ms * 1e3:.1f} us/step", flush=True)
+    for b in (1, 256):
+        total = 0.0
+        for name, n, us in step_breakdown(backend, b):
+            total += us
+            print(f"step b={b} {name:<26} x{n:<3} {us:8.1f} us  ({us / n:6.2f} us each)", flush=True)
+        print(f"step b={b} sum of op classes {total:.1f} us", flush=True)
     kt = kernel_table(backend)
     for name, val, unit in kt:
         print(f"kernel {name:<48} {val:9.1f} {unit}", flush=True)

@@ -123,10 +123,16 @@ def check_linear(c: Ctx):
         for t in (1, 4, 8, 16, 100, 256):
             x = c.rng.standard_normal((t, k)).astype(np.float32)
             xb = to_bf16(x)
-            out = c.zeros(t * n * 4)
-            c.k.linear(c.up(xb), t, wd, n, k, L.epi(L.EPI_STORE, out_f32=out, ld=n))
-            path = "gemv" if t <= L.GEMV_MAX_T else "mma"
-            c.record(f"linear_{path} {name} T={t}", rel(c.down(out, (t, n), np.float32), from_bf16(xb) @ wf.T), TOL_F32)
+            for tile in ((None,) if t <= L.GEMV_MAX_T else (64, 32)):
+                out = c.zeros(t * n * 4)
+                e = L.epi(L.EPI_STORE, out_f32=out, ld=n)
+                if tile is None:
+                    c.k.linear(c.up(xb), t, wd, n, k, e)
+                else:
+                    c.k.mma(c.up(xb), t, wd, n, k, e, tile=tile)
+                path = "gemv" if tile is None else f"mma{tile}"
+                c.record(f"linear_{path} {name} T={t}", rel(c.down(out, (t, n), np.float32), from_bf16(xb) @ wf.T),
+                         TOL_F32)
         c.free()
         wd = None
         rope_d = c.up(np.stack([cos, sin], -1))
