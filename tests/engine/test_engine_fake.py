@@ -245,7 +245,16 @@ async def test_stop_ends_pending_requests():
 
 
 async def test_request_whose_event_loop_closed_is_cancelled():
-    engine, _ = make_engine()
+    import threading
+
+    closed = threading.Event()
+
+    class Gated(FakeBackend):
+        def forward(self, batch):
+            closed.wait(5)                 # no step runs until the caller's loop is gone
+            return super().forward(batch)
+
+    engine, _ = make_engine(backend=Gated(num_pages=64, page_size=4))
     try:
         def submit_then_close_loop():
             loop = asyncio.new_event_loop()
@@ -255,6 +264,7 @@ async def test_request_whose_event_loop_closed_is_cancelled():
 
             loop.run_until_complete(submit())
             loop.close()
+            closed.set()
 
         await asyncio.to_thread(submit_then_close_loop)
         for _ in range(200):
