@@ -195,13 +195,24 @@ async def test_tokenizer_eos_ends_with_stop():
 
 
 async def test_cancel_frees_pages_and_is_idempotent():
-    engine, _ = make_engine()
+    import threading
+
+    release = threading.Event()
+
+    class Gated(FakeBackend):
+        def forward(self, batch):
+            if self.forward_calls >= 2:
+                release.wait(5)            # hold generation until the test has cancelled
+            return super().forward(batch)
+
+    engine, _ = make_engine(backend=Gated(num_pages=64, page_size=4))
     try:
         h = engine.submit(list(b"long running"), greedy(200))
         first = await h.__anext__()
         assert first.finish_reason is None
         h.cancel()
         h.cancel()
+        release.set()
         rest = await collect(h)
         assert rest[-1].finish_reason == "cancelled"
         h.cancel()
