@@ -1,0 +1,77 @@
+"""The drill's runtime process: `aotx boot` (same runtime, same RPC server) plus one drill-only reply.
+
+`python -m ops.drill.node --runtime FILE --nats URL --service-grants DIR` boots by journal replay,
+serves shared commands on `aotx.rt.<name>.cmd` exactly as `aotx boot` does, and answers
+`aotx.drill.<name>.state` with the live state hash, so the drill can compare it with a fresh
+replay. It is a separate process so the drill can SIGKILL it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+import nats
+
+from aotx.runtime import RuntimeRpcServer
+from aotx.runtime_file import load_grants, read_runtime_file
+from ops.shared_stack import granted_runtime
+
+
+def state_subject(name: str) -> str:
+    return f"aotx.drill.{name}.state"
+
+
+async def _quiet(exc: Exception) -> None:  # the drill kills nats-server on purpose
+    pass
+
+
+async def _main(args: argparse.Namespace) -> int:
+    rf = read_runtime_file(args.runtime)
+    target = granted_runtime(rf, args.nats, load_grants(args.service_grants), progress=False)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await target.start()
+    except Exception as exc:
+        print(f"drill node: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    runtime = target.runtime
+    server = await RuntimeRpcServer(target, args.nats, rf.name).start()
+    nc = await nats.connect(args.nats, name="aotx-drill-node", error_cb=_quiet, max_reconnect_attempts=-1,
+                            reconnect_time_wait=0.2)
+
+    async def state(msg) -> None:
+        proj = runtime.projector
+        await msg.respond(json.dumps({"state_hash": runtime.state_hash(), "boot": runtime.boot_id,
+                                      "messages": proj.messages if proj else None, "failed": runtime.failed,
+                                      "hold": runtime.hold.active}).encode())
+
+    await nc.subscribe(state_subject(rf.name), cb=state)
+    await nc.flush()
+    proj = runtime.projector
+    print(f"drill node: runtime {rf.name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
+          f"replayed) boot {runtime.boot_id}", file=sys.stderr, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await nc.close()
+        await server.stop()
+        await target.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ops.drill.node")
+    p.add_argument("--runtime", required=True)
+    p.add_argument("--nats", required=True)
+    p.add_argument("--service-grants", required=True)
+    return asyncio.run(_main(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
