@@ -42,6 +42,8 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
     const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, grp = tid >> 5;
     const int n_heads = n_kv * ATT_G, kv_width = n_kv * ATT_D;
+    pdl_wait();
+    pdl_trigger();
     const int seq = tok_seq[t];
     const int L = min(positions[t] + 1, context_lens[seq]);
     const int nchunks = (L + ATT_CHUNK - 1) / ATT_CHUNK;
@@ -173,6 +175,8 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
 // Merge nsplit partials per (token, head): grid (T, n_heads), ATT_D threads.
 extern "C" __global__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                                              int n_heads, int nsplit, bf16 *__restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
     size_t base = ((size_t)t * n_heads + h) * nsplit;
     float m = -INFINITY;

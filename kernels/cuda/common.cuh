@@ -24,6 +24,22 @@ __device__ __forceinline__ void unpack8(const uint4 &p, float *out) {
     }
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with programmatic stream serialization
+// may start while its predecessor finishes. pdl_wait() returns once the predecessor grid has
+// completed and its writes are visible: every kernel calls it before touching activations (only
+// read-only weights may be read before it). pdl_trigger() lets the successor launch early.
+// Both are no-ops when the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

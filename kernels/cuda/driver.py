@@ -7,6 +7,7 @@ signature string: ``p`` pointer, ``i`` int32, ``f`` float32, or a ctypes Structu
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 from cuda.bindings import driver as cu
@@ -97,6 +98,16 @@ class Module:
 
 
 _CT = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
+# Programmatic dependent launch: each kernel may start while its predecessor on the stream finishes
+# (the kernels wait with griddepcontrol.wait before touching activations). AOTX_CUDA_PDL=0 turns it off.
+PDL = os.environ.get("AOTX_CUDA_PDL", "1") != "0"
+
+
+def _pdl_attrs():
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    return [attr]
 
 
 def launch(func, grid, block, args, sig: str, stream, smem: int = 0) -> None:
@@ -108,7 +119,17 @@ def launch(func, grid, block, args, sig: str, stream, smem: int = 0) -> None:
             objs.append(_CT[code](value))
     ptrs = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
     gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-    check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, ctypes.addressof(ptrs), 0))
+    if not PDL:
+        check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, ctypes.addressof(ptrs), 0))
+        return
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.hStream = stream
+    cfg.attrs = _pdl_attrs()
+    cfg.numAttrs = 1
+    check(cu.cuLaunchKernelEx(cfg, func, ctypes.addressof(ptrs), 0))
 
 
 def set_max_dynamic_smem(func, nbytes: int) -> None:

@@ -11,6 +11,8 @@ __device__ __forceinline__ void kv_store_pair(bf16 *cache, int slot, int row_wid
 extern "C" __global__ void kv_write(const float *__restrict__ k, const float *__restrict__ v,
                                     const int *__restrict__ slots, bf16 *__restrict__ k_cache,
                                     bf16 *__restrict__ v_cache, int n_tokens, int kv_width) {
+    pdl_wait();
+    pdl_trigger();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int pairs = kv_width / 2;
     if (i >= (long)n_tokens * pairs) return;

@@ -68,6 +68,7 @@ __device__ __forceinline__ void epilogue_pair(const Epi &e, int m, int n, float 
 
 #define GEMV_MAX_T 8
 #define GEMV_WARPS 4
+#define GEMV_MAX_CHUNKS 6  // K <= 6 * 32 * 8 = 1536 (the model's largest input)
 
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
 linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_rows,
@@ -77,6 +78,24 @@ linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_
     float *xs = reinterpret_cast<float *>(smem4);  // [T, K]
     __shared__ float ssq[GEMV_MAX_T][GEMV_WARPS];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // The weights are constants: fetch this warp's two rows into registers before waiting for the
+    // previous kernel, so their DRAM latency overlaps its tail (and x's staging below).
+    const int n0 = (blockIdx.x * GEMV_WARPS + warp) * 2;
+    const bool active = n0 < N;
+    const int chunks = K >> 3;
+    uint4 wa[GEMV_MAX_CHUNKS], wb[GEMV_MAX_CHUNKS];
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)(active ? n0 : 0) * K);
+    const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(active ? n0 + 1 : 0) * K);
+#pragma unroll
+    for (int i = 0; i < GEMV_MAX_CHUNKS; i++) {
+        int c = lane + 32 * i;
+        if (active && c < chunks) {
+            wa[i] = w0[c];
+            wb[i] = w1[c];
+        }
+    }
+    pdl_wait();
+    pdl_trigger();
     for (int t = 0; t < T; t++) {  // stage x; the sums of squares for the norm come along
         size_t src = (size_t)(x_rows ? x_rows[t] : t) * K;
         float ss = 0.f;
@@ -102,26 +121,25 @@ linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_
         }
         __syncthreads();
     }
-    int n0 = (blockIdx.x * GEMV_WARPS + warp) * 2;
-    if (n0 >= N) return;
-    const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)n0 * K);
-    const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(n0 + 1) * K);
+    if (!active) return;
     float acc0[GEMV_MAX_T], acc1[GEMV_MAX_T];
 #pragma unroll
     for (int t = 0; t < GEMV_MAX_T; t++) acc0[t] = acc1[t] = 0.f;
-    int chunks = K >> 3;
-#pragma unroll 4
-    for (int c = lane; c < chunks; c += 32) {
-        float a[8], b[8];
-        unpack8(w0[c], a);
-        unpack8(w1[c], b);
 #pragma unroll
-        for (int t = 0; t < GEMV_MAX_T; t++) {
-            if (t < T) {
-                const float4 *xr = reinterpret_cast<const float4 *>(xs + t * K + c * 8);
-                float4 p = xr[0], q = xr[1];
-                acc0[t] += a[0] * p.x + a[1] * p.y + a[2] * p.z + a[3] * p.w + a[4] * q.x + a[5] * q.y + a[6] * q.z + a[7] * q.w;
-                acc1[t] += b[0] * p.x + b[1] * p.y + b[2] * p.z + b[3] * p.w + b[4] * q.x + b[5] * q.y + b[6] * q.z + b[7] * q.w;
+    for (int i = 0; i < GEMV_MAX_CHUNKS; i++) {
+        int c = lane + 32 * i;
+        if (c < chunks) {
+            float a[8], b[8];
+            unpack8(wa[i], a);
+            unpack8(wb[i], b);
+#pragma unroll
+            for (int t = 0; t < GEMV_MAX_T; t++) {
+                if (t < T) {
+                    const float4 *xr = reinterpret_cast<const float4 *>(xs + t * K + c * 8);
+                    float4 p = xr[0], q = xr[1];
+                    acc0[t] += a[0] * p.x + a[1] * p.y + a[2] * p.z + a[3] * p.w + a[4] * q.x + a[5] * q.y + a[6] * q.z + a[7] * q.w;
+                    acc1[t] += b[0] * p.x + b[1] * p.y + b[2] * p.z + b[3] * p.w + b[4] * q.x + b[5] * q.y + b[6] * q.z + b[7] * q.w;
+                }
             }
         }
     }
@@ -197,6 +215,8 @@ __device__ __forceinline__ void mma_tile(const bf16 *__restrict__ A, int M, cons
             for (int r = 0; r < 4; r++) acc[i][j][r] = 0.f;
 
     int ktiles = K / BK;
+    pdl_wait();  // (cp.async of activations must not start before the producer finished)
+    pdl_trigger();
     load(0, 0);
     for (int kt = 0; kt < ktiles; kt++) {
         int s = kt & 1;

@@ -6,6 +6,8 @@
 extern "C" __global__ void add_rmsnorm(const float *__restrict__ x, float *__restrict__ residual,
                                        const float *__restrict__ weight, bf16 *__restrict__ out,
                                        const int *__restrict__ rows, int hidden, float eps) {
+    pdl_wait();
+    pdl_trigger();
     __shared__ float scratch[32];
     int row = blockIdx.x;
     int src = rows ? rows[row] : row;

@@ -14,6 +14,8 @@ __device__ __forceinline__ void rope_pair(float &x0, float &x1, float2 cs) {
 // x float32 [T, n_heads, D] rotated in place; one thread per pair.
 extern "C" __global__ void rope_inplace(float *__restrict__ x, const int *__restrict__ positions,
                                         const float2 *__restrict__ table, int n_tokens, int n_heads, int head_dim) {
+    pdl_wait();
+    pdl_trigger();
     int half = head_dim / 2;
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long total = (long)n_tokens * n_heads * half;

@@ -105,6 +105,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
             const float *__restrict__ temperature, const float *__restrict__ top_p, const int *__restrict__ top_k,
             const u64 *__restrict__ seed, const u64 *__restrict__ step, int *__restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     __shared__ u64 hist[256];
     __shared__ u64 scratch[32];
     __shared__ u64 shared2[2];

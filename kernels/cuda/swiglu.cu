@@ -6,6 +6,8 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + 
 
 // gate_up float32 [T, 2F] = [gate | up] (the numpy layout); out bf16 [T, F].
 extern "C" __global__ void swiglu(const float *__restrict__ gate_up, bf16 *__restrict__ out, int n_tokens, int ffn) {
+    pdl_wait();
+    pdl_trigger();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)n_tokens * ffn) return;
     int t = (int)(i / ffn), j = (int)(i % ffn);
