@@ -142,9 +142,16 @@ class CudaBackend:
         return max(1, min(_pow2ceil(want), _pow2ceil(chunks), MAX_SPLITS))
 
     def _record(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> None:
-        """Launch one whole step on the stream (also what a graph captures)."""
-        for _, launch in self.plan(t, r, p, bt_stride, nsplit):
-            launch()
+        """Launch one whole step on the stream (also what a graph captures). Small steps (the gemv
+        path: ~150 short, dependent kernels) use programmatic dependent launch, measured 16% faster
+        at batch 1 on the H200; large ones don't (their big grids then compete with waiting
+        successors: 13% slower at batch 256)."""
+        self.k.pdl = t <= L.GEMV_MAX_T
+        try:
+            for _, launch in self.plan(t, r, p, bt_stride, nsplit):
+                launch()
+        finally:
+            self.k.pdl = False
 
     def plan(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list[tuple[str, object]]:
         """The step as (op name, launch) pairs in order: t tokens, r logits rows, staged arrays p."""

@@ -98,8 +98,9 @@ class Module:
 
 
 _CT = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
-# Programmatic dependent launch: each kernel may start while its predecessor on the stream finishes
-# (the kernels wait with griddepcontrol.wait before touching activations). AOTX_CUDA_PDL=0 turns it off.
+# Programmatic dependent launch: a kernel may start while its predecessor on the stream finishes
+# (the kernels wait with griddepcontrol.wait before touching activations). Callers ask for it per
+# launch; AOTX_CUDA_PDL=0 turns it off everywhere.
 PDL = os.environ.get("AOTX_CUDA_PDL", "1") != "0"
 
 
@@ -110,7 +111,7 @@ def _pdl_attrs():
     return [attr]
 
 
-def launch(func, grid, block, args, sig: str, stream, smem: int = 0) -> None:
+def launch(func, grid, block, args, sig: str, stream, smem: int = 0, pdl: bool = False) -> None:
     objs = []
     for code, value in zip(sig, args):
         if code == "s":
@@ -119,7 +120,7 @@ def launch(func, grid, block, args, sig: str, stream, smem: int = 0) -> None:
             objs.append(_CT[code](value))
     ptrs = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
     gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-    if not PDL:
+    if not (pdl and PDL):
         check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, ctypes.addressof(ptrs), 0))
         return
     cfg = cu.CUlaunchConfig()

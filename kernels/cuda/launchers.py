@@ -46,13 +46,14 @@ class Kernels:
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
+        self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
 
     @property
     def stream(self):
         return self.device.stream
 
     def _go(self, name, grid, block, args, sig, smem=0):
-        driver.launch(self.f[name], grid, block, args, sig, self.stream, smem)
+        driver.launch(self.f[name], grid, block, args, sig, self.stream, smem, self.pdl)
 
     def embedding(self, ids, table, out, n_tokens, hidden):
         self._go("embedding_gather", (n_tokens,), 192, (ids, table, out, hidden), "pppi")
