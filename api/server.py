@@ -24,7 +24,8 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = Config()
-    config.bind = [f"fd://{sock.fileno()}"]
+    # hypercorn wraps the descriptor in its own socket object and closes it at shutdown
+    config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
@@ -32,7 +33,4 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     config.keep_alive_timeout = 75.0
     if on_ready is not None:
         on_ready(host, bound_port)
-    try:
-        await serve(app, config, shutdown_trigger=stop.wait)
-    finally:
-        sock.close()
+    await serve(app, config, shutdown_trigger=stop.wait)

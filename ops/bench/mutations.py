@@ -194,10 +194,7 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
             wall, lat = await concurrent(clients, m // clients, http_op)
             line(f"over HTTP, {clients} clients", m // clients * clients, wall, lat, rawk)
         stop.set()
-        try:
-            await serving
-        except OSError:  # hypercorn has closed the listening socket already when serve_app closes it again
-            pass
+        await serving
         await runtime.stop()
 
         # ---- replay: a runtime's boot against a raw ordered-consumer read ----
