@@ -1,16 +1,12 @@
-"""numpy twins of what the CUDA kernels compute, built from the reference ops (kernels/ops_*.py).
+"""Host-side bf16 packing and the weight layout the fused kernels expect.
 
-bf16 on the host is a uint16 array holding the top half of a float32 (round to nearest even),
-exactly what the device stores. The fused projection epilogues' twins compose the reference ops.
+The kernels' numpy twins are the reference ops in kernels/ops_*.py (and kernels/sampler.py); the
+checks in ops/gpu/kernel_check.py compose them for the fused epilogues. bf16 on the host is a uint16
+array holding the top half of a float32 (round to nearest even), exactly what the device stores.
 """
 from __future__ import annotations
 
 import numpy as np
-
-from kernels.ops_attention import kv_write, paged_attention
-from kernels.ops_mlp import swiglu
-from kernels.ops_norm import rmsnorm
-from kernels.ops_rope import apply_rope
 
 
 def to_bf16(a: np.ndarray) -> np.ndarray:
@@ -36,29 +32,3 @@ def interleave_gate_up(w: np.ndarray) -> np.ndarray:
     out[0::2] = w[:f]
     out[1::2] = w[f:]
     return out
-
-
-def linear_qkv(h, w, cos_sin, positions, slots, k_cache, v_cache, q_size, kv_size, head_dim):
-    """Twin of linear_* with EPI_QKV: returns q (roped) and writes roped k and v into the caches."""
-    y = h @ w.T
-    t = y.shape[0]
-    cos, sin = cos_sin
-    q = apply_rope(y[:, :q_size].reshape(t, -1, head_dim), cos[positions], sin[positions])
-    k = apply_rope(y[:, q_size:q_size + kv_size].reshape(t, -1, head_dim), cos[positions], sin[positions])
-    v = y[:, q_size + kv_size:].reshape(t, -1, head_dim)
-    kv_write(k_cache, v_cache, k, v, slots)
-    return q.reshape(t, q_size)
-
-
-def linear_swiglu(h, w_gate_up):
-    """Twin of EPI_SWIGLU given the un-interleaved [gate; up] weight."""
-    return swiglu(h @ w_gate_up.T)
-
-
-def norm_linear(x, norm_w, eps, w):
-    """Twin of linear_gemv with an RMSNorm prologue."""
-    return rmsnorm(x, norm_w, eps) @ w.T
-
-
-__all__ = ["to_bf16", "from_bf16", "round_bf16", "interleave_gate_up", "linear_qkv", "linear_swiglu",
-           "norm_linear", "paged_attention"]
