@@ -19,3 +19,32 @@ def test_empty_incremental_and_table():
     assert crc32c(b"") == 0
     assert crc32c(b"56789", crc32c(b"1234")) == 0xE3069283
     assert len(TABLE) == 256 and TABLE[1] == 0xF26B8303
+
+
+def test_compiled_agrees_with_the_reference_on_random_data():
+    import importlib
+    import random
+
+    mod = importlib.import_module("aotx.journal.crc32c")
+    rng = random.Random(37)
+    for n in list(range(0, 40)) + [159, 160, 161, 1000, 4096]:
+        data = rng.randbytes(n)
+        start = rng.getrandbits(32)
+        want = mod.crc32c_reference(data)
+        assert mod.crc32c(data) == want
+        assert mod.crc32c(bytearray(data)) == want and mod.crc32c(memoryview(data)) == want
+        assert mod.crc32c(data, start) == mod.crc32c_reference(data, start)
+        cut = n // 3
+        assert mod.crc32c(data[cut:], mod.crc32c(data[:cut])) == want
+
+
+def test_the_compiled_implementation_is_in_use():
+    import importlib
+    import importlib.util
+
+    mod = importlib.import_module("aotx.journal.crc32c")
+    if importlib.util.find_spec("google_crc32c") is not None:
+        import google_crc32c
+        if google_crc32c.implementation == "c":
+            assert mod.IMPLEMENTATION == "google-crc32c"
+    assert mod.IMPLEMENTATION in ("google-crc32c", "python")
