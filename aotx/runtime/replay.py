@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
-from ..state import Capacities, Save, State, StateError, apply, decode_event, empty_state, record_save, transfer_kind
+from ..state import Capacities, Save, State, StateError, decode_event, empty_state, transfer_kind
+from ..state.apply import apply_into, owned_copy, record_save_into
 
 BOOT_CONTROL = "runtime.boot"
 _CHAIN_PERSON = b"aotx-commit"
@@ -51,7 +52,15 @@ class Projector:
     transfers: int = 0
 
     def __post_init__(self) -> None:
-        self.state = empty_state(self.capacities)
+        # owned by the projector and advanced in place by apply_into (tests hold it equal to apply);
+        # its tables stay read-only between applies, so readers cannot change it
+        self.state = owned_copy(empty_state(self.capacities))
+        self._writable(False)
+
+    def _writable(self, on: bool) -> None:
+        s = self.state
+        for arr in (s.participants, s.spaces, s.conversations, s.members, s.receipts):
+            arr.flags.writeable = on
 
     def feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
         """Absorb one journal message (stream sequence `seq`); returns the transfers it completed."""
@@ -97,12 +106,16 @@ class Projector:
                     raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
                 if lh not in self.boots:
                     raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
-                state = apply(self.state, event)
+                self._writable(True)
+                try:
+                    apply_into(self.state, event)  # raises before any write: a refused event changes nothing
+                finally:
+                    self._writable(False)
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
-            slot = state.receipt_slot(event.op.lineage, event.op.sequence)
+            slot = self.state.receipt_slot(event.op.lineage, event.op.sequence)
             assert slot is not None  # apply just wrote it
-            self.state = record_save(state, slot, Save(
+            record_save_into(self.state, slot, Save(
                 source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
                 commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
         else:

@@ -1,14 +1,20 @@
-"""apply(state, event) -> state. Pure; checks the event's version before changing anything.
+"""apply(state, event) -> state. Pure; checks the event before changing anything.
 
 The version of a lineage is its next sequence: an event must carry exactly that sequence
 (1 for a registration of an unknown lineage) and the operation ID derived from it. Any
 mismatch — wrong order, missing row, full table under smaller capacities — raises and leaves
 the state as it was (fail closed), so a replay never guesses.
+
+`apply_into(state, event)` is the same rule applied in place to a State its caller owns (the
+runtime's projector): every check runs before the first write, so a refused event leaves that
+State untouched too. `apply` is a copy of the state followed by `apply_into`.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
@@ -17,19 +23,53 @@ from .errors import ApplyError, CapacityFull
 from .events import (ConversationCreated, Event, MemberRightsSet, ParticipantRegistered, ReceiptsRetired,
                      SpaceCreated)
 from .ids import IdKind, format_id
-from .state import State
-from .tables import append_row, b16, free_receipt_slot, frozen, raw
+from .state import Save, State
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
          SpaceCreated: MutationKind.CREATE_SPACE, MemberRightsSet: MutationKind.SET_MEMBER,
          ConversationCreated: MutationKind.CREATE_CONVERSATION}
+_TABLES = ("participants", "spaces", "conversations", "members", "receipts")
+_ZERO16 = bytes(16)
 
 
 def apply(state: State, event: Event) -> State:
+    """The state after `event`; `state` itself is not changed."""
+    new = owned_copy(state)
+    apply_into(new, event)
+    return freeze(new)
+
+
+def owned_copy(state: State) -> State:
+    """A private, writable copy of a state (tables, per-slot lists and index) for `apply_into`."""
+    new = replace(state, **{t: getattr(state, t).copy() for t in _TABLES},
+                  commands=list(state.commands), saves=list(state.saves))
+    object.__setattr__(new, "_index", state.index.copy())
+    return new
+
+
+def freeze(state: State) -> State:
+    """Make an owned state immutable again (read-only tables, tuples) — same object, same index."""
+    for t in _TABLES:
+        getattr(state, t).flags.writeable = False
+    object.__setattr__(state, "commands", tuple(state.commands))
+    object.__setattr__(state, "saves", tuple(state.saves))
+    return state
+
+
+def record_save_into(state: State, slot: int, save: Save) -> None:
+    """`receipts.record_save` on an owned state (its `saves` is a list)."""
+    state.saves[slot] = save  # type: ignore[index]
+
+
+def apply_into(state: State, event: Event) -> None:
+    """Apply `event` to an owned state (from `owned_copy`, or the projector's), in place.
+    Raises (ApplyError, CapacityFull) before any write when the event does not apply."""
     op = event.op
-    prow = state.participant_row(op.lineage)
-    nxt = 1 if prow is None else int(state.participants[prow]["next_sequence"])
+    ix = state.index
+    prow = ix.participants.get(op.lineage)
+    parts = state.participants
+    nxt = 1 if prow is None else int(parts[prow]["next_sequence"])
     where = f"{event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
     if isinstance(event, ParticipantRegistered) != (prow is None):
         raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
@@ -39,52 +79,101 @@ def apply(state: State, event: Event) -> State:
         raise ApplyError(f"{where}: operation ID is not the one derived from lineage, sequence and key")
     if len(op.command) > state.capacities.command_bytes:
         raise CapacityFull("command bytes", state.capacities.command_bytes)
+
+    # ---- checks: each returns the write to do once every check has passed ----
+    freed: list[int] = []
     if isinstance(event, ParticipantRegistered):
-        state, prow = _register(state, event)
-        resource = (ResourceKind.PARTICIPANT, op.lineage, event.participant)
+        write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
-        state = _retire(state, event, prow, where)
-        resource = (ResourceKind.NONE, bytes(16), bytes(16))
+        assert prow is not None
+        write, freed = _retire(state, event, prow, where)
+        resource = (ResourceKind.NONE, _ZERO16, _ZERO16)
     elif isinstance(event, SpaceCreated):
-        state = _create_space(state, event, prow, where)
-        resource = (ResourceKind.SPACE, op.lineage, event.space)
+        assert prow is not None
+        write, resource = _create_space(state, event, prow, where), (ResourceKind.SPACE, op.lineage, event.space)
     elif isinstance(event, MemberRightsSet):
-        state = _set_member(state, event, where)
+        write = _set_member(state, event, where)
         resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
     elif isinstance(event, ConversationCreated):
-        state = _create_conversation(state, event, prow, where)
+        assert prow is not None
+        write = _create_conversation(state, event, prow, where)
         resource = (ResourceKind.CONVERSATION, op.lineage, event.conversation)
     else:
         raise ApplyError(f"unknown event type {type(event).__name__}")
-    state = _add_receipt(state, event, resource)
-    parts = state.participants.copy()
-    parts[prow]["next_sequence"] = op.sequence + 1
-    return replace(state, participants=frozen(parts), applied=state.applied + 1)
+    free = ix.free
+    if not free and not freed:
+        raise CapacityFull("receipts", len(state.receipts))
+
+    # ---- writes: nothing below raises ----
+    if prow is not None:  # first: the one write that could still fail (u64 overflow) precedes every other
+        parts[prow]["next_sequence"] = op.sequence + 1
+    new_prow = write()
+    slot = heapq.heappop(free)
+    r = state.receipts[slot]
+    r["used"], r["lineage"], r["sequence"] = 1, _u8(op.lineage), op.sequence
+    r["operation"], r["operation_key"], r["kind"] = _u8(op.operation), _u8(op.operation_key), _KIND[type(event)]
+    r["http_status"] = 201
+    # a synchronous mutation is admitted and terminal in the same saved event
+    r["transport"], r["commit"] = Transport.ACCEPTED, Commit.COMMITTED
+    r["admission"], r["terminal"] = Admission.SAVED, Terminal.SAVED
+    r["resource_kind"], r["resource_lineage"], r["resource_ident"] = \
+        resource[0], _u8(resource[1]), _u8(resource[2])
+    r["command_len"], r["result_len"] = len(op.command), 0
+    state.commands[slot] = op.command  # type: ignore[index]
+    ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
+    if prow is None:
+        parts[new_prow]["next_sequence"] = op.sequence + 1
+    object.__setattr__(state, "applied", state.applied + 1)
 
 
-def _register(state: State, e: ParticipantRegistered) -> tuple[State, int]:
-    arr, i = append_row("participants", state.participants, state.n_participants)
-    arr[i]["lineage"], arr[i]["ident"] = b16(e.op.lineage), b16(e.participant)
-    arr[i]["next_sequence"], arr[i]["retry_floor"] = 1, 1
-    return replace(state, participants=frozen(arr), n_participants=i + 1), i
+def _u8(value: bytes) -> np.ndarray:
+    return np.frombuffer(value, dtype=np.uint8)
 
 
-def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> State:
+def _set(state: State, **fields: int) -> None:
+    for name, value in fields.items():
+        object.__setattr__(state, name, value)
+
+
+def _register(state: State, e: ParticipantRegistered) -> Callable[[], int]:
+    i = state.n_participants
+    if i >= len(state.participants):
+        raise CapacityFull("participants", len(state.participants))
+
+    def write() -> int:
+        row = state.participants[i]
+        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.participant)
+        row["next_sequence"], row["retry_floor"] = 1, 1
+        state.index.participants.setdefault(e.op.lineage, i)
+        _set(state, n_participants=i + 1)
+        return i
+    return write
+
+
+def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Callable[[], None], list[int]]:
     floor = int(state.participants[prow]["retry_floor"])
     if not floor <= e.retry_floor <= e.op.sequence:
         raise ApplyError(f"{where}: retry floor {e.retry_floor} outside {floor}..{e.op.sequence}")
-    receipts, commands, saves = state.receipts.copy(), list(state.commands), list(state.saves)
-    for slot in state.receipts_of(e.op.lineage):
-        if int(receipts[slot]["sequence"]) < e.retry_floor:
-            if int(receipts[slot]["terminal"]) != Terminal.SAVED:
-                raise ApplyError(f"{where}: receipt of sequence {int(receipts[slot]['sequence'])} is not terminal")
-            receipts[slot] = np.zeros((), dtype=receipts.dtype)
-            commands[slot], saves[slot] = b"", None
-    # the floor is part of the state before any freed slot can be reused
-    parts = state.participants.copy()
-    parts[prow]["retry_floor"] = e.retry_floor
-    return replace(state, participants=frozen(parts), receipts=frozen(receipts), commands=tuple(commands),
-                   saves=tuple(saves))
+    receipts = state.receipts
+    freed: list[int] = []
+    for slot in state.receipts_of(e.op.lineage).tolist():
+        row = receipts[slot]
+        if int(row["sequence"]) < e.retry_floor:
+            if int(row["terminal"]) != Terminal.SAVED:
+                raise ApplyError(f"{where}: receipt of sequence {int(row['sequence'])} is not terminal")
+            freed.append(slot)
+
+    def write() -> None:
+        ix = state.index
+        for slot in freed:
+            row = receipts[slot]
+            ix.drop_receipt(slot, e.op.lineage, int(row["sequence"]), row["operation_key"].tobytes())
+            receipts[slot] = 0
+            state.commands[slot] = b""  # type: ignore[index]
+            state.saves[slot] = None  # type: ignore[index]
+        # the floor is part of the state before any freed slot can be reused
+        state.participants[prow]["retry_floor"] = e.retry_floor
+    return write, freed
 
 
 def _space(state: State, lineage: bytes, ident: bytes, where: str) -> int:
@@ -94,55 +183,57 @@ def _space(state: State, lineage: bytes, ident: bytes, where: str) -> int:
     return row
 
 
-def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> State:
+def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Callable[[], None]:
     if state.space_row(e.op.lineage, e.space) is not None:
         raise ApplyError(f"{where}: space {format_id(IdKind.SPACE, e.op.lineage, e.space)} already exists")
-    arr, i = append_row("spaces", state.spaces, state.n_spaces)
-    arr[i]["lineage"], arr[i]["ident"] = b16(e.op.lineage), b16(e.space)
-    arr[i]["owner"], arr[i]["scope"] = prow, int(e.scope)
-    return replace(state, spaces=frozen(arr), n_spaces=i + 1)
+    i = state.n_spaces
+    if i >= len(state.spaces):
+        raise CapacityFull("spaces", len(state.spaces))
+
+    def write() -> None:
+        row = state.spaces[i]
+        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.space)
+        row["owner"], row["scope"] = prow, int(e.scope)
+        state.index.spaces.setdefault(e.op.lineage + e.space, i)
+        _set(state, n_spaces=i + 1)
+    return write
 
 
-def _set_member(state: State, e: MemberRightsSet, where: str) -> State:
+def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
     space = _space(state, e.space_lineage, e.space, where)
     target = state.participant_row(e.participant_lineage)
-    if target is None or raw(state.participants[target]["ident"]) != e.participant:
+    if target is None or state.participants[target]["ident"].tobytes() != e.participant:
         raise ApplyError(f"{where}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
                          " does not exist")
     if int(state.spaces[space]["owner"]) == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
-    row = state.member_row(space, target)
-    if row is None:
-        arr, row = append_row("members", state.members, state.n_members)
-        count = row + 1
-    else:
-        arr, count = state.members.copy(), state.n_members
-    arr[row]["space"], arr[row]["participant"], arr[row]["rights"] = space, target, int(e.rights)
-    return replace(state, members=frozen(arr), n_members=count)
+    existing = state.member_row(space, target)
+    if existing is None and state.n_members >= len(state.members):
+        raise CapacityFull("members", len(state.members))
+
+    def write() -> None:
+        row = existing
+        if row is None:
+            row = state.n_members
+            state.index.members.setdefault((space, target), row)
+            _set(state, n_members=row + 1)
+        m = state.members[row]
+        m["space"], m["participant"], m["rights"] = space, target, int(e.rights)
+    return write
 
 
-def _create_conversation(state: State, e: ConversationCreated, prow: int, where: str) -> State:
+def _create_conversation(state: State, e: ConversationCreated, prow: int, where: str) -> Callable[[], None]:
     space = _space(state, e.space_lineage, e.space, where)
     if state.conversation_row(e.op.lineage, e.conversation) is not None:
         raise ApplyError(f"{where}: conversation already exists")
-    arr, i = append_row("conversations", state.conversations, state.n_conversations)
-    arr[i]["lineage"], arr[i]["ident"] = b16(e.op.lineage), b16(e.conversation)
-    arr[i]["space"], arr[i]["creator"] = space, prow
-    return replace(state, conversations=frozen(arr), n_conversations=i + 1)
+    i = state.n_conversations
+    if i >= len(state.conversations):
+        raise CapacityFull("conversations", len(state.conversations))
 
-
-def _add_receipt(state: State, e: Event, resource: tuple[ResourceKind, bytes, bytes]) -> State:
-    slot = free_receipt_slot(state.receipts)
-    arr = state.receipts.copy()
-    r = arr[slot]
-    r["used"], r["lineage"], r["sequence"] = 1, b16(e.op.lineage), e.op.sequence
-    r["operation"], r["operation_key"], r["kind"] = b16(e.op.operation), b16(e.op.operation_key), _KIND[type(e)]
-    r["http_status"] = 201
-    # a synchronous mutation is admitted and terminal in the same saved event
-    r["transport"], r["commit"] = Transport.ACCEPTED, Commit.COMMITTED
-    r["admission"], r["terminal"] = Admission.SAVED, Terminal.SAVED
-    r["resource_kind"], r["resource_lineage"], r["resource_ident"] = resource[0], b16(resource[1]), b16(resource[2])
-    r["command_len"], r["result_len"] = len(e.op.command), 0
-    commands = list(state.commands)
-    commands[slot] = e.op.command
-    return replace(state, receipts=frozen(arr), commands=tuple(commands))
+    def write() -> None:
+        row = state.conversations[i]
+        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.conversation)
+        row["space"], row["creator"] = space, prow
+        state.index.conversations.setdefault(e.op.lineage + e.conversation, i)
+        _set(state, n_conversations=i + 1)
+    return write

@@ -76,4 +76,6 @@ def record_save(state: State, slot: int, save: Save) -> State:
         raise StateError(f"receipt slot {slot} is free")
     saves = list(state.saves)
     saves[slot] = save
-    return replace(state, saves=tuple(saves))
+    new = replace(state, saves=tuple(saves))
+    object.__setattr__(new, "_index", state.index)  # same tables, same index (neither is ever changed)
+    return new

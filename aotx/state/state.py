@@ -1,18 +1,23 @@
 """The shared state: fixed-capacity tables plus the canonical bytes and save fields of each receipt slot.
 
-A State is immutable: its arrays are read-only and `apply` returns a new State that shares
-every table it did not change. Row lookups are vectorised scans over the used prefix.
+A State is immutable to its readers: its arrays are read-only and `apply` returns a new State.
+The tables are the source of truth (and all that `state_hash` covers); beside them each State
+keeps a hash index (id → row, built from the tables on first use and carried forward by
+`apply`), so lookups cost a dict probe instead of a scan. The runtime's projector owns its
+State and advances it in place with `apply_into` (aotx.state.apply), which a test holds equal
+to `apply`.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from .capacities import Capacities
-from .tables import empty_table, match16
+from .tables import empty_table
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,86 @@ class Save:
     disk_error: Optional[str] = None
 
 
+class Index:
+    """Hash indexes over the used rows of a State's tables (derived data, never hashed).
+
+    participants: lineage → row; spaces, conversations: lineage+ident → row; members:
+    (space row, participant row) → row; receipts: (lineage, sequence) → slot; keys:
+    (lineage, operation key) → slots; by_lineage: lineage → slots; free: a heap of free slots.
+    Where the tables could hold a key twice, the lowest row wins, as the scans did.
+    """
+
+    __slots__ = ("participants", "spaces", "conversations", "members", "receipts", "keys", "by_lineage", "free")
+
+    def __init__(self) -> None:
+        self.participants: dict[bytes, int] = {}
+        self.spaces: dict[bytes, int] = {}
+        self.conversations: dict[bytes, int] = {}
+        self.members: dict[tuple[int, int], int] = {}
+        self.receipts: dict[tuple[bytes, int], int] = {}
+        self.keys: dict[tuple[bytes, bytes], list[int]] = {}
+        self.by_lineage: dict[bytes, set[int]] = {}
+        self.free: list[int] = []
+
+    @classmethod
+    def build(cls, s: "State") -> "Index":
+        ix = cls()
+        lin = s.participants["lineage"][:s.n_participants].tobytes()
+        for i in range(s.n_participants):
+            ix.participants.setdefault(lin[16 * i:16 * i + 16], i)
+        for name, count, target in (("spaces", s.n_spaces, ix.spaces),
+                                    ("conversations", s.n_conversations, ix.conversations)):
+            arr = getattr(s, name)[:count]
+            lin, ident = arr["lineage"].tobytes(), arr["ident"].tobytes()
+            for i in range(count):
+                target.setdefault(lin[16 * i:16 * i + 16] + ident[16 * i:16 * i + 16], i)
+        m = s.members[:s.n_members]
+        for i, key in enumerate(zip(m["space"].tolist(), m["participant"].tolist())):
+            ix.members.setdefault(key, i)
+        r = s.receipts
+        used = r["used"].tolist()
+        lin, keys, seqs = r["lineage"].tobytes(), r["operation_key"].tobytes(), r["sequence"].tolist()
+        for slot, u in enumerate(used):
+            if u == 1:
+                ix.add_receipt(slot, lin[16 * slot:16 * slot + 16], seqs[slot], keys[16 * slot:16 * slot + 16])
+            elif u == 0:
+                ix.free.append(slot)
+        heapq.heapify(ix.free)
+        return ix
+
+    def copy(self) -> "Index":
+        ix = Index.__new__(Index)
+        ix.participants, ix.spaces = self.participants.copy(), self.spaces.copy()
+        ix.conversations, ix.members = self.conversations.copy(), self.members.copy()
+        ix.receipts = self.receipts.copy()
+        ix.keys = {k: v.copy() for k, v in self.keys.items()}
+        ix.by_lineage = {k: v.copy() for k, v in self.by_lineage.items()}
+        ix.free = self.free.copy()
+        return ix
+
+    def add_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
+        self.receipts.setdefault((lineage, sequence), slot)
+        slots = self.keys.setdefault((lineage, key), [])
+        slots.append(slot)
+        slots.sort()
+        self.by_lineage.setdefault(lineage, set()).add(slot)
+
+    def drop_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
+        if self.receipts.get((lineage, sequence)) == slot:
+            del self.receipts[(lineage, sequence)]
+        slots = self.keys.get((lineage, key))
+        if slots is not None and slot in slots:
+            slots.remove(slot)
+            if not slots:
+                del self.keys[(lineage, key)]
+        mine = self.by_lineage.get(lineage)
+        if mine is not None:
+            mine.discard(slot)
+            if not mine:
+                del self.by_lineage[lineage]
+        heapq.heappush(self.free, slot)
+
+
 @dataclass(frozen=True)
 class State:
     capacities: Capacities
@@ -40,45 +125,45 @@ class State:
     n_spaces: int = 0
     n_conversations: int = 0
     n_members: int = 0
-    commands: tuple[bytes, ...] = ()                 # canonical bytes per receipt slot (b"" = free)
-    saves: tuple[Optional[Save], ...] = field(default=(), compare=False)  # not part of state_hash
+    commands: Sequence[bytes] = ()                   # canonical bytes per receipt slot (b"" = free)
+    saves: Sequence[Optional[Save]] = field(default=(), compare=False)  # not part of state_hash
     applied: int = 0                                  # events applied (the projection's position)
+    # derived from the tables; `replace` leaves it out, so a replaced State rebuilds its own
+    _index: Any = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def index(self) -> Index:
+        ix = self._index
+        if ix is None:
+            ix = Index.build(self)
+            object.__setattr__(self, "_index", ix)
+        return ix
 
     # ---- lookups (row index or None) ----
     def participant_row(self, lineage: bytes) -> int | None:
-        return _first(match16(self.participants["lineage"][:self.n_participants], lineage))
+        return self.index.participants.get(bytes(lineage))
 
     def space_row(self, lineage: bytes, ident: bytes) -> int | None:
-        s = self.spaces[:self.n_spaces]
-        return _first(match16(s["lineage"], lineage) & match16(s["ident"], ident))
+        return self.index.spaces.get(bytes(lineage) + bytes(ident))
 
     def conversation_row(self, lineage: bytes, ident: bytes) -> int | None:
-        c = self.conversations[:self.n_conversations]
-        return _first(match16(c["lineage"], lineage) & match16(c["ident"], ident))
+        return self.index.conversations.get(bytes(lineage) + bytes(ident))
 
     def member_row(self, space: int, participant: int) -> int | None:
-        m = self.members[:self.n_members]
-        return _first((m["space"] == space) & (m["participant"] == participant))
+        return self.index.members.get((int(space), int(participant)))
 
     def receipt_slot(self, lineage: bytes, sequence: int) -> int | None:
-        r = self.receipts
-        return _first((r["used"] == 1) & (r["sequence"] == sequence) & match16(r["lineage"], lineage))
+        return self.index.receipts.get((bytes(lineage), int(sequence)))
 
     def receipt_with_key(self, lineage: bytes, key: bytes) -> int | None:
-        r = self.receipts
-        return _first((r["used"] == 1) & match16(r["lineage"], lineage) & match16(r["operation_key"], key))
+        slots = self.index.keys.get((bytes(lineage), bytes(key)))
+        return slots[0] if slots else None
 
     def receipts_of(self, lineage: bytes) -> np.ndarray:
-        r = self.receipts
-        return np.flatnonzero((r["used"] == 1) & match16(r["lineage"], lineage))
+        return np.array(sorted(self.index.by_lineage.get(bytes(lineage), ())), dtype=np.intp)
 
     def free_receipts(self) -> int:
-        return int(np.count_nonzero(self.receipts["used"] == 0))
-
-
-def _first(mask: np.ndarray) -> int | None:
-    hits = np.flatnonzero(mask)
-    return int(hits[0]) if hits.size else None
+        return len(self.index.free)
 
 
 def empty_state(capacities: Capacities | None = None) -> State:
