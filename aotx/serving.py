@@ -19,7 +19,7 @@ MODEL_ID = "smollm2-135m-instruct"
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    backend: str = "numpy"
+    backend: str = "auto"
     max_batch: int = 64
     kv_pages: int = 2048
     page_size: int = 16
@@ -52,7 +52,7 @@ class ModelService:
             max_batch=config.max_batch, num_pages=config.kv_pages, page_size=config.page_size,
             max_model_len=int(bundle.config.context_length)))
         return cls(bundle, engine, default_max_tokens=config.default_max_tokens,
-                   backend_name=config.backend)
+                   backend_name=backend.name)
 
     def start(self) -> None:
         self.engine.start()

@@ -32,8 +32,9 @@ RUNTIME_FILE = "runtime.aotxrt"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
-    p.add_argument("--backend", choices=["numpy", "cuda"], default="numpy",
-                   help="compute backend (default numpy)")
+    p.add_argument("--backend", choices=["auto", "numpy", "cuda"], default="auto",
+                   help="compute backend (default auto: cuda where an NVIDIA GPU is present, "
+                        "else numpy)")
     p.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
     p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
     p.add_argument("--default-max-tokens", type=int, default=512,

@@ -87,3 +87,7 @@ def test_client_disconnect_cancels(base_url):
     else:
         raise AssertionError(f"request was not cancelled: {after}")
     assert after["generation_tokens_total"] - before["generation_tokens_total"] < 2000
+
+
+def test_auto_backend_is_numpy_without_a_gpu(base_url):
+    assert httpx.get(f"{base_url}/health").json()["backend"] == "numpy"
