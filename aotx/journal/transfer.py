@@ -8,6 +8,7 @@ Every part but the last carries exactly 160 bytes; the last carries 1..160.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import struct
 from dataclasses import dataclass, field
@@ -68,8 +69,9 @@ class Transfer:
     payload: bytes = field(repr=False)
     body: Any = field(repr=False)
 
-    @property
+    @functools.cached_property
     def digest(self) -> bytes:
+        """Computed once (the reassembler stores the one it verified)."""
         return transfer_digest(self.kind, self.transfer_id, self.lineage_hash, self.payload)
 
 

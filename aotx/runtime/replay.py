@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
-from ..state import Capacities, Save, State, StateError, decode_event, empty_state, transfer_kind
+from ..state import Capacities, Save, State, StateError, empty_state, from_body, transfer_kind
 from ..state.apply import apply_into, owned_copy, record_save_into
 
 BOOT_CONTROL = "runtime.boot"
@@ -64,6 +64,26 @@ class Projector:
 
     def feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
         """Absorb one journal message (stream sequence `seq`); returns the transfers it completed."""
+        self._writable(True)
+        try:
+            return self._feed(subject, seq, data)
+        finally:
+            self._writable(False)
+
+    def feed_many(self, messages: Iterable[tuple[str, int, bytes]]) -> int:
+        """Absorb messages (subject, seq, data) in order, as `feed` does one by one; returns how many.
+        Boot feeds the journal in batches through this (the tables are unlocked once per batch)."""
+        n = 0
+        self._writable(True)
+        try:
+            for subject, seq, data in messages:
+                self._feed(subject, seq, data)
+                n += 1
+        finally:
+            self._writable(False)
+        return n
+
+    def _feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
         try:
             done = self.reassembler.feed_message(data, position=seq)
         except ValueError as exc:  # RecordError / TransferError: fail closed
@@ -97,7 +117,7 @@ class Projector:
             self.boots[lh] = body["boot"]
         elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT):
             try:
-                event = decode_event(t.payload)
+                event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
                 if transfer_kind(event) != t.kind:
                     raise ReplayError(f"{where}: a {event.KIND} event in a kind {t.kind} transfer")
                 if lineage_hash(event.op.lineage) != lh:
@@ -106,11 +126,7 @@ class Projector:
                     raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
                 if lh not in self.boots:
                     raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
-                self._writable(True)
-                try:
-                    apply_into(self.state, event)  # raises before any write: a refused event changes nothing
-                finally:
-                    self._writable(False)
+                apply_into(self.state, event)  # raises before any write: a refused event changes nothing
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
             slot = self.state.receipt_slot(event.op.lineage, event.op.sequence)

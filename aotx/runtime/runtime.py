@@ -40,6 +40,7 @@ from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
 _MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
+_REPLAY_BATCH = 256   # journal messages fed to the projector at once during boot
 
 
 @dataclass
@@ -115,9 +116,13 @@ class SharedRuntime:
         proj = Projector(source=info.name, incarnation=info.created.isoformat(), capacities=self.capacities)
         with tqdm(total=info.messages, desc="aotx journal replay", unit="msg", file=sys.stderr,
                   disable=not self.progress, leave=False) as bar:
+            batch: list[tuple[str, int, bytes]] = []
             async for msg in self.recorder.read(1):
-                proj.feed(msg.subject, msg.seq, msg.data)
-                bar.update(1)
+                batch.append((msg.subject, msg.seq, msg.data))
+                if len(batch) >= _REPLAY_BATCH:
+                    bar.update(proj.feed_many(batch))
+                    batch.clear()
+            bar.update(proj.feed_many(batch))
         proj.finish()
         return proj
 

@@ -13,6 +13,7 @@ State untouched too. `apply` is a copy of the state followed by `apply_into`.
 from __future__ import annotations
 
 import heapq
+import struct
 from dataclasses import replace
 from typing import Callable
 
@@ -24,6 +25,7 @@ from .events import (ConversationCreated, Event, MemberRightsSet, ParticipantReg
                      SpaceCreated)
 from .ids import IdKind, format_id
 from .state import Save, State
+from .tables import RECEIPT
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -31,6 +33,12 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          ConversationCreated: MutationKind.CREATE_CONVERSATION}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
+# used, lineage, sequence, operation, operation_key, kind, http_status, transport, commit, admission,
+# terminal, resource_kind, resource_lineage, resource_ident, command_len, result_len
+_RECEIPT_ROW = struct.Struct("<B16sQ16s16sBHBBBBB16s16sII")
+assert _RECEIPT_ROW.size == RECEIPT.itemsize and RECEIPT.names == (
+    "used", "lineage", "sequence", "operation", "operation_key", "kind", "http_status", "transport", "commit",
+    "admission", "terminal", "resource_kind", "resource_lineage", "resource_ident", "command_len", "result_len")
 
 
 def apply(state: State, event: Event) -> State:
@@ -109,16 +117,12 @@ def apply_into(state: State, event: Event) -> None:
         parts[prow]["next_sequence"] = op.sequence + 1
     new_prow = write()
     slot = heapq.heappop(free)
-    r = state.receipts[slot]
-    r["used"], r["lineage"], r["sequence"] = 1, _u8(op.lineage), op.sequence
-    r["operation"], r["operation_key"], r["kind"] = _u8(op.operation), _u8(op.operation_key), _KIND[type(event)]
-    r["http_status"] = 201
-    # a synchronous mutation is admitted and terminal in the same saved event
-    r["transport"], r["commit"] = Transport.ACCEPTED, Commit.COMMITTED
-    r["admission"], r["terminal"] = Admission.SAVED, Terminal.SAVED
-    r["resource_kind"], r["resource_lineage"], r["resource_ident"] = \
-        resource[0], _u8(resource[1]), _u8(resource[2])
-    r["command_len"], r["result_len"] = len(op.command), 0
+    # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
+    state.receipts[slot] = np.frombuffer(_RECEIPT_ROW.pack(
+        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 201,
+        # a synchronous mutation is admitted and terminal in the same saved event
+        Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.SAVED,
+        resource[0], resource[1], resource[2], len(op.command), 0), dtype=RECEIPT)[0]
     state.commands[slot] = op.command  # type: ignore[index]
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
     if prow is None:
