@@ -98,7 +98,8 @@ class Engine:
         stop_ids = {self.tokenizer.eos_id, *params.stop_token_ids}
         seq = Sequence(
             prompt_ids=prompt, params=params,
-            seed=params.seed if params.seed is not None else secrets.randbits(63),
+            # any integer is a seed; the sampler reads it mod 2**64 (its uint64 row field)
+            seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
             detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids),
         )

@@ -306,3 +306,20 @@ async def test_pool_mismatch_is_refused_and_internal_errors_fail_requests():
         assert engine.stats().kv_pages_in_use == 0 and engine.stats().running == 0
     finally:
         await engine.stop()
+
+
+async def test_seed_outside_uint64_does_not_fail_the_batch():
+    """A client seed is any integer (negative, or past 2**64): it is reduced mod 2**64
+    as the sampler's spec says, never an error for it and the requests batched beside it."""
+    engine, _ = make_engine(start=False)
+    try:
+        bystander = engine.submit(list(b"bystander"), greedy(4))
+        odd = [engine.submit(list(b"seed"), SamplingParams(max_tokens=4, temperature=1.0, seed=s))
+               for s in (-1, 2**64 - 1, 2**64 + 5)]
+        engine.start()
+        results = await asyncio.gather(*(collect(h) for h in [bystander, *odd]))
+        assert [r[-1].finish_reason for r in results] == ["length"] * 4
+        tokens = [[t for d in r for t in d.token_ids] for r in results]
+        assert tokens[1] == tokens[2]          # -1 and 2**64 - 1 are the same seed
+    finally:
+        await engine.stop()
