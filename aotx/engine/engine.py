@@ -92,9 +92,12 @@ class Engine:
     def submit(self, prompt_ids: list[int], params: SamplingParams) -> RequestHandle:
         loop = asyncio.get_running_loop()
         prompt = [int(t) for t in prompt_ids]
-        validate_request(prompt, params, self.max_model_len, getattr(self.tokenizer, "vocab_size", None))
+        vocab = getattr(self.tokenizer, "vocab_size", None)
+        validate_request(prompt, params, self.max_model_len, vocab)
         max_tokens = min(params.max_tokens, self.max_model_len - len(prompt))
-        params = dataclasses.replace(params, max_tokens=max_tokens)
+        # a top_k that keeps the whole vocabulary is "off" (and must fit the int32 row field)
+        top_k = 0 if params.top_k >= (vocab or 2**31) else params.top_k
+        params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k)
         stop_ids = {self.tokenizer.eos_id, *params.stop_token_ids}
         seq = Sequence(
             prompt_ids=prompt, params=params,

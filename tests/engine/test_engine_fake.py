@@ -323,3 +323,19 @@ async def test_seed_outside_uint64_does_not_fail_the_batch():
         assert tokens[1] == tokens[2]          # -1 and 2**64 - 1 are the same seed
     finally:
         await engine.stop()
+
+
+async def test_top_k_past_int32_does_not_fail_the_batch():
+    """Anthropic's top_k has no upper bound; one past the vocabulary means "off" and must
+    not overflow the runner's int32 row field (which failed the whole step)."""
+    engine, _ = make_engine(start=False)
+    try:
+        bystander = engine.submit(list(b"bystander"), greedy(4))
+        wide = engine.submit(list(b"wide"), SamplingParams(max_tokens=4, temperature=0.0,
+                                                           top_k=2**40))
+        engine.start()
+        results = await asyncio.gather(collect(bystander), collect(wide))
+        assert [r[-1].finish_reason for r in results] == ["length", "length"]
+        assert [t for d in results[1] for t in d.token_ids] == reference_greedy(list(b"wide"), 4)
+    finally:
+        await engine.stop()
