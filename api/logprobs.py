@@ -1,6 +1,7 @@
 """Token logprobs in each surface's wire shape."""
 from __future__ import annotations
 
+import codecs
 from typing import Sequence
 
 from aotx.engine.types import TokenLogprob
@@ -24,10 +25,20 @@ def responses_delta_entry(lp: TokenLogprob) -> dict:
 
 
 class CompletionLogprobs:
-    """Legacy Completions parallel arrays; `text_offset` is absolute in the returned text."""
+    """Legacy Completions parallel arrays; `text_offset` is absolute in the returned text.
+
+    A token's offset counts the complete characters before its first byte: token
+    bytes go through the same UTF-8 decoding as the text, so a token that splits a
+    character neither shifts later offsets nor points past the text.
+    """
 
     def __init__(self, offset: int = 0) -> None:
+        self.restart(offset)
+
+    def restart(self, offset: int) -> None:
+        """Continue counting from `offset` with fresh UTF-8 state (after the echoed prompt)."""
         self.offset = offset
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def block(self, lps: Sequence[TokenLogprob], *, first_is_prompt_start: bool = False) -> dict:
         tokens, token_lps, tops, offsets = [], [], [], []
@@ -42,7 +53,7 @@ class CompletionLogprobs:
                 top.update((t.token, t.logprob) for t in lp.top)
                 tops.append(top)
             offsets.append(self.offset)
-            self.offset += len(lp.token)
+            self.offset += len(self._utf8.decode(lp.bytes))
         return {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops,
                 "text_offset": offsets}
 

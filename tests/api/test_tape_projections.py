@@ -270,3 +270,29 @@ def test_responses_buffered(case):
             build_response(case.deltas, **responses_args(case))
         return
     check_response(build_response(case.deltas, **responses_args(case)), case)
+
+
+def test_completion_text_offsets_count_characters_across_split_utf8():
+    """text_offset indexes the returned text even when tokens split a UTF-8 character:
+    a token's offset is the count of complete characters before its first byte (the
+    lone-token text U+FFFD must not be counted as a character of its own)."""
+    from aotx.engine.types import Delta, TokenLogprob
+
+    def lp(raw: bytes, logprob):
+        return TokenLogprob(0, raw.decode("utf-8", errors="replace"), raw, logprob, ())
+
+    prompt_lps = (lp(b"\xc3", None), lp(b"\xb1", -1.0), lp(b"!", -1.0))
+    pieces = [(b"caf", "caf"), (b"\xc3", ""), (b"\xa9", "\u00e9"), (b"!", "!")]
+    deltas = [Delta(text, token_ids=(k,), logprobs=(lp(raw, -0.5),), prompt_tokens=3,
+                    completion_tokens=k + 1, prompt_logprobs=prompt_lps if k == 0 else ())
+              for k, (raw, text) in enumerate(pieces)]
+    deltas.append(Delta("", finish_reason="length", prompt_tokens=3, completion_tokens=4))
+    args = dict(id="cmpl-x", created=1, model="m", fingerprint="f", n=1,
+                echo_texts=["\u00f1!"], logprobs=0)
+    choice = build_completion([deltas], **args)["choices"][0]
+    text, offsets = choice["text"], choice["logprobs"]["text_offset"]
+    assert text == "\u00f1!caf\u00e9!"
+    assert offsets == [0, 0, 1, 2, 5, 5, 6]
+    stream = validate_completion_stream(run(CompletionStreamProjector(**args, include_usage=False),
+                                            [deltas]))
+    assert stream["choices"][0]["offsets"] == offsets

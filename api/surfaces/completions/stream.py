@@ -35,7 +35,7 @@ class CompletionChoice:
             block = None
             if self._lp is not None:
                 block = self._lp.block(self.decoder.prompt_logprobs, first_is_prompt_start=True)
-                self._lp.offset = len(self._echo)
+                self._lp.restart(len(self._echo))
             pieces.append(Piece(self._echo, block))
             self._echo = None
         for out in outs:
