@@ -84,15 +84,19 @@ def model_not_found(model: str) -> ApiError:
                     param="model", code="model_not_found")
 
 
-def rejection_error(code: str, message: str) -> ApiError:
-    """An engine admission refusal (aotx.engine.RequestRejected) as an API error."""
+_PROMPT_CODES = ("context_length_exceeded", "invalid_prompt", "empty_prompt")
+
+
+def rejection_error(code: str, message: str, prompt_param: str = "messages") -> ApiError:
+    """An engine admission refusal (aotx.engine.RequestRejected) as an API error;
+    a refusal of the prompt names the surface's own prompt field."""
     if code == "queue_full":
         return ApiError(429, message or "The server is at capacity; retry later.",
                         code="rate_limit_exceeded")
     if code == "engine_stopped":
         return ApiError(503, message or "The server is shutting down.", code=code)
-    if code == "context_length_exceeded":
-        return ApiError(400, message, param="messages", code=code)
+    if code in _PROMPT_CODES:
+        return ApiError(400, message, param=prompt_param, code=code)
     return ApiError(400, message, code=code)
 
 

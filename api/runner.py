@@ -14,6 +14,7 @@ from aotx.engine.types import Delta, SamplingParams
 from api.errors import ApiError, rejection_error
 
 _END = object()
+_PROMPT_PARAM = {"completions": "prompt", "responses": "input"}   # else "messages"
 
 
 def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingParams], *,
@@ -28,7 +29,8 @@ def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingP
     except RequestRejected as exc:
         cancel_all(handles)
         raise rejection_error(getattr(exc, "code", ""),
-                              getattr(exc, "message", None) or str(exc)) from None
+                              getattr(exc, "message", None) or str(exc),
+                              _PROMPT_PARAM.get(surface, "messages")) from None
     except BaseException:
         cancel_all(handles)
         raise

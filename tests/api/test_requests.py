@@ -249,3 +249,14 @@ async def test_buffered_engine_error_is_500_no_retry(client, service):
     resp, out = await post(client, *SURFACES["messages"][:2])
     assert resp.status_code == 500 and out["error"]["type"] == "api_error"
     assert resp.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("surface,param", [("chat", "messages"), ("completions", "prompt"),
+                                           ("responses", "input")])
+@pytest.mark.parametrize("code", ["context_length_exceeded", "invalid_prompt", "empty_prompt"])
+async def test_prompt_rejection_names_the_surface_prompt_field(client, service, surface, param,
+                                                               code):
+    service.reject = (code, "refused")
+    resp, out = await post(client, *SURFACES[surface][:2])
+    assert_error(resp, out, 400, param=param)
+    assert out["error"]["code"] == code
