@@ -1,9 +1,18 @@
 """SharedRuntime: the one writer of the shared state.
 
-Per command, under one asyncio lock: parse → decide (pure) → encode the events as transfers →
-Emitter ticks (≤ 16 records each) → recorder.append with Nats-Msg-Id and the expected last
-subject sequence → only on the ack, feed the acknowledged tick to the Projector, which applies
-it exactly as boot replay does. Nothing changes state except an acknowledged journal message.
+Group commit, one writer: a command is parsed by its caller and queued; the writer takes every
+command queued while the previous batch was in flight and, under one asyncio lock, decides them
+in order (pure `decide`) against the pending state (the acknowledged state plus the batch's
+accepted events), encodes each lineage's events as transfers in Emitter ticks (≤ 16 records
+each), and appends every tick once with Nats-Msg-Id and the expected last subject sequence —
+a lineage's ticks in order, different lineages (subjects) in parallel. Only the acknowledged
+ticks are fed to the Projector, in stream order, which applies them exactly as boot replay does;
+nothing changes state except an acknowledged journal message. A command is answered after the
+ack of the tick that completes it; a failed or held append answers every command of its
+lineage's remaining ticks with that refusal, and nothing of them is applied. A command whose
+decision would read what another lineage's command of the same batch changed waits for the next
+batch, and refusals or retries decided on a pending state are decided again if anything of the
+batch failed.
 
 Journal hold (HoldStatus): JournalFull / JournalUnavailable put the runtime on hold: a new
 mutation answers 429 and changes nothing; reads, exact retries and refusals keep working. While
@@ -21,7 +30,8 @@ import dataclasses
 import logging
 import sys
 import uuid
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tqdm import tqdm
@@ -30,8 +40,11 @@ from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, Journ
                       StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
-from ..state import (Accepted, Capacities, Command, decide, MalformedMutation, MutationKind, Refusal, Replayed, State,
-                     encode_event, parse_json_body, parse_mutation, receipt_json, state_hash, transfer_kind)
+from ..state import (Accepted, Capacities, Command, CreateConversation, MalformedMutation,
+                     MemberRightsSet, MutationKind, ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights,
+                     SpaceCreated, State, StateError, decide, encode_event, lineage_for, parse_json_body,
+                     parse_mutation, receipt_json, state_hash, transfer_kind)
+from ..state.apply import apply_into, owned_copy
 from ..state.rights import Actor
 from .hold import HoldStatus
 from .outcome import Outcome
@@ -43,13 +56,82 @@ _MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting wheth
 _REPLAY_BATCH = 256   # journal messages fed to the projector at once during boot
 
 
+_MAX_BATCH = 64      # commands decided together (their ticks: ≤ 16 records each, one append per tick)
+
+
 @dataclass
 class _Unsynced:
-    """A command's ticks whose landing is unknown (no ack) or partial."""
+    """A subject's ticks whose landing is unknown (no ack) or partial."""
 
     subject: str
     lineage_hash: int
     ticks: list[Tick]
+
+
+@dataclass(eq=False)
+class _Cmd:
+    """A queued command, its decision, and where its last transfer completes among its lineage's ticks."""
+
+    actor: Actor
+    mutation: Any
+    future: asyncio.Future
+    lineage: bytes = b""
+    decision: Any = None
+    last_tid: int = 0
+    tick: int = -1
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One lineage's accepted commands of a batch and their ticks, appended in order on its subject."""
+
+    cmds: list[_Cmd] = field(default_factory=list)
+    subject: str = ""
+    lh: int = 0
+    ticks: list[Tick] = field(default_factory=list)
+    landed: list[tuple[int, Tick]] = field(default_factory=list)   # (stream sequence, tick), acked
+    error: Optional[Outcome] = None
+    conflict: bool = False
+
+
+def _answer(cmd: _Cmd, outcome: Outcome) -> None:
+    if not cmd.future.done():
+        cmd.future.set_result(outcome)
+
+
+def _answer_all(cmds: list[_Cmd], outcome: Outcome) -> None:
+    for cmd in cmds:
+        _answer(cmd, outcome)
+
+
+def _touch(touched: dict[tuple, bytes], lineage: bytes, events) -> None:
+    """Note what an accepted, unacknowledged command changes that another lineage's decision could read."""
+    for e in events:
+        if isinstance(e, ParticipantRegistered):
+            touched[("participant", lineage)] = lineage
+        elif isinstance(e, SpaceCreated):
+            touched[("space", lineage + e.space)] = lineage
+        elif isinstance(e, MemberRightsSet):
+            touched[("space", e.space_lineage + e.space)] = lineage
+        elif isinstance(e, ReceiptsRetired):
+            touched[("receipts freed",)] = lineage
+
+
+def _depends(cmd: _Cmd, touched: dict[tuple, bytes]) -> bool:
+    """Would the decision read something another lineage's unacknowledged command of this batch
+    changed? Then it waits for the next batch, so that no tick in flight relies on another that
+    may fail. (Table capacities only shrink under pending commands: deciding on them is safe.)"""
+    def other(key: tuple) -> bool:
+        owner = touched.get(key)
+        return owner is not None and owner != cmd.lineage
+    if other(("receipts freed",)):
+        return True
+    m = cmd.mutation
+    if isinstance(m, SetMemberRights):
+        return other(("space", m.space.lineage + m.space.ident)) or other(("participant", m.participant.lineage))
+    if isinstance(m, CreateConversation):
+        return other(("space", m.space.lineage + m.space.ident))
+    return False
 
 
 class SharedRuntime:
@@ -71,7 +153,10 @@ class SharedRuntime:
         self.projector: Projector | None = None
         self.failed: Optional[str] = None
         self._lock = asyncio.Lock()
-        self._unsynced: _Unsynced | None = None
+        self._unsynced: dict[str, _Unsynced] = {}     # subject -> ticks whose landing is unknown or partial
+        self._queue: deque[_Cmd] = deque()
+        self._writer: asyncio.Task | None = None
+        self._drop_after = False
         self._attempt = 0
         self._max_bytes: int | None = None
         self.probe_interval = probe_interval
@@ -97,6 +182,15 @@ class SharedRuntime:
         return self
 
     async def stop(self) -> None:
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            try:
+                await self._writer
+            except (asyncio.CancelledError, Exception):
+                pass
+        while self._queue:
+            _answer(self._queue.popleft(), Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
+        self._writer = None
         if self._prober is not None:
             self._prober.cancel()
             try:
@@ -129,7 +223,7 @@ class SharedRuntime:
     async def probe(self) -> bool:
         """Lift a hold once the log is back in sync and has room again; True when no hold is left."""
         async with self._lock:
-            if self._unsynced is not None:
+            if self._unsynced:
                 await self._resync()
             elif self.hold.active:
                 try:
@@ -182,24 +276,38 @@ class SharedRuntime:
 
     # ---- the write path --------------------------------------------------------------------------
     async def submit(self, actor: Actor, kind: MutationKind, raw: bytes, space: str | None = None) -> Outcome:
-        """One mutation from raw body bytes (+ the route's space). 400 for malformed input."""
+        """One mutation from raw body bytes (+ the route's space). 400 for malformed input.
+
+        The command joins the writer's queue and is answered once the batch that holds it is
+        resolved: a new operation only after the ack of the tick that completes it."""
         try:
             mutation = parse_mutation(kind, parse_json_body(raw), space)
         except MalformedMutation as exc:
             return Outcome.error(400, "invalid_request", str(exc))
-        async with self._lock:
-            if self.failed:
-                return Outcome.error(503, "runtime_failed", f"the shared runtime stopped: {self.failed}")
-            if self._unsynced is not None:
-                await self._resync()
-                if self._unsynced is not None:
-                    return self._held()
-            decision = decide(self.state, Command(actor, mutation))
-            if isinstance(decision, Refusal):
-                return Outcome.refusal(decision)
-            if isinstance(decision, Replayed):
-                return Outcome(200, receipt_json(self.state, decision.slot))
-            return await self._commit(decision)
+        loop = asyncio.get_running_loop()
+        cmd = _Cmd(actor, mutation, loop.create_future())
+        self._queue.append(cmd)
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_loop())
+        return await asyncio.shield(cmd.future)  # a caller that goes away does not cancel the write
+
+    async def _write_loop(self) -> None:
+        """Group commit: every command queued while a batch was in flight forms the next batch."""
+        while self._queue:
+            batch = [self._queue.popleft() for _ in range(min(_MAX_BATCH, len(self._queue)))]
+            try:
+                async with self._lock:
+                    await self._run_batch(batch)
+            except BaseException as exc:
+                for cmd in batch:
+                    if not cmd.future.done():
+                        if isinstance(exc, Exception):
+                            cmd.future.set_exception(exc)
+                        else:
+                            cmd.future.cancel()
+                if not isinstance(exc, Exception):
+                    raise
+                log.exception("shared runtime write batch failed")
 
     def _held(self) -> Outcome:
         h = self.hold
@@ -207,30 +315,181 @@ class SharedRuntime:
                              f"the journal is on hold ({h.reason}): {h.last_error}; pending bytes "
                              f"{h.pending_bytes}; nothing was changed, retry later with the same input")
 
-    async def _commit(self, decision: Accepted) -> Outcome:
+    def _failed_outcome(self) -> Outcome:
+        return Outcome.error(503, "runtime_failed", f"the shared runtime stopped: {self.failed}")
+
+    async def _run_batch(self, batch: list["_Cmd"]) -> None:
+        """Decide the batch in order against the pending state (the acknowledged state plus the
+        batch's accepted events), append each lineage's ticks (≤ 16 records each, one append per
+        tick; lineages in parallel), apply what the log acked in stream order, then answer."""
+        if self.failed:
+            return _answer_all(batch, self._failed_outcome())
+        if self._unsynced:
+            await self._resync()
+            if self._unsynced:
+                return _answer_all(batch, self._held())
+        live = self.state
+        pending: State | None = None
+        unapplied: list = []
+        touched: dict[tuple, bytes] = {}
+        flights: dict[bytes, _Flight] = {}
+        later: list[_Cmd] = []      # refusals / retries decided against a pending state
+        requeue: list[_Cmd] = []    # depends on another lineage's unacknowledged command: next batch
+        deferred: set[bytes] = set()
+        for cmd in batch:
+            cmd.lineage = lineage_for(cmd.actor.principal)
+            if cmd.lineage in deferred or _depends(cmd, touched):
+                deferred.add(cmd.lineage)  # keep a lineage's commands in their order
+                requeue.append(cmd)
+                continue
+            if unapplied:
+                if pending is None:
+                    pending = owned_copy(live)
+                try:
+                    for event in unapplied:
+                        apply_into(pending, event)
+                except StateError as exc:  # decide accepted what apply refuses: never continue on a guess
+                    self.failed = f"an accepted event does not apply to the pending state: {exc}"
+                    return _answer_all(batch, self._failed_outcome())
+                unapplied.clear()
+            decision = decide(live if pending is None else pending, Command(cmd.actor, cmd.mutation))
+            cmd.decision = decision
+            if isinstance(decision, Accepted):
+                flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
+                unapplied.extend(decision.events)
+                _touch(touched, cmd.lineage, decision.events)
+            elif pending is not None:
+                later.append(cmd)
+            else:
+                _answer(cmd, self._settled(live, cmd))
+        if flights:
+            await self._fly(flights, batch)
+        if later:
+            if self.failed or any(f.error is not None for f in flights.values()):
+                requeue = later + requeue   # decided on a state that did not all land: decide again
+            else:
+                for cmd in later:
+                    _answer(cmd, self._settled(self.state, cmd))
+        if requeue:
+            requeue.sort(key=batch.index)
+            self._queue.extendleft(reversed(requeue))
+
+    def _settled(self, state: State, cmd: "_Cmd") -> Outcome:
+        """The answer to a command decided as a refusal or an exact retry."""
+        d = cmd.decision
+        if isinstance(d, Refusal):
+            return Outcome.refusal(d)
+        env = cmd.mutation.envelope
+        slot = state.receipt_slot(cmd.lineage, env.sequence)
+        if slot is None:
+            self.failed = f"retry of operation {d.operation} has no receipt"
+            return self._failed_outcome()
+        return Outcome(200, receipt_json(state, slot))
+
+    async def _fly(self, flights: dict[bytes, "_Flight"], batch: list["_Cmd"]) -> None:
         assert self.projector is not None and self.recorder is not None
-        lineage = decision.events[0].op.lineage
-        lh = lineage_hash(lineage)
-        subject = self.spec.subject(lineage.hex(), TICK_KIND)
-        emitter = Emitter(lh, next_transfer_id=self.projector.last_transfer.get(lh, 0) + 1)
-        if self.projector.boots.get(lh) != self.boot_id:
-            emitter.submit(TransferKind.CONTROL, boot_control_body(self.boot_id))
-        for event in decision.events:
-            emitter.submit_payload(transfer_kind(event), encode_event(event))
-        ticks = emitter.drain()
-        if self.hold.active and not await self._fits(ticks):
-            return self._held()
+        proj = self.projector
+        for lineage, f in flights.items():
+            f.lh = lh = lineage_hash(lineage)
+            f.subject = self.spec.subject(lineage.hex(), TICK_KIND)
+            emitter = Emitter(lh, next_transfer_id=proj.last_transfer.get(lh, 0) + 1)
+            if proj.boots.get(lh) != self.boot_id:
+                emitter.submit(TransferKind.CONTROL, boot_control_body(self.boot_id))
+            for cmd in f.cmds:
+                for event in cmd.decision.events:
+                    cmd.last_tid = emitter.submit_payload(transfer_kind(event), encode_event(event))
+            f.ticks = emitter.drain()
+            for cmd in f.cmds:
+                cmd.tick = next(i for i, t in enumerate(f.ticks) if cmd.last_tid in t.completes)
+        if self.hold.active and not await self._fits([t for f in flights.values() for t in f.ticks]):
+            for f in flights.values():
+                f.error = self._held()
+                _answer_all(f.cmds, f.error)
+            return
         self._attempt += 1
-        refused = await self._append(subject, lh, ticks)
-        if refused is not None:
-            return refused
-        self.hold.lift()
-        op = decision.events[-1].op
-        slot = self.state.receipt_slot(op.lineage, op.sequence)
-        if slot is None:  # an acknowledged tick that did not apply: never continue on a guess
-            self.failed = f"acknowledged operation {decision.operation} has no receipt after apply"
-            return Outcome.error(503, "runtime_failed", self.failed)
-        return Outcome(decision.status, receipt_json(self.state, slot))
+        self._drop_after = False
+        results = await asyncio.gather(*(self._append_flight(f) for f in flights.values()), return_exceptions=True)
+        for f, result in zip(flights.values(), results):
+            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
+                if not isinstance(result, Exception):
+                    raise result
+                rest = f.ticks[len(f.landed):]
+                self.hold.begin("unavailable", f"append: {type(result).__name__}: {result}",
+                                pending_bytes=sum(len(t.data) for t in rest), unsynced=True)
+                self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, rest)
+                self._drop_after = True
+                f.error = self._held()
+        if self._drop_after:
+            await self._drop_connection()
+        # the acknowledged ticks change the state in stream order, exactly as a replay would
+        landed = sorted((seq, f.subject, tick.data) for f in flights.values() for seq, tick in f.landed)
+        for seq, subject, data in landed:
+            if not self._feed(subject, seq, data):
+                return _answer_all(batch, self._failed_outcome())
+        state = self.state
+        answers: list[tuple[_Cmd, Outcome]] = []
+        for f in flights.values():
+            for cmd in f.cmds:
+                if cmd.tick >= len(f.landed):
+                    answers.append((cmd, f.error or self._failed_outcome()))
+                    continue
+                op = cmd.decision.events[-1].op
+                slot = state.receipt_slot(op.lineage, op.sequence)
+                if slot is None:  # an acknowledged tick that did not apply: never continue on a guess
+                    self.failed = f"acknowledged operation {cmd.decision.operation} has no receipt after apply"
+                    return _answer_all(batch, self._failed_outcome())
+                answers.append((cmd, Outcome(cmd.decision.status, receipt_json(state, slot))))
+        if all(f.error is None for f in flights.values()):
+            self.hold.lift()
+        conflicts = [f.subject for f in flights.values() if f.conflict]
+        if conflicts:  # read the other writer's messages back before answering 409
+            await self._resync(conflicts)
+        for cmd, outcome in answers:
+            _answer(cmd, outcome)
+
+    async def _append_flight(self, f: "_Flight") -> None:
+        """Append one lineage's ticks in order (each expecting the previous one's sequence); the
+        acked ones are kept in `f.landed` and applied by the caller. Stops at the first failure."""
+        assert self.projector is not None and self.recorder is not None
+        for i, tick in enumerate(f.ticks):
+            expected = f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
+            msg_id = f"{tick.msg_id}-{self.boot_id[:12]}-{self._attempt}"
+            try:
+                ack = await self.recorder.append(f.subject, tick.data, msg_id=msg_id,
+                                                 expected_last_subject_seq=expected)
+            except JournalFull as exc:
+                rest, partial = f.ticks[i:], i > 0
+                self.hold.begin("full", str(exc), pending_bytes=sum(len(t.data) for t in rest) if partial else 0,
+                                unsynced=partial)
+                if partial:  # part of a transfer may be in the log: keep the rest to complete it
+                    self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, rest)
+                f.error = self._held()
+                return
+            except JournalHold as exc:  # JournalUnavailable: the write may or may not have landed
+                self.hold.begin("unavailable", str(exc), pending_bytes=sum(len(t.data) for t in f.ticks[i:]),
+                                unsynced=True)
+                self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, f.ticks[i:])
+                self._drop_after = True   # after every append of the batch has its answer
+                f.error = self._held()
+                return
+            except ConcurrencyConflict as exc:
+                self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, f.ticks[i:] if i else [])
+                f.conflict = True
+                f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
+                                        "read /participant and retry")
+                return
+            except MessageTooLarge as exc:
+                if i == 0:
+                    f.error = Outcome.error(413, "too_large", str(exc))
+                    return
+                self.failed = f"tick {i} of a command is too large after earlier ticks landed: {exc}"
+                f.error = self._failed_outcome()
+                return
+            if ack.duplicate:
+                self.failed = f"journal answered a fresh message id {msg_id} as a duplicate (seq {ack.seq})"
+                f.error = self._failed_outcome()
+                return
+            f.landed.append((ack.seq, tick))
 
     async def _fits(self, ticks: list[Tick]) -> bool:
         """Probe while on hold: does the stream answer, and is there room for these ticks?"""
@@ -246,7 +505,8 @@ class SharedRuntime:
 
     async def _append(self, subject: str, lh: int, ticks: list[Tick], *,
                       continuation: bool = False) -> Outcome | None:
-        """Append the ticks in order, feeding each acked one to the projector. None when all landed."""
+        """Append the ticks in order, feeding each acked one to the projector. None when all landed.
+        (The read-back path: completing a transfer left partial.)"""
         assert self.projector is not None and self.recorder is not None
         for i, tick in enumerate(ticks):
             expected = self.projector.last_subject_seq.get(subject, 0)
@@ -259,17 +519,17 @@ class SharedRuntime:
                 self.hold.begin("full", str(exc), pending_bytes=sum(len(t.data) for t in rest) if partial else 0,
                                 unsynced=partial)
                 if partial:  # part of a transfer is in the log: keep the rest to complete it
-                    self._unsynced = _Unsynced(subject, lh, rest)
+                    self._unsynced[subject] = _Unsynced(subject, lh, rest)
                 return self._held()
             except JournalHold as exc:  # JournalUnavailable: the write may or may not have landed
                 self.hold.begin("unavailable", str(exc), pending_bytes=sum(len(t.data) for t in ticks[i:]),
                                 unsynced=True)
-                self._unsynced = _Unsynced(subject, lh, ticks[i:])
+                self._unsynced[subject] = _Unsynced(subject, lh, ticks[i:])
                 await self._drop_connection()
                 return self._held()
             except ConcurrencyConflict as exc:
-                self._unsynced = _Unsynced(subject, lh, ticks[i:] if i or continuation else [])
-                await self._resync()
+                self._unsynced[subject] = _Unsynced(subject, lh, ticks[i:] if i or continuation else [])
+                await self._resync([subject])
                 return Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
                                      "read /participant and retry")
             except MessageTooLarge as exc:
@@ -315,22 +575,30 @@ class SharedRuntime:
             return False
         return True
 
-    async def _resync(self) -> None:
-        """Read back the lineage's subject after the last known message, apply what landed, then
-        complete a transfer left partial (resend its remaining ticks) or drop ticks that never landed."""
-        assert self.projector is not None and self._unsynced is not None
-        u, proj = self._unsynced, self.projector
+    async def _resync(self, subjects: list[str] | None = None) -> None:
+        """For each unsynced subject (all, or those named): read it back after the last known message,
+        apply what landed, then complete a transfer left partial (resend its remaining ticks) or drop
+        ticks that never landed. The hold lifts once no subject is left unsynced."""
+        assert self.projector is not None
+        for subject in list(self._unsynced) if subjects is None else subjects:
+            if subject in self._unsynced and not await self._resync_one(self._unsynced[subject]):
+                return
+        if not self._unsynced:
+            self.hold.lift()
+
+    async def _resync_one(self, u: _Unsynced) -> bool:
+        assert self.projector is not None
+        proj = self.projector
         try:
             await self._ensure_recorder()
             assert self.recorder is not None
             start = proj.last_subject_seq.get(u.subject, 0) + 1
             async for msg in self.recorder.read(start, subject=u.subject):
                 if not self._feed(msg.subject, msg.seq, msg.data):
-                    return
+                    return False
         except Exception as exc:  # server still away: stay on hold, try again on the next mutation
             self.hold.last_error = f"read-back: {type(exc).__name__}: {exc}"
-            return
-        last = proj.last_transfer.get(u.lineage_hash, 0)
+            return False
         open_parts = proj.open_parts(u.lineage_hash)
         rest: list[Tick] = []
         if open_parts:  # a transfer is partial in the log: it must be completed, never dropped
@@ -339,12 +607,11 @@ class SharedRuntime:
             if not rest or rest[0].first != (open_tid, open_parts):
                 self.failed = (f"journal read-back leaves transfer {open_tid} partial at part {open_parts}, "
                                "which no unacknowledged tick continues")
-                return
+                return False
         # else: every transfer in the log is complete; ticks that did not land are dropped (nothing changed)
-        self._unsynced = None
+        del self._unsynced[u.subject]
         if rest:
             self._attempt += 1
             if await self._append(u.subject, u.lineage_hash, rest, continuation=True) is not None:
-                return
-        self.hold.lift()
-
+                return False
+        return True
