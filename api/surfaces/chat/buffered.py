@@ -8,7 +8,7 @@ from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
 from api.errors import engine_failure
 from api.ids import new_id
 from api.logprobs import chat_logprobs
-from api.surfaces.chat.stream import usage_object
+from api.surfaces.openai_chunks import usage_object
 
 
 def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bool,

@@ -3,36 +3,23 @@ from __future__ import annotations
 
 from aotx.engine.types import Delta
 from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
-from api.errors import engine_failure, openai_body
 from api.ids import new_id
 from api.logprobs import chat_logprobs
 from api.sse import DONE, ServerSentEvent
+from api.surfaces.openai_chunks import OpenAIChunkStream, usage_object
+
+__all__ = ["ChatStreamProjector", "usage_object"]
 
 
-def usage_object(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0}}
-
-
-class ChatStreamProjector:
+class ChatStreamProjector(OpenAIChunkStream):
     def __init__(self, *, id: str, created: int, model: str, fingerprint: str, n: int,
                  parse_tools: bool, include_usage: bool, logprobs: bool,
                  tool_primer: str = "") -> None:
-        self._head = {"id": id, "object": "chat.completion.chunk", "created": created,
-                      "model": model, "system_fingerprint": fingerprint}
+        super().__init__(object="chat.completion.chunk", id=id, created=created, model=model,
+                         fingerprint=fingerprint, include_usage=include_usage)
         self._decoders = [ChoiceDecoder(parse_tools, tool_primer) for _ in range(n)]
         self._tool_counts = [0] * n
-        self._include_usage = include_usage
         self._logprobs = logprobs
-        self.done = False
-
-    def _chunk(self, choices: list[dict], usage: dict | None = None) -> ServerSentEvent:
-        data = {**self._head, "choices": choices}
-        if self._include_usage:
-            data["usage"] = usage
-        return ServerSentEvent(data)
 
     def _choice(self, i: int, delta: dict, finish: str | None = None, lps=None) -> dict:
         return {"index": i, "delta": delta,
@@ -76,8 +63,3 @@ class ChatStreamProjector:
             completion = sum(d.completion_tokens for d in self._decoders)
             events.append(self._chunk([], usage_object(prompt, completion)))
         return events + [ServerSentEvent(DONE)]
-
-    def fail(self, message: str) -> list[ServerSentEvent]:
-        """The native mid-stream error: a data object with a top-level `error`; then close."""
-        self.done = True
-        return [ServerSentEvent(openai_body(engine_failure(message)))]

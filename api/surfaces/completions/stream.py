@@ -6,10 +6,9 @@ from typing import Sequence
 
 from aotx.engine.types import Delta
 from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut
-from api.errors import engine_failure, openai_body
 from api.logprobs import CompletionLogprobs
 from api.sse import DONE, ServerSentEvent
-from api.surfaces.chat.stream import usage_object
+from api.surfaces.openai_chunks import OpenAIChunkStream, usage_object
 
 
 @dataclass(frozen=True)
@@ -59,23 +58,15 @@ def prompt_usage(choices: Sequence[CompletionChoice], n: int) -> dict:
     return usage_object(prompt, sum(c.decoder.completion_tokens for c in choices))
 
 
-class CompletionStreamProjector:
+class CompletionStreamProjector(OpenAIChunkStream):
     def __init__(self, *, id: str, created: int, model: str, fingerprint: str, n: int,
                  echo_texts: Sequence[str | None], logprobs: int | None,
                  include_usage: bool) -> None:
-        self._head = {"id": id, "object": "text_completion", "created": created,
-                      "model": model, "system_fingerprint": fingerprint}
+        super().__init__(object="text_completion", id=id, created=created, model=model,
+                         fingerprint=fingerprint, include_usage=include_usage)
         self._choices = [CompletionChoice(e, logprobs) for e in echo_texts]
         self._finished = [False] * len(self._choices)
         self._n = n
-        self._include_usage = include_usage
-        self.done = False
-
-    def _chunk(self, choices: list[dict], usage: dict | None = None) -> ServerSentEvent:
-        data = {**self._head, "choices": choices}
-        if self._include_usage:
-            data["usage"] = usage
-        return ServerSentEvent(data)
 
     def open(self) -> list[ServerSentEvent]:
         return []
@@ -97,7 +88,3 @@ class CompletionStreamProjector:
                         events.append(self._chunk([], prompt_usage(self._choices, self._n)))
                     events.append(ServerSentEvent(DONE))
         return events
-
-    def fail(self, message: str) -> list[ServerSentEvent]:
-        self.done = True
-        return [ServerSentEvent(openai_body(engine_failure(message)))]
