@@ -40,7 +40,7 @@ from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, Journ
                       StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
-from ..state import (Accepted, Capacities, Command, CreateConversation, MalformedMutation,
+from ..state import (Accepted, Capacities, Command, ConversationCreated, CreateConversation, MalformedMutation,
                      MemberRightsSet, MutationKind, ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights,
                      SpaceCreated, State, StateError, decide, encode_event, lineage_for, parse_json_body,
                      parse_mutation, receipt_json, state_hash, transfer_kind)
@@ -115,6 +115,31 @@ def _touch(touched: dict[tuple, bytes], lineage: bytes, events) -> None:
             touched[("space", e.space_lineage + e.space)] = lineage
         elif isinstance(e, ReceiptsRetired):
             touched[("receipts freed",)] = lineage
+
+
+_ROWS = ("receipts", "participants", "spaces", "conversations", "members")
+_TAKES = {ParticipantRegistered: "participants", SpaceCreated: "spaces", MemberRightsSet: "members",
+          ConversationCreated: "conversations"}
+
+
+def _consume(consumed: dict[str, int], events) -> None:
+    """At most one receipt and one table row per event (a member row counted even when it exists)."""
+    for e in events:
+        consumed["receipts"] += 1
+        table = _TAKES.get(type(e))
+        if table is not None:
+            consumed[table] += 1
+
+
+def _headroom(state: State, consumed: dict[str, int]) -> bool:
+    """Does every table keep a free row after the pending commands took theirs? Then each of
+    decide's "table full" checks answers the same on the acknowledged and on the pending state."""
+    caps = state.capacities
+    return (state.free_receipts() > consumed["receipts"]
+            and state.n_participants + consumed["participants"] < caps.participants
+            and state.n_spaces + consumed["spaces"] < caps.spaces
+            and state.n_conversations + consumed["conversations"] < caps.conversations
+            and state.n_members + consumed["members"] < caps.members)
 
 
 def _depends(cmd: _Cmd, touched: dict[tuple, bytes]) -> bool:
@@ -336,11 +361,26 @@ class SharedRuntime:
         later: list[_Cmd] = []      # refusals / retries decided against a pending state
         requeue: list[_Cmd] = []    # depends on another lineage's unacknowledged command: next batch
         deferred: set[bytes] = set()
+        consumed = dict.fromkeys(_ROWS, 0)   # rows the batch's accepted commands may take
         for cmd in batch:
             cmd.lineage = lineage_for(cmd.actor.principal)
             if cmd.lineage in deferred or _depends(cmd, touched):
                 deferred.add(cmd.lineage)  # keep a lineage's commands in their order
                 requeue.append(cmd)
+                continue
+            if cmd.lineage not in flights and _headroom(live, consumed):
+                # nothing this decision reads differs between the acknowledged and the pending state
+                # (its lineage has nothing pending, what it reads of others is not touched, and every
+                # table has room left after the pending commands): decide on the acknowledged state,
+                # and a refusal or retry is final whatever happens to the batch
+                decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation))
+                if isinstance(decision, Accepted):
+                    flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
+                    unapplied.extend(decision.events)
+                    _touch(touched, cmd.lineage, decision.events)
+                    _consume(consumed, decision.events)
+                else:
+                    _answer(cmd, self._settled(live, cmd))
                 continue
             if unapplied:
                 if pending is None:
@@ -358,6 +398,7 @@ class SharedRuntime:
                 flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
                 unapplied.extend(decision.events)
                 _touch(touched, cmd.lineage, decision.events)
+                _consume(consumed, decision.events)
             elif pending is not None:
                 later.append(cmd)
             else:

@@ -109,3 +109,23 @@ async def test_a_failed_append_refuses_its_lineage_and_applies_nothing_of_it():
     assert fresh.state_hash() == rt.state_hash()
     await fresh.stop()
     await rt.stop()
+
+
+async def test_near_full_tables_decide_on_the_pending_state():
+    from aotx.state import Capacities
+    rec = SlowRecorder()
+    rt = await SharedRuntime(recorder=rec, capacities=Capacities(receipts=6, spaces=5), progress=False).start()
+    sub = lambda who, kind, raw, space=None: rt.submit(Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
+    names = ["alice", "bob", "carol", "dave"]
+    assert [o.status for o in await asyncio.gather(*(sub(n, M.REGISTER, body(n, 1, 1)) for n in names))] == [201] * 4
+    # two receipts left: the third command of another lineage is decided on the pending state
+    out = await asyncio.gather(sub("alice", M.CREATE_SPACE, body("alice", 2, 2)),
+                               sub("bob", M.CREATE_SPACE, body("bob", 2, 2)),
+                               sub("carol", M.CREATE_SPACE, body("carol", 2, 2)),
+                               sub("alice", M.CREATE_SPACE, body("alice", 3, 3)))
+    assert [o.status for o in out] == [201, 201, 507, 507]
+    assert "receipts" in out[2].body["error"]["message"]
+    fresh = await SharedRuntime(recorder=rec, capacities=Capacities(receipts=6, spaces=5), progress=False).start()
+    assert fresh.state_hash() == rt.state_hash()
+    await fresh.stop()
+    await rt.stop()
