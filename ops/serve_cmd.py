@@ -66,9 +66,9 @@ def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySet
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("max_batch", "kv_pages"):
-        if getattr(args, name) < 1:
-            print(f"aotx serve: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+    for name, least in (("max_batch", 1), ("kv_pages", 1), ("default_max_tokens", 0)):
+        if getattr(args, name) < least:
+            print(f"aotx serve: --{name.replace('_', '-')} must be at least {least}", file=sys.stderr)
             return 2
     var = Path(args.var)
     try:
