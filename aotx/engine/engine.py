@@ -134,7 +134,15 @@ class Engine:
                 inbox, self._inbox = self._inbox, []
             for kind, item, handle in inbox:
                 if kind == "add":
-                    self.scheduler.add(item)
+                    try:
+                        self.scheduler.add(item)
+                    except Exception as exc:  # refused here: end that request, keep the engine
+                        log.exception("engine could not queue a request")
+                        self._handles[item.seq_id] = handle
+                        self._end(item, Delta("", finish_reason="error",
+                                              error=f"{type(exc).__name__}: {exc}"))
+                        self._flush()
+                        continue
                     self._handles[item.seq_id] = handle
                 elif item in self._handles:
                     self.scheduler.cancel(item)

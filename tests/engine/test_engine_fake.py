@@ -339,3 +339,24 @@ async def test_top_k_past_int32_does_not_fail_the_batch():
         assert [t for d in results[1] for t in d.token_ids] == reference_greedy(list(b"wide"), 4)
     finally:
         await engine.stop()
+
+
+async def test_a_request_the_scheduler_refuses_ends_alone():
+    """A refusal raised on the engine thread ends that request; the engine keeps serving."""
+    engine, _ = make_engine(start=False)
+    real_add = engine.scheduler.add
+
+    def add(seq):
+        if seq.prompt_ids[:3] == list(b"bad"):
+            raise ValueError("cannot place this sequence")
+        return real_add(seq)
+
+    engine.scheduler.add = add
+    engine.start()
+    try:
+        bad = await collect(engine.submit(list(b"bad prompt"), greedy(3)))
+        assert bad[-1].finish_reason == "error" and "cannot place" in bad[-1].error
+        good = await collect(engine.submit(list(b"good prompt"), greedy(3)))
+        assert good[-1].finish_reason == "length"
+    finally:
+        await engine.stop()
