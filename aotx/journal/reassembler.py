@@ -11,12 +11,19 @@ transfer is dropped, the fault is kept in `faults`, and reading goes on.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from .crc32c import crc32c
 from .errors import JournalFormatError, RecordError, TransferError
 from .record import MAX_BODY, Record, iter_records
 from .transfer import DIGEST_SIZE, Transfer, transfer_digest, unpack_body
+
+
+def _fault(r: Record, position: int | None, code: str, reason: str, tid: int | None = None) -> TransferError:
+    return TransferError(code, reason, transfer_id=r.transfer_id if tid is None else tid,
+                         part_index=r.part_index, part_count=r.part_count,
+                         kind=r.transfer_kind, lineage_hash=r.lineage_hash, position=position)
 
 
 @dataclass
@@ -76,11 +83,7 @@ class Reassembler:
 
     def _feed(self, r: Record, position: int | None) -> Transfer | None:
         lh = r.lineage_hash
-
-        def fault(code: str, reason: str, tid: int | None = None) -> TransferError:
-            return TransferError(code, reason, transfer_id=r.transfer_id if tid is None else tid,
-                                 part_index=r.part_index, part_count=r.part_count,
-                                 kind=r.transfer_kind, lineage_hash=lh, position=position)
+        fault = functools.partial(_fault, r, position)
 
         if r.crc is not None and crc32c(r.body) != r.crc:
             raise fault("checksum", f"header crc32c {r.crc:#010x}, body crc32c {crc32c(r.body):#010x}")

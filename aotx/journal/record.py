@@ -51,25 +51,28 @@ class Record:
 def iter_records(data: bytes, position: int | None = None, *, verify_crc: bool = True) -> Iterator[Record]:
     """Parse a journal message (concatenated records). Checks framing and, unless told not to,
     each body's crc32c (the reassembler checks it itself to name the transfer in its error)."""
-    view = memoryview(data)
+    size = len(data)
+    unpack = HEADER.unpack_from
     offset = 0
-    while offset < len(view):
-        if len(view) - offset < HEADER_SIZE:
-            raise RecordError(f"truncated header: {len(view) - offset} of {HEADER_SIZE} bytes",
+    while offset < size:
+        if size - offset < HEADER_SIZE:
+            raise RecordError(f"truncated header: {size - offset} of {HEADER_SIZE} bytes",
                               offset=offset, position=position)
-        rtype, rclass, body_len, kind, tid, index, count, crc, lineage = HEADER.unpack_from(view, offset)
-        def fail(reason: str) -> RecordError:
-            return RecordError(reason, offset=offset, position=position, transfer_id=tid, part_index=index)
-        if rtype != RECORD_TYPE or rclass != RECORD_CLASS:
-            raise fail(f"type {rtype} class {rclass:#04x}, expected type {RECORD_TYPE} class 'A'")
-        if not 0 < body_len <= MAX_BODY:
-            raise fail(f"body_len {body_len} outside 1..{MAX_BODY}")
+        rtype, rclass, body_len, kind, tid, index, count, crc, lineage = unpack(data, offset)
         start = offset + HEADER_SIZE
-        if len(view) - start < body_len:
-            raise fail(f"truncated body: {len(view) - start} of {body_len} bytes")
-        body = bytes(view[start:start + body_len])
-        if verify_crc and (actual := crc32c(body)) != crc:
-            raise fail(f"checksum mismatch: header crc32c {crc:#010x}, body {actual:#010x}")
+        reason = None
+        if rtype != RECORD_TYPE or rclass != RECORD_CLASS:
+            reason = f"type {rtype} class {rclass:#04x}, expected type {RECORD_TYPE} class 'A'"
+        elif not 0 < body_len <= MAX_BODY:
+            reason = f"body_len {body_len} outside 1..{MAX_BODY}"
+        elif size - start < body_len:
+            reason = f"truncated body: {size - start} of {body_len} bytes"
+        else:
+            body = bytes(data[start:start + body_len])
+            if verify_crc and (actual := crc32c(body)) != crc:
+                reason = f"checksum mismatch: header crc32c {crc:#010x}, body {actual:#010x}"
+        if reason is not None:
+            raise RecordError(reason, offset=offset, position=position, transfer_id=tid, part_index=index)
         yield Record(kind, tid, index, count, lineage, body, crc)
         offset = start + body_len
 

@@ -129,25 +129,31 @@ def encode_event(event: Event) -> bytes:
     return pack_body(to_body(event))
 
 
+def _bad(kind: str, name: str, value: Any, want: str) -> EventCodecError:
+    return EventCodecError(f"{kind} field {name!r}: expected {want}, got {value!r:.60}")
+
+
 def _check(kind: str, name: str, value: Any, typ: str) -> Any:
-    def bad(want: str) -> EventCodecError:
-        return EventCodecError(f"{kind} field {name!r}: expected {want}, got {value!r:.60}")
     if typ in ("b16", "bytes"):
         if not isinstance(value, bytes) or (typ == "b16" and len(value) != 16):
-            raise bad("16 bytes" if typ == "b16" else "bytes")
+            raise _bad(kind, name, value, "16 bytes" if typ == "b16" else "bytes")
         return value
     if type(value) is not int or not 0 <= value <= _U64:
-        raise bad("an unsigned 64-bit integer")
+        raise _bad(kind, name, value, "an unsigned 64-bit integer")
     if typ == "scope":
         try:
             return Scope(value)
         except ValueError:
-            raise bad("scope 1, 2 or 3") from None
+            raise _bad(kind, name, value, "scope 1, 2 or 3") from None
     if typ == "rights":
         if value & ~int(Rights.ALL):
-            raise bad("rights bits within 0..7")
+            raise _bad(kind, name, value, "rights bits within 0..7")
         return Rights(value)
     return value
+
+
+_HEADER_TYPES = {"lineage": "b16", "sequence": "u64", "operation": "b16", "operation_key": "b16", "command": "bytes"}
+_EXPECTED = {kind: frozenset({"kind", "v", *_HEADER, *(name for name, _ in own)}) for kind, own in _FIELDS.items()}
 
 
 def from_body(body: Any) -> Event:
@@ -159,13 +165,11 @@ def from_body(body: Any) -> Event:
     if body.get("v") != VERSION:
         raise EventCodecError(f"{kind}: unknown encoding version {body.get('v')!r} (this reader knows {VERSION})")
     own = _FIELDS[kind]
-    expected = {"kind", "v", *_HEADER, *(name for name, _ in own)}
-    if set(body) != expected:
+    expected = _EXPECTED[kind]
+    if body.keys() != expected:
         extra, missing = sorted(set(body) - expected), sorted(expected - set(body))
         raise EventCodecError(f"{kind}: " + (f"unknown field {extra[0]!r}" if extra else f"missing field {missing[0]!r}"))
-    header_types = {"lineage": "b16", "sequence": "u64", "operation": "b16", "operation_key": "b16",
-                    "command": "bytes"}
-    op = OpHeader(**{name: _check(kind, name, body[name], header_types[name]) for name in _HEADER})
+    op = OpHeader(**{name: _check(kind, name, body[name], _HEADER_TYPES[name]) for name in _HEADER})
     return EVENT_TYPES[kind](op, **{name: _check(kind, name, body[name], typ) for name, typ in own})
 
 
