@@ -314,7 +314,8 @@ class SharedRuntime:
         self._queue.append(cmd)
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write_loop())
-        return await asyncio.shield(cmd.future)  # a caller that goes away does not cancel the write
+        # a caller that goes away cancels only its own future, never the writer or the batch
+        return await cmd.future
 
     async def _write_loop(self) -> None:
         """Group commit: every command queued while a batch was in flight forms the next batch."""
@@ -449,7 +450,14 @@ class SharedRuntime:
             return
         self._attempt += 1
         self._drop_after = False
-        results = await asyncio.gather(*(self._append_flight(f) for f in flights.values()), return_exceptions=True)
+        if len(flights) == 1:  # one lineage: no task per flight
+            try:
+                results: list = [await self._append_flight(next(iter(flights.values())))]
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(*(self._append_flight(f) for f in flights.values()),
+                                           return_exceptions=True)
         for f, result in zip(flights.values(), results):
             if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
                 if not isinstance(result, Exception):
