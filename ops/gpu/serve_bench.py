@@ -1,0 +1,110 @@
+"""`aotx serve` over HTTP under N concurrent streaming chat requests (a benchmark, not a test):
+aggregate tok/s and p50/p99 inter-token latency as a client of the real gateway sees them.
+
+    python -m ops.gpu.serve_bench [--concurrency 64] [--max-tokens 256] [--backend cuda]
+
+Starts `aotx serve` (embedded NATS and all) on a free port with a temporary state directory,
+warms it with a few requests, then sends `--concurrency` streaming `/v1/chat/completions`
+requests at once (`stream_options.include_usage`, so the token count is the server's own),
+timing every content chunk's arrival. Prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+import numpy as np
+
+from ops.gpu.model_check import PROMPTS
+
+READY = re.compile(r"serving \S+ on (http://\S+) ")
+
+
+def start_server(backend: str, concurrency: int, max_tokens: int, var: str) -> tuple[subprocess.Popen, str]:
+    pages = concurrency * (-(-(128 + max_tokens) // 16)) + 64
+    cmd = [sys.executable, "-m", "ops.cli", "serve", "--port", "0", "--var", var, "--backend", backend,
+           "--max-batch", str(concurrency), "--kv-pages", str(pages)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 300
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(line if "dequantize" not in line else "")
+        m = READY.search(line)
+        if m:
+            return proc, m.group(1)
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError("aotx serve did not start")
+
+
+async def one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, temperature: float) -> dict:
+    body = {"model": "smollm2-135m-instruct", "stream": True, "max_tokens": max_tokens,
+            "temperature": temperature, "seed": i, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + " Answer in detail."}]}
+    stamps, usage = [], None
+    async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(chunk["error"])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                stamps.append(time.perf_counter())
+    return {"stamps": stamps, "tokens": usage["completion_tokens"] if usage else len(stamps)}
+
+
+async def load(base: str, concurrency: int, max_tokens: int, temperature: float) -> dict:
+    limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        await asyncio.gather(*(one(client, base, i, 32, temperature) for i in range(8)))  # warm-up
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
+                                         for i in range(concurrency)))
+        wall = time.perf_counter() - t0
+    itl = np.concatenate([np.diff(r["stamps"]) for r in results if len(r["stamps"]) > 1]) * 1e3
+    ttft = np.array([r["stamps"][0] - t0 for r in results if r["stamps"]]) * 1e3
+    tokens = sum(r["tokens"] for r in results)
+    return {"requests": concurrency, "tokens": tokens, "wall_s": wall, "tok_s": tokens / wall,
+            "itl_p50_ms": float(np.percentile(itl, 50)), "itl_p99_ms": float(np.percentile(itl, 99)),
+            "ttft_p50_ms": float(np.percentile(ttft, 50))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--backend", default="cuda")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="aotx-serve-bench-") as var:
+        proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var)
+        try:
+            res = asyncio.run(load(base, args.concurrency, args.max_tokens, args.temperature))
+            stats = httpx.get(f"{base}/v1/stats").json()["engine"]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    print(f"\n## aotx serve over HTTP ({args.backend}), {args.concurrency} concurrent streaming chats\n")
+    print("| requests | tokens | wall s | aggregate tok/s | ITL p50 ms | ITL p99 ms | TTFT p50 ms | max batch |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {res['requests']} | {res['tokens']} | {res['wall_s']:.2f} | {res['tok_s']:,.0f} | "
+          f"{res['itl_p50_ms']:.2f} | {res['itl_p99_ms']:.2f} | {res['ttft_p50_ms']:.1f} | "
+          f"{stats['max_batch_width']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
