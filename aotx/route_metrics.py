@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-SURFACES = ("chat", "completions", "messages", "responses")
+SURFACES = ("chat", "completions", "messages", "responses", "shared")
 LANES = ("buffered", "stream")
 
 

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"aotx serve: cannot load the model: {exc}", file=sys.stderr)
             return 1
         shared = granted_runtime(rf, nats_url, grants)
+        shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None))
     finally:
         if embedded is not None:

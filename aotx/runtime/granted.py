@@ -55,6 +55,12 @@ class GrantedRuntime:
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         return await self.runtime.query(view, self.actor(actor), **args)
 
+    async def wait_change(self, timeout: float) -> None:
+        await self.runtime.wait_change(timeout)
+
+    def attach_service(self, service: Any) -> None:
+        self.runtime.attach_service(service)
+
     async def describe(self) -> dict[str, Any]:
         out = await self.runtime.describe()
         out["grants"] = {"issued_at": self.grants.issued_at.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -5,7 +5,10 @@ is absorbed: a mutation or retirement transfer is decoded (`decode_event`) and `
 receipt gets save fields derived only from the log (stream, incarnation, the completing message's
 stream sequence, the boot that wrote it, the per-lineage commit digest chain), so a replay gives
 byte-identical receipts. A control transfer `runtime.boot` records which runtime boot wrote the
-transfers that follow it on that lineage. Anything else fails closed (ReplayError).
+transfers that follow it on that lineage. An ADMISSION transfer is an input's mutation event
+(applied the same way); LEASE, OUTPUT and COMPLETION transfers are an input's execution
+(aotx.state.execution), a completion also renewing its receipt's save fields. Anything else
+fails closed (ReplayError).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Iterable
 from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
 from ..state import Capacities, Save, State, StateError, empty_state, from_body, transfer_kind
 from ..state.apply import apply_into, owned_copy, record_save_into
+from ..state.execution import InputCompleted, apply_execution_into, execution_from_body, input_slot
 
 BOOT_CONTROL = "runtime.boot"
 _CHAIN_PERSON = b"aotx-commit"
@@ -115,7 +119,24 @@ class Projector:
                     and isinstance(body.get("boot"), str) and set(body) == {"kind", "v", "boot"}):
                 raise ReplayError(f"{where}: unknown control record {body!r:.80}")
             self.boots[lh] = body["boot"]
-        elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT):
+        elif t.kind in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION):
+            try:
+                ev = execution_from_body(t.kind, t.body)
+                if lineage_hash(ev.lineage) != lh:
+                    raise ReplayError(f"{where}: execution lineage {ev.lineage.hex()} is not the record's")
+                if subject.split(".")[-2] != ev.lineage.hex():
+                    raise ReplayError(f"{where}: execution of lineage {ev.lineage.hex()} on subject {subject}")
+                if lh not in self.boots:
+                    raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+                apply_execution_into(self.state, ev)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+            if isinstance(ev, InputCompleted):  # the receipt's save now names where its terminal result is
+                slot = input_slot(self.state, ev.lineage, ev.sequence, where)
+                record_save_into(self.state, slot, Save(
+                    source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
+                    commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
+        elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION):
             try:
                 event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
                 if transfer_kind(event) != t.kind:

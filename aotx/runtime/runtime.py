@@ -40,15 +40,19 @@ from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, Journ
                       StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
-from ..state import (Accepted, Capacities, Command, ConversationCreated, CreateConversation, MalformedMutation,
-                     MemberRightsSet, MutationKind, ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights,
-                     SpaceCreated, State, StateError, decide, encode_event, lineage_for, parse_json_body,
-                     parse_mutation, receipt_json, state_hash, transfer_kind)
+from ..state import (Accepted, CancelInput, Capacities, Command, ConversationCreated, CreateConversation,
+                     InputAdmitted, InputCancelled, MalformedMutation, MemberRightsSet, MutationKind,
+                     ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights, SpaceCreated, State, StateError,
+                     SubmitInput, decide, encode_event, lineage_for, parse_json_body, parse_mutation, receipt_json,
+                     state_hash, transfer_kind)
+from ..state.execution import TRANSFER_KIND, InputCompleted, execution_body
+from ..state.vocab import Execution
 from ..state.apply import apply_into, owned_copy
 from ..state.rights import Actor
 from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
+from .executor import Executor, execution_context
 from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
@@ -115,6 +119,8 @@ def _touch(touched: dict[tuple, bytes], lineage: bytes, events) -> None:
             touched[("space", e.space_lineage + e.space)] = lineage
         elif isinstance(e, ReceiptsRetired):
             touched[("receipts freed",)] = lineage
+        elif isinstance(e, ConversationCreated):
+            touched[("conversation", lineage + e.conversation)] = lineage
 
 
 _ROWS = ("receipts", "participants", "spaces", "conversations", "members")
@@ -156,6 +162,9 @@ def _depends(cmd: _Cmd, touched: dict[tuple, bytes]) -> bool:
         return other(("space", m.space.lineage + m.space.ident)) or other(("participant", m.participant.lineage))
     if isinstance(m, CreateConversation):
         return other(("space", m.space.lineage + m.space.ident))
+    if isinstance(m, (SubmitInput, CancelInput)):  # its space is only known from the state: any space counts
+        return (other(("conversation", m.conversation.lineage + m.conversation.ident))
+                or any(other(key) for key in touched if key[0] in ("space", "participant")))
     return False
 
 
@@ -165,7 +174,7 @@ class SharedRuntime:
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
                  timeout: float = 5.0, progress: bool = True, boot_id: str | None = None,
-                 probe_interval: float = 1.0) -> None:
+                 probe_interval: float = 1.0, service: Any = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         self.nats_url, self.spec = nats_url, spec or StreamSpec()
@@ -186,6 +195,19 @@ class SharedRuntime:
         self._max_bytes: int | None = None
         self.probe_interval = probe_interval
         self._prober: asyncio.Task | None = None
+        self.service = None
+        self.context = None
+        self.executor: Executor | None = None
+        self._changed: asyncio.Event | None = None
+        if service is not None:
+            self.attach_service(service)
+
+    def attach_service(self, service: Any) -> None:
+        """Run inputs with this ModelService (the same engine and KV pool as the stateless surfaces).
+        Without one, the runtime refuses inputs (409)."""
+        self.service = service
+        self.context = execution_context(service)
+        self.executor = Executor(self, service)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     @property
@@ -201,12 +223,69 @@ class SharedRuntime:
         except BaseException:
             await self.stop()  # fail closed: no state, no connection left behind
             raise
+        await self._interrupt_unfinished()
         self._prober = asyncio.get_running_loop().create_task(self._probe_loop())
         log.info("shared runtime booted", extra={"fields": {
             "boot": self.boot_id, "messages": self.projector.messages, "transfers": self.projector.transfers}})
         return self
 
+    async def _interrupt_unfinished(self) -> None:
+        """Boot: an admission without a completion (this runtime never runs it again) is journalled
+        `interrupted`, so its receipt gets a saved terminal result."""
+        state = self.state
+        for slot, record in enumerate(state.executions):
+            if record is None or record.status.terminal:
+                continue
+            row = state.receipts[slot]
+            lineage, sequence = row["lineage"].tobytes(), int(row["sequence"])
+            failure = await self.journal_execution(lineage, [InputCompleted(
+                lineage, sequence, Execution.INTERRUPTED, output_tokens=0, finish="interrupted",
+                error="the runtime restarted before this input finished; it is not executed again")])
+            if failure is not None:
+                log.warning("could not journal input %s/%d as interrupted: %s", lineage.hex(), sequence, failure.body)
+
+    async def journal_execution(self, lineage: bytes, events: list) -> Outcome | None:
+        """Append execution transfers (lease, output, completion) on a lineage's subject, under the
+        writer's lock, and apply them once acknowledged. None when all landed, else the refusal."""
+        assert self.projector is not None
+        async with self._lock:
+            if self.failed:
+                return self._failed_outcome()
+            if self._unsynced:
+                await self._resync()
+                if self._unsynced:
+                    return self._held()
+            if self.recorder is None:
+                await self._ensure_recorder()
+            proj = self.projector
+            lh = lineage_hash(lineage)
+            subject = self.spec.subject(lineage.hex(), TICK_KIND)
+            emitter = Emitter(lh, next_transfer_id=proj.last_transfer.get(lh, 0) + 1)
+            if proj.boots.get(lh) != self.boot_id:
+                emitter.submit(TransferKind.CONTROL, boot_control_body(self.boot_id))
+            for event in events:
+                emitter.submit(TRANSFER_KIND[type(event)], execution_body(event))
+            ticks = emitter.drain()
+            if self.hold.active and not await self._fits(ticks):
+                return self._held()
+            self._attempt += 1
+            out = await self._append(subject, lh, ticks)
+            if out is None and not self._unsynced:
+                self.hold.lift()
+            return out
+
+    async def wait_change(self, timeout: float) -> None:
+        """Return after the next journal message is applied, or after `timeout` seconds."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
     async def stop(self) -> None:
+        if self.executor is not None:
+            await self.executor.stop()
         if self._writer is not None and not self._writer.done():
             self._writer.cancel()
             try:
@@ -290,7 +369,13 @@ class SharedRuntime:
 
     async def describe(self) -> dict[str, Any]:
         """What /capabilities reports of the runtime: its limits and its journal status."""
-        return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status()}
+        ctx = self.context
+        execution = None if ctx is None else {
+            "page_grant": ctx.page_grant, "lease_revision": 3,
+            "models": [{"id": name, "digest": caps.digest.hex(), "media": caps.media,
+                        "automatic_memory": caps.automatic_memory} for name, caps in sorted(ctx.models.items())]}
+        return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status(),
+                "execution": execution}
 
     def journal_status(self) -> dict[str, Any]:
         out = self.hold.json()
@@ -374,7 +459,7 @@ class SharedRuntime:
                 # (its lineage has nothing pending, what it reads of others is not touched, and every
                 # table has room left after the pending commands): decide on the acknowledged state,
                 # and a refusal or retry is final whatever happens to the batch
-                decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation))
+                decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation, self.context))
                 if isinstance(decision, Accepted):
                     flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
                     unapplied.extend(decision.events)
@@ -393,7 +478,8 @@ class SharedRuntime:
                     self.failed = f"an accepted event does not apply to the pending state: {exc}"
                     return _answer_all(batch, self._failed_outcome())
                 unapplied.clear()
-            decision = decide(live if pending is None else pending, Command(cmd.actor, cmd.mutation))
+            decision = decide(live if pending is None else pending,
+                              Command(cmd.actor, cmd.mutation, self.context))
             cmd.decision = decision
             if isinstance(decision, Accepted):
                 flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
@@ -495,6 +581,16 @@ class SharedRuntime:
             await self._resync(conflicts)
         for cmd, outcome in answers:
             _answer(cmd, outcome)
+            if outcome.status in (201, 202):
+                self._after_saved(cmd.decision.events)
+
+    def _after_saved(self, events) -> None:
+        """An admission is saved: start its execution; a cancellation is saved: stop its target."""
+        for e in events:
+            if isinstance(e, InputAdmitted) and self.executor is not None:
+                self.executor.start(e.op.lineage, e.op.sequence)
+            elif isinstance(e, InputCancelled) and self.executor is not None:
+                self.executor.cancel(e.op.lineage, e.target_sequence)
 
     async def _append_flight(self, f: "_Flight") -> None:
         """Append one lineage's ticks in order (each expecting the previous one's sequence); the
@@ -622,6 +718,9 @@ class SharedRuntime:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
             return False
+        if self._changed is not None:  # wake every reader waiting for new state (SSE streams)
+            self._changed.set()
+            self._changed = None
         return True
 
     async def _resync(self, subjects: list[str] | None = None) -> None:

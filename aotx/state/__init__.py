@@ -10,26 +10,28 @@ from .apply import apply
 from .canonical import SCHEMA, Envelope, canonical_json, parse_counter, parse_envelope, parse_json_body
 from .capacities import Capacities
 from .decide import GRANT_NEEDED, decide
-from .decision import Accepted, Command, Decision, Refusal, Replayed
+from .decision import Accepted, Command, Decision, ExecutionContext, ModelCaps, Refusal, Replayed
 from .derive import lineage_for, operation_id, operation_sequence
 from .errors import (ApplyError, CapacityFull, EventCodecError, IdError, MalformedMutation, MemoryRowError,
                      StateError)
-from .events import (ConversationCreated, Event, MemberRightsSet, OpHeader, ParticipantRegistered,
+from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet, OpHeader, ParticipantRegistered,
                      ReceiptsRetired, SpaceCreated, decode_event, encode_event, from_body, to_body, transfer_kind)
 from .ids import IdKind, ResourceId, format_id, parse_hex16, parse_id
 from .memory_rows import (MEMORY_ROW_DTYPE, ROW_SIZE, MemoryKind, MemoryRow, decode_memory_row, encode_memory_row,
                           memory_row_from_json, memory_row_json)
-from .mutations import (CreateConversation, CreateSpace, Mutation, RegisterParticipant, RetireReceipts,
-                        SetMemberRights, canonical_bytes, parse_mutation)
+from .mutations import (CancelInput, CreateConversation, CreateSpace, Mutation, RegisterParticipant, RetireReceipts,
+                        SetMemberRights, SubmitInput, canonical_bytes, parse_mutation)
 from .queries import (conversation_view, list_conversations, list_members, list_spaces, operation_view,
-                      participant_view, space_view)
+                      participant_view, readable_operation, result_view, space_view)
 from .receipts import find_operation, receipt_json, record_save
 from .rights import Actor, Grants, effective_rights, membership_rights
 from .state import Save, State, empty_state
 from .state_hash import state_hash
-from .vocab import Admission, Commit, MutationKind, ResourceKind, Rights, Scope, Terminal, Transport
+from .vocab import Admission, Commit, Execution, MutationKind, ResourceKind, Rights, Scope, Terminal, Transport
 
 __all__ = [
+    "CancelInput", "Execution", "ExecutionContext", "InputAdmitted", "InputCancelled", "ModelCaps", "SubmitInput",
+    "readable_operation", "result_view",
     "Accepted", "Actor", "Admission", "ApplyError", "Capacities", "CapacityFull", "Command", "Commit",
     "ConversationCreated", "CreateConversation", "CreateSpace", "Decision", "Envelope", "Event", "EventCodecError",
     "GRANT_NEEDED", "Grants", "IdError", "IdKind", "MEMORY_ROW_DTYPE", "MalformedMutation", "MemberRightsSet",

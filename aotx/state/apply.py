@@ -21,8 +21,9 @@ import numpy as np
 
 from .derive import operation_id
 from .errors import ApplyError, CapacityFull
-from .events import (ConversationCreated, Event, MemberRightsSet, ParticipantRegistered, ReceiptsRetired,
-                     SpaceCreated)
+from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet,
+                     ParticipantRegistered, ReceiptsRetired, SpaceCreated)
+from .execution import ExecutionRecord, input_slot
 from .ids import IdKind, format_id
 from .state import Save, State
 from .tables import RECEIPT
@@ -30,7 +31,8 @@ from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Tran
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
          SpaceCreated: MutationKind.CREATE_SPACE, MemberRightsSet: MutationKind.SET_MEMBER,
-         ConversationCreated: MutationKind.CREATE_CONVERSATION}
+         ConversationCreated: MutationKind.CREATE_CONVERSATION, InputAdmitted: MutationKind.INPUT,
+         InputCancelled: MutationKind.CANCEL}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
 # used, lineage, sequence, operation, operation_key, kind, http_status, transport, commit, admission,
@@ -51,7 +53,7 @@ def apply(state: State, event: Event) -> State:
 def owned_copy(state: State) -> State:
     """A private, writable copy of a state (tables, per-slot lists and index) for `apply_into`."""
     new = replace(state, **{t: getattr(state, t).copy() for t in _TABLES},
-                  commands=list(state.commands), saves=list(state.saves))
+                  commands=list(state.commands), saves=list(state.saves), executions=list(state.executions))
     object.__setattr__(new, "_index", state.index.copy())
     return new
 
@@ -62,6 +64,7 @@ def freeze(state: State) -> State:
         getattr(state, t).flags.writeable = False
     object.__setattr__(state, "commands", tuple(state.commands))
     object.__setattr__(state, "saves", tuple(state.saves))
+    object.__setattr__(state, "executions", tuple(state.executions))
     return state
 
 
@@ -106,6 +109,14 @@ def apply_into(state: State, event: Event) -> None:
         assert prow is not None
         write = _create_conversation(state, event, prow, where)
         resource = (ResourceKind.CONVERSATION, op.lineage, event.conversation)
+    elif isinstance(event, InputAdmitted):
+        _conversation(state, event.conversation_lineage, event.conversation, where)
+        write = _noop
+        resource = (ResourceKind.CONVERSATION, event.conversation_lineage, event.conversation)
+    elif isinstance(event, InputCancelled):
+        _conversation(state, event.conversation_lineage, event.conversation, where)
+        write = _cancel(state, event, where)
+        resource = (ResourceKind.CONVERSATION, event.conversation_lineage, event.conversation)
     else:
         raise ApplyError(f"unknown event type {type(event).__name__}")
     free = ix.free
@@ -117,13 +128,17 @@ def apply_into(state: State, event: Event) -> None:
         parts[prow]["next_sequence"] = op.sequence + 1
     new_prow = write()
     slot = heapq.heappop(free)
+    admitted = isinstance(event, InputAdmitted)
     # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
     state.receipts[slot] = np.frombuffer(_RECEIPT_ROW.pack(
-        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 201,
-        # a synchronous mutation is admitted and terminal in the same saved event
-        Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.SAVED,
+        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 202 if admitted else 201,
+        # a synchronous mutation is admitted and terminal in the same saved event; an input's
+        # terminal result is saved later by its completion transfer
+        Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.PENDING if admitted else Terminal.SAVED,
         resource[0], resource[1], resource[2], len(op.command), 0), dtype=RECEIPT)[0]
     state.commands[slot] = op.command  # type: ignore[index]
+    state.executions[slot] = (ExecutionRecord(event.model_digest, event.page_limit)  # type: ignore[index]
+                              if admitted else None)
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
     if prow is None:
         parts[new_prow]["next_sequence"] = op.sequence + 1
@@ -175,6 +190,7 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
             receipts[slot] = 0
             state.commands[slot] = b""  # type: ignore[index]
             state.saves[slot] = None  # type: ignore[index]
+            state.executions[slot] = None  # type: ignore[index]
         # the floor is part of the state before any freed slot can be reused
         state.participants[prow]["retry_floor"] = e.retry_floor
     return write, freed
@@ -240,4 +256,30 @@ def _create_conversation(state: State, e: ConversationCreated, prow: int, where:
         row["space"], row["creator"] = space, prow
         state.index.conversations.setdefault(e.op.lineage + e.conversation, i)
         _set(state, n_conversations=i + 1)
+    return write
+
+
+def _noop() -> None:
+    return None
+
+
+def _conversation(state: State, lineage: bytes, ident: bytes, where: str) -> int:
+    row = state.conversation_row(lineage, ident)
+    if row is None:
+        raise ApplyError(f"{where}: conversation {format_id(IdKind.CONVERSATION, lineage, ident)} does not exist")
+    return row
+
+
+def _cancel(state: State, e: InputCancelled, where: str) -> Callable[[], None]:
+    target = input_slot(state, e.op.lineage, e.target_sequence, where)
+    record = state.executions[target]
+    row = state.receipts[target]
+    if (row["resource_lineage"].tobytes(), row["resource_ident"].tobytes()) != (e.conversation_lineage,
+                                                                                e.conversation):
+        raise ApplyError(f"{where}: input {e.target_sequence} is not in this conversation")
+    if record.status.terminal:
+        raise ApplyError(f"{where}: input {e.target_sequence} is already {record.status.label}")
+
+    def write() -> None:
+        state.executions[target] = replace(record, cancel_requested=True)  # type: ignore[index]
     return write

@@ -10,12 +10,12 @@ from __future__ import annotations
 from .decision import (Accepted, Command, Decision, Refusal, Replayed, conflict, forbidden, gone,
                        not_found, table_full)
 from .derive import lineage_for, operation_id
-from .events import (ConversationCreated, MemberRightsSet, OpHeader, ParticipantRegistered, ReceiptsRetired,
-                     SpaceCreated)
+from .events import (ConversationCreated, InputAdmitted, InputCancelled, MemberRightsSet, OpHeader,
+                     ParticipantRegistered, ReceiptsRetired, SpaceCreated)
 from .errors import StateError
 from .ids import IdKind, ResourceId, format_id
-from .mutations import (CreateConversation, CreateSpace, RegisterParticipant, RetireReceipts, SetMemberRights,
-                        canonical_bytes)
+from .mutations import (CancelInput, CreateConversation, CreateSpace, RegisterParticipant, RetireReceipts,
+                        SetMemberRights, SubmitInput, canonical_bytes)
 from .rights import effective_rights
 from .state import State
 from .tables import raw
@@ -27,6 +27,8 @@ GRANT_NEEDED = {
     MutationKind.CREATE_SPACE: ("shared_write", Rights.WRITE),
     MutationKind.SET_MEMBER: ("shared_manage", Rights.MANAGE),
     MutationKind.CREATE_CONVERSATION: ("shared_write", Rights.WRITE),
+    MutationKind.INPUT: ("shared_write", Rights.WRITE),
+    MutationKind.CANCEL: ("shared_write", Rights.WRITE),
 }
 
 
@@ -80,11 +82,16 @@ def decide(state: State, command: Command) -> Decision:
         decision = _create_space(state, m, header)
     elif isinstance(m, SetMemberRights):
         decision = _set_member(state, m, header, prow, actor.grants)
+    elif isinstance(m, SubmitInput):
+        decision = _submit_input(state, m, header, prow, actor.grants, command.context)
+    elif isinstance(m, CancelInput):
+        decision = _cancel_input(state, m, header, prow, actor.grants)
     else:
         decision = _create_conversation(state, m, header, prow, actor.grants)
     if isinstance(decision, Refusal):
         return decision
-    return Accepted((decision,), format_id(IdKind.OPERATION, lineage, opid))
+    return Accepted((decision,), format_id(IdKind.OPERATION, lineage, opid),
+                    202 if isinstance(decision, InputAdmitted) else 201)
 
 
 def _register(state: State, header: OpHeader, prow: int | None):
@@ -157,3 +164,55 @@ def _create_conversation(state: State, m: CreateConversation, header: OpHeader, 
     if state.n_conversations >= state.capacities.conversations:
         return table_full("conversations", state.capacities.conversations)
     return ConversationCreated(header, m.space.lineage, m.space.ident, m.ident)
+
+
+def _writable_conversation(state: State, con: ResourceId, prow: int, grants):
+    """(conversation row, None) when the actor has write rights in its space; else a 404/403 refusal."""
+    row = state.conversation_row(con.lineage, con.ident)
+    if row is None:
+        return None, not_found(f"conversation {con} not found")
+    space = int(state.conversations[row]["space"])
+    rights = effective_rights(state, space, prow, grants)
+    if not rights & Rights.READ:
+        return None, not_found(f"conversation {con} not found")
+    if not rights & Rights.WRITE:
+        return None, forbidden(f"write right in the space of conversation {con} needed "
+                               "(shared_write grant ∩ membership)")
+    return row, None
+
+
+def _submit_input(state: State, m: SubmitInput, header: OpHeader, prow: int, grants, context):
+    _, refusal = _writable_conversation(state, m.conversation, prow, grants)
+    if refusal:
+        return refusal
+    if context is None:
+        return Refusal(409, "unsupported", "this runtime has no model service: it does not execute inputs")
+    model = context.models.get(m.model)
+    if model is None:
+        return Refusal(404, "model_not_found", f"model {m.model!r} is not served here; "
+                       f"models: {', '.join(sorted(context.models)) or 'none'}")
+    if m.media and not model.media:
+        return Refusal(409, "unsupported_capability", f"model {m.model!r} is text-only: it has no media capability "
+                       f"for the {len(m.media)} media reference(s) of this input")
+    pages = context.page_grant if m.pages is None else m.pages
+    if pages > context.page_grant:
+        return Refusal(409, "page_limit", f"pages {pages} exceeds the page grant {context.page_grant}")
+    return InputAdmitted(header, m.conversation.lineage, m.conversation.ident, model.digest, pages)
+
+
+def _cancel_input(state: State, m: CancelInput, header: OpHeader, prow: int, grants):
+    _, refusal = _writable_conversation(state, m.conversation, prow, grants)
+    if refusal:
+        return refusal
+    slot = state.receipt_slot(header.lineage, m.target_sequence)
+    record = None if slot is None else state.executions[slot]
+    if record is None:
+        return not_found(f"sequence {m.target_sequence} is not an input of this participant")
+    row = state.receipts[slot]
+    if (raw(row["resource_lineage"]), raw(row["resource_ident"])) != (m.conversation.lineage, m.conversation.ident):
+        return conflict(f"input {m.target_sequence} belongs to another conversation")
+    if record.status.terminal:
+        return conflict(f"input {m.target_sequence} already ended ({record.status.label}); nothing to cancel")
+    if record.cancel_requested:
+        return conflict(f"input {m.target_sequence} is already being cancelled")
+    return InputCancelled(header, m.conversation.lineage, m.conversation.ident, m.target_sequence)

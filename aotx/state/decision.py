@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Mapping, Optional, Union
 
 from .events import Event
 from .mutations import Mutation
@@ -11,11 +11,31 @@ from .rights import Actor
 
 
 @dataclass(frozen=True)
+class ModelCaps:
+    """A model the runtime can execute inputs with: its weights digest and capabilities."""
+
+    digest: bytes            # sha256 of the weights file, 32 bytes
+    media: bool = False      # accepts image/audio feature inputs
+    automatic_memory: bool = False
+
+
+@dataclass(frozen=True)
+class ExecutionContext:
+    """What an input's admission is decided against: the executable models and the page grant
+    (the default and the maximum KV page limit of one input). None: this runtime runs no inputs."""
+
+    models: Mapping[str, ModelCaps]
+    page_grant: int
+
+
+@dataclass(frozen=True)
 class Command:
-    """A validated mutation plus the context it is decided in: who sends it, with which current grants."""
+    """A validated mutation plus the context it is decided in: who sends it, with which current
+    grants, and (for inputs) which models and page grant the runtime offers."""
 
     actor: Actor
     mutation: Mutation
+    context: Optional[ExecutionContext] = None
 
 
 @dataclass(frozen=True)

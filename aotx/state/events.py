@@ -95,9 +95,34 @@ class ConversationCreated(_Codec):
     KIND = "conversation.created"
 
 
-Event = Union[ParticipantRegistered, ReceiptsRetired, SpaceCreated, MemberRightsSet, ConversationCreated]
+@dataclass(frozen=True)
+class InputAdmitted(_Codec):
+    """An input's admission (an ADMISSION transfer): what the runtime accepted, apart from the
+    caller's canonical bytes — the model's digest and the effective page limit."""
+
+    op: OpHeader
+    conversation_lineage: bytes
+    conversation: bytes
+    model_digest: bytes     # sha256 of the accepted model's weights file (32 bytes)
+    page_limit: int         # effective KV page limit of this input
+    KIND = "input.admitted"
+
+
+@dataclass(frozen=True)
+class InputCancelled(_Codec):
+    """A cancellation of the same lineage's input `target_sequence` (a synchronous mutation)."""
+
+    op: OpHeader
+    conversation_lineage: bytes
+    conversation: bytes
+    target_sequence: int
+    KIND = "input.cancelled"
+
+
+Event = Union[ParticipantRegistered, ReceiptsRetired, SpaceCreated, MemberRightsSet, ConversationCreated,
+              InputAdmitted, InputCancelled]
 EVENT_TYPES = {cls.KIND: cls for cls in (ParticipantRegistered, ReceiptsRetired, SpaceCreated,
-                                          MemberRightsSet, ConversationCreated)}
+                                          MemberRightsSet, ConversationCreated, InputAdmitted, InputCancelled)}
 _HEADER = ("lineage", "sequence", "operation", "operation_key", "command")
 # per kind: (field, type) with type "b16" (16 bytes), "u64", "scope", "rights"
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -107,11 +132,18 @@ _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     MemberRightsSet.KIND: (("space_lineage", "b16"), ("space", "b16"), ("participant_lineage", "b16"),
                            ("participant", "b16"), ("rights", "rights")),
     ConversationCreated.KIND: (("space_lineage", "b16"), ("space", "b16"), ("conversation", "b16")),
+    InputAdmitted.KIND: (("conversation_lineage", "b16"), ("conversation", "b16"), ("model_digest", "bytes"),
+                         ("page_limit", "u64")),
+    InputCancelled.KIND: (("conversation_lineage", "b16"), ("conversation", "b16"), ("target_sequence", "u64")),
 }
 
 
 def transfer_kind(event: Event) -> int:
-    return int(TransferKind.RETIREMENT if isinstance(event, ReceiptsRetired) else TransferKind.MUTATION)
+    if isinstance(event, ReceiptsRetired):
+        return int(TransferKind.RETIREMENT)
+    if isinstance(event, InputAdmitted):
+        return int(TransferKind.ADMISSION)
+    return int(TransferKind.MUTATION)
 
 
 def to_body(event: Event) -> dict[str, Any]:

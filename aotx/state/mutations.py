@@ -10,7 +10,9 @@ Resolution rules that shape the canonical bytes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Union
+import math
+import re
+from typing import Any, Mapping, Optional, Union
 
 from .canonical import Envelope, canonical_json, check_fields, parse_counter, parse_envelope
 from .errors import IdError, MalformedMutation
@@ -72,13 +74,66 @@ class CreateConversation:
         return {"space": str(self.space), "id": self.ident.hex()}
 
 
-Mutation = Union[RegisterParticipant, RetireReceipts, CreateSpace, SetMemberRights, CreateConversation]
+MAX_INPUT_BYTES = 2048       # text plus device-added media links, UTF-8 bytes
+MEDIA_LINK_BYTES = 73        # per media link, its separator included
+MAX_MEDIA = 8
+MAX_OUTPUT_TOKENS_DEFAULT = 256
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class MediaRef:
+    type: str                # image | audio
+    sha256: str              # 64 lowercase hex
+
+    def json(self) -> dict[str, str]:
+        return {"type": self.type, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class SubmitInput:
+    """An input to a conversation. `pages` None = the page grant at admission (the effective page
+    limit is recorded in the admission, apart from these caller bytes)."""
+
+    envelope: Envelope
+    conversation: ResourceId
+    text: str
+    model: str
+    max_output_tokens: int = MAX_OUTPUT_TOKENS_DEFAULT
+    temperature: float = 0.0
+    top_p: float = 1.0
+    pages: Optional[int] = None
+    media: tuple[MediaRef, ...] = ()
+    kind = MutationKind.INPUT
+
+    def body(self) -> dict[str, Any]:
+        return {"conversation": str(self.conversation), "text": self.text, "model": self.model,
+                "max_output_tokens": self.max_output_tokens, "temperature": self.temperature,
+                "top_p": self.top_p, "pages": self.pages, "media": [m.json() for m in self.media]}
+
+
+@dataclass(frozen=True)
+class CancelInput:
+    envelope: Envelope
+    conversation: ResourceId
+    target_sequence: int
+    kind = MutationKind.CANCEL
+
+    def body(self) -> dict[str, Any]:
+        return {"conversation": str(self.conversation), "target_sequence": str(self.target_sequence)}
+
+
+Mutation = Union[RegisterParticipant, RetireReceipts, CreateSpace, SetMemberRights, CreateConversation,
+                 SubmitInput, CancelInput]
 _BODY_FIELDS = {
     MutationKind.REGISTER: (), MutationKind.RETIRE: ("retry_floor",),
     MutationKind.CREATE_SPACE: ("id", "scope"), MutationKind.SET_MEMBER: ("participant", "permissions"),
     MutationKind.CREATE_CONVERSATION: ("id",),
+    MutationKind.INPUT: ("text", "model", "max_output_tokens", "temperature", "top_p", "pages", "media"),
+    MutationKind.CANCEL: ("target_sequence",),
 }
 _PATH_SPACE = (MutationKind.SET_MEMBER, MutationKind.CREATE_CONVERSATION)
+_PATH_CONVERSATION = (MutationKind.INPUT, MutationKind.CANCEL)
 
 
 def canonical_bytes(mutation: Mutation) -> bytes:
@@ -116,13 +171,81 @@ def _rights(value: object) -> Rights:
     return Rights.from_labels(value)
 
 
+def _int_field(body: Mapping[str, Any], name: str, default: Optional[int], lo: int, hi: int) -> Optional[int]:
+    value = body.get(name, default)
+    if value is None and default is None:
+        return None
+    if type(value) is not int or not lo <= value <= hi:
+        raise MalformedMutation(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def _number(body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, open_low: bool) -> float:
+    value = body.get(name, default)
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise MalformedMutation(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if value > hi or value < lo or (open_low and value == lo):
+        raise MalformedMutation(f"{name} must be in {'(' if open_low else '['}{lo:g}, {hi:g}], got {value:g}")
+    return value
+
+
+def _media(value: object) -> tuple[MediaRef, ...]:
+    if not isinstance(value, list):
+        raise MalformedMutation(f"media must be an array, got {type(value).__name__}")
+    if len(value) > MAX_MEDIA:
+        raise MalformedMutation(f"media accepts at most {MAX_MEDIA} references, got {len(value)}")
+    out = []
+    for i, row in enumerate(value):
+        if not isinstance(row, dict) or set(row) != {"type", "sha256"}:
+            raise MalformedMutation(f"media[{i}] must be an object with exactly type and sha256")
+        if row["type"] not in ("image", "audio"):
+            raise MalformedMutation(f"media[{i}].type must be image or audio, got {row['type']!r}")
+        if not isinstance(row["sha256"], str) or not _SHA256.fullmatch(row["sha256"]):
+            raise MalformedMutation(f"media[{i}].sha256 must be 64 lowercase hex digits")
+        out.append(MediaRef(row["type"], row["sha256"]))
+    return tuple(out)
+
+
+def _parse_input(env: Envelope, con: ResourceId, body: Mapping[str, Any]) -> SubmitInput:
+    for name in ("text", "model"):
+        if name not in body:
+            raise MalformedMutation(f"conversation.input: missing field {name!r}")
+    text, model = body["text"], body["model"]
+    if not isinstance(text, str):
+        raise MalformedMutation(f"text must be a string, got {type(text).__name__}")
+    if not isinstance(model, str) or not model:
+        raise MalformedMutation("model must be a nonempty string")
+    media = _media(body.get("media", []))
+    if not text and not media:
+        raise MalformedMutation("text may be empty only when media is present")
+    size = len(text.encode("utf-8")) + MEDIA_LINK_BYTES * len(media)
+    if size > MAX_INPUT_BYTES:
+        raise MalformedMutation(f"text ({len(text.encode('utf-8'))} UTF-8 bytes) plus {len(media)} media links "
+                                f"({MEDIA_LINK_BYTES} bytes each) is {size} bytes; the limit is {MAX_INPUT_BYTES}")
+    return SubmitInput(env, con, text, model,
+                       max_output_tokens=_int_field(body, "max_output_tokens", MAX_OUTPUT_TOKENS_DEFAULT, 1, 1 << 20),
+                       temperature=_number(body, "temperature", 0.0, 0.0, 2.0, open_low=False),
+                       top_p=_number(body, "top_p", 1.0, 0.0, 1.0, open_low=True),
+                       pages=_int_field(body, "pages", None, 1, 0xFFFFFFFF), media=media)
+
+
 def parse_mutation(kind: MutationKind, body: Mapping[str, Any], space: str | None = None) -> Mutation:
-    """Validate a JSON body (and the route's `{space}`) into a mutation; MalformedMutation → 400."""
+    """Validate a JSON body (and the route's `{space}`, or `{con}` for inputs and cancellations)
+    into a mutation; MalformedMutation → 400."""
     kind = MutationKind(kind)
     check_fields(body, _BODY_FIELDS[kind], kind.label)
-    if (space is not None) != (kind in _PATH_SPACE):
-        raise MalformedMutation(f"{kind.label}: the route's space is {'required' if space is None else 'not used'}")
+    if (space is not None) != (kind in _PATH_SPACE + _PATH_CONVERSATION):
+        raise MalformedMutation(f"{kind.label}: the route's {'conversation' if kind in _PATH_CONVERSATION else 'space'}"
+                                f" is {'required' if space is None else 'not used'}")
     env = parse_envelope(body)
+    if kind in _PATH_CONVERSATION:
+        con = _resource(space, IdKind.CONVERSATION)
+        if kind is MutationKind.INPUT:
+            return _parse_input(env, con, body)
+        if "target_sequence" not in body:
+            raise MalformedMutation("conversation.cancel: missing field 'target_sequence'")
+        return CancelInput(env, con, parse_counter(body["target_sequence"], "target_sequence"))
     if kind is MutationKind.REGISTER:
         return RegisterParticipant(env)
     if kind is MutationKind.RETIRE:

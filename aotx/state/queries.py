@@ -7,10 +7,11 @@ leak. Foreign participants' counters are null. Lists take a row cursor and a lim
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from .decision import Refusal, forbidden, not_found
-from .derive import lineage_for
+from .derive import lineage_for, operation_sequence
 from .errors import IdError
 from .ids import IdKind, ResourceId, format_id, parse_id
 from .receipts import find_operation, receipt_json
@@ -159,9 +160,71 @@ def conversation_view(state: State, actor: Actor, conversation: str) -> dict[str
     return _conversation_json(state, row)
 
 
-def operation_view(state: State, actor: Actor, operation: str) -> dict[str, Any] | Refusal:
-    """The actor's own receipt; another lineage's handle is 404, a retired one 410."""
+def readable_operation(state: State, actor: Actor, operation: str) -> tuple[int, bool] | Refusal:
+    """(receipt slot, own?) of an operation the actor may read: any own receipt, or another
+    member's input in a conversation whose space the actor can read (current grants ∩ membership,
+    checked on every read). Anything else is 404 (a retired own handle 410)."""
     if (refusal := _reader(actor)) is not None:
         return refusal
-    found = find_operation(state, lineage_for(actor.principal), operation)
-    return found if isinstance(found, Refusal) else receipt_json(state, found)
+    own = lineage_for(actor.principal)
+    try:
+        rid = parse_id(operation, IdKind.OPERATION)
+    except IdError as exc:
+        return _bad_id(exc)
+    if rid.lineage == own:
+        found = find_operation(state, own, operation)
+        return found if isinstance(found, Refusal) else (found, True)
+    slot = state.receipt_slot(rid.lineage, operation_sequence(rid.ident))
+    if slot is None or raw(state.receipts[slot]["operation"]) != rid.ident or state.executions[slot] is None:
+        return not_found(f"operation {operation} not found")
+    r = state.receipts[slot]
+    con = state.conversation_row(raw(r["resource_lineage"]), raw(r["resource_ident"]))
+    if con is None or not effective_rights(state, int(state.conversations[con]["space"]),
+                                           state.participant_row(own), actor.grants) & Rights.READ:
+        return not_found(f"operation {operation} not found")
+    return slot, False
+
+
+def operation_view(state: State, actor: Actor, operation: str) -> dict[str, Any] | Refusal:
+    """The actor's own receipt, or a readable input of another member (its sequence null);
+    anything else 404, a retired own handle 410."""
+    found = readable_operation(state, actor, operation)
+    if isinstance(found, Refusal):
+        return found
+    out = receipt_json(state, found[0])
+    if not found[1]:
+        out["sequence"] = None
+    return out
+
+
+def _utf8_or_none(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
+                limit: int | None = None) -> dict[str, Any] | Refusal:
+    """An input's saved result bytes from `offset`: exact base64, byte length, next_offset, text
+    (null unless the span is complete UTF-8; never repaired), and once terminal the final token
+    counts and finish."""
+    found = readable_operation(state, actor, operation)
+    if isinstance(found, Refusal):
+        return found
+    record = state.executions[found[0]]
+    if record is None:
+        return Refusal(409, "not_an_input", f"operation {operation} is not an input; it has no result")
+    saved = record.output
+    if offset > len(saved):
+        return Refusal(416, "offset_out_of_range", f"offset {offset} is beyond the {len(saved)} saved bytes")
+    end = len(saved) if limit is None else min(len(saved), offset + max(limit, 0))
+    span = saved[offset:end]
+    done = record.status.terminal
+    return {"operation": operation, "offset": offset, "bytes": base64.b64encode(span).decode("ascii"),
+            "byte_length": len(span), "next_offset": end, "text": _utf8_or_none(span),
+            "execution": record.status.label, "complete": done and end == len(saved),
+            "saved_bytes": len(saved),
+            "input_tokens": record.input_tokens if done else None,
+            "output_tokens": record.output_tokens if done else None,
+            "finish": record.finish if done else None, "error": record.error if done else None}

@@ -67,7 +67,25 @@ def receipt_json(state: State, slot: int) -> dict[str, Any]:
         "command_bytes": int(r["command_len"]),
         "result_bytes": int(r["result_len"]),
         "save": {name: (None if save is None else getattr(save, name)) for name in SAVE_FIELDS},
+        **_execution_json(state, slot),
     }
+
+
+def _execution_json(state: State, slot: int) -> dict[str, Any]:
+    """Inputs only: `execution` and, once saved, the terminal result's summary."""
+    record = state.executions[slot]
+    if record is None:
+        return {}
+    out: dict[str, Any] = {"execution": record.status.label, "model_digest": record.model_digest.hex(),
+                           "page_limit": record.page_limit, "cancel_requested": record.cancel_requested,
+                           "lease": None if record.lease_slot is None else {
+                               "slot": record.lease_slot, "revision": record.lease_revision,
+                               "retention_mode": record.retention_mode},
+                           "output_bytes": len(record.output), "result": None}
+    if record.status.terminal:
+        out["result"] = {"byte_length": len(record.output), "input_tokens": record.input_tokens,
+                         "output_tokens": record.output_tokens, "finish": record.finish, "error": record.error}
+    return out
 
 
 def record_save(state: State, slot: int, save: Save) -> State:

@@ -29,4 +29,9 @@ def state_hash(state: State) -> str:
     for command in state.commands:
         h.update(struct.pack("<I", len(command)))
         h.update(command)
+    for slot, record in enumerate(state.executions):  # inputs only: states without any hash as before
+        if record is not None:
+            body = record.digest_bytes()
+            h.update(struct.pack("<II", slot, len(body)))
+            h.update(body)
     return h.hexdigest()

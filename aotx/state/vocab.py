@@ -11,6 +11,8 @@ class MutationKind(enum.IntEnum):
     CREATE_SPACE = 3      # POST /spaces
     SET_MEMBER = 4        # POST /spaces/{space}/members
     CREATE_CONVERSATION = 5  # POST /spaces/{space}/conversations
+    INPUT = 6             # POST /conversations/{con}/inputs
+    CANCEL = 7            # POST /conversations/{con}/cancellations
 
     @property
     def label(self) -> str:
@@ -30,6 +32,8 @@ _LABELS = {
     MutationKind.CREATE_SPACE: "space.create",
     MutationKind.SET_MEMBER: "space.members.set",
     MutationKind.CREATE_CONVERSATION: "conversation.create",
+    MutationKind.INPUT: "conversation.input",
+    MutationKind.CANCEL: "conversation.cancel",
 }
 
 
@@ -98,3 +102,23 @@ class Admission(enum.IntEnum):
 class Terminal(enum.IntEnum):
     PENDING = 0
     SAVED = 1
+
+
+class Execution(enum.IntEnum):
+    """Where an input's execution stands (receipt `execution`); NONE for every other kind."""
+
+    NONE = 0
+    QUEUED = 1        # admission saved, no lease yet
+    RUNNING = 2       # lease saved: assigned to an execution slot
+    COMPLETED = 3
+    CANCELLED = 4
+    INTERRUPTED = 5   # a restart found the admission unfinished; never re-executed
+    FAILED = 6
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @property
+    def terminal(self) -> bool:
+        return self >= Execution.COMPLETED

@@ -34,7 +34,8 @@ def _responses(ok: str, *codes: int, created: bool = False) -> dict[str, Any]:
             401: "no valid bearer token", 403: "grant missing", 404: "not found or not visible",
             409: "changed input, future sequence or conflict", 410: "below the retry floor (retired)",
             413: "canonical command over the command-bytes bound", 429: "journal hold; nothing changed",
-            503: "runtime booting or stopped", 507: "a fixed-capacity table is full (named)"}
+            503: "runtime booting or stopped", 507: "a fixed-capacity table is full (named)",
+            416: "offset beyond the saved result bytes"}
     for code in (401, 403, *codes):
         out[str(code)] = {"description": text[code], "content": {"application/json": {"schema": _ref("Error")}}}
     return out
@@ -91,6 +92,44 @@ def openapi_document(base: str) -> dict[str, Any]:
                                          "responses": _responses("Conversation", 400, 404)}},
         "/operations/{op}": {"get": {"summary": "the receipt of an own operation", "parameters": [_path("op")],
                                      "responses": _responses("Receipt", 400, 404, 410)}},
+        "/conversations/{con}/inputs": {"post": {
+            **post("post an input: admitted and saved (202), then executed by the model; the receipt's "
+                   "`execution` goes queued → running → completed | cancelled | interrupted | failed",
+                   _mutation({
+                       "text": {"type": "string", "description": "UTF-8; may be empty only with media; text plus "
+                                "73 bytes per media link fit 2048 bytes"},
+                       "model": {"type": "string"},
+                       "max_output_tokens": {"type": "integer", "minimum": 1, "default": 256},
+                       "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 0},
+                       "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 1},
+                       "pages": {"type": "integer", "minimum": 1,
+                                 "description": "KV page limit; default the page grant"},
+                       "media": {"type": "array", "maxItems": 8, "items": {
+                           "type": "object", "additionalProperties": False, "required": ["type", "sha256"],
+                           "properties": {"type": {"enum": ["image", "audio"]},
+                                          "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}},
+                       ("text", "model")), [_path("con")]),
+            "responses": {**_responses("Receipt", *_MUTATION_CODES, created=True),
+                          "202": {"description": "new input: admission saved, execution started",
+                                  "content": {"application/json": {"schema": _ref("Receipt")}}}}}},
+        "/conversations/{con}/cancellations": {"post": post(
+            "cancel exactly the caller's input of target_sequence in this conversation",
+            _mutation({"target_sequence": _ENVELOPE["sequence"]}, ("target_sequence",)), [_path("con")])},
+        "/operations/{op}/result": {"get": {
+            "summary": "an input's saved result bytes from offset (own, or another member's in a readable space)",
+            "parameters": [_path("op"), *[{"name": n, "in": "query", "schema": {"type": "string",
+                                                                               "pattern": "^[0-9]+$"}}
+                                          for n in ("offset", "limit")]],
+            "responses": _responses("Result", 400, 404, 409, 410, 416)}},
+        "/operations/{op}/events": {"get": {
+            "summary": "always SSE: `output` events (exact base64 bytes; id = path@byte cursor) as the result is "
+                       "journalled, then one `end` event; Last-Event-ID resumes when no offset is given",
+            "parameters": [_path("op"), {"name": "offset", "in": "query",
+                                         "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+                           {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+            "responses": {**_responses("Result", 400, 404, 409, 410, 416),
+                          "200": {"description": "server-sent events",
+                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}},
         "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
     }
     nullable_counter = {"type": ["string", "null"]}
@@ -109,7 +148,19 @@ def openapi_document(base: str) -> dict[str, Any]:
             "status": {"type": "object", "properties": {k: {"type": "string"} for k in
                                                         ("transport", "commit", "admission", "terminal")}},
             "resource": {"type": ["string", "null"]}, "command_bytes": {"type": "integer"},
-            "result_bytes": {"type": "integer"}, "save": save}},
+            "result_bytes": {"type": "integer"}, "save": save,
+            "execution": {"enum": ["queued", "running", "completed", "cancelled", "interrupted", "failed"],
+                          "description": "inputs only"},
+            "model_digest": {"type": "string"}, "page_limit": {"type": "integer"},
+            "cancel_requested": {"type": "boolean"}, "output_bytes": {"type": "integer"},
+            "lease": {"type": ["object", "null"]}, "result": {"type": ["object", "null"]}}},
+        "Result": {"type": "object", "properties": {
+            "operation": {"type": "string"}, "offset": {"type": "integer"},
+            "bytes": {"type": "string", "contentEncoding": "base64"}, "byte_length": {"type": "integer"},
+            "next_offset": {"type": "integer"}, "text": {"type": ["string", "null"]},
+            "execution": {"type": "string"}, "complete": {"type": "boolean"}, "saved_bytes": {"type": "integer"},
+            "input_tokens": {"type": ["integer", "null"]}, "output_tokens": {"type": ["integer", "null"]},
+            "finish": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}},
         "Participant": {"type": "object", "properties": {
             "registered": {"type": "boolean"}, "participant": {"type": ["string", "null"]},
             "lineage": {"type": "string"}, "next_sequence": nullable_counter, "retry_floor": nullable_counter}},

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import asyncio
+import json
+from typing import Any, AsyncIterator, Mapping
 
-from quart import Blueprint, current_app, g, jsonify, request
+from quart import Blueprint, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from aotx.journal import LeaseRevision
@@ -17,6 +19,8 @@ from .openapi import openapi_document
 BASE_PATH = "/aotx/v1/shared"
 _EXT = "aotx_shared"
 _DECIMAL_MAX = 20
+_TERMINAL = ("completed", "cancelled", "interrupted", "failed")
+_KEEPALIVE_SECONDS = 15.0
 
 
 def _json(status: int, body: Mapping[str, Any]):
@@ -48,6 +52,41 @@ def _query_int(name: str, default: int) -> int:
     if not text.isdigit() or len(text) > _DECIMAL_MAX or (len(text) > 1 and text[0] == "0"):
         raise _BadQuery(f"query parameter {name} must be a canonical decimal string, got {text!r}")
     return int(text)
+
+
+def _sse(event: str, data: Mapping[str, Any], event_id: str | None = None) -> bytes:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def _event_id(op: str, offset: int) -> str:
+    """An operation event's ID: its path and the exact byte cursor after it."""
+    return f"{BASE_PATH}/operations/{op}/events@{offset}"
+
+
+def _resume_offset(op: str) -> int:
+    """?offset= when given; else the cursor of a Last-Event-ID of this operation's stream; else 0."""
+    if request.args.get("offset") is not None:
+        return _query_int("offset", 0)
+    last = request.headers.get("Last-Event-ID")
+    if last is None:
+        return 0
+    prefix = f"{BASE_PATH}/operations/{op}/events@"
+    cursor = last[len(prefix):] if last.startswith(prefix) else ""
+    if not cursor.isdigit() or len(cursor) > _DECIMAL_MAX or (len(cursor) > 1 and cursor[0] == "0"):
+        raise _BadQuery(f"Last-Event-ID {last!r} is not an event ID of {prefix}<byte offset>")
+    return int(cursor)
+
+
+async def _wait_change(runtime: Any, timeout: float) -> None:
+    waiter = getattr(runtime, "wait_change", None)
+    if waiter is None:  # a remote runtime: poll
+        await asyncio.sleep(min(timeout, 0.1))
+    else:
+        await waiter(timeout)
 
 
 def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> Blueprint:
@@ -91,23 +130,25 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         return handler
 
     def mutate(kind: MutationKind):
-        async def handler(space: str | None = None):
+        async def handler(space: str | None = None, con: str | None = None):
             runtime, _ = ctx()
             raw = await request.get_data(cache=False, as_text=False)
-            return _answer(await runtime.submit(g.shared_actor, kind, raw, space))
+            return _answer(await runtime.submit(g.shared_actor, kind, raw, space if con is None else con))
         return handler
 
     @bp.get("/capabilities")
     async def capabilities():
         runtime, _ = ctx()
         described = await runtime.describe()
+        execution = described.get("execution")
         return _json(200, {
             "schemas": {"mutation": SCHEMA},
             "base_path": BASE_PATH,
-            "models": list(models),
-            "page_grant": page_grant,
-            "routes": {"inputs": False, "cancellations": False, "memory": False, "publications": False,
-                       "media": False, "events": False},
+            "models": execution["models"] if execution else list(models),
+            "page_grant": execution["page_grant"] if execution else page_grant,
+            "routes": {"inputs": execution is not None, "cancellations": execution is not None,
+                       "operation_results": True, "operation_events": True, "memory": False,
+                       "publications": False, "media": False, "conversation_events": False},
             "limits": described.get("limits"),
             "lease_revisions": [int(r) for r in LeaseRevision],
             "identifiers": {"space": "spc-{lineage}-{id}", "conversation": "con-{lineage}-{id}",
@@ -138,6 +179,55 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         return _answer(await runtime.query("conversations", g.shared_actor, space=space,
                                            cursor=_query_int("cursor", 0), limit=_query_int("limit", 100)))
 
+    @bp.get("/operations/<op>/result")
+    async def operation_result(op: str):
+        runtime, _ = ctx()
+        limit = request.args.get("limit")
+        return _answer(await runtime.query("result", g.shared_actor, op=op, offset=_query_int("offset", 0),
+                                           limit=None if limit is None else _query_int("limit", 0)))
+
+    @bp.get("/operations/<op>/events")
+    async def operation_events(op: str):
+        """Always SSE: `output` events as the result is journalled (exact base64 bytes; the ID holds
+        the byte cursor after them), then one terminal `end` event. Every read rechecks rights."""
+        runtime, _ = ctx()
+        actor = g.shared_actor
+        start = _resume_offset(op)
+        first = await runtime.query("result", actor, op=op, offset=start)
+        if first.status != 200:
+            return _answer(first)
+
+        async def stream() -> AsyncIterator[bytes]:
+            offset, out, idle = start, first, 0.0
+            while True:
+                if out.status != 200:  # rights or membership gone, or the receipt retired: the stream ends
+                    yield _sse("error", out.body)
+                    return
+                body = out.body
+                if body["byte_length"]:
+                    offset = body["next_offset"]
+                    yield _sse("output", {"offset": body["offset"], "bytes": body["bytes"],
+                                          "byte_length": body["byte_length"], "text": body["text"],
+                                          "next_offset": offset}, _event_id(op, offset))
+                    idle = 0.0
+                if body["execution"] in _TERMINAL and body["next_offset"] == body["saved_bytes"]:
+                    yield _sse("end", {key: body[key] for key in ("execution", "saved_bytes", "input_tokens",
+                                                                  "output_tokens", "finish", "error")},
+                               _event_id(op, offset))
+                    return
+                if idle >= _KEEPALIVE_SECONDS:
+                    yield b": keep-alive\n\n"
+                    idle = 0.0
+                began = asyncio.get_running_loop().time()
+                await _wait_change(runtime, 1.0)
+                idle += asyncio.get_running_loop().time() - began
+                out = await runtime.query("result", actor, op=op, offset=offset)
+
+        response = Response(stream(), status=200, content_type="text/event-stream")
+        response.headers["X-Accel-Buffering"] = "no"
+        response.timeout = None
+        return response
+
     @bp.get("/openapi.json")
     async def openapi():
         return _json(200, openapi_document(BASE_PATH))
@@ -153,6 +243,8 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
     bp.add_url_rule("/spaces/<space>/members", "set_member", mutate(MutationKind.SET_MEMBER), methods=["POST"])
     bp.add_url_rule("/spaces/<space>/conversations", "create_conversation",
                     mutate(MutationKind.CREATE_CONVERSATION), methods=["POST"])
+    bp.add_url_rule("/conversations/<con>/inputs", "input", mutate(MutationKind.INPUT), methods=["POST"])
+    bp.add_url_rule("/conversations/<con>/cancellations", "cancel", mutate(MutationKind.CANCEL), methods=["POST"])
 
     @bp.route("/<path:rest>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def unknown(rest: str):

@@ -8,7 +8,7 @@ import time
 import httpx
 
 MODEL = "smollm2-135m-instruct"
-SURFACES = ("chat", "completions", "messages", "responses")
+SURFACES = ("chat", "completions", "messages", "responses", "shared")  # shared: inputs of /aotx/v1/shared
 LANES = ("buffered", "stream")
 
 

@@ -43,9 +43,11 @@ class Party:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKENS[self.name]}"}
 
-    async def get(self, path: str):
-        resp = await self.client.get(BASE + path, headers=self.headers)
+    async def get(self, path: str, headers: dict[str, str] | None = None):
+        resp = await self.client.get(BASE + path, headers={**self.headers, **(headers or {})})
         assert resp.headers["Cache-Control"] == "no-store"
+        if resp.content_type.startswith("text/event-stream"):
+            return resp.status_code, await resp.get_data(as_text=True)
         return resp.status_code, await resp.get_json()
 
     async def post_raw(self, path: str, raw: bytes):
@@ -61,7 +63,7 @@ class Party:
 
     async def post(self, path: str, body: dict[str, Any]):
         status, got = await self.post_raw(path, json.dumps(body).encode())
-        if status == 201:
+        if status in (201, 202):  # 202: an input, admitted and saved, executing
             self.next_sequence += 1
         return status, got
 

@@ -156,7 +156,7 @@ class StateMachine(RuleBasedStateMachine):
             assert receipt_json(self.driver.state, decision.slot) == original[5]
         return decision
 
-    @rule(who=st.sampled_from(PRINCIPALS), kind=st.sampled_from(list(M)), key=st.integers(1, 12),
+    @rule(who=st.sampled_from(PRINCIPALS), kind=st.sampled_from([k for k in M if k <= M.CREATE_CONVERSATION]), key=st.integers(1, 12),
           ident=st.integers(1, 3), scope=st.sampled_from(["private", "room", "instance"]), explicit=st.booleans(),
           space=st.tuples(st.sampled_from(PRINCIPALS), st.integers(1, 3)), member=st.sampled_from(PRINCIPALS),
           perms=st.sets(st.sampled_from([R, W, X])), floor_delta=st.integers(-1, 3), data=st.data())

@@ -1,0 +1,266 @@
+"""Shared inputs end to end: a real nats-server, the real model (numpy/auto backend, tiny budgets).
+
+Post an input → admission saved (202) → lease → output transfers → completion; result bytes at
+offsets; the SSE stream (and Last-Event-ID resume); exact retry runs nothing twice; a read member
+reads the result, a non-member gets 404; cancellation; a restart turns an unfinished admission
+into `interrupted` and never runs it again; a runtime without a model refuses inputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import pytest
+
+from aotx.journal import Reassembler, TransferKind
+from aotx.serving import ModelService, ServiceConfig
+
+from .harness import fresh_spec, shared_app
+
+TERMINAL = ("completed", "cancelled", "interrupted", "failed")
+
+
+@pytest.fixture(scope="module")
+def service(model_bundle):
+    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=256, default_max_tokens=8), bundle=model_bundle,
+                            progress=False)
+    svc.start()
+    yield svc
+    asyncio.run(svc.stop())
+
+
+async def _setup(p):
+    """alice owns a room space with one conversation; bob is a read member; carol is registered only."""
+    alice, bob, carol = p["alice"], p["bob"], p["carol"]
+    for who in (alice, bob, carol):
+        await who.sync()
+        assert (await who.post("/participant", who.body()))[0] == 201
+    status, sp = await alice.post("/spaces", alice.body(scope="room"))
+    assert status == 201
+    status, conv = await alice.post(f"/spaces/{sp['resource']}/conversations", alice.body())
+    assert status == 201
+    bob_id = (await bob.sync())["participant"]
+    status, _ = await alice.post(f"/spaces/{sp['resource']}/members",
+                                 alice.body(participant=bob_id, permissions=["read"]))
+    assert status == 201
+    return sp["resource"], conv["resource"]
+
+
+async def _wait(party, op: str, states=TERMINAL, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, receipt = await party.get(f"/operations/{op}")
+        assert status == 200, receipt
+        if receipt["execution"] in states:
+            return receipt
+        assert time.monotonic() < deadline, receipt
+        await asyncio.sleep(0.05)
+
+
+def _sse_events(text: str) -> list[dict]:
+    out = []
+    for block in text.split("\n\n"):
+        if not block.strip() or block.startswith(":"):
+            continue
+        event = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            event[name] = json.loads(value) if name == "data" else value
+        out.append(event)
+    return out
+
+
+async def _transfers(runtime) -> list:
+    r = Reassembler(recovery=True)
+    done = []
+    async for msg in runtime.recorder.read(1):
+        done.extend(r.feed_message(msg.data, position=msg.seq))
+    return done
+
+
+async def test_input_result_events_retry_readers(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice, bob, carol = p["alice"], p["bob"], p["carol"]
+        space, con = await _setup(p)
+        status, caps = await alice.get("/capabilities")
+        assert caps["routes"]["inputs"] is True and caps["page_grant"] >= 1
+        assert caps["models"][0]["id"] == service.model_id and caps["models"][0]["media"] is False
+
+        body = alice.body(text="Name one colour.", model=service.model_id, max_output_tokens=6)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs", body)
+        assert status == 202, receipt
+        assert receipt["kind"] == "conversation.input" and receipt["status_code"] == 202
+        assert receipt["status"]["admission"] == "saved" and receipt["status"]["terminal"] == "pending"
+        assert receipt["execution"] in ("queued", "running")
+        assert receipt["model_digest"] == service.bundle.sha256 and receipt["page_limit"] == caps["page_grant"]
+        op = receipt["operation"]
+
+        done = await _wait(alice, op)
+        assert done["execution"] == "completed" and done["status"]["terminal"] == "saved", done["result"]
+        res = done["result"]
+        assert res["finish"] in ("stop", "length") and 1 <= res["output_tokens"] <= 6 and res["input_tokens"] > 3
+        assert done["lease"] == {"slot": 0, "revision": 3, "retention_mode": 1}
+
+        # exact retry: the same receipt, nothing runs again (one admission, one lease, one completion)
+        status, again = await alice.post(f"/conversations/{con}/inputs", body)
+        assert (status, again) == (200, done)
+        kinds = [t.kind for t in await _transfers(runtime)]
+        assert (kinds.count(TransferKind.ADMISSION), kinds.count(TransferKind.LEASE),
+                kinds.count(TransferKind.COMPLETION)) == (1, 1, 1)
+        # changed input under the same sequence: 409
+        status, err = await alice.post(f"/conversations/{con}/inputs", {**body, "text": "Other."})
+        assert status == 409, err
+
+        # result bytes at offsets
+        status, whole = await alice.get(f"/operations/{op}/result")
+        assert status == 200
+        data = base64.b64decode(whole["bytes"])
+        assert whole["byte_length"] == len(data) == res["byte_length"] > 0 and whole["next_offset"] == len(data)
+        assert whole["text"] == data.decode("utf-8") and whole["complete"] is True
+        assert (whole["input_tokens"], whole["output_tokens"], whole["finish"]) == (
+            res["input_tokens"], res["output_tokens"], res["finish"])
+        pieces, offset = b"", 0
+        while offset < len(data):
+            status, span = await alice.get(f"/operations/{op}/result?offset={offset}&limit=3")
+            assert status == 200 and span["offset"] == offset and span["byte_length"] <= 3
+            pieces += base64.b64decode(span["bytes"])
+            offset = span["next_offset"]
+        assert pieces == data
+        status, tail = await alice.get(f"/operations/{op}/result?offset={len(data)}")
+        assert status == 200 and tail["byte_length"] == 0 and tail["text"] == ""
+        assert (await alice.get(f"/operations/{op}/result?offset={len(data) + 1}"))[0] == 416
+
+        # SSE: every output event, then the terminal event; Last-Event-ID resumes at its byte cursor
+        status, stream = await alice.get(f"/operations/{op}/events")
+        assert status == 200
+        events = _sse_events(stream)
+        outputs = [e for e in events if e["event"] == "output"]
+        assert b"".join(base64.b64decode(e["data"]["bytes"]) for e in outputs) == data
+        assert events[-1]["event"] == "end" and events[-1]["data"]["execution"] == "completed"
+        assert events[-1]["id"].endswith(f"/operations/{op}/events@{len(data)}")
+        cut = max(1, len(data) // 2)
+        status, resumed = await alice.get(f"/operations/{op}/events",
+                                          headers={"Last-Event-ID": f"/aotx/v1/shared/operations/{op}/events@{cut}"})
+        got = _sse_events(resumed)
+        assert b"".join(base64.b64decode(e["data"]["bytes"]) for e in got if e["event"] == "output") == data[cut:]
+
+        # a read member reads another member's result (its sequence null); a non-member gets 404
+        status, seen = await bob.get(f"/operations/{op}")
+        assert status == 200 and seen["sequence"] is None and seen["execution"] == "completed"
+        status, bob_res = await bob.get(f"/operations/{op}/result")
+        assert status == 200 and bob_res["bytes"] == whole["bytes"]
+        assert (await bob.get(f"/operations/{op}/events"))[0] == 200
+        for path in (f"/operations/{op}", f"/operations/{op}/result", f"/operations/{op}/events"):
+            assert (await carol.get(path))[0] == 404
+        # bob may read but not write
+        status, err = await bob.post(f"/conversations/{con}/inputs",
+                                     bob.body(text="hi", model=service.model_id, max_output_tokens=2))
+        assert status == 403, err
+
+
+async def test_refusals_and_cancellation(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice = p["alice"]
+        _, con = await _setup(p)
+        path = f"/conversations/{con}/inputs"
+        media = [{"type": "image", "sha256": "ab" * 32}]
+        status, err = await alice.post(path, alice.body(text="look", model=service.model_id, media=media))
+        assert status == 409 and "media capability" in err["error"]["message"]
+        for bad in ({"text": "", "model": service.model_id}, {"text": "x" * 2049, "model": service.model_id},
+                    {"text": "x" * (2048 - 72), "model": service.model_id, "media": media},
+                    {"text": "x", "model": service.model_id, "media": [{"type": "video", "sha256": "ab" * 32}]},
+                    {"text": "x", "model": service.model_id, "media": media * 9},
+                    {"text": "x", "model": service.model_id, "temperature": -1},
+                    {"text": "x", "model": service.model_id, "top_p": 0},
+                    {"text": "x", "model": service.model_id, "max_output_tokens": 0},
+                    {"text": "x", "model": service.model_id, "extra": 1}, {"model": service.model_id}):
+            status, err = await alice.post(path, alice.body(**bad))
+            assert status == 400, (bad, err)
+        status, err = await alice.post(path, alice.body(text="x", model="no-such-model"))
+        assert status == 404
+        status, err = await alice.post(path, alice.body(text="x", model=service.model_id, pages=10 ** 6))
+        assert status == 409 and err["error"]["type"] == "page_limit"
+
+        status, long = await alice.post(path, alice.body(text="Write a very long story about the sea.",
+                                                         model=service.model_id, max_output_tokens=400))
+        assert status == 202
+        target = long["sequence"]
+        status, cancel = await alice.post(f"/conversations/{con}/cancellations",
+                                          alice.body(target_sequence=target))
+        assert status == 201 and cancel["kind"] == "conversation.cancel", cancel
+        done = await _wait(alice, long["operation"])
+        assert done["execution"] == "cancelled" and done["result"]["finish"] == "cancelled"
+        assert done["result"]["output_tokens"] < 400
+        # cancelling it again, or a sequence that is no input: refused
+        status, err = await alice.post(f"/conversations/{con}/cancellations", alice.body(target_sequence=target))
+        assert status == 409
+        status, err = await alice.post(f"/conversations/{con}/cancellations", alice.body(target_sequence="1"))
+        assert status == 404
+
+
+async def test_restart_interrupts_an_unfinished_admission(nats_url, service):
+    spec = fresh_spec()
+    async with shared_app(nats_url, spec, service=service) as (runtime, p, client):
+        alice = p["alice"]
+        _, con = await _setup(p)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
+            text="Count from one to one hundred.", model=service.model_id, max_output_tokens=400))
+        assert status == 202
+        op = receipt["operation"]
+        running = await _wait(alice, op, states=("running",) + TERMINAL)
+        assert running["execution"] == "running"
+    # the runtime stopped mid-generation: no completion was journalled
+    async with shared_app(nats_url, spec) as (runtime, p, client):  # no model service this time
+        alice = p["alice"]
+        await alice.sync()
+        status, after = await alice.get(f"/operations/{op}")
+        assert status == 200 and after["execution"] == "interrupted" and after["status"]["terminal"] == "saved"
+        assert after["result"]["finish"] == "interrupted"
+        kinds = [t.kind for t in await _transfers(runtime)]
+        assert kinds.count(TransferKind.LEASE) == 1 and kinds.count(TransferKind.COMPLETION) == 1
+        status, res = await alice.get(f"/operations/{op}/result")
+        assert status == 200 and res["execution"] == "interrupted"
+        status, stream = await alice.get(f"/operations/{op}/events")
+        assert _sse_events(stream)[-1]["data"]["execution"] == "interrupted"
+        # a runtime without a model service refuses inputs, clearly
+        status, err = await alice.post(f"/conversations/{con}/inputs",
+                                       alice.body(key="f" * 32, text="hi", model="smollm2-135m-instruct"))
+        assert status == 409 and "no model service" in err["error"]["message"]
+    async with shared_app(nats_url, spec, service=service) as (runtime, p, client):
+        alice = p["alice"]
+        await alice.sync()
+        await asyncio.sleep(0.3)
+        kinds = [t.kind for t in await _transfers(runtime)]
+        assert kinds.count(TransferKind.LEASE) == 1  # never re-run
+        assert (await alice.get(f"/operations/{op}"))[1]["execution"] == "interrupted"
+
+
+async def test_removing_a_member_ends_their_open_stream(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice, bob = p["alice"], p["bob"]
+        space, con = await _setup(p)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
+            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=300))
+        assert status == 202
+        op = receipt["operation"]
+        await _wait(alice, op, states=("running",) + TERMINAL)
+
+        async def remove_bob():
+            await asyncio.sleep(0.5)
+            bob_id = (await bob.sync())["participant"]
+            status, _ = await alice.post(f"/spaces/{space}/members", alice.body(participant=bob_id, permissions=[]))
+            assert status == 201
+
+        (status, stream), _ = await asyncio.gather(bob.get(f"/operations/{op}/events"), remove_bob())
+        assert status == 200
+        events = _sse_events(stream)
+        assert events[-1]["event"] == "error" and events[-1]["data"]["error"]["type"] == "not_found"
+        assert all(e["event"] != "end" for e in events)
+        assert (await bob.get(f"/operations/{op}/result"))[0] == 404
+        status, cancel = await alice.post(f"/conversations/{con}/cancellations",
+                                          alice.body(target_sequence=receipt["sequence"]))
+        assert status in (201, 409)
+        assert (await _wait(alice, op))["execution"] in ("cancelled", "completed")
