@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..state import (State, conversation_view, list_conversations, list_members, list_spaces, operation_view,
+from ..state import (State, conversation_events, conversation_view, list_conversations, list_members, list_spaces, operation_view,
                      participant_view, result_view, space_view)
 from ..state.rights import Actor
 from .outcome import Outcome
@@ -17,6 +17,7 @@ VIEWS: Mapping[str, Callable[..., Any]] = {
     "conversations": lambda s, a, space, cursor=0, limit=100: list_conversations(s, a, space, cursor, limit),
     "conversation": lambda s, a, con: conversation_view(s, a, con),
     "operation": lambda s, a, op: operation_view(s, a, op),
+    "conversation_events": lambda s, a, con, cursor=0, limit=100: conversation_events(s, a, con, cursor, limit),
     "result": lambda s, a, op, offset=0, limit=None: result_view(s, a, op, offset, limit),
 }
 

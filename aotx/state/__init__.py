@@ -21,7 +21,7 @@ from .memory_rows import (MEMORY_ROW_DTYPE, ROW_SIZE, MemoryKind, MemoryRow, dec
                           memory_row_from_json, memory_row_json)
 from .mutations import (CancelInput, CreateConversation, CreateSpace, Mutation, RegisterParticipant, RetireReceipts,
                         SetMemberRights, SubmitInput, canonical_bytes, parse_mutation)
-from .queries import (conversation_view, list_conversations, list_members, list_spaces, operation_view,
+from .queries import (conversation_events, conversation_view, list_conversations, list_members, list_spaces, operation_view,
                       participant_view, readable_operation, result_view, space_view)
 from .receipts import find_operation, receipt_json, record_save
 from .rights import Actor, Grants, effective_rights, membership_rights
@@ -31,7 +31,7 @@ from .vocab import Admission, Commit, Execution, MutationKind, ResourceKind, Rig
 
 __all__ = [
     "CancelInput", "Execution", "ExecutionContext", "InputAdmitted", "InputCancelled", "ModelCaps", "SubmitInput",
-    "readable_operation", "result_view",
+    "readable_operation", "result_view", "conversation_events",
     "Accepted", "Actor", "Admission", "ApplyError", "Capacities", "CapacityFull", "Command", "Commit",
     "ConversationCreated", "CreateConversation", "CreateSpace", "Decision", "Envelope", "Event", "EventCodecError",
     "GRANT_NEEDED", "Grants", "IdError", "IdKind", "MEMORY_ROW_DTYPE", "MalformedMutation", "MemberRightsSet",

@@ -53,7 +53,8 @@ def apply(state: State, event: Event) -> State:
 def owned_copy(state: State) -> State:
     """A private, writable copy of a state (tables, per-slot lists and index) for `apply_into`."""
     new = replace(state, **{t: getattr(state, t).copy() for t in _TABLES},
-                  commands=list(state.commands), saves=list(state.saves), executions=list(state.executions))
+                  commands=list(state.commands), saves=list(state.saves), executions=list(state.executions),
+                  input_counts=list(state.input_counts))
     object.__setattr__(new, "_index", state.index.copy())
     return new
 
@@ -65,6 +66,7 @@ def freeze(state: State) -> State:
     object.__setattr__(state, "commands", tuple(state.commands))
     object.__setattr__(state, "saves", tuple(state.saves))
     object.__setattr__(state, "executions", tuple(state.executions))
+    object.__setattr__(state, "input_counts", tuple(state.input_counts))
     return state
 
 
@@ -110,7 +112,7 @@ def apply_into(state: State, event: Event) -> None:
         write = _create_conversation(state, event, prow, where)
         resource = (ResourceKind.CONVERSATION, op.lineage, event.conversation)
     elif isinstance(event, InputAdmitted):
-        _conversation(state, event.conversation_lineage, event.conversation, where)
+        con_row = _conversation(state, event.conversation_lineage, event.conversation, where)
         write = _noop
         resource = (ResourceKind.CONVERSATION, event.conversation_lineage, event.conversation)
     elif isinstance(event, InputCancelled):
@@ -137,8 +139,13 @@ def apply_into(state: State, event: Event) -> None:
         Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.PENDING if admitted else Terminal.SAVED,
         resource[0], resource[1], resource[2], len(op.command), 0), dtype=RECEIPT)[0]
     state.commands[slot] = op.command  # type: ignore[index]
-    state.executions[slot] = (ExecutionRecord(event.model_digest, event.page_limit)  # type: ignore[index]
-                              if admitted else None)
+    if admitted:
+        order = state.input_counts[con_row] + 1
+        state.input_counts[con_row] = order  # type: ignore[index]
+        state.executions[slot] = ExecutionRecord(event.model_digest, event.page_limit,  # type: ignore[index]
+                                                 order=order)
+    else:
+        state.executions[slot] = None  # type: ignore[index]
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
     if prow is None:
         parts[new_prow]["next_sequence"] = op.sequence + 1

@@ -49,13 +49,14 @@ class ExecutionRecord:
     finish: Optional[str] = None
     error: Optional[str] = None
     cancel_requested: bool = False
+    order: int = 0           # 1-based position in its conversation's input order (the event cursor)
 
     def digest_bytes(self) -> bytes:
         """A stable encoding for state_hash."""
         from ..journal.transfer import pack_body
         return pack_body([self.model_digest, self.page_limit, int(self.status), self.lease_slot, self.lease_revision,
                           self.retention_mode, self.output, self.input_tokens, self.output_tokens, self.finish,
-                          self.error, self.cancel_requested])
+                          self.error, self.cancel_requested, self.order])
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ leak. Foreign participants' counters are null. Lists take a row cursor and a lim
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from .decision import Refusal, forbidden, not_found
@@ -228,3 +229,67 @@ def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
             "input_tokens": record.input_tokens if done else None,
             "output_tokens": record.output_tokens if done else None,
             "finish": record.finish if done else None, "error": record.error if done else None}
+
+
+def _readable_conversation(state: State, actor: Actor, conversation: str) -> int | Refusal:
+    if (refusal := _reader(actor)) is not None:
+        return refusal
+    try:
+        rid = parse_id(conversation, IdKind.CONVERSATION)
+    except IdError as exc:
+        return _bad_id(exc)
+    row = state.conversation_row(rid.lineage, rid.ident)
+    if row is None or not effective_rights(state, int(state.conversations[row]["space"]),
+                                           state.participant_row(lineage_for(actor.principal)),
+                                           actor.grants) & Rights.READ:
+        return not_found(f"conversation {conversation} not found")
+    return row
+
+
+def _input_event(state: State, slot: int, own: bytes) -> dict[str, Any]:
+    r = state.receipts[slot]
+    record = state.executions[slot]
+    lineage = raw(r["lineage"])
+    author = state.participants[state.participant_row(lineage)]
+    command = json.loads(state.commands[slot])
+    done = record.status.terminal
+    return {"cursor": str(record.order),
+            "operation": format_id(IdKind.OPERATION, lineage, raw(r["operation"])),
+            "author": format_id(IdKind.PARTICIPANT, lineage, raw(author["ident"])),
+            "sequence": str(int(r["sequence"])) if lineage == own else None,
+            "text": command["text"], "model": command["model"], "media": command["media"],
+            "execution": record.status.label, "saved_bytes": len(record.output),
+            "input_tokens": record.input_tokens if done else None,
+            "output_tokens": record.output_tokens if done else None,
+            "finish": record.finish if done else None}
+
+
+def conversation_events(state: State, actor: Actor, conversation: str, cursor: int = 0,
+                        limit: int = 100) -> dict[str, Any] | Refusal:
+    """A conversation's inputs in conversation input order after `cursor` (an order count; 0 = from
+    the start), at most `limit`. `floor` is the lowest order still held (retired receipts leave
+    the window); `gap` names the orders after the cursor that are retired and cannot be listed."""
+    row = _readable_conversation(state, actor, conversation)
+    if isinstance(row, Refusal):
+        return row
+    c = state.conversations[row]
+    con_key = (raw(c["lineage"]), raw(c["ident"]))
+    live: list[tuple[int, int]] = []
+    for slot, record in enumerate(state.executions):
+        if record is not None:
+            r = state.receipts[slot]
+            if (raw(r["resource_lineage"]), raw(r["resource_ident"])) == con_key:
+                live.append((record.order, slot))
+    live.sort()
+    total = int(state.input_counts[row])
+    floor = live[0][0] if live else total + 1
+    after = [(order, slot) for order, slot in live if order > cursor]
+    page = after[:max(1, min(limit, MAX_LIMIT))]
+    own = lineage_for(actor.principal)
+    expected = cursor + 1
+    first = page[0][0] if page else total + 1
+    gap = None if first <= expected else {"from": str(expected), "to": str(first - 1)}
+    last = page[-1][0] if page else max(cursor, first - 1, 0)
+    return {"conversation": conversation, "events": [_input_event(state, slot, own) for _, slot in page],
+            "floor": str(floor), "gap": gap, "latest": str(total),
+            "next_cursor": str(last) if len(after) > len(page) else None, "cursor": str(last)}

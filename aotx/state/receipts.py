@@ -78,6 +78,7 @@ def _execution_json(state: State, slot: int) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"execution": record.status.label, "model_digest": record.model_digest.hex(),
                            "page_limit": record.page_limit, "cancel_requested": record.cancel_requested,
+                           "event_cursor": record.order,
                            "lease": None if record.lease_slot is None else {
                                "slot": record.lease_slot, "revision": record.lease_revision,
                                "retention_mode": record.retention_mode},

@@ -128,6 +128,7 @@ class State:
     commands: Sequence[bytes] = ()                   # canonical bytes per receipt slot (b"" = free)
     saves: Sequence[Optional[Save]] = field(default=(), compare=False)  # not part of state_hash
     executions: Sequence[Any] = ()                    # per receipt slot: ExecutionRecord of an input, else None
+    input_counts: Sequence[int] = ()                  # per conversation row: inputs admitted (event order)
     applied: int = 0                                  # events applied (the projection's position)
     # derived from the tables; `replace` leaves it out, so a replaced State rebuilds its own
     _index: Any = field(default=None, init=False, compare=False, repr=False)
@@ -173,4 +174,5 @@ def empty_state(capacities: Capacities | None = None) -> State:
         caps, empty_table("participants", caps), empty_table("spaces", caps),
         empty_table("conversations", caps), empty_table("members", caps), empty_table("receipts", caps),
         commands=(b"",) * caps.receipts, saves=(None,) * caps.receipts, executions=(None,) * caps.receipts,
+        input_counts=(0,) * caps.conversations,
     )

@@ -34,4 +34,7 @@ def state_hash(state: State) -> str:
             body = record.digest_bytes()
             h.update(struct.pack("<II", slot, len(body)))
             h.update(body)
+    for row, count in enumerate(state.input_counts):
+        if count:
+            h.update(struct.pack("<IQ", row, count))
     return h.hexdigest()

@@ -112,6 +112,17 @@ def openapi_document(base: str) -> dict[str, Any]:
             "responses": {**_responses("Receipt", *_MUTATION_CODES, created=True),
                           "202": {"description": "new input: admission saved, execution started",
                                   "content": {"application/json": {"schema": _ref("Receipt")}}}}}},
+        "/conversations/{con}/events": {"get": {
+            "summary": "the conversation's inputs in conversation input order after cursor (list), or with "
+                       "stream=true as SSE `input` events (id = path@order cursor; Last-Event-ID resumes when no "
+                       "cursor is given) and `gap` events where retired inputs left the window",
+            "parameters": [_path("con"), *_list_params(),
+                           {"name": "stream", "in": "query", "schema": {"enum": ["true", "false"]}},
+                           {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+            "responses": {**_responses("ConversationEvents", 400, 404),
+                          "200": {"description": "the list, or server-sent events with stream=true",
+                                  "content": {"application/json": {"schema": _ref("ConversationEvents")},
+                                              "text/event-stream": {"schema": {"type": "string"}}}}}}},
         "/conversations/{con}/cancellations": {"post": post(
             "cancel exactly the caller's input of target_sequence in this conversation",
             _mutation({"target_sequence": _ENVELOPE["sequence"]}, ("target_sequence",)), [_path("con")])},
@@ -154,6 +165,10 @@ def openapi_document(base: str) -> dict[str, Any]:
             "model_digest": {"type": "string"}, "page_limit": {"type": "integer"},
             "cancel_requested": {"type": "boolean"}, "output_bytes": {"type": "integer"},
             "lease": {"type": ["object", "null"]}, "result": {"type": ["object", "null"]}}},
+        "ConversationEvents": {"type": "object", "properties": {
+            "conversation": {"type": "string"}, "events": {"type": "array", "items": {"type": "object"}},
+            "floor": {"type": "string"}, "gap": {"type": ["object", "null"]}, "latest": {"type": "string"},
+            "cursor": {"type": "string"}, "next_cursor": nullable_counter}},
         "Result": {"type": "object", "properties": {
             "operation": {"type": "string"}, "offset": {"type": "integer"},
             "bytes": {"type": "string", "contentEncoding": "base64"}, "byte_length": {"type": "integer"},

@@ -67,6 +67,20 @@ def _event_id(op: str, offset: int) -> str:
     return f"{BASE_PATH}/operations/{op}/events@{offset}"
 
 
+def _resume_cursor(path: str, name: str) -> int:
+    """?{name}= when given; else the cursor of a Last-Event-ID of this stream (`path@cursor`); else 0."""
+    if request.args.get(name) is not None:
+        return _query_int(name, 0)
+    last = request.headers.get("Last-Event-ID")
+    if last is None:
+        return 0
+    prefix = f"{BASE_PATH}{path}@"
+    cursor = last[len(prefix):] if last.startswith(prefix) else ""
+    if not cursor.isdigit() or len(cursor) > _DECIMAL_MAX or (len(cursor) > 1 and cursor[0] == "0"):
+        raise _BadQuery(f"Last-Event-ID {last!r} is not an event ID of {prefix}<cursor>")
+    return int(cursor)
+
+
 def _resume_offset(op: str) -> int:
     """?offset= when given; else the cursor of a Last-Event-ID of this operation's stream; else 0."""
     if request.args.get("offset") is not None:
@@ -148,7 +162,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             "page_grant": execution["page_grant"] if execution else page_grant,
             "routes": {"inputs": execution is not None, "cancellations": execution is not None,
                        "operation_results": True, "operation_events": True, "memory": False,
-                       "publications": False, "media": False, "conversation_events": False},
+                       "publications": False, "media": False, "conversation_events": True},
             "limits": described.get("limits"),
             "lease_revisions": [int(r) for r in LeaseRevision],
             "identifiers": {"space": "spc-{lineage}-{id}", "conversation": "con-{lineage}-{id}",
@@ -178,6 +192,52 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         runtime, _ = ctx()
         return _answer(await runtime.query("conversations", g.shared_actor, space=space,
                                            cursor=_query_int("cursor", 0), limit=_query_int("limit", 100)))
+
+    @bp.get("/conversations/<con>/events")
+    async def conversation_events(con: str):
+        """A list by cursor (conversation input order) and limit, or with stream=true SSE `input`
+        events (ID = path@order cursor; Last-Event-ID resumes when no cursor is given) and `gap`
+        events where retired inputs left the window. Every read rechecks rights."""
+        runtime, _ = ctx()
+        actor = g.shared_actor
+        stream_flag = request.args.get("stream", "false")
+        if stream_flag not in ("true", "false"):
+            raise _BadQuery(f"query parameter stream must be true or false, got {stream_flag!r}")
+        path = f"/conversations/{con}/events"
+        cursor = _resume_cursor(path, "cursor")
+        limit = _query_int("limit", 100)
+        first = await runtime.query("conversation_events", actor, con=con, cursor=cursor, limit=limit)
+        if stream_flag == "false" or first.status != 200:
+            return _answer(first)
+
+        async def stream() -> AsyncIterator[bytes]:
+            at, out, idle = cursor, first, 0.0
+            while True:
+                if out.status != 200:  # rights or membership gone: the stream ends
+                    yield _sse("error", out.body)
+                    return
+                body = out.body
+                if body["gap"] is not None:
+                    yield _sse("gap", {"gap": body["gap"], "floor": body["floor"]})
+                for event in body["events"]:
+                    at = int(event["cursor"])
+                    yield _sse("input", event, f"{BASE_PATH}{path}@{at}")
+                if body["events"] or body["gap"] is not None:
+                    idle = 0.0
+                    at = max(at, int(body["cursor"]))
+                if body["next_cursor"] is None:
+                    if idle >= _KEEPALIVE_SECONDS:
+                        yield b": keep-alive\n\n"
+                        idle = 0.0
+                    began = asyncio.get_running_loop().time()
+                    await _wait_change(runtime, 1.0)
+                    idle += asyncio.get_running_loop().time() - began
+                out = await runtime.query("conversation_events", actor, con=con, cursor=at, limit=limit)
+
+        response = Response(stream(), status=200, content_type="text/event-stream")
+        response.headers["X-Accel-Buffering"] = "no"
+        response.timeout = None
+        return response
 
     @bp.get("/operations/<op>/result")
     async def operation_result(op: str):

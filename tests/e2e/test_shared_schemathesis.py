@@ -27,7 +27,8 @@ def test_openapi_document_lists_every_shared_route(server, alice_token):
     for route in ("/capabilities", "/participant", "/participant/retirements", "/spaces",
                   "/spaces/{space}", "/spaces/{space}/members", "/spaces/{space}/conversations",
                   "/conversations/{con}", "/operations/{op}", "/conversations/{con}/inputs",
-                  "/conversations/{con}/cancellations", "/operations/{op}/result", "/operations/{op}/events"):
+                  "/conversations/{con}/cancellations", "/operations/{op}/result", "/operations/{op}/events",
+                  "/conversations/{con}/events"):
         assert any(p.endswith(route) for p in paths), route
 
 

@@ -264,3 +264,58 @@ async def test_removing_a_member_ends_their_open_stream(nats_url, service):
                                           alice.body(target_sequence=receipt["sequence"]))
         assert status in (201, 409)
         assert (await _wait(alice, op))["execution"] in ("cancelled", "completed")
+
+
+async def test_conversation_events_list_gap_and_stream(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice, bob, carol = p["alice"], p["bob"], p["carol"]
+        space, con = await _setup(p)
+        path = f"/conversations/{con}/inputs"
+        ops = []
+        for i in range(3):
+            status, r = await alice.post(path, alice.body(text=f"Say {i}.", model=service.model_id,
+                                                          max_output_tokens=2))
+            assert status == 202
+            ops.append(r)
+        for r in ops:
+            await _wait(alice, r["operation"])
+        status, listed = await bob.get(f"/conversations/{con}/events?limit=2")
+        assert status == 200 and [e["cursor"] for e in listed["events"]] == ["1", "2"]
+        assert listed["events"][0]["text"] == "Say 0." and listed["events"][0]["sequence"] is None
+        assert listed["events"][0]["operation"] == ops[0]["operation"] and listed["next_cursor"] == "2"
+        assert listed["floor"] == "1" and listed["gap"] is None and listed["latest"] == "3"
+        status, rest = await alice.get(f"/conversations/{con}/events?cursor=2")
+        assert [e["cursor"] for e in rest["events"]] == ["3"] and rest["next_cursor"] is None
+        assert rest["events"][0]["sequence"] == ops[2]["sequence"] and rest["events"][0]["execution"] == "completed"
+        assert (await carol.get(f"/conversations/{con}/events"))[0] == 404
+        assert (await alice.get(f"/conversations/{con}/events?stream=maybe"))[0] == 400
+
+        # retiring alice's first input leaves a gap below the new floor
+        floor = int(ops[1]["sequence"])
+        status, _ = await alice.post("/participant/retirements", alice.body(retry_floor=str(floor)))
+        assert status == 201
+        status, after = await bob.get(f"/conversations/{con}/events")
+        assert after["floor"] == "2" and after["gap"] == {"from": "1", "to": "1"}
+        assert [e["cursor"] for e in after["events"]] == ["2", "3"]
+
+        # stream: resume after cursor 2 by Last-Event-ID, see a new input live, end when bob is removed
+        async def later():
+            await asyncio.sleep(0.3)
+            status, r = await alice.post(path, alice.body(text="One more.", model=service.model_id,
+                                                          max_output_tokens=2))
+            assert status == 202
+            await _wait(alice, r["operation"])
+            await asyncio.sleep(0.3)
+            bob_id = (await bob.sync())["participant"]
+            assert (await alice.post(f"/spaces/{space}/members",
+                                     alice.body(participant=bob_id, permissions=[])))[0] == 201
+
+        last_id = f"/aotx/v1/shared/conversations/{con}/events@2"
+        (status, stream), _ = await asyncio.gather(
+            bob.get(f"/conversations/{con}/events?stream=true", headers={"Last-Event-ID": last_id}), later())
+        assert status == 200
+        events = _sse_events(stream)
+        inputs = [e for e in events if e["event"] == "input"]
+        assert [e["data"]["cursor"] for e in inputs] == ["3", "4"] and inputs[-1]["data"]["text"] == "One more."
+        assert inputs[0]["id"] == f"/aotx/v1/shared/conversations/{con}/events@3"
+        assert events[-1]["event"] == "error"
