@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
+    p.add_argument("--execution-deadline", type=float, default=300.0,
+                   help="seconds a shared input may run from its applied lease (memory work, generation and "
+                        "result publication); past it the input ends deadline_exceeded with status 504")
     p.add_argument("--config", help="gateway config (principals, token digests, actions); required when "
                                     "binding a non-loopback address; default: the development config "
                                     "VAR/gateway.json (written on first start)")
@@ -70,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < least:
             print(f"aotx serve: --{name.replace('_', '-')} must be at least {least}", file=sys.stderr)
             return 2
+    if not args.execution_deadline > 0:
+        print("aotx serve: --execution-deadline must be positive", file=sys.stderr)
+        return 2
     var = Path(args.var)
     try:
         var.mkdir(parents=True, exist_ok=True)
@@ -100,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"aotx serve: cannot load the model: {exc}", file=sys.stderr)
             return 1
         shared = granted_runtime(rf, nats_url, grants)
+        shared.runtime.execution_deadline = args.execution_deadline
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None))
     finally:

@@ -48,12 +48,26 @@ class _Running:
     handle: Any = None
     slot: int = -1
     cancelled: bool = False
+    expired: bool = False
+    timer: Optional[asyncio.TimerHandle] = None
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.handle is not None:
+            self.handle.cancel()
+
+
+DEFAULT_DEADLINE_SECONDS = 300.0
 
 
 @dataclass
 class Executor:
+    """`deadline`: seconds from the applied lease to the end of memory work, generation and result
+    publication; past it the input ends `deadline_exceeded` (status 504)."""
+
     runtime: "SharedRuntime"
     service: Any
+    deadline: float = DEFAULT_DEADLINE_SECONDS
     running: dict[tuple[bytes, int], _Running] = field(default_factory=dict)
 
     def _slot(self) -> int:
@@ -111,6 +125,8 @@ class Executor:
                 await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
                                                         error="internal error while executing the input"))
         finally:
+            if run.timer is not None:
+                run.timer.cancel()
             self.running.pop((run.lineage, run.sequence), None)
 
     async def _execute(self, run: _Running) -> None:
@@ -123,6 +139,8 @@ class Executor:
             return
         if not await self._journal(run, LeaseApplied(run.lineage, default_lease(run.lineage, run.sequence, run.slot))):
             return
+        # the execution deadline starts now that the lease is applied
+        run.timer = asyncio.get_running_loop().call_later(self.deadline, run.expire)
         request = self._request(run)
         page_size = int(self.service.engine.config.page_size)
         from aotx.chat_types import ChatMessage
@@ -137,9 +155,8 @@ class Executor:
             return
         params = SamplingParams(max_tokens=min(int(request["max_output_tokens"]), room),
                                 temperature=float(request["temperature"]), top_p=float(request["top_p"]))
-        if self._record(run).cancel_requested or run.cancelled:
-            await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.CANCELLED,
-                                                    finish="cancelled"))
+        if self._record(run).cancel_requested or run.cancelled or run.expired:
+            await self._journal(run, self._stopped(run, len(prompt), 0))
             return
         try:
             run.handle = self.service.submit(prompt, params, surface="shared", lane="stream")
@@ -148,9 +165,18 @@ class Executor:
                                                     input_tokens=len(prompt), finish="error",
                                                     error=f"the engine refused the input: {exc}"))
             return
-        if run.cancelled:
+        if run.cancelled or run.expired:
             run.handle.cancel()
         await self._stream(run, record, len(prompt))
+
+    def _stopped(self, run: _Running, input_tokens: int, output_tokens: int) -> InputCompleted:
+        """The completion of an input stopped before its end: past its deadline (504), else cancelled."""
+        if run.expired:
+            return InputCompleted(run.lineage, run.sequence, Execution.DEADLINE_EXCEEDED, input_tokens,
+                                  output_tokens, finish="deadline",
+                                  error=f"the execution deadline of {self.deadline:g} s passed")
+        return InputCompleted(run.lineage, run.sequence, Execution.CANCELLED, input_tokens, output_tokens,
+                              finish="cancelled")
 
     def _request(self, run: _Running) -> dict[str, Any]:
         import json
@@ -186,7 +212,9 @@ class Executor:
         if over:
             status, finish, error = Execution.COMPLETED, "result_limit", ""
         elif final.finish_reason == "cancelled":
-            status, finish, error = Execution.CANCELLED, "cancelled", ""
+            done = self._stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens)
+            await self._journal(run, done)
+            return
         elif final.finish_reason == "error":
             status, finish, error = Execution.FAILED, "error", final.error or "engine error"
         else:

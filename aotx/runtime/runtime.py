@@ -52,7 +52,7 @@ from ..state.rights import Actor
 from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
-from .executor import Executor, execution_context
+from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
@@ -174,7 +174,8 @@ class SharedRuntime:
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
                  timeout: float = 5.0, progress: bool = True, boot_id: str | None = None,
-                 probe_interval: float = 1.0, service: Any = None) -> None:
+                 probe_interval: float = 1.0, service: Any = None,
+                 execution_deadline: float = DEFAULT_DEADLINE_SECONDS) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         self.nats_url, self.spec = nats_url, spec or StreamSpec()
@@ -199,6 +200,9 @@ class SharedRuntime:
         self.context = None
         self.executor: Executor | None = None
         self._changed: asyncio.Event | None = None
+        if not execution_deadline > 0:
+            raise ValueError(f"execution_deadline must be positive, got {execution_deadline!r}")
+        self.execution_deadline = float(execution_deadline)
         if service is not None:
             self.attach_service(service)
 
@@ -207,7 +211,7 @@ class SharedRuntime:
         Without one, the runtime refuses inputs (409)."""
         self.service = service
         self.context = execution_context(service)
-        self.executor = Executor(self, service)
+        self.executor = Executor(self, service, self.execution_deadline)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     @property
@@ -371,7 +375,7 @@ class SharedRuntime:
         """What /capabilities reports of the runtime: its limits and its journal status."""
         ctx = self.context
         execution = None if ctx is None else {
-            "page_grant": ctx.page_grant, "lease_revision": 3,
+            "page_grant": ctx.page_grant, "lease_revision": 3, "deadline_seconds": self.execution_deadline,
             "models": [{"id": name, "digest": caps.digest.hex(), "media": caps.media,
                         "automatic_memory": caps.automatic_memory} for name, caps in sorted(ctx.models.items())]}
         return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status(),

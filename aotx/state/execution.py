@@ -10,7 +10,8 @@ is `queued`. The runtime then journals, on the input author's lineage:
   the next bytes of the result; `offset` must be the bytes already saved.
 * COMPLETION transfers — `{"kind": "input.completion", "v": 1, "actor", "sequence", "execution",
   "input_tokens", "output_tokens", "finish", "error"}`: the terminal result. `interrupted` is
-  what a restart journals for an admission that had not finished (never re-executed).
+  what a restart journals for an admission that had not finished (never re-executed);
+  `deadline_exceeded` ends an input past its execution deadline (its receipt's status becomes 504).
 
 `apply_execution_into` is pure over an owned State (as apply_into): it checks before it writes.
 """
@@ -191,6 +192,8 @@ def apply_execution_into(state: State, e: ExecutionEvent) -> None:
                        output_tokens=e.output_tokens, finish=e.finish or None, error=e.error or None)
     row = state.receipts[slot]
     row["terminal"] = int(Terminal.SAVED)
+    if e.execution is Execution.DEADLINE_EXCEEDED:
+        row["http_status"] = 504
     row["result_len"] = len(cur.output)
 
 

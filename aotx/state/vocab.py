@@ -114,6 +114,7 @@ class Execution(enum.IntEnum):
     CANCELLED = 4
     INTERRUPTED = 5   # a restart found the admission unfinished; never re-executed
     FAILED = 6
+    DEADLINE_EXCEEDED = 7  # past the execution deadline (from the lease); the receipt's status is 504
 
     @property
     def label(self) -> str:

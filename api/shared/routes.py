@@ -19,7 +19,7 @@ from .openapi import openapi_document
 BASE_PATH = "/aotx/v1/shared"
 _EXT = "aotx_shared"
 _DECIMAL_MAX = 20
-_TERMINAL = ("completed", "cancelled", "interrupted", "failed")
+_TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
 _KEEPALIVE_SECONDS = 15.0
 
 

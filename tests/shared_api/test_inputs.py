@@ -319,3 +319,22 @@ async def test_conversation_events_list_gap_and_stream(nats_url, service):
         assert [e["data"]["cursor"] for e in inputs] == ["3", "4"] and inputs[-1]["data"]["text"] == "One more."
         assert inputs[0]["id"] == f"/aotx/v1/shared/conversations/{con}/events@3"
         assert events[-1]["event"] == "error"
+
+
+async def test_an_input_past_its_execution_deadline_ends_with_504(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service, execution_deadline=0.5) as (runtime, p, client):
+        alice = p["alice"]
+        _, con = await _setup(p)
+        status, caps = await alice.get("/capabilities")
+        assert caps["journal"] is not None
+        status, r = await alice.post(f"/conversations/{con}/inputs", alice.body(
+            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=400))
+        assert status == 202
+        done = await _wait(alice, r["operation"], states=TERMINAL + ("deadline_exceeded",))
+        assert done["execution"] == "deadline_exceeded" and done["status_code"] == 504, done["result"]
+        assert done["result"]["finish"] == "deadline" and done["result"]["output_tokens"] < 400
+        assert done["status"]["terminal"] == "saved"
+        status, res = await alice.get(f"/operations/{r['operation']}/result")
+        assert status == 200 and res["execution"] == "deadline_exceeded" and res["finish"] == "deadline"
+        status, stream = await alice.get(f"/operations/{r['operation']}/events")
+        assert _sse_events(stream)[-1]["data"]["execution"] == "deadline_exceeded"
