@@ -1,0 +1,80 @@
+"""Shared inputs through a real `aotx serve` (model + embedded nats-server + runtime in one process):
+an input completes over HTTP; SIGKILL of the process mid-generation, restart on the same state
+directory: the unfinished admission is `interrupted`, never run again, and the finished result
+is byte-identical after the restart."""
+from __future__ import annotations
+
+import base64
+import time
+
+import httpx
+
+from tests.conftest import SERVER_ARGS
+from tests.server_process import ServerProcess
+
+BASE = "/aotx/v1/shared"
+
+
+class Client:
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=url + BASE, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        self.keys = iter(range(1, 1 << 30))
+        me = self.http.get("/participant").json()
+        self.lineage, self.next = me["lineage"], int(me["next_sequence"])
+
+    def post(self, path: str, **fields) -> tuple[int, dict]:
+        body = {"schema": "aotx.shared.mutation.v1", "lineage": self.lineage,
+                "operation_key": f"{next(self.keys):032x}", "sequence": str(self.next), **fields}
+        r = self.http.post(path, json=body)
+        if r.status_code in (201, 202):
+            self.next += 1
+        return r.status_code, r.json()
+
+    def wait(self, op: str, states: tuple[str, ...], timeout: float = 120.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            receipt = self.http.get(f"/operations/{op}").json()
+            if receipt["execution"] in states:
+                return receipt
+            assert time.monotonic() < deadline, receipt
+            time.sleep(0.05)
+
+
+def test_inputs_through_aotx_serve_survive_sigkill_as_interrupted(tmp_path):
+    var = tmp_path / "var"
+    server = ServerProcess(*SERVER_ARGS, var=var).start()
+    try:
+        alice = Client(server.base_url, (var / "tokens" / "alice").read_text().strip())
+        model = alice.http.get("/capabilities").json()["models"][0]["id"]
+        assert alice.post("/participant")[0] == 201
+        status, space = alice.post("/spaces", scope="private")
+        status, conv = alice.post(f"/spaces/{space['resource']}/conversations")
+        con = conv["resource"]
+        status, short = alice.post(f"/conversations/{con}/inputs", text="Say yes.", model=model, max_output_tokens=4)
+        assert status == 202, short
+        done = alice.wait(short["operation"], ("completed", "failed"))
+        assert done["execution"] == "completed", done
+        before = alice.http.get(f"/operations/{short['operation']}/result").json()
+        assert base64.b64decode(before["bytes"]) and before["output_tokens"] == done["result"]["output_tokens"]
+
+        status, long = alice.post(f"/conversations/{con}/inputs", text="Write a very long story about the sea.",
+                                  model=model, max_output_tokens=400)
+        assert status == 202
+        running = alice.wait(long["operation"], ("running", "completed", "cancelled", "failed"))
+        assert running["execution"] == "running"
+        time.sleep(0.5)  # some output journalled
+    finally:
+        server.proc.kill()  # SIGKILL: no shutdown path runs
+        server.proc.wait()
+    server = ServerProcess(*SERVER_ARGS, var=var).start()
+    try:
+        alice = Client(server.base_url, (var / "tokens" / "alice").read_text().strip())
+        after = alice.http.get(f"/operations/{long['operation']}").json()
+        assert after["execution"] == "interrupted" and after["status"]["terminal"] == "saved", after
+        saved = after["output_bytes"]
+        time.sleep(1.0)
+        again = alice.http.get(f"/operations/{long['operation']}").json()
+        assert again == after and again["output_bytes"] == saved  # never run again
+        assert alice.http.get(f"/operations/{short['operation']}/result").json() == before
+    finally:
+        server.stop()
