@@ -187,7 +187,7 @@ class Executor:
     async def _stream(self, run: _Running, record, prompt_len: int) -> None:
         cap = self.runtime.capacities.result_bytes
         saved, pending = 0, bytearray()
-        last_flush = time.monotonic()
+        last_flush = float("-inf")  # the first bytes go out at once (time to first byte), later ones batched
         final = None
         over = False
         async for delta in run.handle:

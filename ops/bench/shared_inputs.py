@@ -1,0 +1,154 @@
+"""Shared inputs end to end against the same prompts through /v1/chat/completions, in one run
+(a benchmark, not a test).
+
+    .venv/bin/python -m ops.bench.shared_inputs [--backend auto] [--levels 1,8,32] [--max-tokens 32]
+
+Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
+directory. For each concurrency level N: N conversations each get one input (POST
+/conversations/{con}/inputs, then GET /operations/{op}/events followed to its `end` event), and
+the same N prompts go to /v1/chat/completions as streaming requests, all at once. Inputs are
+posted one after another (one participant's sequences are ordered); each follower starts as soon
+as its POST answers. Reports inputs/s (N over the wall time to the last end), time to the first
+SSE output byte (p50, from the start of the input's POST) and the same for Chat Completions,
+and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from ops.gpu.serve_bench import start_server
+
+BASE = "/aotx/v1/shared"
+PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in one sentence.",
+           "Give two uses of copper.", "Why is the sky blue?", "List three fruits.",
+           "What does a compiler do?", "Say something about the moon."]
+
+
+class Participant:
+    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
+        self.client, self.headers = client, {"Authorization": f"Bearer {token}"}
+        self.key = 0
+        self.lineage, self.next = "", 1
+
+    async def sync(self) -> None:
+        me = (await self.client.get(BASE + "/participant", headers=self.headers)).json()
+        self.lineage, self.next = me["lineage"], int(me["next_sequence"])
+
+    async def post(self, path: str, **fields) -> dict:
+        self.key += 1
+        body = {"schema": "aotx.shared.mutation.v1", "lineage": self.lineage, "operation_key": f"{self.key:032x}",
+                "sequence": str(self.next), **fields}
+        r = await self.client.post(BASE + path, json=body, headers=self.headers)
+        if r.status_code not in (201, 202):
+            raise RuntimeError(f"POST {path}: {r.status_code} {r.text}")
+        self.next += 1
+        return r.json()
+
+
+async def follow(p: Participant, op: str, t0: float) -> dict:
+    first, end = None, None
+    async with p.client.stream("GET", f"{BASE}/operations/{op}/events", headers=p.headers) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("event: output") and first is None:
+                first = time.perf_counter()
+            if line.startswith("data: ") and end is None and '"execution"' in line:
+                data = json.loads(line[6:])
+                if "finish" in data:
+                    end = data
+    return {"ttfb": (first or time.perf_counter()) - t0, "end": end}
+
+
+async def shared_level(p: Participant, cons: list[str], model: str, max_tokens: int) -> dict:
+    start = time.perf_counter()
+    tasks = []
+    for i, con in enumerate(cons):
+        t0 = time.perf_counter()
+        receipt = await p.post(f"/conversations/{con}/inputs", text=PROMPTS[i % len(PROMPTS)], model=model,
+                               max_output_tokens=max_tokens)
+        tasks.append(asyncio.create_task(follow(p, receipt["operation"], t0)))
+    results = await asyncio.gather(*tasks)
+    wall = time.perf_counter() - start
+    bad = [r["end"] for r in results if not r["end"] or r["end"]["execution"] != "completed"]
+    if bad:
+        raise RuntimeError(f"inputs did not complete: {bad[:3]}")
+    return {"wall": wall, "per_s": len(cons) / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results]))}
+
+
+async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
+    body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]}
+    t0, first = time.perf_counter(), None
+    async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if first is None and line.startswith("data: ") and line != "data: [DONE]":
+                choices = json.loads(line[6:]).get("choices") or [{}]
+                if choices[0].get("delta", {}).get("content"):
+                    first = time.perf_counter()
+    return (first or time.perf_counter()) - t0
+
+
+async def chat_level(client: httpx.AsyncClient, base: str, n: int, model: str, max_tokens: int) -> dict:
+    start = time.perf_counter()
+    ttfb = await asyncio.gather(*(chat_one(client, base, i, model, max_tokens) for i in range(n)))
+    wall = time.perf_counter() - start
+    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median(ttfb))}
+
+
+async def run(base: str, var: Path, levels: list[int], max_tokens: int) -> list[dict]:
+    token = (var / "tokens" / "alice").read_text().strip()
+    limits = httpx.Limits(max_connections=2 * max(levels) + 8)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
+        p = Participant(client, token)
+        await p.sync()
+        model = (await client.get(BASE + "/capabilities", headers=p.headers)).json()["models"][0]["id"]
+        if p.next == 1:
+            await p.post("/participant")
+        space = (await p.post("/spaces", scope="private"))["resource"]
+        cons = [(await p.post(f"/spaces/{space}/conversations"))["resource"] for _ in range(max(levels))]
+        await shared_level(p, cons[:2], model, 4)           # warm-up, both paths
+        await chat_level(client, base, 2, model, 4)
+        rows = []
+        for n in levels:
+            shared = await shared_level(p, cons[:n], model, max_tokens)
+            chat = await chat_level(client, base, n, model, max_tokens)
+            rows.append({"n": n, "shared": shared, "chat": chat, "ratio": chat["per_s"] / shared["per_s"]})
+            sys.stderr.write(f"[shared_inputs] {n}: shared {shared['per_s']:.2f}/s chat {chat['per_s']:.2f}/s\n")
+        return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    args = ap.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",")]
+    with tempfile.TemporaryDirectory(prefix="aotx-shared-bench-") as var:
+        proc, base = start_server(args.backend, max(levels), args.max_tokens, var)
+        try:
+            rows = asyncio.run(run(base, Path(var), levels, args.max_tokens))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens)\n")
+    print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
+          "| chat first byte p50 ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['n']} | {r['shared']['per_s']:.2f} | {r['chat']['per_s']:.2f} | {r['ratio']:.2f}× | "
+              f"{r['shared']['ttfb_p50'] * 1e3:.0f} | {r['chat']['ttfb_p50'] * 1e3:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
