@@ -191,6 +191,9 @@ class Executor:
         final = None
         over = False
         async for delta in run.handle:
+            if not run.cancelled and self._record(run).cancel_requested:  # however the cancellation was saved
+                run.cancelled = True
+                run.handle.cancel()
             piece = delta.text.encode("utf-8")
             if saved + len(pending) + len(piece) > cap:
                 piece = piece[:cap - saved - len(pending)]

@@ -41,7 +41,7 @@ from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, Journ
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
 from ..state import (Accepted, CancelInput, Capacities, Command, ConversationCreated, CreateConversation,
-                     InputAdmitted, InputCancelled, MalformedMutation, MemberRightsSet, MutationKind,
+                     InputCancelled, MalformedMutation, MemberRightsSet, MutationKind,
                      ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights, SpaceCreated, State, StateError,
                      SubmitInput, decide, encode_event, lineage_for, parse_json_body, parse_mutation, receipt_json,
                      state_hash, transfer_kind)
@@ -585,16 +585,6 @@ class SharedRuntime:
             await self._resync(conflicts)
         for cmd, outcome in answers:
             _answer(cmd, outcome)
-            if outcome.status in (201, 202):
-                self._after_saved(cmd.decision.events)
-
-    def _after_saved(self, events) -> None:
-        """An admission is saved: start its execution; a cancellation is saved: stop its target."""
-        for e in events:
-            if isinstance(e, InputAdmitted) and self.executor is not None:
-                self.executor.start(e.op.lineage, e.op.sequence)
-            elif isinstance(e, InputCancelled) and self.executor is not None:
-                self.executor.cancel(e.op.lineage, e.target_sequence)
 
     async def _append_flight(self, f: "_Flight") -> None:
         """Append one lineage's ticks in order (each expecting the previous one's sequence); the
@@ -717,15 +707,28 @@ class SharedRuntime:
     def _feed(self, subject: str, seq: int, data: bytes) -> bool:
         assert self.projector is not None
         try:
-            self.projector.feed(subject, seq, data)
+            done = self.projector.feed(subject, seq, data)
         except ReplayError as exc:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
             return False
+        if self.executor is not None:
+            self._after_saved(done)
         if self._changed is not None:  # wake every reader waiting for new state (SSE streams)
             self._changed.set()
             self._changed = None
         return True
+
+    def _after_saved(self, transfers) -> None:
+        """Live (never at boot): an admission is saved → start its execution; a cancellation is
+        saved → stop its target. Whether the ack came back or a read-back found it landed."""
+        assert self.executor is not None
+        for t in transfers:
+            body = t.body
+            if t.kind == TransferKind.ADMISSION:
+                self.executor.start(body["lineage"], body["sequence"])
+            elif t.kind == TransferKind.MUTATION and body.get("kind") == InputCancelled.KIND:
+                self.executor.cancel(body["lineage"], body["target_sequence"])
 
     async def _resync(self, subjects: list[str] | None = None) -> None:
         """For each unsynced subject (all, or those named): read it back after the last known message,

@@ -76,7 +76,7 @@ class Party:
 
 @contextlib.asynccontextmanager
 async def shared_app(url: str, spec: StreamSpec, **runtime_kw: Any):
-    runtime = SharedRuntime(url, spec, progress=False, **runtime_kw)
+    runtime = SharedRuntime(None if "recorder" in runtime_kw else url, spec, progress=False, **runtime_kw)
     app = Quart("shared-test")
     attach_shared(app, runtime, PRINCIPALS)
     async with app.test_app() as test_app:

@@ -338,3 +338,43 @@ async def test_an_input_past_its_execution_deadline_ends_with_504(nats_url, serv
         assert status == 200 and res["execution"] == "deadline_exceeded" and res["finish"] == "deadline"
         status, stream = await alice.get(f"/operations/{r['operation']}/events")
         assert _sse_events(stream)[-1]["data"]["execution"] == "deadline_exceeded"
+
+
+class _LosingRecorder:
+    """A real recorder whose next append lands but answers as if its ack were lost."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.lose_next = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def append(self, subject, data, **kw):
+        ack = await self.inner.append(subject, data, **kw)
+        if self.lose_next:
+            self.lose_next = False
+            from eventlog import JournalUnavailable
+            raise JournalUnavailable(f"ack of message {ack.seq} lost (test)")
+        return ack
+
+
+async def test_an_admission_found_by_read_back_still_executes_once(nats_url, service):
+    from eventlog import JetStreamRecorder
+    spec = fresh_spec()
+    recorder = _LosingRecorder(await JetStreamRecorder.connect(nats_url, spec))
+    try:
+        async with shared_app(nats_url, spec, recorder=recorder, service=service) as (runtime, p, client):
+            alice = p["alice"]
+            _, con = await _setup(p)
+            body = alice.body(text="Say yes.", model=service.model_id, max_output_tokens=3)
+            recorder.lose_next = True
+            status, err = await alice.post(f"/conversations/{con}/inputs", body)
+            assert status == 429, err                     # outcome unknown to the client: retry the same input
+            status, receipt = await alice.post(f"/conversations/{con}/inputs", body)
+            assert status == 200, receipt                 # it had landed: read back, the existing receipt
+            done = await _wait(alice, receipt["operation"])
+            assert done["execution"] == "completed", done["result"]
+            kinds = [t.kind for t in await _transfers(runtime)]
+            assert kinds.count(TransferKind.ADMISSION) == 1 and kinds.count(TransferKind.LEASE) == 1
+    finally:
+        await recorder.inner.close()
