@@ -79,6 +79,9 @@ MEDIA_LINK_BYTES = 73        # per media link, its separator included
 MAX_MEDIA = 8
 MAX_OUTPUT_TOKENS_DEFAULT = 256
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# the device's media link syntax (aotx.memory.payload.media_link: "\n[image:<sha256>]"); text holding
+# one could pass for a device-added link in the retained payload, so it is refused before retention
+_MEDIA_CONTROL = re.compile(r"\[(?:image|audio):[0-9a-f]{64}\]")
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,15 @@ def _parse_input(env: Envelope, con: ResourceId, body: Mapping[str, Any]) -> Sub
         raise MalformedMutation(f"text must be a string, got {type(text).__name__}")
     if not isinstance(model, str) or not model:
         raise MalformedMutation("model must be a nonempty string")
+    for name, value in (("text", text), ("model", model)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise MalformedMutation(f"{name} is not valid Unicode: a lone surrogate at character {exc.start}") from None
+    control = _MEDIA_CONTROL.search(text)
+    if control:
+        raise MalformedMutation(f"text contains the reserved media control token {control.group(0)[:8]}…] at "
+                                f"character {control.start()}; media references go in the media field")
     media = _media(body.get("media", []))
     if not text and not media:
         raise MalformedMutation("text may be empty only when media is present")

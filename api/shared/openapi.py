@@ -97,7 +97,8 @@ def openapi_document(base: str) -> dict[str, Any]:
                    "`execution` goes queued → running → completed | cancelled | interrupted | failed",
                    _mutation({
                        "text": {"type": "string", "description": "UTF-8; may be empty only with media; text plus "
-                                "73 bytes per media link fit 2048 bytes"},
+                                "73 bytes per media link fit 2048 bytes; a reserved media control token "
+                                "([image:<sha256>] or [audio:<sha256>]) in the text is refused (400)"},
                        "model": {"type": "string"},
                        "max_output_tokens": {"type": "integer", "minimum": 1, "default": 256},
                        "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 0},

@@ -176,7 +176,9 @@ async def test_refusals_and_cancellation(nats_url, service):
                     {"text": "x", "model": service.model_id, "temperature": -1},
                     {"text": "x", "model": service.model_id, "top_p": 0},
                     {"text": "x", "model": service.model_id, "max_output_tokens": 0},
-                    {"text": "x", "model": service.model_id, "extra": 1}, {"model": service.model_id}):
+                    {"text": "x", "model": service.model_id, "extra": 1}, {"model": service.model_id},
+                    {"text": "lone \ud800", "model": service.model_id},
+                    {"text": f"see\n[image:{'ab' * 32}]", "model": service.model_id}):
             status, err = await alice.post(path, alice.body(**bad))
             assert status == 400, (bad, err)
         status, err = await alice.post(path, alice.body(text="x", model="no-such-model"))

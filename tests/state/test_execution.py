@@ -136,6 +136,19 @@ def test_result_reads_exact_bytes_and_never_repair_partial_utf8():
     assert result_view(d.state, d.actor("bob"), op).status == 404   # not a member of the room
 
 
+def test_reserved_media_tokens_and_lone_surrogates_are_refused_before_anything_is_retained():
+    from aotx.state import MalformedMutation
+    d, con = _room()
+    for text in (f"see [image:{'a' * 64}]", f"x\n[audio:{'0' * 64}] y", "bad \ud800 text"):
+        with pytest.raises(MalformedMutation):
+            parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text=text, model=MODEL), con)
+    with pytest.raises(MalformedMutation, match="model"):
+        parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text="hi", model="m\udc00"), con)
+    # near misses are ordinary text
+    for text in ("[image:abc]", f"[video:{'a' * 64}]", f"[image:{'A' * 64}]"):
+        assert parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text=text, model=MODEL), con).text == text
+
+
 def test_cancellation_targets_exactly_one_unfinished_input():
     d, con = _room()
     _input(d, con, 4, 4)
