@@ -81,20 +81,6 @@ def _resume_cursor(path: str, name: str) -> int:
     return int(cursor)
 
 
-def _resume_offset(op: str) -> int:
-    """?offset= when given; else the cursor of a Last-Event-ID of this operation's stream; else 0."""
-    if request.args.get("offset") is not None:
-        return _query_int("offset", 0)
-    last = request.headers.get("Last-Event-ID")
-    if last is None:
-        return 0
-    prefix = f"{BASE_PATH}/operations/{op}/events@"
-    cursor = last[len(prefix):] if last.startswith(prefix) else ""
-    if not cursor.isdigit() or len(cursor) > _DECIMAL_MAX or (len(cursor) > 1 and cursor[0] == "0"):
-        raise _BadQuery(f"Last-Event-ID {last!r} is not an event ID of {prefix}<byte offset>")
-    return int(cursor)
-
-
 async def _wait_change(runtime: Any, timeout: float) -> None:
     waiter = getattr(runtime, "wait_change", None)
     if waiter is None:  # a remote runtime: poll
@@ -252,7 +238,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         the byte cursor after them), then one terminal `end` event. Every read rechecks rights."""
         runtime, _ = ctx()
         actor = g.shared_actor
-        start = _resume_offset(op)
+        start = _resume_cursor(f"/operations/{op}/events", "offset")  # a byte offset
         first = await runtime.query("result", actor, op=op, offset=start)
         if first.status != 200:
             return _answer(first)

@@ -12,8 +12,7 @@ import asyncio
 import sys
 import time
 
-import numpy as np
-
+from ops.gpu.latency import summarize
 from ops.gpu.model_check import PROMPTS
 
 
@@ -49,11 +48,7 @@ async def run(concurrency: int, max_tokens: int, temperature: float) -> dict:
         wall = time.perf_counter() - t0
     finally:
         await engine.stop()
-    itl = np.concatenate([np.diff(s) for s in stamps if len(s) > 1]) * 1e3
-    ttft = np.array([s[0] - t0 for s in stamps if s]) * 1e3
-    return {"requests": concurrency, "tokens": sum(counts), "wall_s": wall, "tok_s": sum(counts) / wall,
-            "itl_p50_ms": float(np.percentile(itl, 50)), "itl_p99_ms": float(np.percentile(itl, 99)),
-            "ttft_p50_ms": float(np.percentile(ttft, 50))}
+    return summarize(stamps, t0, wall, sum(counts))
 
 
 def main(argv=None) -> int:

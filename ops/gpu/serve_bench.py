@@ -20,8 +20,8 @@ import tempfile
 import time
 
 import httpx
-import numpy as np
 
+from ops.gpu.latency import summarize
 from ops.gpu.model_check import PROMPTS
 
 READY = re.compile(r"serving \S+ on (http://\S+) ")
@@ -74,12 +74,7 @@ async def load(base: str, concurrency: int, max_tokens: int, temperature: float)
         results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
                                          for i in range(concurrency)))
         wall = time.perf_counter() - t0
-    itl = np.concatenate([np.diff(r["stamps"]) for r in results if len(r["stamps"]) > 1]) * 1e3
-    ttft = np.array([r["stamps"][0] - t0 for r in results if r["stamps"]]) * 1e3
-    tokens = sum(r["tokens"] for r in results)
-    return {"requests": concurrency, "tokens": tokens, "wall_s": wall, "tok_s": tokens / wall,
-            "itl_p50_ms": float(np.percentile(itl, 50)), "itl_p99_ms": float(np.percentile(itl, 99)),
-            "ttft_p50_ms": float(np.percentile(ttft, 50))}
+    return summarize([r["stamps"] for r in results], t0, wall, sum(r["tokens"] for r in results))
 
 
 def main(argv=None) -> int:
