@@ -145,20 +145,8 @@ def list_conversations(state: State, actor: Actor, space: str, cursor: int = 0, 
 
 
 def conversation_view(state: State, actor: Actor, conversation: str) -> dict[str, Any] | Refusal:
-    if (refusal := _reader(actor)) is not None:
-        return refusal
-    try:
-        rid = parse_id(conversation, IdKind.CONVERSATION)
-    except IdError as exc:
-        return _bad_id(exc)
-    row = state.conversation_row(rid.lineage, rid.ident)
-    if row is None:
-        return not_found(f"conversation {conversation} not found")
-    space = int(state.conversations[row]["space"])
-    prow = state.participant_row(lineage_for(actor.principal))
-    if not effective_rights(state, space, prow, actor.grants) & Rights.READ:
-        return not_found(f"conversation {conversation} not found")
-    return _conversation_json(state, row)
+    row = _readable_conversation(state, actor, conversation)
+    return row if isinstance(row, Refusal) else _conversation_json(state, row)
 
 
 def readable_operation(state: State, actor: Actor, operation: str) -> tuple[int, bool] | Refusal:
