@@ -15,6 +15,7 @@ from .errors import (
 )
 from .headers import Header
 from .jetstream import JetStreamRecorder, JetStreamSubscription
+from .media import MEDIA_BUCKET, MediaStore, StoredMedia
 from .memory import MemoryRecorder, MemorySubscription
 from .recorder import Ack, Recorder, StoredMessage, StreamStatus, Subscription
 from .server import EmbeddedNats, NatsServerError
@@ -23,8 +24,8 @@ from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
     "Ack", "ConcurrencyConflict", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
-    "JetStreamSubscription", "JournalFull", "JournalHold", "JournalUnavailable", "MemoryRecorder",
+    "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsServerError", "NatsServerNotFound", "Recorder",
-    "SUBJECT_PREFIX", "ServerSettings", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
+    "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
     "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "render_config",
 ]

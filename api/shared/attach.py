@@ -7,14 +7,17 @@ from typing import Any, Iterable, Mapping
 from quart import Quart
 
 from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
+from eventlog import MEDIA_BUCKET, MediaStore
 
 from .auth import normalise
-from .routes import _EXT, make_blueprint
+from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
 
 
 def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRuntime,
                   principals: Mapping[str, tuple[str, Iterable[str]]], *,
-                  models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> None:
+                  models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None,
+                  media_url: str | None = None, media_bucket: str = MEDIA_BUCKET,
+                  media_max_bytes: int = MEDIA_MAX_BYTES) -> None:
     """Serve /aotx/v1/shared on `app`.
 
     runtime: a SharedRuntime, a GrantedRuntime (the same behind the deployment grants; `aotx serve`)
@@ -24,14 +27,27 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     "shared_manage"} ⊆ actions)}. The runtime boots (journal replay) before serving starts and
     closes its log connection after serving stops; start() and stop() are idempotent, so a
     caller that booted it already may attach it as it is.
+
+    media_url: the nats-server holding the media object store (default: the runtime's nats_url; none: POST /media
+    answers 409 and inputs may reference no media);
+    POST /media stores blobs of at most media_max_bytes there, in bucket media_bucket.
     """
-    app.extensions[_EXT] = {"runtime": runtime, "principals": normalise(principals)}
+    media_url = (media_url or getattr(runtime, "nats_url", None)
+                 or getattr(getattr(runtime, "runtime", None), "nats_url", None))  # a GrantedRuntime's
+    ext: dict[str, Any] = {"runtime": runtime, "principals": normalise(principals), "media": None,
+                           "media_max_bytes": media_max_bytes}
+    app.extensions[_EXT] = ext
     app.register_blueprint(make_blueprint(tuple(models), page_grant))
 
     @app.before_serving
     async def _start_shared_runtime() -> None:
         await runtime.start()
+        if media_url and ext["media"] is None:
+            ext["media"] = await MediaStore.connect(media_url, media_bucket)
 
     @app.after_serving
     async def _stop_shared_runtime() -> None:
         await runtime.stop()
+        media, ext["media"] = ext["media"], None
+        if media is not None:
+            await media.close()

@@ -105,7 +105,10 @@ def openapi_document(base: str) -> dict[str, Any]:
                        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 1},
                        "pages": {"type": "integer", "minimum": 1,
                                  "description": "KV page limit; default the page grant"},
-                       "media": {"type": "array", "maxItems": 8, "items": {
+                       "media": {"type": "array", "maxItems": 8,
+                                 "description": "media uploaded by the author (POST /media; else 409 "
+                                                "media_not_owned), for a model with the media capability "
+                                                "(else 409 unsupported_capability)", "items": {
                            "type": "object", "additionalProperties": False, "required": ["type", "sha256"],
                            "properties": {"type": {"enum": ["image", "audio"]},
                                           "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}},
@@ -142,6 +145,24 @@ def openapi_document(base: str) -> dict[str, Any]:
             "responses": {**_responses("Result", 400, 404, 409, 410, 416),
                           "200": {"description": "server-sent events",
                                   "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}},
+        "/media": {"post": {
+            "summary": "upload a media blob (the raw body); stored in a NATS object store under its sha256, its "
+                       "uploader recorded as its source: an input may reference only media its author uploaded",
+            "requestBody": {"required": True, "content": {
+                "image/*": {"schema": {"type": "string", "format": "binary"}},
+                "audio/*": {"schema": {"type": "string", "format": "binary"}}}},
+            "responses": {
+                "201": {"description": "stored; new for this uploader",
+                        "content": {"application/json": {"schema": _ref("Media")}}},
+                "200": {"description": "this uploader uploaded the same bytes before",
+                        "content": {"application/json": {"schema": _ref("Media")}}},
+                **{str(code): {"description": why, "content": {"application/json": {"schema": _ref("Error")}}}
+                   for code, why in ((400, "empty body"), (401, "no valid bearer token"),
+                                     (403, "shared_write grant missing"),
+                                     (413, "over the media size cap (default 8 MiB)"),
+                                     (409, "this server has no media store"),
+                                     (415, "Content-Type is not image/* or audio/*"),
+                                     (503, "runtime booting"))}}}},
         "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
     }
     nullable_counter = {"type": ["string", "null"]}
@@ -154,6 +175,9 @@ def openapi_document(base: str) -> dict[str, Any]:
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["type", "message"],
             "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}},
+        "Media": {"type": "object", "required": ["sha256", "type", "byte_length"], "properties": {
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "type": {"enum": ["image", "audio"]},
+            "byte_length": {"type": "integer", "minimum": 1}}},
         "Receipt": {"type": "object", "properties": {
             "operation": {"type": "string"}, "sequence": {"type": "string"}, "kind": {"type": "string"},
             "status_code": {"type": "integer"},

@@ -11,7 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from aotx.journal import LeaseRevision
 from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
-from aotx.state import SCHEMA, MutationKind, Refusal
+from aotx.state import SCHEMA, MutationKind, Refusal, parse_json_body, parse_mutation
 
 from .auth import Principal, bearer, token_sha256
 from .openapi import openapi_document
@@ -21,6 +21,8 @@ _EXT = "aotx_shared"
 _DECIMAL_MAX = 20
 _TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
 _KEEPALIVE_SECONDS = 15.0
+MEDIA_MAX_BYTES = 8 * 1024 * 1024
+_MEDIA_KINDS = ("image", "audio")
 
 
 def _json(status: int, body: Mapping[str, Any]):
@@ -129,10 +131,28 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             return _answer(await runtime.query(view, g.shared_actor, **kwargs))
         return handler
 
+    async def _foreign_media(raw: bytes, con: str | None) -> Any:
+        """Source ownership, checked before the model-capability refusal: a well-formed input may
+        reference only media its author uploaded. Malformed bodies are left to submit (400)."""
+        try:
+            mutation = parse_mutation(MutationKind.INPUT, parse_json_body(raw), con)
+        except Exception:  # noqa: BLE001 — submit answers the same parse failure with 400
+            return None
+        store = current_app.extensions[_EXT]["media"]
+        for ref in getattr(mutation, "media", ()):
+            if store is None or not await store.uploaded_by(ref.sha256, g.shared_actor.principal):
+                return _error(409, "media_not_owned", f"media {ref.sha256} was not uploaded by you: an input may "
+                              "reference only media its author uploaded (POST /media)")
+        return None
+
     def mutate(kind: MutationKind):
         async def handler(space: str | None = None, con: str | None = None):
             runtime, _ = ctx()
             raw = await request.get_data(cache=False, as_text=False)
+            if kind is MutationKind.INPUT:
+                refused = await _foreign_media(raw, con)
+                if refused is not None:
+                    return refused
             return _answer(await runtime.submit(g.shared_actor, kind, raw, space if con is None else con))
         return handler
 
@@ -148,7 +168,8 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             "page_grant": execution["page_grant"] if execution else page_grant,
             "routes": {"inputs": execution is not None, "cancellations": execution is not None,
                        "operation_results": True, "operation_events": True, "memory": False,
-                       "publications": False, "media": False, "conversation_events": True},
+                       "publications": False, "media": current_app.extensions[_EXT]["media"] is not None,
+                       "conversation_events": True},
             "limits": described.get("limits"),
             "lease_revisions": [int(r) for r in LeaseRevision],
             "identifiers": {"space": "spc-{lineage}-{id}", "conversation": "con-{lineage}-{id}",
@@ -273,6 +294,35 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         response.headers["X-Accel-Buffering"] = "no"
         response.timeout = None
         return response
+
+    @bp.post("/media")
+    async def media():
+        """The raw blob (Content-Type image/* or audio/*), stored under its sha256; 201 new, 200 when
+        this principal uploaded the same bytes before."""
+        ext = current_app.extensions[_EXT]
+        if not g.shared_actor.grants.shared_write:
+            return _error(403, "forbidden", "uploading media needs the shared_write grant")
+        kind = (request.mimetype or "").partition("/")[0]
+        if kind not in _MEDIA_KINDS:
+            return _error(415, "unsupported_media_type",
+                          f"Content-Type must be image/* or audio/*, got {request.mimetype or 'none'!r}")
+        store, cap = ext["media"], ext["media_max_bytes"]
+        if store is None:
+            return _error(409, "unsupported", "this server has no media store: it does not accept media")
+        if request.content_length is not None and request.content_length > cap:
+            return _error(413, "too_large", f"media is {request.content_length} bytes; at most {cap}")
+        chunks, size = [], 0
+        async for chunk in request.body:
+            size += len(chunk)
+            if size > cap:
+                return _error(413, "too_large", f"media exceeds {cap} bytes")
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        if not data:
+            return _error(400, "invalid_request", "the media body is empty")
+        stored = await store.put(data, g.shared_actor.principal, request.mimetype)
+        return _json(201 if stored.created else 200,
+                     {"sha256": stored.sha256, "type": kind, "byte_length": stored.byte_length})
 
     @bp.get("/openapi.json")
     async def openapi():

@@ -56,6 +56,14 @@ class Party:
         assert resp.headers["Cache-Control"] == "no-store"
         return resp.status_code, await resp.get_json()
 
+    async def post_blob(self, data: bytes, content_type: str | None, *, token: bool = True):
+        headers = dict(self.headers) if token else {}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        resp = await self.client.post(BASE + "/media", data=data, headers=headers)
+        assert resp.headers["Cache-Control"] == "no-store"
+        return resp.status_code, await resp.get_json()
+
     def body(self, sequence: int | None = None, key: str | None = None, **fields: Any) -> dict[str, Any]:
         seq = self.next_sequence if sequence is None else sequence
         return {"schema": SCHEMA, "lineage": self.lineage, "operation_key": key or f"{next(self.keys):032x}",
@@ -75,10 +83,11 @@ class Party:
 
 
 @contextlib.asynccontextmanager
-async def shared_app(url: str, spec: StreamSpec, **runtime_kw: Any):
+async def shared_app(url: str, spec: StreamSpec, *, media_max_bytes: int | None = None, **runtime_kw: Any):
     runtime = SharedRuntime(None if "recorder" in runtime_kw else url, spec, progress=False, **runtime_kw)
     app = Quart("shared-test")
-    attach_shared(app, runtime, PRINCIPALS)
+    attach_shared(app, runtime, PRINCIPALS, media_url=url,
+                  **({} if media_max_bytes is None else {"media_max_bytes": media_max_bytes}))
     async with app.test_app() as test_app:
         client = test_app.test_client()
         parties = {name: Party(name, client) for name in TOKENS}

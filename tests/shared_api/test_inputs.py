@@ -166,7 +166,9 @@ async def test_refusals_and_cancellation(nats_url, service):
         alice = p["alice"]
         _, con = await _setup(p)
         path = f"/conversations/{con}/inputs"
-        media = [{"type": "image", "sha256": "ab" * 32}]
+        status, up = await alice.post_blob(b"\x89PNG fake image", "image/png")
+        assert status == 201, up
+        media = [{"type": "image", "sha256": up["sha256"]}]
         status, err = await alice.post(path, alice.body(text="look", model=service.model_id, media=media))
         assert status == 409 and "media capability" in err["error"]["message"]
         for bad in ({"text": "", "model": service.model_id}, {"text": "x" * 2049, "model": service.model_id},

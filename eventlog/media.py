@@ -1,0 +1,102 @@
+"""MediaStore: uploaded blobs in a JetStream object store, keyed by their sha256, with uploaders.
+
+Blobs live in the object store bucket (default AOTX_MEDIA, file storage) under their lowercase
+hex sha256. Source ownership lives in a key-value bucket beside it (default AOTX_MEDIA_OWNERS,
+file storage): one key `<sha256>.<sha256 of the uploader name>` per (blob, uploader). Both are
+JetStream streams on disk, so both survive a restart of the runtime and of nats-server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import nats
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
+
+MEDIA_BUCKET = "AOTX_MEDIA"
+OWNERS_SUFFIX = "_OWNERS"
+
+
+def _owner_key(sha256: str, uploader: str) -> str:
+    return f"{sha256}.{hashlib.sha256(uploader.encode('utf-8')).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class StoredMedia:
+    sha256: str
+    byte_length: int
+    created: bool  # False: this uploader had uploaded these bytes before
+
+
+class MediaStore:
+    """Use `await MediaStore.connect(url)` (or `attach(nc)` on a connection someone else owns)."""
+
+    def __init__(self, nc: Client, bucket: str, *, owns_connection: bool, timeout: float) -> None:
+        self.nc, self.bucket, self.timeout = nc, bucket, timeout
+        self.js = nc.jetstream(timeout=timeout)
+        self._owns_connection = owns_connection
+        self._obs = None
+        self._kv = None
+
+    @classmethod
+    async def connect(cls, url: str, bucket: str = MEDIA_BUCKET, *, timeout: float = 10.0) -> "MediaStore":
+        nc = await nats.connect(url, name="aotx-media", max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        store = cls(nc, bucket, owns_connection=True, timeout=timeout)
+        try:
+            await store._ensure()
+        except BaseException:
+            await nc.close()
+            raise
+        return store
+
+    @classmethod
+    async def attach(cls, nc: Client, bucket: str = MEDIA_BUCKET, *, timeout: float = 10.0) -> "MediaStore":
+        store = cls(nc, bucket, owns_connection=False, timeout=timeout)
+        await store._ensure()
+        return store
+
+    async def _ensure(self) -> None:
+        try:
+            self._obs = await self.js.object_store(self.bucket)
+        except nats.js.errors.NotFoundError:
+            self._obs = await self.js.create_object_store(
+                self.bucket, config=ObjectStoreConfig(bucket=self.bucket, storage=StorageType.FILE))
+        owners = self.bucket + OWNERS_SUFFIX
+        try:
+            self._kv = await self.js.key_value(owners)
+        except nats.js.errors.NotFoundError:
+            self._kv = await self.js.create_key_value(KeyValueConfig(bucket=owners, storage=StorageType.FILE))
+
+    async def put(self, data: bytes, uploader: str, media_type: str = "") -> StoredMedia:
+        """Store `data` under its sha256 (once) and record `uploader` as one of its sources."""
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            await self._obs.get_info(sha)
+        except nats.js.errors.ObjectNotFoundError:
+            await self._obs.put(sha, data)
+        try:
+            await self._kv.create(_owner_key(sha, uploader), media_type.encode("utf-8") or b"-")
+            created = True
+        except nats.js.errors.KeyWrongLastSequenceError:
+            created = False
+        return StoredMedia(sha, len(data), created)
+
+    async def uploaded_by(self, sha256: str, uploader: str) -> bool:
+        try:
+            await self._kv.get(_owner_key(sha256, uploader))
+            return True
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return False
+
+    async def get(self, sha256: str) -> bytes | None:
+        try:
+            return (await self._obs.get(sha256)).data
+        except nats.js.errors.ObjectNotFoundError:
+            return None
+
+    async def close(self) -> None:
+        if self._owns_connection and not self.nc.is_closed:
+            await self.nc.close()
