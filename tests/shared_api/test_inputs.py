@@ -16,20 +16,10 @@ import time
 import pytest
 
 from aotx.journal import Reassembler, TransferKind
-from aotx.serving import ModelService, ServiceConfig
 
 from .harness import fresh_spec, shared_app
 
 TERMINAL = ("completed", "cancelled", "interrupted", "failed")
-
-
-@pytest.fixture(scope="module")
-def service(model_bundle):
-    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=256, default_max_tokens=8), bundle=model_bundle,
-                            progress=False)
-    svc.start()
-    yield svc
-    asyncio.run(svc.stop())
 
 
 async def _setup(p):

@@ -3,27 +3,16 @@ uploaders recorded (source ownership, durable in the AOTX_MEDIA_OWNERS key-value
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 
 import pytest
 
-from aotx.serving import ModelService, ServiceConfig
 
 from .harness import fresh_spec, shared_app
 
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
 WAV = b"RIFF" + os.urandom(32)
-
-
-@pytest.fixture(scope="module")
-def service(model_bundle):
-    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=256, default_max_tokens=8), bundle=model_bundle,
-                            progress=False)
-    svc.start()
-    yield svc
-    asyncio.run(svc.stop())
 
 
 async def _setup(p):
