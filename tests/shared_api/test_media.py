@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-
 from .harness import fresh_spec, shared_app
 
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
