@@ -175,7 +175,8 @@ class SharedRuntime:
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
                  timeout: float = 5.0, progress: bool = True, boot_id: str | None = None,
                  probe_interval: float = 1.0, service: Any = None,
-                 execution_deadline: float = DEFAULT_DEADLINE_SECONDS) -> None:
+                 execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
+                 lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         self.nats_url, self.spec = nats_url, spec or StreamSpec()
@@ -203,6 +204,14 @@ class SharedRuntime:
         if not execution_deadline > 0:
             raise ValueError(f"execution_deadline must be positive, got {execution_deadline!r}")
         self.execution_deadline = float(execution_deadline)
+        if retention_mode not in (1, 2):
+            raise ValueError(f"retention_mode must be 1 or 2, got {retention_mode!r}")
+        if lease_revision not in (3, 4, 5):
+            raise ValueError(f"lease_revision must be 3, 4 or 5 (the revisions new leases use), got {lease_revision!r}")
+        # what the deployment asks for; the recorded mode is 2 only where the model is qualified
+        self.retention_mode, self.lease_revision = int(retention_mode), int(lease_revision)
+        self.automatic_memory = bool(automatic_memory)   # the served model's automatic-memory qualification
+        self.embedder = embedder
         if service is not None:
             self.attach_service(service)
 
