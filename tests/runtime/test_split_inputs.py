@@ -1,0 +1,265 @@
+"""Shared inputs through the split deployment: `aotx boot` (the runtime with the model, numpy on CPU)
+and `aotx gateway` (HTTP, RemoteRuntime) as two processes on one real nats-server.
+
+Input → 202 → the result read through the gateway until completed; the operation's SSE stream
+delivers output then `end` as the runtime journals it; the conversation's SSE stream wakes on a new
+input; a cancellation stops a long input; media uploads from the lone gateway; the runtime restarted
+with --no-model answers the saved results and refuses new inputs with 409.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from api.gateway_config import ensure_dev_config, load_gateway_config
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime
+from aotx.runtime_file import load_grants, pack_shared, write_grants
+from aotx.state import Grants, MutationKind
+from aotx.state.rights import Actor
+from eventlog import EmbeddedNats
+from ops.cli import build_parser
+from ops.model_args import runtime_options
+from ops.shared_stack import stream_spec
+from tests.ops.procs import Proc
+
+BASE = "/aotx/v1/shared"
+SCHEMA = "aotx.shared.mutation.v1"
+TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
+MODEL_FLAGS = ("--backend", "numpy", "--max-batch", "4", "--kv-pages", "128", "--default-max-tokens", "8")
+
+
+class Client:
+    def __init__(self, base_url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=base_url + BASE, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.lineage, self.next_sequence = "", 1
+        self._keys = itertools.count(1)
+
+    def get(self, path: str) -> tuple[int, Any]:
+        r = self.http.get(path)
+        assert r.headers.get("Cache-Control") == "no-store", path
+        return r.status_code, r.json()
+
+    def post(self, path: str, **fields: Any) -> tuple[int, Any]:
+        body = {"schema": SCHEMA, "lineage": self.lineage, "operation_key": f"{next(self._keys):032x}",
+                "sequence": str(self.next_sequence), **fields}
+        r = self.http.post(path, json=body)
+        if r.status_code in (201, 202):
+            self.next_sequence += 1
+        return r.status_code, r.json()
+
+    def sync(self) -> None:
+        status, me = self.get("/participant")
+        assert status == 200, me
+        self.lineage, self.next_sequence = me["lineage"], int(me["next_sequence"])
+
+    def wait(self, op: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            status, receipt = self.get(f"/operations/{op}")
+            assert status == 200, receipt
+            if receipt["execution"] in TERMINAL:
+                return receipt
+            assert time.monotonic() < deadline, receipt
+            time.sleep(0.05)
+
+    def sse(self, path: str, until, timeout: float = 60.0, on_event=None) -> list[dict]:
+        """Events of an SSE route until `until(events)` holds (or the server ends the stream)."""
+        events: list[dict] = []
+        with self.http.stream("GET", path, timeout=timeout) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            block: dict = {}
+            for line in r.iter_lines():
+                if line.startswith(":"):
+                    continue
+                if line == "":
+                    if block:
+                        events.append(block)
+                        if on_event is not None:
+                            on_event(events)
+                        if until(events):
+                            return events
+                    block = {}
+                    continue
+                name, _, value = line.partition(": ")
+                block[name] = json.loads(value) if name == "data" else value
+        return events
+
+
+def _boot(rf, url: str, grants, *extra: str) -> Proc:
+    return Proc("boot", "--runtime", str(rf.path), "--nats", url, "--service-grants", str(grants), *extra,
+                ready=rf"runtime {rf.name} booted \((\d+) journal messages.*; (inputs run on|no model)",
+                timeout=90).start()
+
+
+def test_boot_flags_reach_the_runtime_options():
+    args = build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g",
+                                      "--retention-mode", "2", "--lease-revision", "5", "--automatic-memory",
+                                      "--execution-deadline", "7"])
+    assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
+                                     "automatic_memory": True}
+    args = build_parser().parse_args(["serve"])
+    assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
+                                     "automatic_memory": False}
+    for bad in (["--retention-mode", "3"], ["--lease-revision", "2"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g", *bad])
+
+
+async def test_remote_wait_change_wakes_on_announcements(tmp_path):
+    """RemoteRuntime.wait_change returns on the runtime's state-change announcement (not by polling), times
+    out when nothing changes, and returns at once when a change was announced during this task's last read."""
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="w1")
+    write_grants(tmp_path / "grants", {"alice": ["shared_read", "shared_write", "shared_manage"]}, "ab" * 32)
+    alice = Actor("alice", Grants.all())
+    with EmbeddedNats(tmp_path / "nats") as nats_server:
+        target = GrantedRuntime(SharedRuntime(nats_server.url, stream_spec(rf), progress=False),
+                                load_grants(tmp_path / "grants"))
+        await target.start()
+        server = await RuntimeRpcServer(target, nats_server.url, rf.name).start()
+        remote = await RemoteRuntime(nats_server.url, rf.name, "ab" * 32).start()
+        loop = asyncio.get_running_loop()
+        try:
+            me = (await remote.query("participant", alice)).body
+            began = loop.time()
+            await remote.wait_change(0.3)  # nothing changes: the timeout
+            assert 0.25 <= loop.time() - began < 1.0
+            body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "01" * 16, "sequence": "1"}
+
+            async def register() -> None:
+                await asyncio.sleep(0.2)
+                assert (await remote.submit(alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+
+            writer = loop.create_task(register())
+            began = loop.time()
+            await remote.wait_change(10.0)
+            assert loop.time() - began < 2.0  # woken by the announcement, long before the timeout
+            await writer
+            # announced after this task's last request was sent: no waiting at all
+            await remote.query("participant", alice)
+            other = loop.create_task(remote.submit(alice, MutationKind.CREATE_SPACE, json.dumps(
+                {**body, "operation_key": "02" * 16, "sequence": "2", "scope": "private"}).encode()))
+            await other
+            await asyncio.sleep(0.3)
+            began = loop.time()
+            await remote.wait_change(10.0)
+            assert loop.time() - began < 0.1
+        finally:
+            await remote.stop()
+            await server.stop()
+            await target.stop()
+
+
+def test_inputs_through_boot_and_gateway(tmp_path):
+    var = tmp_path / "var"
+    config_path, tokens, _ = ensure_dev_config(var)
+    config = load_gateway_config(config_path)
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt")
+    grants = tmp_path / "grants"
+    write_grants(grants, config.actions(), config.config_sha256)
+    procs: list[Proc] = []
+    with EmbeddedNats(tmp_path / "nats") as nats_server:
+        url = nats_server.url
+        try:
+            boot = _boot(rf, url, grants, *MODEL_FLAGS, "--retention-mode", "1", "--lease-revision", "3")
+            procs.append(boot)
+            assert boot.match.group(2) == "inputs run on"
+            gw = Proc("gateway", "--config", str(config_path), "--nats", url, "--runtime-name", rf.name,
+                      "--port", "0", ready=r"gateway on (http://\S+) ").start()
+            procs.append(gw)
+            alice = Client(gw.match.group(1), (tokens / "alice").read_text().strip())
+            alice.sync()
+            assert alice.post("/participant")[0] == 201
+            status, sp = alice.post("/spaces", scope="private")
+            assert status == 201, sp
+            status, conv = alice.post(f"/spaces/{sp['resource']}/conversations")
+            assert status == 201, conv
+            con = conv["resource"]
+            status, caps = alice.get("/capabilities")
+            assert status == 200 and caps["routes"]["inputs"] and caps["routes"]["cancellations"], caps
+            assert caps["routes"]["media"] is True
+            model = caps["models"][0]["id"]
+
+            # an input → 202; its result read through the gateway until completed
+            status, receipt = alice.post(f"/conversations/{con}/inputs", text="Name one colour.", model=model,
+                                         max_output_tokens=8)
+            assert status == 202, receipt
+            assert receipt["status"]["admission"] == "saved" and receipt["execution"] in ("queued", "running")
+            op = receipt["operation"]
+            done = alice.wait(op)
+            assert done["execution"] == "completed" and done["status"]["terminal"] == "saved", done
+            status, result = alice.get(f"/operations/{op}/result")
+            assert status == 200, result
+            data = base64.b64decode(result["bytes"])
+            assert data and result["byte_length"] == len(data) == result["next_offset"]
+            assert 1 <= result["output_tokens"] <= 8 and result["input_tokens"] > 3
+            assert result["finish"] in ("stop", "length") and result["text"] == data.decode("utf-8")
+
+            # SSE of a running input: output events as they are journalled, then `end`
+            status, second = alice.post(f"/conversations/{con}/inputs", text="Count from one to ten.",
+                                        model=model, max_output_tokens=8)
+            assert status == 202, second
+            op2 = second["operation"]
+            began = time.monotonic()
+            events = alice.sse(f"/operations/{op2}/events", lambda ev: ev[-1]["event"] == "end")
+            assert time.monotonic() - began < 30
+            assert [e["event"] for e in events][-1] == "end" and events[0]["event"] == "output"
+            assert {e["event"] for e in events[:-1]} == {"output"}
+            streamed = b"".join(base64.b64decode(e["data"]["bytes"]) for e in events[:-1])
+            end = events[-1]["data"]
+            assert end["execution"] == "completed" and end["saved_bytes"] == len(streamed) > 0
+            assert 1 <= end["output_tokens"] <= 8 and end["finish"] in ("stop", "length")
+            status, result2 = alice.get(f"/operations/{op2}/result")
+            assert base64.b64decode(result2["bytes"]) == streamed
+
+            # the conversation's SSE stream: the inputs so far, then one posted while it waits
+            posted: list[dict] = []
+
+            def post_third(events: list[dict]) -> None:
+                if len(events) == 2 and not posted:
+                    status, third = alice.post(f"/conversations/{con}/inputs", text="Say hi.", model=model,
+                                               max_output_tokens=2)
+                    assert status == 202, third
+                    posted.append(third)
+
+            began = time.monotonic()
+            events = alice.sse(f"/conversations/{con}/events?stream=true", lambda ev: len(ev) >= 3,
+                               on_event=post_third)
+            assert [e["event"] for e in events] == ["input"] * 3
+            assert time.monotonic() - began < 15
+            assert events[2]["data"]["operation"] == posted[0]["operation"] and events[2]["data"]["text"] == "Say hi."
+            alice.wait(posted[0]["operation"])
+
+            # a cancellation stops a long input
+            status, long = alice.post(f"/conversations/{con}/inputs", text="Write a very long story about the sea.",
+                                      model=model, max_output_tokens=400)
+            assert status == 202, long
+            status, cancel = alice.post(f"/conversations/{con}/cancellations", target_sequence=long["sequence"])
+            assert status == 201 and cancel["kind"] == "conversation.cancel", cancel
+            stopped = alice.wait(long["operation"])
+            assert stopped["execution"] == "cancelled" and stopped["result"]["finish"] == "cancelled", stopped
+            assert stopped["result"]["output_tokens"] < 400
+
+            # media uploads work from the lone gateway (the NATS object store)
+            r = alice.http.post("/media", content=b"\x89PNG split media", headers={"Content-Type": "image/png"})
+            assert r.status_code == 201, r.text
+            again = alice.http.post("/media", content=b"\x89PNG split media", headers={"Content-Type": "image/png"})
+            assert again.status_code == 200 and again.json()["sha256"] == r.json()["sha256"]
+
+            # the runtime again, without a model: saved results answer, new inputs are refused 409
+            boot.stop()
+            boot = _boot(rf, url, grants, "--no-model")
+            procs.append(boot)
+            assert boot.match.group(2) == "no model"
+            assert alice.get(f"/operations/{op}/result") == (200, result)
+            status, err = alice.post(f"/conversations/{con}/inputs", text="hello", model=model, max_output_tokens=2)
+            assert status == 409, err
+        finally:
+            for p in reversed(procs):
+                p.stop()
