@@ -22,7 +22,8 @@ class Answer:
 
 
 class Transport(Protocol):
-    async def request(self, method: str, path: str, token: str, raw: bytes | None = None) -> Answer: ...
+    async def request(self, method: str, path: str, token: str, raw: bytes | None = None,
+                      headers: dict[str, str] | None = None) -> Answer: ...
 
     async def close(self) -> None: ...
 
@@ -36,18 +37,22 @@ class HttpTransport:
         self.http = httpx.AsyncClient(base_url=base_url.rstrip("/") + BASE, timeout=timeout,
                                       limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
 
-    async def request(self, method: str, path: str, token: str, raw: bytes | None = None) -> Answer:
-        headers = {"Authorization": f"Bearer {token}"}
+    async def request(self, method: str, path: str, token: str, raw: bytes | None = None,
+                      headers: dict[str, str] | None = None) -> Answer:
+        headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         if raw is not None:
             headers["Content-Type"] = "application/json"
         try:
             r = await self.http.request(method, path, content=raw, headers=headers)
         except self._httpx.HTTPError as exc:
             raise TransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        try:
-            body = r.json()
-        except ValueError:
-            body = r.text
+        if r.headers.get("content-type", "").startswith("text/event-stream"):
+            body = r.text  # a server-sent event stream, read to its end
+        else:
+            try:
+                body = r.json()
+            except ValueError:
+                body = r.text
         return Answer(r.status_code, body, dict(r.headers))
 
     async def close(self) -> None:
@@ -60,15 +65,33 @@ class QuartTransport:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    async def request(self, method: str, path: str, token: str, raw: bytes | None = None) -> Answer:
-        headers = {"Authorization": f"Bearer {token}"}
+    async def request(self, method: str, path: str, token: str, raw: bytes | None = None,
+                      headers: dict[str, str] | None = None) -> Answer:
+        headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         if raw is not None:
             headers["Content-Type"] = "application/json"
         resp = await self.client.open(BASE + path, method=method, data=raw, headers=headers)
+        if (resp.mimetype or "").startswith("text/event-stream"):
+            return Answer(resp.status_code, await resp.get_data(as_text=True), dict(resp.headers))
         return Answer(resp.status_code, await resp.get_json(), dict(resp.headers))
 
     async def close(self) -> None:
         pass
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """Server-sent events of a finished stream: [{"event", "id"?, "data" (JSON)}]; comments left out."""
+    out = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        if not block.strip() or block.startswith(":"):
+            continue
+        event: dict[str, Any] = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            event[name] = json.loads(value) if name == "data" else value
+        out.append(event)
+    return out
 
 
 def new_key() -> str:
@@ -95,8 +118,8 @@ class Party:
         return json.dumps({"schema": SCHEMA, "lineage": self.lineage, "operation_key": key,
                            "sequence": str(sequence), **fields}, separators=(",", ":")).encode()
 
-    async def get(self, path: str) -> Answer:
-        return await self.transport.request("GET", path, self.token)
+    async def get(self, path: str, headers: dict[str, str] | None = None) -> Answer:
+        return await self.transport.request("GET", path, self.token, headers=headers)
 
     async def post(self, path: str, raw: bytes) -> Answer:
         return await self.transport.request("POST", path, self.token, raw)

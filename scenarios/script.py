@@ -14,6 +14,21 @@ the step runs (modulo what exists then), so any list of steps is runnable:
     {"actor": "alice", "do": "retire"}                # retry_floor = this operation's sequence
     {"actor": "bob", "do": "read_space", "space": 2}  # 200 when readable, else 404 (never 403)
     {"actor": "alice", "do": "read_operation", "back": 1}
+
+Inputs and memory (`generate(..., inputs=True)`; a string reference names what an earlier step
+with that `name` created, an integer indexes what exists then, modulo its count):
+
+    {"actor": "alice", "do": "input", "conversation": 0, "text": "...", "max_output_tokens": 6, "name": "a1"}
+    {"actor": "alice", "do": "cancel", "back": 1}        # its 1st most recent input (or "input": "a1")
+    {"actor": "bob", "do": "read_result", "input": "a1"} # 200 when readable, else 404 (410 own retired);
+                                                         # "via": offset | sse (+ "resume": byte) | receipt
+    {"actor": "bob", "do": "wait", "input": "a1", "execution": ["completed"]}   # until it ends
+    {"actor": "alice", "do": "publish", "memory": "a1", "space": "notes"}     # a1's text memory → notes
+    {"actor": "bob", "do": "read_memory", "space": "notes", "contains": ["a1"], "lacks": []}
+    {"actor": "bob", "do": "read_memory", "memory": "p1"}                      # one object
+
+Any step may carry `expect` (a status or a list): what its main request must answer, checked on
+top of the rule model (sessions written by hand document their outcomes that way).
 """
 from __future__ import annotations
 
@@ -24,28 +39,41 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 STEP_KINDS = ("register", "space", "conversation", "member", "retry", "changed", "future", "stale", "retire",
-              "read_space", "read_operation")
+              "read_space", "read_operation", "input", "cancel", "read_result", "wait", "publish", "read_memory")
 SCOPES = ("private", "room", "instance")
 PERMISSION_SETS = ([], ["read"], ["read", "write"], ["read", "write", "manage"], ["write"], ["manage", "read"])
 
 # (kind, weight) of the generated load; spaces are rare because the space table is small (1024 rows)
 LOAD_WEIGHTS = (("space", 6), ("conversation", 22), ("member", 18), ("retry", 16), ("changed", 8),
                 ("future", 4), ("stale", 4), ("retire", 2), ("read_space", 12), ("read_operation", 8))
+# with inputs=True: the journal-core load plus inputs, cancellations, result reads and memory
+INPUT_LOAD_WEIGHTS = LOAD_WEIGHTS + (("input", 24), ("cancel", 6), ("read_result", 14), ("publish", 5),
+                                     ("read_memory", 8))
+INPUT_WORDS = ("river", "copper", "lantern", "harbour", "orchard", "comet", "violin", "granite", "meadow",
+               "falcon", "saffron", "glacier", "tulip", "compass", "ember", "willow")
 
 
-def generate(seed: int, n: int, actors: Iterable[str] = ("alice", "bob")) -> list[dict[str, Any]]:
-    """Registration of every actor, a first space each, then n seeded random steps."""
+def generate(seed: int, n: int, actors: Iterable[str] = ("alice", "bob"), *, inputs: bool = False,
+             max_output_tokens: int = 6) -> list[dict[str, Any]]:
+    """Registration of every actor, a first space each, then n seeded random steps (with inputs=True
+    also a first conversation each, and input, cancel, read_result, publish and read_memory steps)."""
     names = list(actors)
-    return list(itertools.islice(steps_of(seed, names), 2 * len(names) + n))
+    head = 2 * len(names) + (len(names) if inputs else 0)
+    return list(itertools.islice(steps_of(seed, names, inputs=inputs, max_output_tokens=max_output_tokens),
+                                 head + n))
 
 
-def steps_of(seed: int, actors: Iterable[str] = ("alice", "bob")) -> Iterator[dict[str, Any]]:
-    """The endless form of `generate` (same steps for the same seed)."""
+def steps_of(seed: int, actors: Iterable[str] = ("alice", "bob"), *, inputs: bool = False,
+             max_output_tokens: int = 6) -> Iterator[dict[str, Any]]:
+    """The endless form of `generate` (same steps for the same seed; without inputs, the same steps
+    as before inputs existed)."""
     rng = random.Random(seed)
     names = list(actors)
     yield from [{"actor": a, "do": "register"} for a in names]
     yield from [{"actor": a, "do": "space", "scope": rng.choice(SCOPES)} for a in names]
-    kinds, weights = zip(*LOAD_WEIGHTS)
+    if inputs:
+        yield from [{"actor": a, "do": "conversation", "space": i} for i, a in enumerate(names)]
+    kinds, weights = zip(*(INPUT_LOAD_WEIGHTS if inputs else LOAD_WEIGHTS))
     while True:
         actor, kind = rng.choice(names), rng.choices(kinds, weights)[0]
         step: dict[str, Any] = {"actor": actor, "do": kind}
@@ -58,6 +86,21 @@ def steps_of(seed: int, actors: Iterable[str] = ("alice", "bob")) -> Iterator[di
                         permissions=list(rng.choice(PERMISSION_SETS)))
         elif kind in ("retry", "changed", "read_operation"):
             step["back"] = rng.randrange(1, 8)
+        elif kind == "input":
+            step.update(conversation=rng.randrange(1 << 16), max_output_tokens=max_output_tokens,
+                        text=f"Remember the word {rng.choice(INPUT_WORDS)}. Say it.")
+        elif kind == "cancel":
+            step["back"] = rng.randrange(1, 4)
+        elif kind == "read_result":
+            step.update(input=rng.randrange(1 << 16), via=rng.choice(("offset", "offset", "sse", "receipt")))
+            if step["via"] == "sse":
+                step["resume"] = rng.randrange(0, 24)
+            elif step["via"] == "offset":
+                step["limit"] = rng.choice((None, 1, 3, 7))
+        elif kind == "publish":
+            step.update(memory=rng.randrange(1 << 16), space=rng.randrange(1 << 16))
+        elif kind == "read_memory":
+            step["space"] = rng.randrange(1 << 16)
         yield step
     return steps
 
