@@ -61,6 +61,7 @@ class Engine:
         self._cond = threading.Condition()
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None]] = []
         self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
+        self._committed = 0               # pages reserved by every request not yet ended (guarded by _cond)
         self._handles: dict[int, RequestHandle] = {}   # step thread only
         self._outbox: list[tuple[RequestHandle, Sequence, Delta]] = []  # delivered after gauges sync
         self._thread: threading.Thread | None = None
@@ -82,6 +83,12 @@ class Engine:
             await asyncio.to_thread(self._thread.join)
         else:
             self._shutdown()
+
+    def committed_pages(self) -> int:
+        """Pages promised to requests not yet ended: current page owners (running) plus pending
+        page requests (queued), each counted at its conservative reservation (prompt + max_tokens)."""
+        with self._cond:
+            return self._committed
 
     def stats(self) -> EngineStats:
         with self._cond:
@@ -114,6 +121,7 @@ class Engine:
             if self._queued >= self.config.max_queue:
                 raise RequestRejected("queue_full", f"{self._queued} requests already waiting")
             self._queued += 1
+            self._committed += seq.reserved_pages
             self._inbox.append(("add", seq, handle))
             self._cond.notify()
         return handle
@@ -233,6 +241,8 @@ class Engine:
         self._stats.finished(delta.finish_reason)
         self._send(seq, delta)
         self._handles.pop(seq.seq_id, None)
+        with self._cond:
+            self._committed -= seq.reserved_pages
 
     def _sync_gauges(self) -> None:
         with self._cond:

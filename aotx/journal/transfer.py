@@ -36,6 +36,7 @@ class TransferKind(enum.IntEnum):
     COMPLETION = 5
     RETIREMENT = 6
     CONTROL = 7
+    MEMORY = 8       # retained memory of an input (aotx.memory MemoryRetained)
 
 
 def lineage_hash(lineage: str | bytes) -> int:

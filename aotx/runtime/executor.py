@@ -1,26 +1,43 @@
 """Runs admitted inputs through the model service's engine and journals what happens.
 
 Order for one input, each step journalled on the author's lineage before the next begins:
-the admission (already saved when the executor hears of it) → a LEASE transfer (revision 3 row:
-request index, execution slot, sequence, actor, retention mode 1) → the engine request (the same
-Engine and paged KV pool as the stateless surfaces; its scheduler admits requests within its page
-budget and queues the rest) → OUTPUT transfers, batches of result bytes as they come → one
-COMPLETION transfer with the final input/output token counts and finish. A client going away
-changes nothing here; only a saved cancellation stops an input. A runtime that stops mid-way
-leaves the admission unfinished: the next boot journals it `interrupted` and never re-runs it.
+the admission (already saved when the executor hears of it) → the input waits in the execution
+queue until a group admits it (aotx.runtime.grouping: a conservative KV page budget over the
+engine's current owners and pending requests, the inputs leased before, and each input's own
+bound) → a LEASE transfer per lineage of the group (the runtime's lease revision, 3 by default;
+one row per input: request index in the group, execution slot, sequence, actor, recorded
+retention mode) — the execution deadline starts once it is applied → memory work
+(aotx.runtime.memory_work: embed, recall into the prompt by the lease revision, mode 2
+interpretation by the same model) and a MEMORY transfer retaining the input → the engine
+request (the same Engine and paged KV pool as the stateless surfaces) → OUTPUT transfers,
+batches of result bytes as they come → one COMPLETION transfer with the final input/output
+token counts and finish.
+
+A client going away changes nothing here; only a saved cancellation stops an input (after its
+memory is committed, cancelling does not undo it). A journal write that fails on a hold is
+retried once the hold lifts (checking first whether a read-back found it landed), so an input
+resumes where it stood. A runtime that stops mid-way leaves the admission unfinished: the next
+boot journals it `interrupted` and never runs it (nor its memory input) again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..journal.lease import Lease, LeaseRevision, LeaseRow
+from ..memory import MemoryRetained, recorded_mode
 from ..state import Execution, ExecutionContext, ModelCaps
-from ..state.execution import InputCompleted, LeaseApplied, OutputAppended, default_lease
+from ..state.execution import InputCompleted, LeaseApplied, OutputAppended
+from . import memory_work as mw
+from .grouping import Candidate, next_group, page_budget
 
 if TYPE_CHECKING:
     from .runtime import SharedRuntime
@@ -28,25 +45,38 @@ if TYPE_CHECKING:
 log = logging.getLogger("aotx.runtime.executor")
 FLUSH_BYTES = 256        # an output transfer is journalled once this many bytes wait …
 FLUSH_SECONDS = 0.1      # … or this long after the previous one
+PUMP_SECONDS = 0.05      # how often a blocked queue looks at the page budget again
+DEFAULT_DEADLINE_SECONDS = 300.0
 
 
-def execution_context(service: Any) -> ExecutionContext:
-    """The models and page grant a ModelService offers: its one model (text-only, no automatic
-    memory) and, as page grant, the pages one request may hold (context window ∩ KV pool)."""
+def execution_context(service: Any, automatic_memory: bool = False) -> ExecutionContext:
+    """The models and page grant a ModelService offers: its one model (text-only; automatic memory
+    as qualified by the deployment) and, as page grant, the pages one request may hold (context
+    window ∩ KV pool)."""
     engine = service.engine
     page_size = int(engine.config.page_size)
     grant = min(int(engine.config.num_pages), math.ceil(int(engine.max_model_len) / page_size))
     digest = bytes.fromhex(service.bundle.sha256)
-    return ExecutionContext({service.model_id: ModelCaps(digest, media=False, automatic_memory=False)}, grant)
+    return ExecutionContext({service.model_id: ModelCaps(digest, media=False, automatic_memory=automatic_memory)},
+                            grant)
+
+
+@functools.lru_cache(maxsize=1)
+def default_embedder() -> Any:
+    """all-MiniLM-L6-v2 from its wheel, loaded once per process."""
+    from kernels.embedding import load_embedding_model
+    return load_embedding_model()
 
 
 @dataclass
 class _Running:
     lineage: bytes
     sequence: int
+    pages: int = 0              # bound counted in the page budget until the engine holds the request
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
+    submitted: bool = False
     cancelled: bool = False
     expired: bool = False
     timer: Optional[asyncio.TimerHandle] = None
@@ -56,8 +86,9 @@ class _Running:
         if self.handle is not None:
             self.handle.cancel()
 
-
-DEFAULT_DEADLINE_SECONDS = 300.0
+    @property
+    def stopped(self) -> bool:
+        return self.cancelled or self.expired
 
 
 @dataclass
@@ -68,30 +99,37 @@ class Executor:
     runtime: "SharedRuntime"
     service: Any
     deadline: float = DEFAULT_DEADLINE_SECONDS
+    embedder: Any = None
     running: dict[tuple[bytes, int], _Running] = field(default_factory=dict)
+    queue: deque = field(default_factory=deque)      # _Running not yet leased, in admission order
+    _pump: Optional[asyncio.Task] = None
+    _wake: Optional[asyncio.Event] = None
+    _stopping: bool = False
 
-    def _slot(self) -> int:
-        used = {r.slot for r in self.running.values()}
-        return next(i for i in range(len(used) + 1) if i not in used)
-
+    # ---- the runtime's side ------------------------------------------------------------------
     def start(self, lineage: bytes, sequence: int) -> None:
+        """An admission was saved: queue the input for the next group that fits."""
         key = (lineage, sequence)
-        if key in self.running:
+        if key in self.running or any((r.lineage, r.sequence) == key for r in self.queue):
             return
-        run = self.running[key] = _Running(lineage, sequence)
-        run.slot = self._slot()
-        run.task = asyncio.get_running_loop().create_task(self._run(run))
+        self.queue.append(_Running(lineage, sequence))
+        self._kick()
 
     def cancel(self, lineage: bytes, sequence: int) -> None:
-        run = self.running.get((lineage, sequence))
+        run = self.running.get((lineage, sequence)) or next(
+            (r for r in self.queue if (r.lineage, r.sequence) == (lineage, sequence)), None)
         if run is None:
             return
         run.cancelled = True
         if run.handle is not None:
             run.handle.cancel()
+        self._kick()
 
     async def stop(self) -> None:
+        self._stopping = True
         tasks = [r.task for r in self.running.values() if r.task is not None]
+        if self._pump is not None:
+            tasks.append(self._pump)
         for run in self.running.values():
             if run.handle is not None:
                 run.handle.cancel()
@@ -99,20 +137,131 @@ class Executor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.running.clear()
+        self.queue.clear()
 
+    # ---- grouping ----------------------------------------------------------------------------
+    def _kick(self) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._wake.set()
+        if (self._pump is None or self._pump.done()) and not self._stopping:
+            self._pump = asyncio.get_running_loop().create_task(self._pump_loop())
+
+    async def _pump_loop(self) -> None:
+        assert self._wake is not None
+        while self.queue and not self._stopping:
+            self._wake.clear()
+            try:
+                await self._settle_queue()
+                group = self._group()
+                if group:
+                    await self._lease(group)
+                    continue
+            except Exception:  # a bug must not stall every later input
+                log.exception("execution queue failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), PUMP_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _settle_queue(self) -> None:
+        """Queued inputs that were cancelled (or already ended) leave the queue without a lease."""
+        for run in list(self.queue):
+            record = self._record(run)
+            if record is not None and not record.status.terminal and not (record.cancel_requested or run.cancelled):
+                continue
+            self.queue.remove(run)
+            if record is not None and not record.status.terminal:
+                await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.CANCELLED,
+                                                        finish="cancelled"))
+
+    def _bound(self, run: _Running) -> int:
+        """Conservative pages of an input: its prompt with the largest memory context + its budget,
+        never more than its page limit."""
+        if run.pages:
+            return run.pages
+        record, request = self._record(run), self._request(run)
+        page_size = int(self.service.engine.config.page_size)
+        from ..chat_types import ChatMessage
+        user = len(self.service.chat_prompt([ChatMessage(role="user", content=request["text"])]))
+        tokens = user + mw.MEMORY_PROMPT_BOUND + int(request["max_output_tokens"])
+        run.pages = max(1, min(int(record.page_limit), math.ceil(tokens / page_size)))
+        return run.pages
+
+    def _group(self) -> list[_Running]:
+        engine = self.service.engine
+        leased = sum(r.pages for r in self.running.values() if not r.submitted)
+        budget = page_budget(int(engine.config.num_pages), int(engine.committed_pages()), leased)
+        queue = [Candidate(r.lineage, r.sequence, self._bound(r)) for r in self.queue]
+        n = next_group(queue, budget)
+        return [self.queue.popleft() for _ in range(n)]
+
+    def _slot(self) -> int:
+        used = {r.slot for r in self.running.values()}
+        return next(i for i in range(len(used) + 1) if i not in used)
+
+    async def _lease(self, group: list[_Running]) -> None:
+        """One LEASE transfer per lineage of the group; each input runs once its lease is applied."""
+        revision = LeaseRevision(self.runtime.lease_revision)
+        caps = self.runtime.context.models[self.service.model_id] if self.runtime.context else None
+        mode = int(recorded_mode(self.runtime.retention_mode, bool(caps and caps.automatic_memory)))
+        by_lineage: dict[bytes, list[tuple[int, _Running]]] = {}
+        for index, run in enumerate(group):
+            run.slot = self._slot()
+            self.running[(run.lineage, run.sequence)] = run
+            by_lineage.setdefault(run.lineage, []).append((index, run))
+        for lineage, rows in by_lineage.items():
+            lease = Lease(revision, tuple(LeaseRow(i, r.slot, r.sequence, lineage, mode) for i, r in rows))
+            ok = await self._journal(rows[0][1], LeaseApplied(lineage, lease))
+            for _, run in rows:
+                if not ok:  # stays running in the log's eyes until the next boot marks it interrupted
+                    self.running.pop((run.lineage, run.sequence), None)
+                    continue
+                # the execution deadline starts now that the lease is applied
+                run.timer = asyncio.get_running_loop().call_later(self.deadline, run.expire)
+                run.task = asyncio.get_running_loop().create_task(self._run(run))
+
+    # ---- journal -----------------------------------------------------------------------------
     def _record(self, run: _Running):
         state = self.runtime.state
         slot = state.receipt_slot(run.lineage, run.sequence)
         return None if slot is None else state.executions[slot]
 
-    async def _journal(self, run: _Running, event) -> bool:
-        failure = await self.runtime.journal_execution(run.lineage, [event])
-        if failure is not None:
-            log.warning("input %s/%d: journalling %s failed (%s); the next boot marks it interrupted",
-                        run.lineage.hex(), run.sequence, type(event).__name__, failure.body)
-            return False
-        return True
+    def _request(self, run: _Running) -> dict[str, Any]:
+        state = self.runtime.state
+        return json.loads(state.commands[state.receipt_slot(run.lineage, run.sequence)])
 
+    def _landed(self, run: _Running, event: Any) -> bool:
+        """Is `event` already in the state (a read-back after an unacknowledged write found it)?"""
+        state = self.runtime.state
+        if isinstance(event, LeaseApplied):
+            return all((r := state.executions[state.receipt_slot(row.actor, row.sequence)]) is not None
+                       and r.status is not Execution.QUEUED for row in event.lease.rows)
+        if isinstance(event, MemoryRetained):
+            return self.runtime.memory.has_retained(event.op.lineage, event.op.operation)
+        record = self._record(run)
+        if record is None:
+            return False
+        if isinstance(event, OutputAppended):
+            return len(record.output) >= event.offset + len(event.data)
+        return record.status.terminal
+
+    async def _journal(self, run: _Running, event: Any) -> bool:
+        """Journal one execution event; on a hold, wait for it to lift and go on where it stood."""
+        while True:
+            failure = await self.runtime.journal_execution(run.lineage, [event])
+            if failure is None or self._landed(run, event):
+                return True
+            if failure.status != 429 or self.runtime.failed or self._stopping:
+                log.warning("input %s/%d: journalling %s failed (%s); the next boot marks it interrupted",
+                            run.lineage.hex(), run.sequence, type(event).__name__, failure.body)
+                return False
+            log.info("input %s/%d: journal on hold; %s waits for it to lift", run.lineage.hex(), run.sequence,
+                     type(event).__name__)
+            while not await self.runtime.probe():
+                await asyncio.sleep(self.runtime.probe_interval)
+
+    # ---- one input ---------------------------------------------------------------------------
     async def _run(self, run: _Running) -> None:
         try:
             await self._execute(run)
@@ -128,24 +277,25 @@ class Executor:
             if run.timer is not None:
                 run.timer.cancel()
             self.running.pop((run.lineage, run.sequence), None)
+            self._kick_if_waiting()
+
+    def _kick_if_waiting(self) -> None:
+        if self.queue and not self._stopping:
+            self._kick()
 
     async def _execute(self, run: _Running) -> None:
         record = self._record(run)
         if record is None or record.status.terminal:
             return
-        if record.cancel_requested or run.cancelled:
-            await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.CANCELLED,
-                                                    finish="cancelled"))
+        if record.cancel_requested or run.stopped:
+            await self._journal(run, self._stopped(run, 0, 0))
             return
-        if not await self._journal(run, LeaseApplied(run.lineage, default_lease(run.lineage, run.sequence, run.slot))):
-            return
-        # the execution deadline starts now that the lease is applied
-        run.timer = asyncio.get_running_loop().call_later(self.deadline, run.expire)
         request = self._request(run)
+        memory = await self._memory(run, record, request)
+        if memory is None:
+            return
+        prompt = self.service.chat_prompt(mw.prompt_messages(memory, request["text"]))
         page_size = int(self.service.engine.config.page_size)
-        from aotx.chat_types import ChatMessage
-        from aotx.engine import SamplingParams
-        prompt = self.service.chat_prompt([ChatMessage(role="user", content=request["text"])])
         room = record.page_limit * page_size - len(prompt)
         if room < 1:
             await self._journal(run, InputCompleted(
@@ -153,9 +303,10 @@ class Executor:
                 error=f"the prompt needs {math.ceil((len(prompt) + 1) / page_size)} KV pages; "
                       f"this input's page limit is {record.page_limit}"))
             return
+        from aotx.engine import SamplingParams
         params = SamplingParams(max_tokens=min(int(request["max_output_tokens"]), room),
                                 temperature=float(request["temperature"]), top_p=float(request["top_p"]))
-        if self._record(run).cancel_requested or run.cancelled or run.expired:
+        if self._record(run).cancel_requested or run.stopped:
             await self._journal(run, self._stopped(run, len(prompt), 0))
             return
         try:
@@ -165,9 +316,54 @@ class Executor:
                                                     input_tokens=len(prompt), finish="error",
                                                     error=f"the engine refused the input: {exc}"))
             return
-        if run.cancelled or run.expired:
+        finally:
+            run.submitted = True   # the engine's own accounting holds its pages from here
+            self._kick_if_waiting()
+        if run.stopped:
             run.handle.cancel()
-        await self._stream(run, record, len(prompt))
+        await self._stream(run, len(prompt))
+
+    async def _memory(self, run: _Running, record, request: dict[str, Any]):
+        """Embed, recall, interpret (mode 2) and retain. The rendered memory for the prompt, or None
+        when the input ended here (cancelled, past its deadline, or its journal failed)."""
+        state = self.runtime.state
+        place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
+        text = mw.retained_text(request)
+        embedder = self.embedder or default_embedder()
+        vector = await asyncio.to_thread(mw.embed, embedder, text)
+        rendered = mw.recall_rendered(self.runtime.memory, place, vector, int(record.lease_revision))
+        mode = int(record.retention_mode)
+        interpretation = None
+        if mode == 2:
+            interpretation = await self._interpret(run, request)
+            if interpretation is None:
+                await self._journal(run, self._stopped(run, 0, 0))
+                return None
+        if self._record(run).cancel_requested or run.stopped:
+            await self._journal(run, self._stopped(run, 0, 0))
+            return None
+        if not self.runtime.memory.has_retained(place.op.lineage, place.op.operation):
+            event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
+            if not await self._journal(run, event):
+                return None
+        return rendered
+
+    async def _interpret(self, run: _Running, request: dict[str, Any]) -> bytes | None:
+        """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""
+        from aotx.engine import SamplingParams
+        prompt = self.service.chat_prompt(mw.interpretation_messages(request["text"] or "(media only)"))
+        run.handle = self.service.submit(prompt, SamplingParams(max_tokens=mw.INTERPRET_MAX_TOKENS, temperature=0.0),
+                                         surface="shared", lane="buffered")
+        if run.stopped:
+            run.handle.cancel()
+        parts, finish = [], None
+        async for delta in run.handle:
+            parts.append(delta.text)
+            finish = delta.finish_reason
+        run.handle = None
+        if finish == "cancelled" or run.stopped:
+            return None
+        return mw.interpretation_bytes("".join(parts))
 
     def _stopped(self, run: _Running, input_tokens: int, output_tokens: int) -> InputCompleted:
         """The completion of an input stopped before its end: past its deadline (504), else cancelled."""
@@ -178,13 +374,7 @@ class Executor:
         return InputCompleted(run.lineage, run.sequence, Execution.CANCELLED, input_tokens, output_tokens,
                               finish="cancelled")
 
-    def _request(self, run: _Running) -> dict[str, Any]:
-        import json
-        state = self.runtime.state
-        slot = state.receipt_slot(run.lineage, run.sequence)
-        return json.loads(state.commands[slot])
-
-    async def _stream(self, run: _Running, record, prompt_len: int) -> None:
+    async def _stream(self, run: _Running, prompt_len: int) -> None:
         cap = self.runtime.capacities.result_bytes
         saved, pending = 0, bytearray()
         last_flush = float("-inf")  # the first bytes go out at once (time to first byte), later ones batched
@@ -215,8 +405,7 @@ class Executor:
         if over:
             status, finish, error = Execution.COMPLETED, "result_limit", ""
         elif final.finish_reason == "cancelled":
-            done = self._stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens)
-            await self._journal(run, done)
+            await self._journal(run, self._stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens))
             return
         elif final.finish_reason == "error":
             status, finish, error = Execution.FAILED, "error", final.error or "engine error"

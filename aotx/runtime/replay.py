@@ -7,8 +7,10 @@ stream sequence, the boot that wrote it, the per-lineage commit digest chain), s
 byte-identical receipts. A control transfer `runtime.boot` records which runtime boot wrote the
 transfers that follow it on that lineage. An ADMISSION transfer is an input's mutation event
 (applied the same way); LEASE, OUTPUT and COMPLETION transfers are an input's execution
-(aotx.state.execution), a completion also renewing its receipt's save fields. Anything else
-fails closed (ReplayError).
+(aotx.state.execution), a completion also renewing its receipt's save fields. A MEMORY transfer
+is an input's retained memory (aotx.memory MemoryRetained), applied to the memory store; a
+publication (a MUTATION transfer holding `memory.publication`) changes both the state (its
+receipt) and the memory store (the published copies). Anything else fails closed (ReplayError).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
-from ..state import Capacities, Save, State, StateError, empty_state, from_body, transfer_kind
+from ..memory import MemoryPublished, MemoryRetained, MemoryStore, decode_memory_event, memory_event_from_body
+from ..state import (Capacities, MemoryPublicationRecorded, Save, State, StateError, empty_state, from_body,
+                     transfer_kind)
 from ..state.apply import apply_into, owned_copy, record_save_into
 from ..state.execution import InputCompleted, apply_execution_into, execution_from_body, input_slot
 
@@ -47,6 +51,7 @@ class Projector:
     incarnation: str
     capacities: Capacities | None = None
     state: State = field(init=False)
+    memory: MemoryStore = field(default_factory=MemoryStore)
     reassembler: Reassembler = field(default_factory=lambda: Reassembler(recovery=True))
     last_transfer: dict[int, int] = field(default_factory=dict)      # lineage hash -> last transfer id
     last_subject_seq: dict[str, int] = field(default_factory=dict)   # subject -> last stream seq
@@ -109,6 +114,14 @@ class Projector:
         """Parts seen of the partial transfer of a lineage (0 = none open)."""
         return next((seen for h, _, seen, _ in self.reassembler.open_transfers if h == lh), 0)
 
+    def _check_lineage(self, where: str, subject: str, lh: int, lineage: bytes) -> None:
+        if lineage_hash(lineage) != lh:
+            raise ReplayError(f"{where}: lineage {lineage.hex()} is not the record's")
+        if subject.split(".")[-2] != lineage.hex():
+            raise ReplayError(f"{where}: lineage {lineage.hex()} on subject {subject}")
+        if lh not in self.boots:
+            raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
         lh = t.lineage_hash
         digest = chain(self.chains.get(lh, b""), t.digest)
@@ -136,6 +149,17 @@ class Projector:
                 record_save_into(self.state, slot, Save(
                     source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
                     commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
+        elif t.kind == TransferKind.MEMORY:
+            try:
+                mem = memory_event_from_body(t.body)
+                if not isinstance(mem, MemoryRetained):
+                    raise ReplayError(f"{where}: a {mem.KIND} event in a memory transfer")
+                self._check_lineage(where, subject, lh, mem.op.lineage)
+                if self.state.receipt_slot(mem.op.lineage, mem.op.sequence) is None:
+                    raise ReplayError(f"{where}: memory of sequence {mem.op.sequence}, which has no receipt")
+                self.memory.apply(mem)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
         elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION):
             try:
                 event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
@@ -147,6 +171,9 @@ class Projector:
                     raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
                 if lh not in self.boots:
                     raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+                published = _publication(event, where) if isinstance(event, MemoryPublicationRecorded) else None
+                if published is not None:
+                    self.memory.apply(published)  # checks everything before it writes
                 apply_into(self.state, event)  # raises before any write: a refused event changes nothing
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
@@ -160,3 +187,15 @@ class Projector:
         self.chains[lh] = digest
         self.last_transfer[lh] = t.transfer_id
         self.transfers += 1
+
+
+def _publication(event: MemoryPublicationRecorded, where: str) -> MemoryPublished:
+    """The memory part of a publication, checked against the state event that carries it."""
+    mem = decode_memory_event(event.memory)
+    op = event.op
+    if not isinstance(mem, MemoryPublished):
+        raise ReplayError(f"{where}: a publication holds a {mem.KIND} memory event")
+    if (mem.op.lineage, mem.op.sequence, mem.op.operation) != (op.lineage, op.sequence, op.operation) or \
+            mem.actor != op.lineage or mem.destination != event.space_lineage + event.space:
+        raise ReplayError(f"{where}: the publication's memory event names another operation or destination")
+    return mem

@@ -40,8 +40,9 @@ from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, Journ
                       StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
+from ..memory import MemoryOp, MemoryRetained, MemoryStore, decide_publication, encode_memory_event, memory_event_body
 from ..state import (Accepted, CancelInput, Capacities, Command, ConversationCreated, CreateConversation,
-                     InputCancelled, MalformedMutation, MemberRightsSet, MutationKind,
+                     InputCancelled, MalformedMutation, MemberRightsSet, MutationKind, PublishMemory,
                      ParticipantRegistered, ReceiptsRetired, Refusal, SetMemberRights, SpaceCreated, State, StateError,
                      SubmitInput, decide, encode_event, lineage_for, parse_json_body, parse_mutation, receipt_json,
                      state_hash, transfer_kind)
@@ -162,6 +163,8 @@ def _depends(cmd: _Cmd, touched: dict[tuple, bytes]) -> bool:
         return other(("space", m.space.lineage + m.space.ident)) or other(("participant", m.participant.lineage))
     if isinstance(m, CreateConversation):
         return other(("space", m.space.lineage + m.space.ident))
+    if isinstance(m, PublishMemory):  # reads the destination and the object's own space: any space counts
+        return any(other(key) for key in touched if key[0] in ("space", "participant"))
     if isinstance(m, (SubmitInput, CancelInput)):  # its space is only known from the state: any space counts
         return (other(("conversation", m.conversation.lineage + m.conversation.ident))
                 or any(other(key) for key in touched if key[0] in ("space", "participant")))
@@ -219,8 +222,8 @@ class SharedRuntime:
         """Run inputs with this ModelService (the same engine and KV pool as the stateless surfaces).
         Without one, the runtime refuses inputs (409)."""
         self.service = service
-        self.context = execution_context(service)
-        self.executor = Executor(self, service, self.execution_deadline)
+        self.context = execution_context(service, self.automatic_memory)
+        self.executor = Executor(self, service, self.execution_deadline, embedder=self.embedder)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     @property
@@ -277,7 +280,10 @@ class SharedRuntime:
             if proj.boots.get(lh) != self.boot_id:
                 emitter.submit(TransferKind.CONTROL, boot_control_body(self.boot_id))
             for event in events:
-                emitter.submit(TRANSFER_KIND[type(event)], execution_body(event))
+                if isinstance(event, MemoryRetained):
+                    emitter.submit(TransferKind.MEMORY, memory_event_body(event))
+                else:
+                    emitter.submit(TRANSFER_KIND[type(event)], execution_body(event))
             ticks = emitter.drain()
             if self.hold.active and not await self._fits(ticks):
                 return self._held()
@@ -373,18 +379,35 @@ class SharedRuntime:
             raise RuntimeError("shared runtime not started")
         return self.projector.state
 
+    @property
+    def memory(self) -> MemoryStore:
+        if self.projector is None:
+            raise RuntimeError("shared runtime not started")
+        return self.projector.memory
+
     def state_hash(self) -> str:
-        return state_hash(self.state)
+        """The state's hash combined with the memory store's digest: live = replay covers both."""
+        import hashlib
+        return hashlib.blake2b(f"{state_hash(self.state)}:{self.memory.digest()}".encode(), digest_size=32).hexdigest()
+
+    def _publisher(self, state: State, actor: Actor, header, m: PublishMemory):
+        """A publication's memory part, decided against the acknowledged memory store (publications
+        and retentions change it only under the writer's lock, after their ack)."""
+        decision = decide_publication(self.memory, state, actor, MemoryOp(header.lineage, header.sequence,
+                                                                           header.operation),
+                                      str(m.space), m.object, m.source_version)
+        return decision if isinstance(decision, Refusal) else encode_memory_event(decision)
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         """A named read (views.VIEWS) of the current state."""
-        return run_view(self.state, view, actor, args)
+        return run_view(self.state, view, actor, args, self.memory)
 
     async def describe(self) -> dict[str, Any]:
         """What /capabilities reports of the runtime: its limits and its journal status."""
         ctx = self.context
         execution = None if ctx is None else {
-            "page_grant": ctx.page_grant, "lease_revision": 3, "deadline_seconds": self.execution_deadline,
+            "page_grant": ctx.page_grant, "lease_revision": self.lease_revision,
+            "retention_mode": self.retention_mode, "deadline_seconds": self.execution_deadline,
             "models": [{"id": name, "digest": caps.digest.hex(), "media": caps.media,
                         "automatic_memory": caps.automatic_memory} for name, caps in sorted(ctx.models.items())]}
         return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status(),
@@ -472,7 +495,7 @@ class SharedRuntime:
                 # (its lineage has nothing pending, what it reads of others is not touched, and every
                 # table has room left after the pending commands): decide on the acknowledged state,
                 # and a refusal or retry is final whatever happens to the batch
-                decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation, self.context))
+                decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation, self.context, self._publisher))
                 if isinstance(decision, Accepted):
                     flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)
                     unapplied.extend(decision.events)
@@ -492,7 +515,7 @@ class SharedRuntime:
                     return _answer_all(batch, self._failed_outcome())
                 unapplied.clear()
             decision = decide(live if pending is None else pending,
-                              Command(cmd.actor, cmd.mutation, self.context))
+                              Command(cmd.actor, cmd.mutation, self.context, self._publisher))
             cmd.decision = decision
             if isinstance(decision, Accepted):
                 flights.setdefault(cmd.lineage, _Flight()).cmds.append(cmd)

@@ -14,12 +14,14 @@ from .decision import Accepted, Command, Decision, ExecutionContext, ModelCaps, 
 from .derive import lineage_for, operation_id, operation_sequence
 from .errors import (ApplyError, CapacityFull, EventCodecError, IdError, MalformedMutation, MemoryRowError,
                      StateError)
-from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet, OpHeader, ParticipantRegistered,
+from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet, MemoryPublicationRecorded,
+                     OpHeader, ParticipantRegistered,
                      ReceiptsRetired, SpaceCreated, decode_event, encode_event, from_body, to_body, transfer_kind)
 from .ids import IdKind, ResourceId, format_id, parse_hex16, parse_id
 from .memory_rows import (MEMORY_ROW_DTYPE, ROW_SIZE, MemoryKind, MemoryRow, decode_memory_row, encode_memory_row,
                           memory_row_from_json, memory_row_json)
-from .mutations import (CancelInput, CreateConversation, CreateSpace, Mutation, RegisterParticipant, RetireReceipts,
+from .mutations import (CancelInput, CreateConversation, CreateSpace, Mutation, PublishMemory, RegisterParticipant,
+                        RetireReceipts,
                         SetMemberRights, SubmitInput, canonical_bytes, parse_mutation)
 from .queries import (conversation_events, conversation_view, list_conversations, list_members, list_spaces, operation_view,
                       participant_view, readable_operation, result_view, space_view)
@@ -30,7 +32,7 @@ from .state_hash import state_hash
 from .vocab import Admission, Commit, Execution, MutationKind, ResourceKind, Rights, Scope, Terminal, Transport
 
 __all__ = [
-    "CancelInput", "Execution", "ExecutionContext", "InputAdmitted", "InputCancelled", "ModelCaps", "SubmitInput",
+    "MemoryPublicationRecorded", "PublishMemory", "CancelInput", "Execution", "ExecutionContext", "InputAdmitted", "InputCancelled", "ModelCaps", "SubmitInput",
     "readable_operation", "result_view", "conversation_events",
     "Accepted", "Actor", "Admission", "ApplyError", "Capacities", "CapacityFull", "Command", "Commit",
     "ConversationCreated", "CreateConversation", "CreateSpace", "Decision", "Envelope", "Event", "EventCodecError",

@@ -22,7 +22,7 @@ import numpy as np
 from .derive import operation_id
 from .errors import ApplyError, CapacityFull
 from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet,
-                     ParticipantRegistered, ReceiptsRetired, SpaceCreated)
+                     MemoryPublicationRecorded, ParticipantRegistered, ReceiptsRetired, SpaceCreated)
 from .execution import ExecutionRecord, input_slot
 from .ids import IdKind, format_id
 from .state import Save, State
@@ -32,7 +32,7 @@ from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Tran
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
          SpaceCreated: MutationKind.CREATE_SPACE, MemberRightsSet: MutationKind.SET_MEMBER,
          ConversationCreated: MutationKind.CREATE_CONVERSATION, InputAdmitted: MutationKind.INPUT,
-         InputCancelled: MutationKind.CANCEL}
+         InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
 # used, lineage, sequence, operation, operation_key, kind, http_status, transport, commit, admission,
@@ -119,6 +119,10 @@ def apply_into(state: State, event: Event) -> None:
         _conversation(state, event.conversation_lineage, event.conversation, where)
         write = _cancel(state, event, where)
         resource = (ResourceKind.CONVERSATION, event.conversation_lineage, event.conversation)
+    elif isinstance(event, MemoryPublicationRecorded):
+        _space(state, event.space_lineage, event.space, where)
+        write = _noop
+        resource = (ResourceKind.SPACE, event.space_lineage, event.space)
     else:
         raise ApplyError(f"unknown event type {type(event).__name__}")
     free = ix.free

@@ -10,12 +10,12 @@ from __future__ import annotations
 from .decision import (Accepted, Command, Decision, Refusal, Replayed, conflict, forbidden, gone,
                        not_found, table_full)
 from .derive import lineage_for, operation_id
-from .events import (ConversationCreated, InputAdmitted, InputCancelled, MemberRightsSet, OpHeader,
-                     ParticipantRegistered, ReceiptsRetired, SpaceCreated)
+from .events import (ConversationCreated, InputAdmitted, InputCancelled, MemberRightsSet, MemoryPublicationRecorded,
+                     OpHeader, ParticipantRegistered, ReceiptsRetired, SpaceCreated)
 from .errors import StateError
 from .ids import IdKind, ResourceId, format_id
-from .mutations import (CancelInput, CreateConversation, CreateSpace, RegisterParticipant, RetireReceipts,
-                        SetMemberRights, SubmitInput, canonical_bytes)
+from .mutations import (CancelInput, CreateConversation, CreateSpace, PublishMemory, RegisterParticipant,
+                        RetireReceipts, SetMemberRights, SubmitInput, canonical_bytes)
 from .rights import effective_rights
 from .state import State
 from .tables import raw
@@ -29,6 +29,7 @@ GRANT_NEEDED = {
     MutationKind.CREATE_CONVERSATION: ("shared_write", Rights.WRITE),
     MutationKind.INPUT: ("shared_write", Rights.WRITE),
     MutationKind.CANCEL: ("shared_write", Rights.WRITE),
+    MutationKind.PUBLISH: ("shared_manage", Rights.MANAGE),
 }
 
 
@@ -86,6 +87,8 @@ def decide(state: State, command: Command) -> Decision:
         decision = _submit_input(state, m, header, prow, actor.grants, command.context)
     elif isinstance(m, CancelInput):
         decision = _cancel_input(state, m, header, prow, actor.grants)
+    elif isinstance(m, PublishMemory):
+        decision = _publish(state, command, header, prow)
     else:
         decision = _create_conversation(state, m, header, prow, actor.grants)
     if isinstance(decision, Refusal):
@@ -216,3 +219,16 @@ def _cancel_input(state: State, m: CancelInput, header: OpHeader, prow: int, gra
     if record.cancel_requested:
         return conflict(f"input {m.target_sequence} is already being cancelled")
     return InputCancelled(header, m.conversation.lineage, m.conversation.ident, m.target_sequence)
+
+
+def _publish(state: State, command: Command, header: OpHeader, prow: int):
+    m = command.mutation
+    _, refusal = _visible_space(state, m.space, prow, command.actor.grants, Rights.MANAGE, "shared_manage")
+    if refusal:
+        return refusal
+    if command.publisher is None:
+        return Refusal(409, "unsupported", "this runtime keeps no memory: it does not publish")
+    memory = command.publisher(state, command.actor, header, m)
+    if isinstance(memory, Refusal):
+        return memory
+    return MemoryPublicationRecorded(header, m.space.lineage, m.space.ident, memory)

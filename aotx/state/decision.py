@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from .events import Event
 from .mutations import Mutation
@@ -36,6 +36,10 @@ class Command:
     actor: Actor
     mutation: Mutation
     context: Optional[ExecutionContext] = None
+    # decides a publication's memory part against the memory store (aotx.memory, which this package
+    # does not import): (state, actor, header, mutation) -> encoded publication bytes or a Refusal.
+    # None: this runtime keeps no memory, and publications are refused.
+    publisher: Optional[Callable[..., Any]] = None
 
 
 @dataclass(frozen=True)

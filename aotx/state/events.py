@@ -119,10 +119,24 @@ class InputCancelled(_Codec):
     KIND = "input.cancelled"
 
 
+@dataclass(frozen=True)
+class MemoryPublicationRecorded(_Codec):
+    """A publication into space `space` (a synchronous mutation). `memory` is the complete
+    publication with its provenance: the encoded `aotx.memory` MemoryPublished event, which the
+    projector applies to the memory store (this package does not read it)."""
+
+    op: OpHeader
+    space_lineage: bytes
+    space: bytes
+    memory: bytes
+    KIND = "memory.publication"
+
+
 Event = Union[ParticipantRegistered, ReceiptsRetired, SpaceCreated, MemberRightsSet, ConversationCreated,
-              InputAdmitted, InputCancelled]
-EVENT_TYPES = {cls.KIND: cls for cls in (ParticipantRegistered, ReceiptsRetired, SpaceCreated,
-                                          MemberRightsSet, ConversationCreated, InputAdmitted, InputCancelled)}
+              InputAdmitted, InputCancelled, MemoryPublicationRecorded]
+EVENT_TYPES = {cls.KIND: cls for cls in (ParticipantRegistered, ReceiptsRetired, SpaceCreated, MemberRightsSet,
+                                          ConversationCreated, InputAdmitted, InputCancelled,
+                                          MemoryPublicationRecorded)}
 _HEADER = ("lineage", "sequence", "operation", "operation_key", "command")
 # per kind: (field, type) with type "b16" (16 bytes), "u64", "scope", "rights"
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -135,6 +149,7 @@ _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     InputAdmitted.KIND: (("conversation_lineage", "b16"), ("conversation", "b16"), ("model_digest", "bytes"),
                          ("page_limit", "u64")),
     InputCancelled.KIND: (("conversation_lineage", "b16"), ("conversation", "b16"), ("target_sequence", "u64")),
+    MemoryPublicationRecorded.KIND: (("space_lineage", "b16"), ("space", "b16"), ("memory", "bytes")),
 }
 
 

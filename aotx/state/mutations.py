@@ -126,16 +126,31 @@ class CancelInput:
         return {"conversation": str(self.conversation), "target_sequence": str(self.target_sequence)}
 
 
+@dataclass(frozen=True)
+class PublishMemory:
+    """Publish a retained text memory (`object`, at its current `source_version`) into `space`."""
+
+    envelope: Envelope
+    space: ResourceId
+    object: bytes            # 16: the text memory object
+    source_version: int
+    kind = MutationKind.PUBLISH
+
+    def body(self) -> dict[str, Any]:
+        return {"space": str(self.space), "object": self.object.hex(), "source_version": str(self.source_version)}
+
+
 Mutation = Union[RegisterParticipant, RetireReceipts, CreateSpace, SetMemberRights, CreateConversation,
-                 SubmitInput, CancelInput]
+                 SubmitInput, CancelInput, PublishMemory]
 _BODY_FIELDS = {
     MutationKind.REGISTER: (), MutationKind.RETIRE: ("retry_floor",),
     MutationKind.CREATE_SPACE: ("id", "scope"), MutationKind.SET_MEMBER: ("participant", "permissions"),
     MutationKind.CREATE_CONVERSATION: ("id",),
     MutationKind.INPUT: ("text", "model", "max_output_tokens", "temperature", "top_p", "pages", "media"),
     MutationKind.CANCEL: ("target_sequence",),
+    MutationKind.PUBLISH: ("object", "source_version"),
 }
-_PATH_SPACE = (MutationKind.SET_MEMBER, MutationKind.CREATE_CONVERSATION)
+_PATH_SPACE = (MutationKind.SET_MEMBER, MutationKind.CREATE_CONVERSATION, MutationKind.PUBLISH)
 _PATH_CONVERSATION = (MutationKind.INPUT, MutationKind.CANCEL)
 
 
@@ -276,4 +291,16 @@ def parse_mutation(kind: MutationKind, body: Mapping[str, Any], space: str | Non
                 raise MalformedMutation(f"space.members.set: missing field {name!r}")
         return SetMemberRights(env, space_id, _resource(body["participant"], IdKind.PARTICIPANT),
                                _rights(body["permissions"]))
+    if kind is MutationKind.PUBLISH:
+        for name in ("object", "source_version"):
+            if name not in body:
+                raise MalformedMutation(f"space.publish: missing field {name!r}")
+        try:
+            obj = parse_hex16(body["object"], "object")
+        except IdError as exc:
+            raise MalformedMutation(str(exc)) from None
+        version = parse_counter(body["source_version"], "source_version")
+        if version < 1:
+            raise MalformedMutation("source_version must be at least 1")
+        return PublishMemory(env, space_id, obj, version)
     return CreateConversation(env, space_id, _ident(body, env))

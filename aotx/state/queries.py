@@ -69,7 +69,7 @@ def _space_json(state: State, row: int, rights: Rights) -> dict[str, Any]:
             "permissions": rights.labels()}
 
 
-def _readable_space(state: State, actor: Actor, space: str) -> tuple[int, Rights] | Refusal:
+def readable_space(state: State, actor: Actor, space: str) -> tuple[int, Rights] | Refusal:
     if (refusal := _reader(actor)) is not None:
         return refusal
     try:
@@ -85,7 +85,7 @@ def _readable_space(state: State, actor: Actor, space: str) -> tuple[int, Rights
 
 
 def space_view(state: State, actor: Actor, space: str) -> dict[str, Any] | Refusal:
-    found = _readable_space(state, actor, space)
+    found = readable_space(state, actor, space)
     return found if isinstance(found, Refusal) else _space_json(state, *found)
 
 
@@ -109,7 +109,7 @@ def list_spaces(state: State, actor: Actor, cursor: int = 0, limit: int = 100) -
 
 
 def list_members(state: State, actor: Actor, space: str, cursor: int = 0, limit: int = 100):
-    found = _readable_space(state, actor, space)
+    found = readable_space(state, actor, space)
     if isinstance(found, Refusal):
         return found
     cursor = max(cursor, 0)
@@ -134,7 +134,7 @@ def _conversation_json(state: State, row: int) -> dict[str, Any]:
 
 
 def list_conversations(state: State, actor: Actor, space: str, cursor: int = 0, limit: int = 100):
-    found = _readable_space(state, actor, space)
+    found = readable_space(state, actor, space)
     if isinstance(found, Refusal):
         return found
     cursor = max(cursor, 0)

@@ -13,6 +13,7 @@ class MutationKind(enum.IntEnum):
     CREATE_CONVERSATION = 5  # POST /spaces/{space}/conversations
     INPUT = 6             # POST /conversations/{con}/inputs
     CANCEL = 7            # POST /conversations/{con}/cancellations
+    PUBLISH = 8           # POST /spaces/{space}/publications
 
     @property
     def label(self) -> str:
@@ -34,6 +35,7 @@ _LABELS = {
     MutationKind.CREATE_CONVERSATION: "conversation.create",
     MutationKind.INPUT: "conversation.input",
     MutationKind.CANCEL: "conversation.cancel",
+    MutationKind.PUBLISH: "space.publish",
 }
 
 

@@ -163,6 +163,21 @@ def openapi_document(base: str) -> dict[str, Any]:
                                      (409, "this server has no media store"),
                                      (415, "Content-Type is not image/* or audio/*"),
                                      (503, "runtime booting"))}}}},
+        "/spaces/{space}/memory": {"get": {
+            "summary": "memory visible in a space (transitive visibility, current versions): 128-byte metadata "
+                       "rows as JSON, in creation order", "parameters": [_path("space"), *_list_params()],
+            "responses": _responses("MemoryList", 400, 404)}},
+        "/memory/{object}": {"get": {
+            "summary": "one memory metadata row and its exact payload bytes from offset",
+            "parameters": [{"name": "object", "in": "path", "required": True,
+                            "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                           {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
+            "responses": _responses("MemoryObject", 400, 404)}},
+        "/spaces/{space}/publications": {"post": post(
+            "publish a retained text memory into this space (manage rights here): its text, source and embedding "
+            "are copied into distinct new objects; unsupported kinds 409",
+            _mutation({"object": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                       "source_version": _ENVELOPE["sequence"]}, ("object", "source_version")), [_path("space")])},
         "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
     }
     nullable_counter = {"type": ["string", "null"]}
@@ -217,6 +232,18 @@ def openapi_document(base: str) -> dict[str, Any]:
         "ConversationList": {"type": "object", "properties": {
             "conversations": {"type": "array", "items": _ref("Conversation")}, "next_cursor": nullable_counter}},
         "Capabilities": {"type": "object"},
+        "MemoryRow": {"type": "object", "required": ["object", "version", "kind", "scope", "owner", "room",
+                                                     "byte_length", "source", "actor"], "properties": {
+            "object": {"type": "string"}, "version": {"type": "string"},
+            "kind": {"enum": ["text", "source", "embedding", "interpretation"]},
+            "scope": {"enum": ["private", "room", "instance"]}, "owner": {"type": "string"},
+            "room": {"type": ["string", "null"]}, "byte_length": {"type": "string"},
+            "source": {"type": ["string", "null"]}, "actor": {"type": "string"}}},
+        "MemoryList": {"type": "object", "properties": {"memory": {"type": "array", "items": _ref("MemoryRow")},
+                                                        "next_cursor": nullable_counter}},
+        "MemoryObject": {"type": "object", "properties": {
+            "row": _ref("MemoryRow"), "offset": {"type": "string"}, "byte_length": {"type": "string"},
+            "data": {"type": "string", "contentEncoding": "base64"}, "next_offset": {"type": "string"}}},
     }
     return {"openapi": "3.1.0", "info": {"title": "AOTX shared conversations", "version": "v1"},
             "servers": [{"url": base}], "paths": paths,

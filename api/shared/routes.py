@@ -167,8 +167,8 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             "models": execution["models"] if execution else list(models),
             "page_grant": execution["page_grant"] if execution else page_grant,
             "routes": {"inputs": execution is not None, "cancellations": execution is not None,
-                       "operation_results": True, "operation_events": True, "memory": False,
-                       "publications": False, "media": current_app.extensions[_EXT]["media"] is not None,
+                       "operation_results": True, "operation_events": True, "memory": True,
+                       "publications": True, "media": current_app.extensions[_EXT]["media"] is not None,
                        "conversation_events": True},
             "limits": described.get("limits"),
             "lease_revisions": [int(r) for r in LeaseRevision],
@@ -324,6 +324,18 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         return _json(201 if stored.created else 200,
                      {"sha256": stored.sha256, "type": kind, "byte_length": stored.byte_length})
 
+    @bp.get("/spaces/<space>/memory")
+    async def memory(space: str):
+        runtime, _ = ctx()
+        return _answer(await runtime.query("memory", g.shared_actor, space=space, cursor=_query_int("cursor", 0),
+                                           limit=_query_int("limit", 100)))
+
+    @bp.get("/memory/<obj>")
+    async def memory_object(obj: str):
+        runtime, _ = ctx()
+        return _answer(await runtime.query("memory_object", g.shared_actor, object=obj,
+                                           offset=_query_int("offset", 0)))
+
     @bp.get("/openapi.json")
     async def openapi():
         return _json(200, openapi_document(BASE_PATH))
@@ -341,6 +353,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                     mutate(MutationKind.CREATE_CONVERSATION), methods=["POST"])
     bp.add_url_rule("/conversations/<con>/inputs", "input", mutate(MutationKind.INPUT), methods=["POST"])
     bp.add_url_rule("/conversations/<con>/cancellations", "cancel", mutate(MutationKind.CANCEL), methods=["POST"])
+    bp.add_url_rule("/spaces/<space>/publications", "publish", mutate(MutationKind.PUBLISH), methods=["POST"])
 
     @bp.route("/<path:rest>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def unknown(rest: str):

@@ -1,0 +1,44 @@
+"""Memory reads (GET /spaces/{space}/memory, GET /memory/{object}): rights first, then visibility.
+
+Both rechecks the reader's current grants ∩ membership (as every shared read does): a space
+the reader cannot read answers 404, whatever it holds. An object is read in its owner space:
+it must be visible there (transitive visibility, current versions) and that space readable
+by the reader; otherwise 404, so a read reveals nothing of memory the reader may not see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..state.decision import Refusal, not_found
+from ..state.errors import IdError
+from ..state.ids import IdKind, format_id, parse_hex16, parse_id
+from ..state.queries import readable_space
+from ..state.rights import Actor
+from ..state.state import State
+from .store import MemoryStore
+
+
+def list_memory(state: State, store: MemoryStore, actor: Actor, space: str, cursor: int = 0,
+                limit: int = 100) -> dict[str, Any] | Refusal:
+    found = readable_space(state, actor, space)
+    if isinstance(found, Refusal):
+        return found
+    rid = parse_id(space, IdKind.SPACE)
+    return store.list_json(rid.lineage + rid.ident, cursor, limit)
+
+
+def memory_object(state: State, store: MemoryStore, actor: Actor, obj: str, offset: int = 0) -> dict[str, Any] | Refusal:
+    try:
+        key = parse_hex16(obj, "object")
+    except IdError as exc:
+        return Refusal(400, "invalid_request", str(exc))
+    o = store.get(key)
+    if o is None:
+        return not_found(f"memory object {obj} not found")
+    owner = o.row.owner
+    found = readable_space(state, actor, format_id(IdKind.SPACE, owner[:16], owner[16:]))
+    if isinstance(found, Refusal):
+        return not_found(f"memory object {obj} not found") if found.status == 404 else found
+    read = store.read(key, owner, offset)
+    return read if isinstance(read, Refusal) else read.json()

@@ -1,0 +1,96 @@
+"""An input's memory work: what to retain, what to recall, and the prompt it makes.
+
+Runs after the input's lease is applied (inside its execution deadline), before generation:
+
+1. the retained text = the input's text + one link per media row (aotx.memory.compose_text);
+2. its embedding (all-MiniLM-L6-v2 over the text without the links);
+3. recall: the top RECALL_K visible text memories of the conversation's space by similarity to
+   that embedding, read before this input is retained (an input never recalls itself), rendered
+   by the lease's revision (rev 3 compact context + the historical-data rule, rev 4/5 shared
+   source labels); links in recalled memory stay text;
+4. the prompt: the rendered memory as the system message (when there is any) + the input as the
+   user message, through the model's chat template;
+5. mode 2 only: the same model, asked for an interpretation of the input (INTERPRET_SYSTEM).
+
+The MemoryRetained event is built here; the executor journals it (once: a restored admission
+never repeats its memory input — it is not executed again at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..chat_types import ChatMessage
+from ..memory import (CONTEXT_LIMIT, HISTORICAL_DATA_RULE, MediaRef, MemoryOp, MemoryRetained, MemoryStore,
+                      RenderedMemory, compose_text, embedding_text, render_memory, retention_event)
+from ..state import State
+from ..state.tables import raw
+from ..state.vocab import Scope
+
+RECALL_K = 4
+INTERPRET_SYSTEM = ("Interpret the participant's message for a shared memory: say in one short sentence what it "
+                    "means or asks. Answer with that sentence only.")
+INTERPRET_MAX_TOKENS = 48
+NO_INTERPRETATION = "(no interpretation)"
+# rule + context + the chat template's system turn, in bytes: a token is at least one byte
+MEMORY_PROMPT_BOUND = CONTEXT_LIMIT + len(HISTORICAL_DATA_RULE.encode("utf-8")) + 64
+
+
+@dataclass(frozen=True)
+class InputPlace:
+    """Where an input lives: its operation, conversation, space and that space's scope."""
+
+    op: MemoryOp
+    conversation: bytes     # 32: lineage ‖ id
+    space: bytes            # 32
+    scope: Scope
+
+
+def input_place(state: State, slot: int) -> InputPlace:
+    row = state.receipts[slot]
+    lineage, con_lineage, con_ident = raw(row["lineage"]), raw(row["resource_lineage"]), raw(row["resource_ident"])
+    con_row = state.conversation_row(con_lineage, con_ident)
+    assert con_row is not None  # an admitted input's conversation exists (apply checked it)
+    space = state.spaces[int(state.conversations[con_row]["space"])]
+    return InputPlace(MemoryOp(lineage, int(row["sequence"]), raw(row["operation"])), con_lineage + con_ident,
+                      raw(space["lineage"]) + raw(space["ident"]), Scope(int(space["scope"])))
+
+
+def retained_text(request: dict[str, Any]) -> bytes:
+    return compose_text(request["text"], [MediaRef(m["type"], m["sha256"]) for m in request.get("media", [])])
+
+
+def embed(embedder: Any, text: bytes) -> np.ndarray:
+    return np.asarray(embedder.embed([embedding_text(text)])[0], dtype=np.float32)
+
+
+def recall_rendered(store: MemoryStore, place: InputPlace, vector: np.ndarray, revision: int,
+                    k: int = RECALL_K) -> RenderedMemory:
+    return render_memory(revision, store.recall(place.space, vector, k))
+
+
+def prompt_messages(rendered: RenderedMemory, text: str) -> list[ChatMessage]:
+    system = rendered.system_text()
+    user = ChatMessage(role="user", content=text)
+    return [ChatMessage(role="system", content=system), user] if system else [user]
+
+
+def interpretation_messages(text: str) -> list[ChatMessage]:
+    return [ChatMessage(role="system", content=INTERPRET_SYSTEM), ChatMessage(role="user", content=text)]
+
+
+def interpretation_bytes(answer: str) -> bytes:
+    """The recorded interpretation: the model's answer, compacted, within the text limit."""
+    from ..memory import TEXT_LIMIT, compact
+    text = compact(answer) or NO_INTERPRETATION
+    out = text.encode("utf-8")[:TEXT_LIMIT]
+    return out.decode("utf-8", errors="ignore").encode("utf-8")
+
+
+def retention(place: InputPlace, actor: bytes, mode: int, text: bytes, vector: np.ndarray,
+              interpretation: bytes | None) -> MemoryRetained:
+    return retention_event(place.op, place.conversation, place.space, place.scope, actor, mode, text, vector,
+                           interpretation)

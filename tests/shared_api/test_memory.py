@@ -1,0 +1,267 @@
+"""Memory of shared inputs end to end: a real nats-server, the real model, the real embedding model.
+
+Each input is retained (text, source, embedding; + interpretation in mode 2) in its space; a later
+input of that space recalls it into its prompt, rendered by the lease revision; reads list rows and
+exact payload bytes, for readers of the space only; two private spaces of one owner never share;
+publication copies a text memory into another space; boot replays memory to the same digest; an
+input whose journal write hit a hold resumes once it lifts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import numpy as np
+import pytest
+
+from aotx.chat_types import ChatMessage
+from aotx.memory import SourceRecord, render_memory
+from aotx.runtime import SharedRuntime
+from aotx.runtime import memory_work as mw
+from aotx.runtime.executor import default_embedder
+from eventlog import JournalFull
+
+from .harness import fresh_spec, shared_app
+from .test_inputs import _wait
+
+
+async def _register(*parties):
+    for who in parties:
+        await who.sync()
+        assert (await who.post("/participant", who.body()))[0] == 201
+
+
+async def _space(owner, scope="private") -> tuple[str, str]:
+    status, sp = await owner.post("/spaces", owner.body(scope=scope))
+    assert status == 201, sp
+    status, conv = await owner.post(f"/spaces/{sp['resource']}/conversations", owner.body())
+    assert status == 201, conv
+    return sp["resource"], conv["resource"]
+
+
+async def _say(who, con: str, text: str, model: str, tokens: int = 4) -> dict:
+    status, receipt = await who.post(f"/conversations/{con}/inputs",
+                                     who.body(text=text, model=model, max_output_tokens=tokens))
+    assert status == 202, receipt
+    done = await _wait(who, receipt["operation"])
+    assert done["execution"] == "completed", done
+    return done
+
+
+async def _memory(who, space: str) -> list[dict]:
+    status, body = await who.get(f"/spaces/{space}/memory")
+    assert status == 200, body
+    return body["memory"]
+
+
+def _no_memory_prompt(service, text: str) -> int:
+    return len(service.chat_prompt([ChatMessage(role="user", content=text)]))
+
+
+async def test_retain_recall_read_and_replay(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice, bob = p["alice"], p["bob"]
+        await _register(alice, bob)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        room, con = await _space(alice, "room")
+        first = await _say(alice, con, "Our team's deploy day is Thursday.", model)
+        # the first input of a space recalls nothing: its prompt is the plain user turn
+        assert first["result"]["input_tokens"] == _no_memory_prompt(service, "Our team's deploy day is Thursday.")
+
+        rows = await _memory(alice, room)
+        assert sorted(r["kind"] for r in rows) == ["embedding", "source", "text"]
+        text_row = next(r for r in rows if r["kind"] == "text")
+        assert text_row["owner"] == room and text_row["room"] == room and text_row["scope"] == "room"
+        assert text_row["version"] == "1" and text_row["byte_length"] == str(len(b"Our team's deploy day is Thursday."))
+        status, one = await alice.get(f"/memory/{text_row['object']}")
+        assert status == 200 and base64.b64decode(one["data"]) == b"Our team's deploy day is Thursday."
+        status, part = await alice.get(f"/memory/{text_row['object']}?offset=11")
+        assert status == 200 and base64.b64decode(part["data"]) == b"deploy day is Thursday."
+        assert part["next_offset"] == text_row["byte_length"]
+        src = next(r for r in rows if r["kind"] == "source")
+        status, src_read = await alice.get(f"/memory/{src['object']}")
+        record = SourceRecord.decode(base64.b64decode(src_read["data"]))
+        assert record.mode == 1 and record.sequence == int(first["sequence"])
+        emb = next(r for r in rows if r["kind"] == "embedding")
+        assert emb["source"] == text_row["object"] and text_row["source"] == src["object"]
+
+        # readers of the space only: bob is not a member (404 for the list and for the object)
+        assert (await bob.get(f"/spaces/{room}/memory"))[0] == 404
+        assert (await bob.get(f"/memory/{text_row['object']}"))[0] == 404
+        assert (await alice.get("/memory/" + "0" * 32))[0] == 404
+        assert (await alice.get("/memory/xyz"))[0] == 400
+
+        # a later input of the space recalls the earlier one into its prompt (rev 3 rendering)
+        question = "Which day do we deploy?"
+        second = await _say(alice, con, question, model)
+        vector = default_embedder().embed([question])[0]
+        store = runtime.memory
+        room_raw = bytes.fromhex(room[4:36]) + bytes.fromhex(room[37:])
+        recalled = [r for r in store.recall(room_raw, vector, mw.RECALL_K) if r.text.id != bytes.fromhex(
+            next(x for x in await _memory(alice, room) if x["kind"] == "text" and x["object"] != text_row["object"])
+            ["object"])]
+        rendered = render_memory(3, recalled)
+        assert "Our team's deploy day is Thursday." in rendered.context
+        expected = len(service.chat_prompt(mw.prompt_messages(rendered, question)))
+        assert second["result"]["input_tokens"] == expected > _no_memory_prompt(service, question)
+        assert len([r for r in await _memory(alice, room) if r["kind"] == "text"]) == 2
+
+        # boot = replay: the same state and memory digest
+        fresh = await SharedRuntime(nats_url, runtime.spec, progress=False).start()
+        try:
+            assert fresh.memory.digest() == runtime.memory.digest() and fresh.state_hash() == runtime.state_hash()
+        finally:
+            await fresh.stop()
+
+
+async def test_two_private_spaces_of_one_owner_share_nothing(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        a, con_a = await _space(alice)
+        b, con_b = await _space(alice)
+        await _say(alice, con_a, "The vault code is 4711.", model)
+        assert len(await _memory(alice, a)) == 3 and await _memory(alice, b) == []
+        text = "What is the vault code?"
+        done = await _say(alice, con_b, text, model)
+        assert done["result"]["input_tokens"] == _no_memory_prompt(service, text)   # recalled nothing of space a
+
+
+async def test_publication(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service) as (runtime, p, client):
+        alice, bob, carol = p["alice"], p["bob"], p["carol"]
+        await _register(alice, bob, carol)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        private, con = await _space(alice)
+        dest, _ = await _space(alice, "room")
+        carol_id = (await carol.sync())["participant"]
+        assert (await alice.post(f"/spaces/{dest}/members", alice.body(participant=carol_id,
+                                                                      permissions=["read"])))[0] == 201
+        await _say(alice, con, "Release notes live in the wiki.", model)
+        rows = await _memory(alice, private)
+        text = next(r for r in rows if r["kind"] == "text")
+        emb = next(r for r in rows if r["kind"] == "embedding")
+
+        body = alice.body(object=text["object"], source_version="1")
+        status, receipt = await alice.post(f"/spaces/{dest}/publications", body)
+        assert status == 201 and receipt["kind"] == "space.publish" and receipt["resource"] == dest, receipt
+        assert await alice.post(f"/spaces/{dest}/publications", body) == (200, receipt)   # exact retry
+        copies = await _memory(alice, dest)
+        assert sorted(r["kind"] for r in copies) == ["embedding", "source", "text"]
+        assert not {r["object"] for r in copies} & {r["object"] for r in rows}       # distinct new objects
+        assert all(r["owner"] == dest and r["scope"] == "room" for r in copies)
+        assert all(r["owner"] == private and r["scope"] == "private" for r in await _memory(alice, private))
+        copy = next(r for r in copies if r["kind"] == "text")
+        assert base64.b64decode((await carol.get(f"/memory/{copy['object']}"))[1]["data"]) == \
+            b"Release notes live in the wiki."
+        assert (await carol.get(f"/memory/{text['object']}"))[0] == 404        # the original stays private
+        assert (await bob.get(f"/spaces/{dest}/memory"))[0] == 404
+
+        # refusals change nothing
+        for obj, version, want in ((emb["object"], "1", 409), (text["object"], "2", 409), ("ab" * 16, "1", 404)):
+            status, err = await alice.post(f"/spaces/{dest}/publications",
+                                           alice.body(object=obj, source_version=version))
+            assert status == want, err
+        status, err = await alice.post(f"/spaces/{dest}/publications", alice.body(object=emb["object"],
+                                                                                  source_version="1"))
+        assert err["error"]["type"] == "unsupported_kind"
+        # carol may read dest but not manage it; nor read alice's private space
+        status, err = await carol.post(f"/spaces/{dest}/publications",
+                                       carol.body(object=text["object"], source_version="1"))
+        assert status in (403, 404), err
+        assert len(await _memory(alice, dest)) == 3
+
+        fresh = await SharedRuntime(nats_url, runtime.spec, progress=False).start()
+        try:
+            assert fresh.state_hash() == runtime.state_hash()
+        finally:
+            await fresh.stop()
+
+
+async def test_mode_2_interpretation_and_revision_4(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service, retention_mode=2, automatic_memory=True,
+                          lease_revision=4) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        caps = (await alice.get("/capabilities"))[1]
+        model = caps["models"][0]["id"]
+        assert caps["models"][0]["automatic_memory"] is True
+        space, con = await _space(alice)
+        done = await _say(alice, con, "Please remember that lunch is at noon.", model)
+        assert done["lease"]["revision"] == 4 and done["lease"]["retention_mode"] == 2, done
+        rows = await _memory(alice, space)
+        assert sorted(r["kind"] for r in rows) == ["embedding", "interpretation", "source", "text"]
+        interp = next(r for r in rows if r["kind"] == "interpretation")
+        data = base64.b64decode((await alice.get(f"/memory/{interp['object']}"))[1]["data"])
+        assert data and data.decode("utf-8")
+        question = "When is lunch?"
+        second = await _say(alice, con, question, model)
+        recalled = runtime.memory.recall(bytes.fromhex(space[4:36]) + bytes.fromhex(space[37:]),
+                                         default_embedder().embed([question])[0], 8)
+        first_only = [r for r in recalled if r.text.payload == b"Please remember that lunch is at noon."]
+        rendered = render_memory(4, first_only)
+        assert "interpretation: " in rendered.context and rendered.context.count("[participant") == 1
+        assert second["result"]["input_tokens"] == len(service.chat_prompt(mw.prompt_messages(rendered, question)))
+
+
+async def test_mode_2_requested_without_the_capability_records_mode_1(nats_url, service):
+    async with shared_app(nats_url, fresh_spec(), service=service, retention_mode=2) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        space, con = await _space(alice)
+        done = await _say(alice, con, "Hello there.", model)
+        assert done["lease"]["retention_mode"] == 1
+        assert sorted(r["kind"] for r in await _memory(alice, space)) == ["embedding", "source", "text"]
+
+
+async def test_an_input_resumes_after_a_journal_hold(nats_url, service):
+    spec = fresh_spec(max_bytes=96 * 1024)
+    async with shared_app(nats_url, spec, service=service, probe_interval=0.1) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        _, con_ref = await _space(alice)
+        _, con = await _space(alice)
+        text = "Count from one to forty in words."
+        reference = await _say(alice, con_ref, text, model, tokens=48)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs",
+                                           alice.body(text=text, model=model, max_output_tokens=48))
+        assert status == 202
+        op = receipt["operation"]
+        for _ in range(2000):  # wait for its first saved output bytes
+            body = (await alice.get(f"/operations/{op}/result"))[1]
+            if body["saved_bytes"]:
+                break
+            await asyncio.sleep(0.01)
+        filler = spec.subject("f" * 32, "filler")
+        with pytest.raises(JournalFull):
+            for i in range(100_000):
+                await runtime.recorder.append(filler, b"x" * 512, msg_id=f"fill-{i}")
+        await asyncio.sleep(1.0)
+        assert runtime.hold.active
+        assert (await alice.get(f"/operations/{op}"))[1]["execution"] == "running"
+        await runtime.recorder.js.purge_stream(spec.name, subject=filler)
+        done = await _wait(alice, op)
+        assert done["execution"] == "completed", done
+        result = (await alice.get(f"/operations/{op}/result"))[1]
+        ref = (await alice.get(f"/operations/{reference['operation']}/result"))[1]
+        assert result["bytes"] == ref["bytes"] and result["output_tokens"] == ref["output_tokens"]
+        fresh = await SharedRuntime(nats_url, spec, progress=False).start()
+        try:
+            assert fresh.state_hash() == runtime.state_hash()
+        finally:
+            await fresh.stop()
+
+
+def test_grouping_takes_the_head_of_the_queue_within_the_budget():
+    from aotx.runtime.grouping import Candidate, next_group, page_budget
+    q = [Candidate(b"a" * 16, i, pages) for i, pages in enumerate((10, 20, 5, 1))]
+    assert page_budget(100, 60, 10) == 30
+    assert next_group(q, 30) == 2            # 10 + 20; the 5 waits behind nothing it would overtake
+    assert next_group(q, 29) == 1            # 20 does not fit: the group stops, nobody overtakes
+    assert next_group(q, 9) == 0
+    assert page_budget(10, 20, 0) == 0
+    assert np.isfinite(page_budget(10, 0, 0))
