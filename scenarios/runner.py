@@ -94,10 +94,13 @@ class Runner:
     def __init__(self, parties: dict[str, Party], model: Model, *, unknown_deadline_s: float = 0.0,
                  retire_above: int | None = None, lenient_capacity: bool = False,
                  on_unknown: Callable[[str], None] | None = None, crashes: bool = False,
-                 model_name: str | None = None, max_output_tokens: int = 6, wait_s: float = 120.0) -> None:
+                 model_name: str | None = None, max_output_tokens: int = 6, wait_s: float = 120.0,
+                 prompt_tokens: Callable[[str], int] | None = None) -> None:
         """crashes: the runtime may restart without the client knowing (a drill): any unfinished
         input may end `interrupted`; model_name: the model inputs name (default: the first one
-        /capabilities lists, read by `sync`); max_output_tokens: of generated inputs."""
+        /capabilities lists, read by `sync`); max_output_tokens: of generated inputs;
+        prompt_tokens: the prompt length of a text with nothing recalled (the served model's chat
+        template), for `wait` steps that say whether the input `recalled` memory."""
         self.parties, self.model = parties, model
         self.unknown_deadline_s = unknown_deadline_s
         self.retire_above = retire_above
@@ -107,6 +110,7 @@ class Runner:
         self.model_name = model_name
         self.max_output_tokens = max_output_tokens
         self.wait_s = wait_s
+        self.prompt_tokens = prompt_tokens
         self.ledger: dict[str, dict[str, Any]] = {}         # operation id -> receipt as acknowledged
         self.sent: dict[tuple[str, int], Sent] = {}          # (actor, sequence) -> the admitted command
         self.results: dict[str, bytes] = {}                  # input operation -> result bytes read so far
@@ -278,8 +282,8 @@ class Runner:
                 self._observe(op, got.body["execution"], f"GET /operations/{op} as {actor}")
         return got
 
-    async def wait_input(self, actor: str, op: str, timeout: float | None = None) -> str:
-        """Poll the receipt until the input ends; answers its terminal execution state."""
+    async def wait_input(self, actor: str, op: str, timeout: float | None = None) -> dict[str, Any]:
+        """Poll the receipt until the input ends; answers the ended receipt."""
         deadline = time.monotonic() + (self.wait_s if timeout is None else timeout)
         reader = actor if self.model.read_operation_status(actor, op) == 200 else self.model.inputs[op].actor
         while True:
@@ -287,7 +291,7 @@ class Runner:
             if got.status != 200:
                 raise ScenarioViolation(f"waiting for {op} as {reader}: {got.status} {got.body}")
             if got.body["execution"] in TERMINAL:
-                return got.body["execution"]
+                return got.body
             if time.monotonic() > deadline:
                 raise ScenarioViolation(f"input {op} did not end within the wait: {got.body['execution']}")
             await asyncio.sleep(0.05)
@@ -617,10 +621,18 @@ class Runner:
             op = self._ref(list(m.inputs), step.get("input", -1))
             if op is None:
                 return None
-            end = await self.wait_input(actor, op, step.get("timeout"))
+            done = await self.wait_input(actor, op, step.get("timeout"))
+            end = done["execution"]
             if "execution" in step and end not in step["execution"]:
                 raise ScenarioViolation(f"step {step}: the input ended {end}")
-            return Answer(200, {"execution": end}, {})
+            if "recalled" in step and self.prompt_tokens is not None and end == "completed":
+                plain = self.prompt_tokens(m.inputs[op].text)
+                used = done["result"]["input_tokens"]
+                if (used > plain) != bool(step["recalled"]):
+                    raise ScenarioViolation(f"step {step}: its prompt had {used} tokens, {plain} with nothing "
+                                            f"recalled: memory was {'not ' if step['recalled'] else ''}recalled")
+                self.stats["recall_checked"] += 1
+            return Answer(200, done, {})
         if do == "publish":
             if not m.memory_enabled:
                 return None
