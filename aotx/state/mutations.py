@@ -299,8 +299,5 @@ def parse_mutation(kind: MutationKind, body: Mapping[str, Any], space: str | Non
             obj = parse_hex16(body["object"], "object")
         except IdError as exc:
             raise MalformedMutation(str(exc)) from None
-        version = parse_counter(body["source_version"], "source_version")
-        if version < 1:
-            raise MalformedMutation("source_version must be at least 1")
-        return PublishMemory(env, space_id, obj, version)
+        return PublishMemory(env, space_id, obj, parse_counter(body["source_version"], "source_version"))
     return CreateConversation(env, space_id, _ident(body, env))

@@ -21,6 +21,16 @@ def test_golden_canonical_bytes_of_a_space_post():
         b'"schema":"aotx.shared.mutation.v1","scope":"room","sequence":"1"}')
 
 
+def test_golden_canonical_bytes_of_a_publication():
+    m = parse_mutation(MutationKind.PUBLISH, env(object="ab" * 16, source_version="1", sequence="7"), SPACE)
+    assert (m.object, m.source_version) == (bytes([0xab] * 16), 1)
+    assert canonical_bytes(m) == (
+        b'{"lineage":"0123456789abcdef0123456789abcdef","mutation":"space.publish",'
+        b'"object":"abababababababababababababababab","operation_key":"123456789abcdef0123456789abcdef0",'
+        b'"schema":"aotx.shared.mutation.v1","sequence":"7","source_version":"1",'
+        b'"space":"spc-0123456789abcdef0123456789abcdef-123456789abcdef0123456789abcdef0"}')
+
+
 def test_defaults_resolve_to_the_same_canonical_input():
     a = parse_mutation(MutationKind.CREATE_SPACE, env())
     b = parse_mutation(MutationKind.CREATE_SPACE, env(id=K, scope="private"))
@@ -73,6 +83,13 @@ def test_non_ascii_is_utf8_not_escaped():
     (MutationKind.SET_MEMBER, env(participant=SPACE, permissions=[]), SPACE, "must start with 'par'"),
     (MutationKind.RETIRE, env(), None, "missing field 'retry_floor'"),
     (MutationKind.RETIRE, env(retry_floor="1.0"), None, "retry_floor '1.0' is not a canonical"),
+    (MutationKind.PUBLISH, env(source_version="1"), SPACE, "missing field 'object'"),
+    (MutationKind.PUBLISH, env(object="ab" * 16), SPACE, "missing field 'source_version'"),
+    (MutationKind.PUBLISH, env(object="AB" * 16, source_version="1"), SPACE, "lowercase"),
+    (MutationKind.PUBLISH, env(object="ab" * 16, source_version=1), SPACE, "must be a decimal string"),
+    (MutationKind.PUBLISH, env(object="ab" * 16, source_version="0"), SPACE, "source_version 0 is outside 1"),
+    (MutationKind.PUBLISH, env(object="ab" * 16, source_version="1"), None, "the route's space is required"),
+    (MutationKind.PUBLISH, env(object="ab" * 16, source_version="1", text="x"), SPACE, "unknown field"),
 ])
 def test_malformed_mutations(kind, body, space, message):
     with pytest.raises(MalformedMutation, match=message.replace("+", r"\+").replace("(", r"\(").replace(".", r"\.")):

@@ -4,7 +4,8 @@ import msgpack
 import pytest
 
 from aotx.journal import Emitter, Reassembler, TransferKind, lineage_hash
-from aotx.state import (ConversationCreated, EventCodecError, MemberRightsSet, MutationKind, OpHeader,
+from aotx.state import (ConversationCreated, EventCodecError, MemberRightsSet, MemoryPublicationRecorded, MutationKind,
+                        OpHeader,
                         ParticipantRegistered, ReceiptsRetired, Rights, Scope, SpaceCreated, apply, decode_event,
                         empty_state, encode_event, from_body, state_hash)
 
@@ -40,6 +41,12 @@ GOLDEN = [
      + "ad73706163655f6c696e65616765c41005050505050505050505050505050505"
      + "a57370616365c41006060606060606060606060606060606"
      + "ac636f6e766572736174696f6ec41009090909090909090909090909090909"),
+    # a publication: the destination space and the encoded aotx.memory MemoryPublished event (opaque here)
+    (MemoryPublicationRecorded(H, bytes([5] * 16), bytes([6] * 16), b"\x81\xa1k\x01"),
+     "8a" + KIND + "b26d656d6f72792e7075626c69636174696f6e" + COMMON
+     + "ad73706163655f6c696e65616765c41005050505050505050505050505050505"
+     + "a57370616365c41006060606060606060606060606060606"
+     + "a66d656d6f7279c40481a16b01"),
 ]
 
 
