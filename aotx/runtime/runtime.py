@@ -222,6 +222,9 @@ class SharedRuntime:
         """Run inputs with this ModelService (the same engine and KV pool as the stateless surfaces).
         Without one, the runtime refuses inputs (409)."""
         self.service = service
+        if self.embedder is None:  # memory input needs the text embedding model: load it now, not at the first input
+            from .executor import default_embedder
+            self.embedder = default_embedder()
         self.context = execution_context(service, self.automatic_memory)
         self.executor = Executor(self, service, self.execution_deadline, embedder=self.embedder)
 

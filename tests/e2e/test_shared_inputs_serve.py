@@ -1,7 +1,8 @@
 """Shared inputs through a real `aotx serve` (model + embedded nats-server + runtime in one process):
-an input completes over HTTP; SIGKILL of the process mid-generation, restart on the same state
-directory: the unfinished admission is `interrupted`, never run again, and the finished result
-is byte-identical after the restart."""
+an input completes over HTTP and is retained as memory, which can be published; SIGKILL of the
+process mid-generation, restart on the same state directory: the unfinished admission is
+`interrupted`, never run again (nor its memory input: the memory rows are the same), and the
+finished result is byte-identical after the restart."""
 from __future__ import annotations
 
 import base64
@@ -56,6 +57,17 @@ def test_inputs_through_aotx_serve_survive_sigkill_as_interrupted(tmp_path):
         assert done["execution"] == "completed", done
         before = alice.http.get(f"/operations/{short['operation']}/result").json()
         assert base64.b64decode(before["bytes"]) and before["output_tokens"] == done["result"]["output_tokens"]
+        memory_path = f"/spaces/{space['resource']}/memory"
+        rows = alice.http.get(memory_path).json()["memory"]
+        assert sorted(r["kind"] for r in rows) == ["embedding", "source", "text"]
+        text = next(r for r in rows if r["kind"] == "text")
+        status, room = alice.post("/spaces", scope="room")
+        status, published = alice.post(f"/spaces/{room['resource']}/publications", object=text["object"],
+                                       source_version="1")
+        assert status == 201, published
+        copy = next(r for r in alice.http.get(f"/spaces/{room['resource']}/memory").json()["memory"]
+                    if r["kind"] == "text")
+        assert base64.b64decode(alice.http.get(f"/memory/{copy['object']}").json()["data"]) == b"Say yes."
 
         status, long = alice.post(f"/conversations/{con}/inputs", text="Write a very long story about the sea.",
                                   model=model, max_output_tokens=400)
@@ -63,6 +75,8 @@ def test_inputs_through_aotx_serve_survive_sigkill_as_interrupted(tmp_path):
         running = alice.wait(long["operation"], ("running", "completed", "cancelled", "failed"))
         assert running["execution"] == "running"
         time.sleep(0.5)  # some output journalled
+        memory_before = alice.http.get(memory_path).json()
+        assert len(memory_before["memory"]) == 6    # the running input's memory was retained before generation
     finally:
         server.proc.kill()  # SIGKILL: no shutdown path runs
         server.proc.wait()
@@ -76,5 +90,6 @@ def test_inputs_through_aotx_serve_survive_sigkill_as_interrupted(tmp_path):
         again = alice.http.get(f"/operations/{long['operation']}").json()
         assert again == after and again["output_bytes"] == saved  # never run again
         assert alice.http.get(f"/operations/{short['operation']}/result").json() == before
+        assert alice.http.get(memory_path).json() == memory_before   # no memory input repeated
     finally:
         server.stop()
