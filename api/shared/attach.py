@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Mapping
 
+import nats
 from quart import Quart
 
 from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
@@ -11,6 +13,24 @@ from eventlog import MEDIA_BUCKET, MediaStore
 
 from .auth import normalise
 from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
+
+log = logging.getLogger("aotx.shared.media")
+
+
+async def _nats_error(exc: Exception) -> None:  # reconnects are logged in one line, not as tracebacks
+    log.warning("media store nats connection: %s: %s", type(exc).__name__, exc)
+
+
+async def _connect_media(url: str, bucket: str) -> tuple[MediaStore, Any]:
+    """The media store on a connection of its own that reconnects forever (a lone gateway outlives
+    nats-server restarts)."""
+    nc = await nats.connect(url, name="aotx-media", error_cb=_nats_error, max_reconnect_attempts=-1,
+                            reconnect_time_wait=0.2)
+    try:
+        return await MediaStore.attach(nc, bucket), nc
+    except BaseException:
+        await nc.close()
+        raise
 
 
 def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRuntime,
@@ -28,14 +48,15 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     closes its log connection after serving stops; start() and stop() are idempotent, so a
     caller that booted it already may attach it as it is.
 
-    media_url: the nats-server holding the media object store (default: the runtime's nats_url; none: POST /media
-    answers 409 and inputs may reference no media);
+    media_url: the nats-server holding the media object store (default: the runtime's nats_url, also a
+    RemoteRuntime's, so a lone gateway stores media itself; none: POST /media answers 409 and inputs may
+    reference no media);
     POST /media stores blobs of at most media_max_bytes there, in bucket media_bucket.
     """
     media_url = (media_url or getattr(runtime, "nats_url", None)
                  or getattr(getattr(runtime, "runtime", None), "nats_url", None))  # a GrantedRuntime's
     ext: dict[str, Any] = {"runtime": runtime, "principals": normalise(principals), "media": None,
-                           "media_max_bytes": media_max_bytes}
+                           "media_max_bytes": media_max_bytes, "media_nc": None}
     app.extensions[_EXT] = ext
     app.register_blueprint(make_blueprint(tuple(models), page_grant))
 
@@ -43,11 +64,11 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     async def _start_shared_runtime() -> None:
         await runtime.start()
         if media_url and ext["media"] is None:
-            ext["media"] = await MediaStore.connect(media_url, media_bucket)
+            ext["media"], ext["media_nc"] = await _connect_media(media_url, media_bucket)
 
     @app.after_serving
     async def _stop_shared_runtime() -> None:
         await runtime.stop()
-        media, ext["media"] = ext["media"], None
-        if media is not None:
-            await media.close()
+        nc, ext["media"], ext["media_nc"] = ext["media_nc"], None, None
+        if nc is not None and not nc.is_closed:
+            await nc.close()

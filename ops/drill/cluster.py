@@ -1,11 +1,13 @@
-"""The drill's deployment: a nats-server (EmbeddedNats), the runtime process and the gateway process,
-each started, SIGKILLed and restarted on its own."""
+"""The drill's deployment: a nats-server (EmbeddedNats), the runtime process (with the model) and the
+gateway process, each started, SIGKILLed and restarted on its own."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,15 +16,20 @@ from pathlib import Path
 
 import nats
 
-from api.gateway_config import ensure_dev_config, load_gateway_config
+from api.gateway_config import SHARED_ACTIONS, ensure_dev_config, load_gateway_config
 from aotx.runtime import SharedRuntime
 from aotx.runtime_file import pack_shared, write_grants
 from eventlog import EmbeddedNats
 from ops.shared_stack import stream_spec
 
-from .node import state_subject
-
 RUNTIME_FILE = "runtime.aotxrt"
+# the drill's runtime: the numpy model, small budgets (a drill measures recovery, not speed)
+NODE_MODEL_ARGS = ("--backend", "numpy", "--max-batch", "8", "--kv-pages", "512", "--default-max-tokens", "32")
+
+
+def state_subject(name: str) -> str:
+    """The drill-only reply of the runtime process (ops.drill.node): its live state hash."""
+    return f"aotx.drill.{name}.state"
 
 
 class DrillError(RuntimeError):
@@ -76,13 +83,37 @@ class Child:
                 self.kill()
 
 
-class Cluster:
-    """Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs."""
+def add_principal(config_path: Path, tokens_dir: Path, name: str) -> None:
+    """A development principal more in the gateway config (every shared action; token in tokens/<name>)."""
+    doc = json.loads(config_path.read_text(encoding="utf-8"))
+    if name in doc["principals"] and (tokens_dir / name).exists():
+        return
+    token = f"aotx-dev-{name}-{secrets.token_urlsafe(32)}"
+    path = tokens_dir / name
+    if path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(token + "\n")
+    doc["principals"][name] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+                               "actions": list(SHARED_ACTIONS)}
+    tmp = config_path.with_name(".gateway.json.tmp")
+    tmp.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
+    os.replace(tmp, config_path)
 
-    def __init__(self, var: Path) -> None:
+
+class Cluster:
+    """Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs.
+
+    `model`: the runtime loads the model (inputs run); `extra_principals` are added to the dev config."""
+
+    def __init__(self, var: Path, *, model: bool = True, extra_principals: tuple[str, ...] = ()) -> None:
         self.var = var
+        self.model = model
         var.mkdir(parents=True, exist_ok=True)
         config_path, self.tokens_dir, _ = ensure_dev_config(var)
+        for name in extra_principals:
+            add_principal(config_path, self.tokens_dir, name)
         self.config_path = config_path
         config = load_gateway_config(config_path)
         self.rf, _ = pack_shared(var / RUNTIME_FILE)
@@ -105,7 +136,8 @@ class Cluster:
     async def start_runtime(self) -> None:
         self.runtime = await Child(
             "runtime", [sys.executable, "-m", "ops.drill.node", "--runtime", str(self.var / RUNTIME_FILE),
-                        "--nats", self.nats_url, "--service-grants", str(self.var / "grants")],
+                        "--nats", self.nats_url, "--service-grants", str(self.var / "grants"),
+                        *(NODE_MODEL_ARGS if self.model else ("--no-model",))],
             self.var / "logs" / "runtime.log", r"drill node: runtime \S+ booted \((\d+) journal messages").start()
 
     async def start_gateway(self) -> None:

@@ -12,11 +12,20 @@ nats-server, or both, restarts them, and checks the client-side ledger:
   it must be new exactly once (201) or answer the receipt of its sequence (200), never twice;
 * a fresh runtime booted from the journal has the live runtime's state hash and the same
   receipts.
+
+With inputs (the default; `--inputs-per-second 0` turns them off) the runtime loads the model and
+a third principal posts shared inputs across conversations (ops/drill/inputs.py). Before each
+kill of the runtime the drill posts a long input and kills right after its first output bytes
+are saved; after the restart every acknowledged input has a saved terminal result, an input that
+was running is `interrupted` and never runs again (its bytes do not grow), a completed input's
+bytes are byte-identical, and no input's memory is retained twice (GET /spaces/{space}/memory).
+Each check waits until every acknowledged input is terminal (the load pauses meanwhile).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import random
 import shutil
 import sys
@@ -30,6 +39,7 @@ from aotx.state.rights import Actor
 from scenarios import HttpTransport, Model, Party, Runner, ScenarioViolation, steps_of
 
 from .cluster import Cluster, DrillError
+from .inputs import INPUT_ACTOR, InputLoad, InputRecord
 
 TARGETS = ("runtime", "nats", "both")
 ACTORS = ("alice", "bob")
@@ -44,6 +54,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "default: a new temporary directory, removed after a passing drill")
     p.add_argument("--retire-above", type=int, default=150,
                    help="retire a participant's receipts when it holds more than this many (default 150)")
+    p.add_argument("--inputs-per-second", type=float, default=2.0,
+                   help="shared inputs posted per second across conversations (default 2; 0: no inputs, "
+                        "and the runtime loads no model)")
+    p.add_argument("--max-output-tokens", type=int, default=24,
+                   help="most output tokens of an ordinary input (default 24; the victim input posted before a "
+                        "runtime kill asks for more)")
+    p.add_argument("--inputs-in-flight", type=int, default=4,
+                   help="post no new input while this many are unfinished (default 4)")
 
 
 def kill_plan(seed: int, kills: int, duration: float) -> list[tuple[float, str]]:
@@ -60,10 +78,16 @@ def kill_plan(seed: int, kills: int, duration: float) -> list[tuple[float, str]]
 
 class Drill:
     def __init__(self, cluster: Cluster, seed: int, kills: int, duration: float, retire_above: int,
-                 out=sys.stdout) -> None:
+                 out=sys.stdout, *, inputs_per_second: float = 0.0, max_output_tokens: int = 24,
+                 inputs_in_flight: int = 4) -> None:
         self.cluster, self.seed, self.duration, self.out = cluster, seed, duration, out
         self.plan = kill_plan(seed, kills, duration)
         self.retire_above = retire_above
+        self.inputs_per_second, self.max_output_tokens = inputs_per_second, max_output_tokens
+        self.inputs_in_flight = inputs_in_flight
+        self.inputs: InputLoad | None = None
+        self.input_checks = 0
+        self.restart_mark = 0       # inputs acknowledged before the last runtime restart
         self.kills: Counter[str] = Counter()
         self.checks = 0
         self.hash_checks = 0
@@ -86,17 +110,29 @@ class Drill:
         self.lock = asyncio.Lock()
         try:
             await self.runner.sync()
+            if self.inputs_per_second > 0:
+                self.inputs = InputLoad(Party(INPUT_ACTOR, c.token(INPUT_ACTOR), transport),
+                                        random.Random(self.seed ^ 0x1A9E7), max_tokens=self.max_output_tokens,
+                                        say=self.say)
+                await self.inputs.setup()
+                self.say(f"{INPUT_ACTOR} posts inputs to {len(self.inputs.conversations)} conversations "
+                         f"({self.inputs_per_second:g}/s, at most {self.max_output_tokens} output tokens)")
             stop = asyncio.Event()
             self.t_load = time.monotonic()
-            load = asyncio.create_task(self._load(stop))
+            loads = [asyncio.create_task(self._load(stop))]
+            if self.inputs is not None:
+                loads.append(asyncio.create_task(self._input_load(stop)))
             try:
                 await self._kill_loop()
                 rest = self.duration - (time.monotonic() - self.t_load)
                 if rest > 0:
                     await asyncio.sleep(rest)
+                if self.inputs is not None:
+                    await self._settle()
             finally:
                 stop.set()
-                await load
+                for task in loads:
+                    await task
             async with self.lock:
                 await self._check("final")
         finally:
@@ -121,10 +157,71 @@ class Drill:
                 s = self.runner.stats
                 self.say(f"{i} steps, {s['acked']} operations acknowledged, {s['unknown_answers']} unknown answers")
 
+    async def _input_load(self, stop: asyncio.Event) -> None:
+        """Inputs at a steady rate, none while `inputs_in_flight` are unfinished; posted under the drill's
+        lock (paused while the ledger is checked)."""
+        assert self.inputs is not None
+        period = 1.0 / self.inputs_per_second
+        due = time.monotonic()
+        while not stop.is_set():
+            due = max(due + period, time.monotonic())
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, due - time.monotonic()))
+                break
+            except asyncio.TimeoutError:
+                pass
+            await self.inputs.observe_unfinished("input load")
+            if len(self.inputs.unfinished()) >= self.inputs_in_flight:
+                self.inputs.stats["skipped_busy"] += 1
+                continue
+            async with self.lock:
+                if stop.is_set():
+                    break
+                if await self.inputs.submit() is None:
+                    self.say(f"{INPUT_ACTOR} has used her receipt budget: no more inputs")
+                    return
+
+    async def _settle(self, timeout: float = 120.0) -> None:
+        """The load goes on until an input acknowledged after the last runtime restart has completed: the
+        restarted runtime runs new inputs (the others of that time were interrupted, never re-run)."""
+        assert self.inputs is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            await self.inputs.observe_unfinished("settling")
+            after = list(self.inputs.ledger.values())[self.restart_mark:]
+            done = [r for r in after if r.final is not None and r.final["execution"] == "completed"]
+            if done:
+                self.say(f"input {done[0].op}, acknowledged after the last runtime restart, completed")
+                return
+            if time.monotonic() > deadline:
+                raise ScenarioViolation(f"no input acknowledged after the last runtime restart completed within "
+                                        f"{timeout:g} s ({len(after)} acknowledged since)")
+            await asyncio.sleep(0.2)
+
+    async def _victim(self) -> InputRecord | None:
+        """A long input, and the moment its first output bytes are saved (None when it never got there)."""
+        assert self.inputs is not None
+        async with self.lock:
+            victim = await self.inputs.submit(victim=True)
+        if victim is None:
+            return None
+        t0 = time.monotonic()
+        if not await self.inputs.first_bytes(victim, timeout=60.0):
+            self.say(f"victim input {victim.op} ended or saved no output within 60 s ({victim.execution}); "
+                     "killing anyway")
+            return None
+        self.say(f"victim input {victim.op}: first {len(victim.data)} output bytes saved after "
+                 f"{time.monotonic() - t0:.1f} s")
+        return victim
+
     async def _kill_loop(self) -> None:
         c = self.cluster
         for when, target in self.plan:
             await asyncio.sleep(max(0.0, self.t_load + when - time.monotonic()))
+            if self.inputs is not None and target in ("runtime", "both"):
+                victim = await self._victim()
+                await self.inputs.observe_unfinished("just before the kill")
+                await self.inputs.before_runtime_kill(sum(self.kills.values()) + 1, victim)
             acked = self.runner.stats["acked"]
             if target in ("runtime", "both"):
                 c.kill_runtime()
@@ -138,6 +235,8 @@ class Drill:
                 await c.start_nats()
             if target in ("runtime", "both"):
                 await c.start_runtime()
+                if self.inputs is not None:
+                    self.restart_mark = len(self.inputs.ledger)
                 self.say(f"runtime restarted: replayed {c.runtime.match.group(1)} journal messages")
             else:
                 self.say("nats-server restarted")
@@ -146,9 +245,17 @@ class Drill:
                 await self._check(f"after kill {sum(self.kills.values())} ({target})")
 
     async def _check(self, when: str) -> None:
+        if self.inputs is not None:  # quiescence: every acknowledged input terminal, then read them all
+            await self.inputs.wait_terminal(120.0, when)
+            k = await self.inputs.verify(when)
+            self.input_checks += k
+            self.checks += k
         n = await self.runner.verify()
         self.checks += n
         live = await self._live_state()
+        if live.get("executing"):
+            raise ScenarioViolation(f"{when}: every acknowledged input is terminal, yet the runtime still holds "
+                                    f"{live['executing']} executions")
         replay, fresh = await self.cluster.replay_hash()
         try:
             if live["state_hash"] != replay:
@@ -164,6 +271,17 @@ class Drill:
                                                 f"{r.body['operation']}, the ledger holds {r.body}")
                     n += 1
                     self.checks += 1
+            for rec in (self.inputs.ledger.values() if self.inputs is not None else ()):
+                got = await fresh.query("operation", Actor(INPUT_ACTOR, Grants.all()), op=rec.op)
+                if got.status != 200 or got.body.get("execution") != rec.final["execution"]:
+                    raise ScenarioViolation(f"{when}: fresh replay answers {got.status} {got.body} for input "
+                                            f"{rec.op}, which is {rec.final['execution']}")
+                out = await fresh.query("result", Actor(INPUT_ACTOR, Grants.all()), op=rec.op, offset=0)
+                if out.status != 200 or base64.b64decode(out.body["bytes"]) != rec.final["bytes"]:
+                    raise ScenarioViolation(f"{when}: fresh replay's result of input {rec.op} differs from the "
+                                            "live one")
+                n += 1
+                self.checks += 1
         finally:
             await fresh.stop()
         self.hash_checks += 1
@@ -198,17 +316,22 @@ class Drill:
               f"  unknown outcomes retried (no answer, 429, 503): {s['unknown_answers']}\n"
               f"  kills: {sum(self.kills.values())} (runtime {self.kills['runtime']}, nats-server "
               f"{self.kills['nats']}, both {self.kills['both']}); kill-to-checked recovery {rec}\n"
-              f"  checks passed: {self.checks} ledger checks, {self.hash_checks} live = fresh replay state hashes",
+              f"  checks passed: {self.checks} ledger checks, {self.hash_checks} live = fresh replay state hashes"
+              + (f"\n  {self.inputs.summary()}\n  input checks passed: {self.input_checks}"
+                 if self.inputs is not None else ""),
               file=self.out, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     temp = args.var is None
     var = Path(tempfile.mkdtemp(prefix="aotx-drill-")) if temp else Path(args.var)
-    cluster = Cluster(var)
+    inputs = args.inputs_per_second > 0
+    cluster = Cluster(var, model=inputs, extra_principals=(INPUT_ACTOR,) if inputs else ())
     ok = False
     try:
-        drill = Drill(cluster, args.seed, args.kills, args.duration, args.retire_above)
+        drill = Drill(cluster, args.seed, args.kills, args.duration, args.retire_above,
+                      inputs_per_second=args.inputs_per_second, max_output_tokens=args.max_output_tokens,
+                      inputs_in_flight=args.inputs_in_flight)
         rc = asyncio.run(drill.run())
         ok = rc == 0
         return rc

@@ -1,9 +1,11 @@
-"""The drill's runtime process: `aotx boot` (same runtime, same RPC server) plus one drill-only reply.
+"""The drill's runtime process: `aotx boot` (same runtime, same model, same RPC server) plus one drill-only reply.
 
-`python -m ops.drill.node --runtime FILE --nats URL --service-grants DIR` boots by journal replay,
-serves shared commands on `aotx.rt.<name>.cmd` exactly as `aotx boot` does, and answers
-`aotx.drill.<name>.state` with the live state hash, so the drill can compare it with a fresh
-replay. It is a separate process so the drill can SIGKILL it.
+`python -m ops.drill.node --runtime FILE --nats URL --service-grants DIR [model flags] [--no-model]`
+loads the model (the ModelService of `aotx boot`, same flags: ops.model_args) and attaches it,
+boots by journal replay, serves shared commands on `aotx.rt.<name>.cmd` exactly as `aotx boot`
+does, and answers `aotx.drill.<name>.state` with the live state hash (and how many inputs the
+executor holds), so the drill can compare it with a fresh replay. It is a separate process so the
+drill can SIGKILL it.
 """
 from __future__ import annotations
 
@@ -17,20 +19,34 @@ import nats
 
 from aotx.runtime import RuntimeRpcServer
 from aotx.runtime_file import load_grants, read_runtime_file
+from ops.model_args import add_model_arguments, load_service, runtime_options
 from ops.shared_stack import granted_runtime
 
-
-def state_subject(name: str) -> str:
-    return f"aotx.drill.{name}.state"
+from .cluster import state_subject
 
 
 async def _quiet(exc: Exception) -> None:  # the drill kills nats-server on purpose
     pass
 
 
+def _executing(runtime) -> int:
+    ex = runtime.executor
+    if ex is None:
+        return 0
+    return len(ex.running) + len(getattr(ex, "queue", ()))
+
+
 async def _main(args: argparse.Namespace) -> int:
     rf = read_runtime_file(args.runtime)
-    target = granted_runtime(rf, args.nats, load_grants(args.service_grants), progress=False)
+    target = granted_runtime(rf, args.nats, load_grants(args.service_grants), progress=False,
+                             **runtime_options(args))
+    service = None
+    if not args.no_model:
+        service = load_service(args, "drill node", progress=False)
+        if service is None:
+            return 1
+        target.attach_service(service)
+        service.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -39,6 +55,8 @@ async def _main(args: argparse.Namespace) -> int:
         await target.start()
     except Exception as exc:
         print(f"drill node: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        if service is not None:
+            await service.stop()
         return 1
     runtime = target.runtime
     server = await RuntimeRpcServer(target, args.nats, rf.name).start()
@@ -49,19 +67,22 @@ async def _main(args: argparse.Namespace) -> int:
         proj = runtime.projector
         await msg.respond(json.dumps({"state_hash": runtime.state_hash(), "boot": runtime.boot_id,
                                       "messages": proj.messages if proj else None, "failed": runtime.failed,
-                                      "hold": runtime.hold.active}).encode())
+                                      "hold": runtime.hold.active, "executing": _executing(runtime)}).encode())
 
     await nc.subscribe(state_subject(rf.name), cb=state)
     await nc.flush()
     proj = runtime.projector
+    model = "no model" if service is None else f"model {service.model_id} ({service.backend_name})"
     print(f"drill node: runtime {rf.name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
-          f"replayed) boot {runtime.boot_id}", file=sys.stderr, flush=True)
+          f"replayed) boot {runtime.boot_id}, {model}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
         await nc.close()
         await server.stop()
         await target.stop()
+        if service is not None:
+            await service.stop()
     return 0
 
 
@@ -70,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtime", required=True)
     p.add_argument("--nats", required=True)
     p.add_argument("--service-grants", required=True)
+    p.add_argument("--no-model", action="store_true", help="no model: inputs answer 409")
+    add_model_arguments(p)
     return asyncio.run(_main(p.parse_args(argv)))
 
 
