@@ -19,7 +19,8 @@ from .procs import AOTX, Proc, files_containing, run_aotx
 
 
 def _boot(rt, url, grants) -> Proc:
-    return Proc("boot", "--runtime", str(rt), "--nats", url, "--service-grants", str(grants),
+    """The runtime without a model (journal-core routes only; inputs through boot: tests/runtime/test_split_inputs)."""
+    return Proc("boot", "--runtime", str(rt), "--nats", url, "--service-grants", str(grants), "--no-model",
                 ready=r"runtime t1 booted \((\d+) journal messages").start()
 
 
