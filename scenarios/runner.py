@@ -192,6 +192,7 @@ class Runner:
         status = answer.status
         if _allows(expected, status):
             self.stats[f"status_{status}"] += 1
+            self.stats[f"{sent.kind}_{status}"] += 1
             if not isinstance(expected, int):
                 self.stats[f"raced_{sent.kind}_{status}"] += 1
             if status in NEW_STATUSES:
@@ -285,7 +286,10 @@ class Runner:
     async def wait_input(self, actor: str, op: str, timeout: float | None = None) -> dict[str, Any]:
         """Poll the receipt until the input ends; answers the ended receipt."""
         deadline = time.monotonic() + (self.wait_s if timeout is None else timeout)
-        reader = actor if self.model.read_operation_status(actor, op) == 200 else self.model.inputs[op].actor
+        i = self.model.inputs[op]
+        if i.retired:   # its receipt is gone (it had ended): what was last seen of it
+            return {"operation": op, "execution": i.execution, "result": None}
+        reader = actor if self.model.read_operation_status(actor, op) == 200 else i.actor
         while True:
             got = await self.read_receipt(reader, op)
             if got.status != 200:
@@ -325,8 +329,8 @@ class Runner:
         if data[:len(overlap)] != overlap:
             raise ScenarioViolation(f"{what}: bytes at {offset} differ from what was read before: {data!r} vs "
                                     f"{overlap!r}")
-        if offset + len(data) > len(seen):
-            self.results[op] = seen[:offset] + data
+        if offset + len(data) > len(seen) or op not in self.results:
+            self.results[op] = seen[:offset] + data if offset + len(data) > len(seen) else seen
         fin = self.finals.get(op)
         if fin is not None and len(self.results[op]) > fin["saved_bytes"]:
             raise ScenarioViolation(f"{what}: more bytes than the {fin['saved_bytes']} of the ended result")
@@ -625,7 +629,7 @@ class Runner:
             end = done["execution"]
             if "execution" in step and end not in step["execution"]:
                 raise ScenarioViolation(f"step {step}: the input ended {end}")
-            if "recalled" in step and self.prompt_tokens is not None and end == "completed":
+            if "recalled" in step and self.prompt_tokens is not None and end == "completed" and done["result"]:
                 plain = self.prompt_tokens(m.inputs[op].text)
                 used = done["result"]["input_tokens"]
                 if (used > plain) != bool(step["recalled"]):

@@ -1,0 +1,285 @@
+"""Hypothesis stateful test of shared inputs, results, memory and membership over HTTP (Quart test client),
+against a real nats-server and the real model: the journal-core rule model (scenarios.Model) extended with
+inputs, cancellations, retirements, publications, membership changes during open SSE streams, and runtime
+restarts on the same journal.
+
+Invariants, checked by the scenarios runner on every answer:
+* every status is the one the rules give (or one of the set they allow where a cancellation or a
+  retirement races an input's end), with rights = current grants ∩ membership (dave holds no
+  shared_manage grant, whatever his member rows say);
+* results are byte-identical whenever read: by offset and limit, through the operation SSE stream
+  resumed by Last-Event-ID, across restarts; an ended result never changes; an input ends `cancelled`
+  only after an admitted cancellation and `interrupted` only across a restart;
+* no memory input is applied twice: per input operation at most one retained text row, and exactly one
+  once it completed; a space lists only its own memory (or instance-scoped memory);
+* a member removed while their conversation event stream is open sees it end with an error event; their
+  new reads answer 404.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, \
+    run_state_machine_as_test
+
+from scenarios import parse_sse
+from scenarios.model import MEMBER, READ
+from tests.scenarios.conftest import nats_url, service  # noqa: F401 — the module's fixtures
+from tests.scenarios.stack import GRANTS, fresh_spec, quart_stack, runner_for
+
+ACTORS = ("alice", "bob", "carol", "dave")
+SEEN: Counter[str] = Counter()   # over all examples: the run must reach the interesting answers
+
+actors = st.sampled_from(ACTORS)
+index = st.integers(0, 50)
+back = st.integers(1, 4)
+scopes = st.sampled_from(("private", "room", "instance"))
+permissions = st.lists(st.sampled_from(("read", "write", "manage")), unique=True, max_size=3)
+words = st.sampled_from(("river", "copper", "lantern", "harbour", "orchard", "comet", "violin", "granite"))
+tokens = st.integers(2, 8)
+
+
+class SharedInputsMachine(RuleBasedStateMachine):
+    nats_url = ""
+    service = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.spec = fresh_spec("HPIN")
+        self.runner = None
+        self.stack = None
+        self.restarts = 0
+        self.steps = 0              # rules run since the last restart
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def _open(self) -> None:
+        self.stack = quart_stack(self.nats_url, self.service, self.spec)
+        self.runtime, transport = self.run(self.stack.__aenter__())
+        if self.runner is None:
+            self.runner = runner_for(transport, list(ACTORS), max_output_tokens=6)
+        else:  # the client keeps its ledger and counters across the restart
+            for party in self.runner.parties.values():
+                party.transport = transport
+
+    def _close(self) -> None:
+        if self.stack is not None:
+            self.run(self.stack.__aexit__(None, None, None))
+            self.stack = None
+
+    def teardown(self) -> None:
+        if self.runner is not None:
+            SEEN.update(self.runner.stats)
+        SEEN["restarts"] += self.restarts
+        try:
+            self._close()
+        finally:
+            self.loop.close()
+
+    def step(self, **step) -> str:
+        self.steps += 1
+        return self.run(self.runner.run_step(step))
+
+    @initialize()
+    def boot(self) -> None:
+        """Everyone registered; alice's room with a conversation, bob writes there, carol reads."""
+        self._open()
+        self.run(self.runner.sync())
+        assert self.runner.model.execution and self.runner.model.memory_enabled
+        for name in ACTORS:
+            self.step(actor=name, do="register", expect=201)
+        self.step(actor="alice", do="space", scope="room", expect=201)
+        self.step(actor="alice", do="conversation", space=0, expect=201)
+        self.step(actor="alice", do="member", space=0, target="bob", permissions=["read", "write"], expect=201)
+        self.step(actor="alice", do="member", space=0, target="carol", permissions=["read"], expect=201)
+        self.step(actor="bob", do="input", conversation=0, text="Remember the word meadow.", max_output_tokens=4,
+                  expect=202)
+        self.steps = 0
+
+    # ---- inputs and their results ----------------------------------------------------------------
+    @rule(actor=actors, con=index, word=words, n=tokens)
+    def post_input(self, actor, con, word, n):
+        self.step(actor=actor, do="input", conversation=con, text=f"Remember the word {word}.", max_output_tokens=n)
+
+    @rule(actor=actors, con=index, word=words, n=tokens, reader=actors, resume=st.integers(0, 6))
+    def post_input_and_follow(self, actor, con, word, n, reader, resume):
+        """An input, then another principal follows its events (resumed) and reads it by offset."""
+        if self.step(actor=actor, do="input", conversation=con, text=f"Tell me about {word}.",
+                     max_output_tokens=n) == "input":
+            self.step(actor=reader, do="read_result", input=-1, via="sse", resume=resume)
+            self.step(actor=actor, do="read_result", input=-1, limit=2)
+
+    @rule(actor=actors, back=back)
+    def cancel(self, actor, back):
+        self.step(actor=actor, do="cancel", back=back)
+
+    @rule(actor=actors, con=index, word=words)
+    def post_and_cancel(self, actor, con, word):
+        """An input cancelled at once: the cancellation races its end (201 or 409), and it ends cancelled
+        only when the cancellation was admitted."""
+        if self.step(actor=actor, do="input", conversation=con, text=f"Write a poem about {word}.",
+                     max_output_tokens=8) == "input":
+            self.step(actor=actor, do="cancel", back=1)
+
+    @rule(actor=actors, pick=index)
+    def publish_where_managed(self, actor, pick):
+        """Publish a text memory the actor can read into another space it manages (201, or 403 for dave)."""
+        m = self.runner.model
+        spaces = list(m.spaces)
+        memory = list(m.memory)
+        cases = [(memory.index(obj), spaces.index(sid)) for obj, mem in m.memory.items()
+                 if "read" in m.rights(actor, mem.owner) for sid, s in m.spaces.items()
+                 if sid != mem.owner and (s.owner == actor or "manage" in s.members.get(actor, ()))]
+        if cases:
+            obj, sid = cases[pick % len(cases)]
+            self.step(actor=actor, do="publish", memory=obj, space=sid)
+
+    @rule(actor=actors, op=index, limit=st.sampled_from((None, 1, 3, 7)))
+    def read_result_by_offset(self, actor, op, limit):
+        self.step(actor=actor, do="read_result", input=op, limit=limit)
+
+    @rule(actor=actors, op=index, resume=st.one_of(st.none(), st.integers(0, 12)))
+    def read_result_by_sse(self, actor, op, resume):
+        self.step(actor=actor, do="read_result", input=op, via="sse", resume=resume)
+
+    @rule(actor=actors, op=index)
+    def read_receipt(self, actor, op):
+        self.step(actor=actor, do="read_result", input=op, via="receipt")
+
+    @precondition(lambda self: self.runner is not None and self.runner.model.inputs)
+    @rule(actor=actors, op=index)
+    def wait_for_input(self, actor, op):
+        self.step(actor=actor, do="wait", input=op)
+
+    # ---- journal core, membership, memory ---------------------------------------------------------
+    @rule(actor=actors, scope=scopes)
+    def create_space(self, actor, scope):
+        self.step(actor=actor, do="space", scope=scope)
+
+    @rule(actor=actors, space=index)
+    def create_conversation(self, actor, space):
+        self.step(actor=actor, do="conversation", space=space)
+
+    @rule(actor=actors, space=index, member=actors, perms=permissions)
+    def set_member(self, actor, space, member, perms):
+        self.step(actor=actor, do="member", space=space, target=member, permissions=perms)
+
+    @rule(actor=actors, back=back)
+    def exact_retry(self, actor, back):
+        self.step(actor=actor, do="retry", back=back)
+
+    @rule(actor=actors)
+    def retire(self, actor):
+        self.step(actor=actor, do="retire")
+
+    @rule(actor=actors, space=index)
+    def read_memory(self, actor, space):
+        self.step(actor=actor, do="read_memory", space=space)
+
+    @rule(actor=actors, memory=index, space=index)
+    def publish(self, actor, memory, space):
+        self.step(actor=actor, do="publish", memory=memory, space=space)
+
+    @rule(actor=actors, memory=index)
+    def read_memory_object(self, actor, memory):
+        self.step(actor=actor, do="read_memory", memory=memory)
+
+    @rule(pick=index)
+    def remove_member_during_stream(self, pick):
+        """A reader's conversation event stream is open when the owner removes them: the stream ends with
+        an error event, and the reader's new reads of that conversation and its results are 404."""
+        m = self.runner.model
+        cases = [(sid, s.owner, name) for sid, s in m.spaces.items() if "manage" in m.rights(s.owner, sid)
+                 for name in ACTORS if name != s.owner and READ in m.rights(name, sid)]
+        cases = [(sid, owner, name, con) for sid, owner, name in cases
+                 for con, space in m.conversations.items() if space == sid]
+        if not cases:
+            return
+        sid, owner, reader, con = cases[pick % len(cases)]
+        runner = self.runner
+
+        async def go():
+            party = runner.parties[reader]
+            stream = asyncio.ensure_future(party.get(f"/conversations/{con}/events?stream=true"))
+            await asyncio.sleep(0.15)
+            removed = await runner.mutate(owner, MEMBER, {"participant": m.parties[reader].pid, "permissions": []},
+                                          space=sid)
+            assert removed.status == 201, removed
+            return await asyncio.wait_for(stream, 30)
+
+        got = self.run(go())
+        assert got.status == 200, got
+        events = parse_sse(got.body)
+        assert events and events[-1]["event"] == "error", events[-3:]
+        assert events[-1]["data"]["error"]["type"] == "not_found"
+        cursors = [int(e["data"]["cursor"]) for e in events if e["event"] == "input"]
+        assert cursors == sorted(set(cursors)), cursors
+        for e in events:
+            if e["event"] == "input":   # foreign authors' sequences are null
+                author = m.by_pid(e["data"]["author"])
+                assert (e["data"]["sequence"] is None) == (author != reader), e
+        self.run(runner.check_read(reader, f"/conversations/{con}/events", 404))
+        for i in [i for i in m.inputs.values() if i.space == sid and i.actor != reader][-2:]:
+            self.run(runner.read_result(reader, i.op))          # the model says 404 now
+        runner.stats["streams_ended_by_removal"] += 1
+
+    @precondition(lambda self: self.steps >= 5)
+    @rule()
+    def restart(self):
+        old = self.runtime
+        self._close()
+        live = old.state_hash()   # as it stopped: an input still unfinished then is interrupted by the boot
+        unfinished = any(r is not None and not r.status.terminal for r in old.state.executions)
+        self._open()
+        self.runner.restarted()
+        self.steps = 0
+        if not unfinished:
+            assert self.runtime.state_hash() == live
+        else:
+            self.runner.stats["restarts_with_unfinished_inputs"] += 1
+        self.run(self.runner.verify())
+        m = self.runner.model
+        for sid in list(m.spaces)[-3:]:      # memory listed again: no input retained twice, none lost
+            readers = [n for n in ACTORS if m.read_memory_status(n, sid) == 200]
+            if readers:
+                self.run(self.runner.read_memory(readers[0], sid, details=1))
+        self.restarts += 1
+
+    @invariant()
+    def runtime_healthy(self):
+        if self.stack is not None:
+            assert self.runtime.failed is None and not self.runtime.hold.active
+
+    @invariant()
+    def latest_input_readable_exactly_by_its_readers(self):
+        """Each principal reads the newest input's receipt exactly when grants ∩ membership allow it."""
+        if self.stack is None or self.runner is None or not self.runner.model.inputs:
+            return
+        op = list(self.runner.model.inputs)[-1]
+        for name in ACTORS:
+            self.run(self.runner.read_receipt(name, op))
+
+
+@pytest.fixture(scope="module")
+def machine(nats_url, service):  # noqa: F811
+    SharedInputsMachine.nats_url, SharedInputsMachine.service = nats_url, service
+    return SharedInputsMachine
+
+
+def test_shared_inputs_against_the_rule_model(machine):
+    assert GRANTS["dave"] == {"shared_read", "shared_write"}
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=20, stateful_step_count=30, deadline=None, derandomize=True, database=None,
+        phases=(Phase.explicit, Phase.generate),   # no shrinking: timing makes replays of a real model differ
+        suppress_health_check=list(HealthCheck)))
+    print(dict(sorted(SEEN.items())))
+    for what in ("status_202", "status_201", "status_403", "status_404", "read_200", "read_404", "read_410",
+                 "input_202", "cancel_201", "publish_201", "retire_201", "result_spans_checked",
+                 "event_streams_checked", "memory_rows_checked", "memory_objects_checked", "streams_ended_by_removal",
+                 "restarts"):
+        assert SEEN[what] > 0, (what, SEEN)
