@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from ops.gpu.serve_bench import start_server
+from scenarios import HttpTransport, Model, Party, Runner
 
 BASE = "/aotx/v1/shared"
 PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in one sentence.",
@@ -33,30 +34,23 @@ PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in o
            "What does a compiler do?", "Say something about the moon."]
 
 
-class Participant:
-    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
-        self.client, self.headers = client, {"Authorization": f"Bearer {token}"}
-        self.key = 0
-        self.lineage, self.next = "", 1
-
-    async def sync(self) -> None:
-        me = (await self.client.get(BASE + "/participant", headers=self.headers)).json()
-        self.lineage, self.next = me["lineage"], int(me["next_sequence"])
-
-    async def post(self, path: str, **fields) -> dict:
-        self.key += 1
-        body = {"schema": "aotx.shared.mutation.v1", "lineage": self.lineage, "operation_key": f"{self.key:032x}",
-                "sequence": str(self.next), **fields}
-        r = await self.client.post(BASE + path, json=body, headers=self.headers)
-        if r.status_code not in (201, 202):
-            raise RuntimeError(f"POST {path}: {r.status_code} {r.text}")
-        self.next += 1
-        return r.json()
+def setup_steps(conversations: int) -> list[dict]:
+    """The bench's space and its conversations, as scenario steps."""
+    return [{"actor": "alice", "do": "space", "scope": "private", "name": "bench", "expect": 201},
+            *({"actor": "alice", "do": "conversation", "space": "bench", "name": f"con{i}", "expect": 201}
+              for i in range(conversations))]
 
 
-async def follow(p: Participant, op: str, t0: float) -> dict:
+def input_steps(tag: str, n: int, max_tokens: int) -> list[dict]:
+    """One input in each of the first n conversations, as scenario steps named {tag}{i}."""
+    return [{"actor": "alice", "do": "input", "conversation": f"con{i}", "text": PROMPTS[i % len(PROMPTS)],
+             "max_output_tokens": max_tokens, "temperature": 0, "name": f"{tag}{i}", "expect": 202}
+            for i in range(n)]
+
+
+async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float) -> dict:
     first, end = None, None
-    async with p.client.stream("GET", f"{BASE}/operations/{op}/events", headers=p.headers) as r:
+    async with client.stream("GET", f"{BASE}/operations/{op}/events", headers=headers) as r:
         async for line in r.aiter_lines():
             if line.startswith("event: output") and first is None:
                 first = time.perf_counter()
@@ -67,20 +61,21 @@ async def follow(p: Participant, op: str, t0: float) -> dict:
     return {"ttfb": (first or time.perf_counter()) - t0, "end": end}
 
 
-async def shared_level(p: Participant, cons: list[str], model: str, max_tokens: int) -> dict:
+async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int) -> dict:
+    """The input steps of a level posted one after another through the runner, each followed at once."""
+    headers = {"Authorization": f"Bearer {runner.parties['alice'].token}"}
     start = time.perf_counter()
     tasks = []
-    for i, con in enumerate(cons):
+    for step in input_steps(tag, n, max_tokens):
         t0 = time.perf_counter()
-        receipt = await p.post(f"/conversations/{con}/inputs", text=PROMPTS[i % len(PROMPTS)], model=model,
-                               max_output_tokens=max_tokens)
-        tasks.append(asyncio.create_task(follow(p, receipt["operation"], t0)))
+        await runner.run_step(step)
+        tasks.append(asyncio.create_task(follow(client, headers, runner.names[step["name"]], t0)))
     results = await asyncio.gather(*tasks)
     wall = time.perf_counter() - start
     bad = [r["end"] for r in results if not r["end"] or r["end"]["execution"] != "completed"]
     if bad:
         raise RuntimeError(f"inputs did not complete: {bad[:3]}")
-    return {"wall": wall, "per_s": len(cons) / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results]))}
+    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results]))}
 
 
 async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
@@ -107,23 +102,28 @@ async def chat_level(client: httpx.AsyncClient, base: str, n: int, model: str, m
 async def run(base: str, var: Path, levels: list[int], max_tokens: int) -> list[dict]:
     token = (var / "tokens" / "alice").read_text().strip()
     limits = httpx.Limits(max_connections=2 * max(levels) + 8)
+    transport = HttpTransport(base, timeout=600)
+    runner = Runner({"alice": Party("alice", token, transport)}, Model(["alice"]))
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
-        p = Participant(client, token)
-        await p.sync()
-        model = (await client.get(BASE + "/capabilities", headers=p.headers)).json()["models"][0]["id"]
-        if p.next == 1:
-            await p.post("/participant")
-        space = (await p.post("/spaces", scope="private"))["resource"]
-        cons = [(await p.post(f"/spaces/{space}/conversations"))["resource"] for _ in range(max(levels))]
-        await shared_level(p, cons[:2], model, 4)           # warm-up, both paths
-        await chat_level(client, base, 2, model, 4)
-        rows = []
-        for n in levels:
-            shared = await shared_level(p, cons[:n], model, max_tokens)
-            chat = await chat_level(client, base, n, model, max_tokens)
-            rows.append({"n": n, "shared": shared, "chat": chat, "ratio": chat["per_s"] / shared["per_s"]})
-            sys.stderr.write(f"[shared_inputs] {n}: shared {shared['per_s']:.2f}/s chat {chat['per_s']:.2f}/s\n")
-        return rows
+        try:
+            await runner.sync()
+            model = runner.model_name
+            if not runner.model.parties["alice"].registered:
+                await runner.run_step({"actor": "alice", "do": "register", "expect": 201})
+            await runner.run(setup_steps(max(levels)))
+            await shared_level(runner, client, "warm", 2, 4)           # warm-up, both paths
+            await chat_level(client, base, 2, model, 4)
+            rows = []
+            for n in levels:
+                shared = await shared_level(runner, client, f"n{n}-", n, max_tokens)
+                chat = await chat_level(client, base, n, model, max_tokens)
+                rows.append({"n": n, "shared": shared, "chat": chat, "ratio": chat["per_s"] / shared["per_s"]})
+                sys.stderr.write(f"[shared_inputs] {n}: shared {shared['per_s']:.2f}/s chat {chat['per_s']:.2f}/s\n")
+            checks = await runner.verify()   # every receipt and result read back, as the property tests do
+            sys.stderr.write(f"[shared_inputs] {checks} receipts and results read back unchanged\n")
+            return rows
+        finally:
+            await transport.close()
 
 
 def main(argv=None) -> int:
