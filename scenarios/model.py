@@ -321,13 +321,16 @@ class Model:
 
     # ---- what the client sees of execution and memory ------------------------------------------
     def allowed_ends(self, op: str, *, crashes: bool = False) -> frozenset[str]:
-        """The terminal states an input may reach: `cancelled` only after an admitted cancellation,
-        `interrupted` only across a restart (or when restarts are unknown to the client)."""
+        """The terminal states an input may reach: `completed`; `cancelled` only after an admitted
+        cancellation; `interrupted` only across a restart. Where the client cannot know of restarts
+        or load (crashes=True: a drill), any end."""
         i = self.inputs[op]
-        ends = {"completed", "failed", "deadline_exceeded"}
+        if crashes:
+            return TERMINAL
+        ends = {"completed"}
         if i.cancel_requested:
             ends.add("cancelled")
-        if crashes or i.epoch < self.epoch:
+        if i.epoch < self.epoch:
             ends.add("interrupted")
         return frozenset(ends)
 
