@@ -186,6 +186,18 @@ class MemoryStore:
             out.append(Recalled(float(scores[i]), text, source, emb, interp))
         return out
 
+    def visible_texts(self, space: bytes) -> list[tuple[MemoryObject, MemoryObject | None]]:
+        """Every text memory recall could pick in `space` (its embedding visible), with its visible
+        interpretation or None — what bounds the size of a rendered recall."""
+        memo: dict[bytes, bool] = {}
+        out = []
+        for e in self._matrix_ids:
+            if self.visible(e, space, memo):
+                text = self._objects[self._objects[e].row.source]
+                interp = self.interpretation_of(text.id)
+                out.append((text, interp if interp is not None and self.visible(interp.id, space, memo) else None))
+        return out
+
     def digest(self) -> str:
         """BLAKE2b-256 over every current object (row, source version, payload) in creation order."""
         h = hashlib.blake2b(digest_size=32, person=b"aotx-memory")

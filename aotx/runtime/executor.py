@@ -73,6 +73,10 @@ class _Running:
     lineage: bytes
     sequence: int
     pages: int = 0              # bound counted in the page budget until the engine holds the request
+    space: bytes = b""          # its conversation's space
+    user_tokens: int = 0        # its prompt without recalled memory
+    entry: int = 0              # bytes its own memory may add to later recalls in that space
+    retained: bool = False      # its memory input is committed (or it ended without one)
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
@@ -175,24 +179,44 @@ class Executor:
                 await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.CANCELLED,
                                                         finish="cancelled"))
 
-    def _bound(self, run: _Running) -> int:
-        """Conservative pages of an input: its prompt with the largest memory context + its budget,
-        never more than its page limit."""
-        if run.pages:
-            return run.pages
-        record, request = self._record(run), self._request(run)
-        page_size = int(self.service.engine.config.page_size)
+    def _mode(self) -> int:
+        caps = self.runtime.context.models[self.service.model_id] if self.runtime.context else None
+        return int(recorded_mode(self.runtime.retention_mode, bool(caps and caps.automatic_memory)))
+
+    def _describe(self, run: _Running) -> None:
+        """Once per input: its space, its bare prompt length and the bytes its memory may add."""
+        if run.user_tokens:
+            return
+        state = self.runtime.state
+        request = self._request(run)
+        run.space = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence)).space
         from ..chat_types import ChatMessage
-        user = len(self.service.chat_prompt([ChatMessage(role="user", content=request["text"])]))
-        tokens = user + mw.MEMORY_PROMPT_BOUND + int(request["max_output_tokens"])
-        run.pages = max(1, min(int(record.page_limit), math.ceil(tokens / page_size)))
-        return run.pages
+        run.user_tokens = len(self.service.chat_prompt([ChatMessage(role="user", content=request["text"])]))
+        from ..memory import TEXT_LIMIT
+        run.entry = mw.entry_bound(len(mw.retained_text(request)), TEXT_LIMIT if self._mode() == 2 else None)
 
     def _group(self) -> list[_Running]:
+        """The head of the queue that fits the budget. Each input's bound: its bare prompt + what
+        recall could add (memory visible in its space now + the memory of unretained inputs of that
+        space ahead of it) + its output budget, in pages, never more than its page limit."""
         engine = self.service.engine
+        page_size = int(engine.config.page_size)
         leased = sum(r.pages for r in self.running.values() if not r.submitted)
         budget = page_budget(int(engine.config.num_pages), int(engine.committed_pages()), leased)
-        queue = [Candidate(r.lineage, r.sequence, self._bound(r)) for r in self.queue]
+        store, visible, ahead = self.runtime.memory, {}, {}
+        for r in self.running.values():
+            if not r.retained:
+                ahead[r.space] = ahead.get(r.space, 0) + r.entry
+        queue = []
+        for r in self.queue:
+            self._describe(r)
+            if r.space not in visible:
+                visible[r.space] = mw.visible_entry_bytes(store, r.space)
+            memory = mw.memory_prompt_bound(visible[r.space] + ahead.get(r.space, 0))
+            tokens = r.user_tokens + memory + int(self._request(r)["max_output_tokens"])
+            r.pages = max(1, min(int(self._record(r).page_limit), math.ceil(tokens / page_size)))
+            queue.append(Candidate(r.lineage, r.sequence, r.pages))
+            ahead[r.space] = ahead.get(r.space, 0) + r.entry
         n = next_group(queue, budget)
         return [self.queue.popleft() for _ in range(n)]
 
@@ -203,8 +227,7 @@ class Executor:
     async def _lease(self, group: list[_Running]) -> None:
         """One LEASE transfer per lineage of the group; each input runs once its lease is applied."""
         revision = LeaseRevision(self.runtime.lease_revision)
-        caps = self.runtime.context.models[self.service.model_id] if self.runtime.context else None
-        mode = int(recorded_mode(self.runtime.retention_mode, bool(caps and caps.automatic_memory)))
+        mode = self._mode()
         by_lineage: dict[bytes, list[tuple[int, _Running]]] = {}
         for index, run in enumerate(group):
             run.slot = self._slot()
@@ -276,6 +299,7 @@ class Executor:
         finally:
             if run.timer is not None:
                 run.timer.cancel()
+            run.retained = True
             self.running.pop((run.lineage, run.sequence), None)
             self._kick_if_waiting()
 
@@ -346,6 +370,7 @@ class Executor:
             event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
             if not await self._journal(run, event):
                 return None
+        run.retained = True
         return rendered
 
     async def _interpret(self, run: _Running, request: dict[str, Any]) -> bytes | None:

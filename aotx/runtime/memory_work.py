@@ -31,12 +31,14 @@ from ..state.tables import raw
 from ..state.vocab import Scope
 
 RECALL_K = 4
+ENTRY_OVERHEAD = 72         # bytes a rendered entry adds to its text: "- [label] ", a label line, newlines
+INTERPRETATION_OVERHEAD = 24   # "  interpretation: " and its newline
 INTERPRET_SYSTEM = ("Interpret the participant's message for a shared memory: say in one short sentence what it "
                     "means or asks. Answer with that sentence only.")
 INTERPRET_MAX_TOKENS = 48
 NO_INTERPRETATION = "(no interpretation)"
-# rule + context + the chat template's system turn, in bytes: a token is at least one byte
-MEMORY_PROMPT_BOUND = CONTEXT_LIMIT + len(HISTORICAL_DATA_RULE.encode("utf-8")) + 64
+# rule + the chat template's system turn around a rendered context, in bytes (a token is at least one byte)
+SYSTEM_OVERHEAD = len(HISTORICAL_DATA_RULE.encode("utf-8")) + 64
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,28 @@ def input_place(state: State, slot: int) -> InputPlace:
     space = state.spaces[int(state.conversations[con_row]["space"])]
     return InputPlace(MemoryOp(lineage, int(row["sequence"]), raw(row["operation"])), con_lineage + con_ident,
                       raw(space["lineage"]) + raw(space["ident"]), Scope(int(space["scope"])))
+
+
+def entry_bound(text_bytes: int, interpretation_bytes: int | None) -> int:
+    """Bytes one recalled memory can add to a rendered context (compacting only shrinks text)."""
+    extra = 0 if interpretation_bytes is None else interpretation_bytes + INTERPRETATION_OVERHEAD
+    return text_bytes + ENTRY_OVERHEAD + extra
+
+
+def visible_entry_bytes(store: MemoryStore, space: bytes) -> int:
+    """Bytes every memory recall could pick in `space` now would add to a rendered context."""
+    return sum(entry_bound(len(t.payload), None if i is None else len(i.payload)) for t, i in store.visible_texts(space))
+
+
+def memory_prompt_bound(entry_bytes: int) -> int:
+    """At most how many tokens recalled memory adds to a prompt, given the entry bytes that could be
+    recalled (those visible now + those inputs ahead may retain first): the rendered context within
+    CONTEXT_LIMIT, the rule and the system turn. 0 when nothing can be recalled (the prompt is then
+    the bare user turn). Tokens ≤ bytes."""
+    if entry_bytes == 0:
+        return 0
+    from ..memory import HEADER
+    return min(CONTEXT_LIMIT, len(HEADER.encode("utf-8")) + entry_bytes) + SYSTEM_OVERHEAD
 
 
 def retained_text(request: dict[str, Any]) -> bytes:

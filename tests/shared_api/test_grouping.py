@@ -1,9 +1,10 @@
 """Execution groups within a conservative page budget, against the real engine with a tiny KV pool.
 
-With 64 pages of 16 tokens, every input's conservative bound (its prompt with the largest memory
-context + its output budget, capped by its page limit) is the whole pool: an input is leased only
-once nothing else holds pages — neither another input nor a stateless request — and the rest stay
-queued. The journal shows it: each input's LEASE follows the previous input's COMPLETION.
+With 16 pages of 16 tokens and a 120-token output budget, each input's conservative bound (its
+prompt + what recall could add + its output budget, capped by its page limit) is more than half
+the pool: an input is leased only once nothing else holds those pages — neither another input nor
+a stateless request — and the rest stay queued. The journal shows it: each input's LEASE follows
+the previous input's COMPLETION. 
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .test_memory import _register, _space
 
 @pytest.fixture(scope="module")
 def small_pool(model_bundle):
-    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=64, default_max_tokens=8), bundle=model_bundle,
+    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=16, default_max_tokens=8), bundle=model_bundle,
                             progress=False)
     svc.start()
     yield svc
@@ -37,25 +38,27 @@ async def test_inputs_wait_for_pages_and_run_one_group_at_a_time(nats_url, small
         await _register(alice)
         caps = (await alice.get("/capabilities"))[1]
         model, grant = caps["models"][0]["id"], caps["page_grant"]
-        assert grant == 64
-        _, con = await _space(alice)
+        assert grant == 16
+        cons = [(await _space(alice))[1] for _ in range(3)]   # one space each: nothing to recall
         # a stateless request holds pages first: no input is leased while it runs
         prompt = small_pool.text_prompt("Once upon a time")
-        handle = small_pool.submit(prompt, SamplingParams(max_tokens=24, temperature=0.0), surface="chat",
+        handle = small_pool.submit(prompt, SamplingParams(max_tokens=100, temperature=0.0), surface="chat",
                                    lane="stream")
         ops = []
-        for text in ("One.", "Two.", "Three."):
-            status, receipt = await alice.post(f"/conversations/{con}/inputs",
-                                               alice.body(text=text, model=model, max_output_tokens=4))
+        for con in cons:
+            status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
+                text="Reply with the single word yes.", model=model, max_output_tokens=120))
             assert status == 202
             ops.append(receipt)
         await asyncio.sleep(0.2)
         for r in ops:
             assert (await alice.get(f"/operations/{r['operation']}"))[1]["execution"] == "queued"
+        handle.cancel()   # its 7 pages return to the pool
         async for _ in handle:
             pass
         for r in ops:
-            assert (await _wait(alice, r["operation"]))["execution"] == "completed"
+            done = await _wait(alice, r["operation"])
+            assert done["execution"] == "completed", done
         order = []
         for t in await _transfers(runtime):
             body = t.body

@@ -105,6 +105,11 @@ async def test_retain_recall_read_and_replay(nats_url, service):
         assert "Our team's deploy day is Thursday." in rendered.context
         expected = len(service.chat_prompt(mw.prompt_messages(rendered, question)))
         assert second["result"]["input_tokens"] == expected > _no_memory_prompt(service, question)
+        # the page budget's bound of a recall is conservative: the bare prompt + the bound covers the real prompt
+        assert mw.memory_prompt_bound(mw.visible_entry_bytes(store, room_raw)) > 0
+        assert _no_memory_prompt(service, question) + mw.memory_prompt_bound(
+            mw.entry_bound(len(b"Our team's deploy day is Thursday."), None)) >= expected
+        assert mw.memory_prompt_bound(0) == 0
         assert len([r for r in await _memory(alice, room) if r["kind"] == "text"]) == 2
 
         # boot = replay: the same state and memory digest
