@@ -4,7 +4,8 @@
     .venv/bin/python -m ops.bench.shared_inputs [--backend auto] [--levels 1,8,32] [--max-tokens 32]
 
 Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
-directory. For each concurrency level N: N conversations each get one input (POST
+directory. For each concurrency level N: N conversations, each in a fresh private space (so no
+input recalls memory and the prompts equal the chat ones), each get one input (POST
 /conversations/{con}/inputs, then GET /operations/{op}/events followed to its `end` event), and
 the same N prompts go to /v1/chat/completions as streaming requests, all at once. Inputs are
 posted one after another (one participant's sequences are ordered); each follower starts as soon
@@ -34,16 +35,18 @@ PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in o
            "What does a compiler do?", "Say something about the moon."]
 
 
-def setup_steps(conversations: int) -> list[dict]:
-    """The bench's space and its conversations, as scenario steps."""
-    return [{"actor": "alice", "do": "space", "scope": "private", "name": "bench", "expect": 201},
-            *({"actor": "alice", "do": "conversation", "space": "bench", "name": f"con{i}", "expect": 201}
-              for i in range(conversations))]
+def setup_steps(tag: str, conversations: int) -> list[dict]:
+    """A fresh private space with one conversation for each input of a level, as scenario steps: no
+    input recalls memory, so the shared prompts are the same bytes as the Chat Completions ones and
+    the ratio measures the journal (and memory retention), not longer prompts."""
+    return [step for i in range(conversations) for step in (
+        {"actor": "alice", "do": "space", "scope": "private", "name": f"{tag}space{i}", "expect": 201},
+        {"actor": "alice", "do": "conversation", "space": f"{tag}space{i}", "name": f"{tag}con{i}", "expect": 201})]
 
 
 def input_steps(tag: str, n: int, max_tokens: int) -> list[dict]:
-    """One input in each of the first n conversations, as scenario steps named {tag}{i}."""
-    return [{"actor": "alice", "do": "input", "conversation": f"con{i}", "text": PROMPTS[i % len(PROMPTS)],
+    """One input in each of the level's n conversations, as scenario steps named {tag}{i}."""
+    return [{"actor": "alice", "do": "input", "conversation": f"{tag}con{i}", "text": PROMPTS[i % len(PROMPTS)],
              "max_output_tokens": max_tokens, "temperature": 0, "name": f"{tag}{i}", "expect": 202}
             for i in range(n)]
 
@@ -64,6 +67,7 @@ async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float) -
 async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int) -> dict:
     """The input steps of a level posted one after another through the runner, each followed at once."""
     headers = {"Authorization": f"Bearer {runner.parties['alice'].token}"}
+    await runner.run(setup_steps(tag, n))
     start = time.perf_counter()
     tasks = []
     for step in input_steps(tag, n, max_tokens):
@@ -110,7 +114,6 @@ async def run(base: str, var: Path, levels: list[int], max_tokens: int) -> list[
             model = runner.model_name
             if not runner.model.parties["alice"].registered:
                 await runner.run_step({"actor": "alice", "do": "register", "expect": 201})
-            await runner.run(setup_steps(max(levels)))
             await shared_level(runner, client, "warm", 2, 4)           # warm-up, both paths
             await chat_level(client, base, 2, model, 4)
             rows = []
