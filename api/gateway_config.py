@@ -90,6 +90,27 @@ def load_token_digests(path: str | Path) -> dict[str, str]:
     return load_gateway_config(path).token_digests()
 
 
+def add_dev_principal(config: Path, tokens: Path, name: str) -> None:
+    """A development principal holding every shared action in the config at `config` (created when
+    missing), its bearer token in `tokens/<name>` (mode 0600). A principal already there with its
+    token file is left as it is."""
+    doc: dict = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {"principals": {}}
+    if name in doc["principals"] and (tokens / name).exists():
+        return
+    token = f"aotx-dev-{name}-{secrets.token_urlsafe(32)}"
+    path = tokens / name
+    if path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(token + "\n")
+    doc["principals"][name] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+                               "actions": list(SHARED_ACTIONS)}
+    tmp = config.with_name(".gateway.json.tmp")
+    tmp.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
+    os.replace(tmp, config)
+
+
 def ensure_dev_config(var_dir: str | Path) -> tuple[Path, Path, bool]:
     """First start: write `<var>/gateway.json` with alice and bob holding every shared action and
     their bearer tokens in `<var>/tokens/<name>` (mode 0600). Later starts reuse both.
@@ -100,18 +121,6 @@ def ensure_dev_config(var_dir: str | Path) -> tuple[Path, Path, bool]:
         return config, tokens, False
     tokens.mkdir(parents=True, exist_ok=True)
     os.chmod(tokens, 0o700)
-    doc: dict = {"principals": {}}
     for name in DEV_PRINCIPALS:
-        token = f"aotx-dev-{name}-{secrets.token_urlsafe(32)}"
-        path = tokens / name
-        if path.exists():
-            path.unlink()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(token + "\n")
-        doc["principals"][name] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(),
-                                   "actions": list(SHARED_ACTIONS)}
-    tmp = config.with_name(".gateway.json.tmp")
-    tmp.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
-    os.replace(tmp, config)
+        add_dev_principal(config, tokens, name)
     return config, tokens, True

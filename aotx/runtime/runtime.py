@@ -195,6 +195,8 @@ class SharedRuntime:
         self._unsynced: dict[str, _Unsynced] = {}     # subject -> ticks whose landing is unknown or partial
         self._queue: deque[_Cmd] = deque()
         self._writer: asyncio.Task | None = None
+        self._exec_queue: list = []                   # (lineage, events, future) for the next execution round
+        self._exec_writer: asyncio.Task | None = None
         self._drop_after = False
         self._attempt = 0
         self._max_bytes: int | None = None
@@ -252,49 +254,105 @@ class SharedRuntime:
         """Boot: an admission without a completion (this runtime never runs it again) is journalled
         `interrupted`, so its receipt gets a saved terminal result."""
         state = self.state
+        unfinished = []
         for slot, record in enumerate(state.executions):
             if record is None or record.status.terminal:
                 continue
             row = state.receipts[slot]
-            lineage, sequence = row["lineage"].tobytes(), int(row["sequence"])
-            failure = await self.journal_execution(lineage, [InputCompleted(
-                lineage, sequence, Execution.INTERRUPTED, output_tokens=0, finish="interrupted",
-                error="the runtime restarted before this input finished; it is not executed again")])
+            unfinished.append((row["lineage"].tobytes(), int(row["sequence"])))
+        failures = await asyncio.gather(*(self.journal_execution(lineage, [InputCompleted(
+            lineage, sequence, Execution.INTERRUPTED, output_tokens=0, finish="interrupted",
+            error="the runtime restarted before this input finished; it is not executed again")])
+            for lineage, sequence in unfinished))
+        for (lineage, sequence), failure in zip(unfinished, failures):
             if failure is not None:
                 log.warning("could not journal input %s/%d as interrupted: %s", lineage.hex(), sequence, failure.body)
 
     async def journal_execution(self, lineage: bytes, events: list) -> Outcome | None:
-        """Append execution transfers (lease, output, completion) on a lineage's subject, under the
-        writer's lock, and apply them once acknowledged. None when all landed, else the refusal."""
+        """Append execution transfers (lease, memory, output, completion) on a lineage's subject and
+        apply them once acknowledged. None when all landed, else the refusal.
+
+        Group commit, as for commands: every call queued while a round was in flight joins the next
+        round, whose transfers are packed per lineage into shared ticks (≤ 16 records each) and
+        appended in order under the writer's lock — one append and one fsync for many inputs' output."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._exec_queue.append((lineage, list(events), fut))
+        if self._exec_writer is None or self._exec_writer.done():
+            self._exec_writer = loop.create_task(self._exec_loop())
+        return await fut
+
+    async def _exec_loop(self) -> None:
+        while self._exec_queue:
+            batch, self._exec_queue = self._exec_queue, []
+            try:
+                async with self._lock:
+                    await self._journal_round(batch)
+            except BaseException as exc:
+                for _, _, fut in batch:
+                    if not fut.done():
+                        if isinstance(exc, Exception):
+                            fut.set_exception(exc)
+                        else:
+                            fut.cancel()
+                if not isinstance(exc, Exception):
+                    raise
+                log.exception("shared runtime execution journal round failed")
+
+    async def _journal_round(self, batch: list) -> None:
+        """One round of execution transfers: per lineage one Emitter (a boot control record first when
+        this boot has not written the lineage yet), ticks appended in order; a call is answered None
+        when the tick completing its last transfer landed, else with the failure."""
+        def answer(items, outcome):
+            for _, _, fut in items:
+                if not fut.done():
+                    fut.set_result(outcome)
+
         assert self.projector is not None
-        async with self._lock:
-            if self.failed:
-                return self._failed_outcome()
+        if self.failed:
+            return answer(batch, self._failed_outcome())
+        if self._unsynced:
+            await self._resync()
             if self._unsynced:
-                await self._resync()
-                if self._unsynced:
-                    return self._held()
-            if self.recorder is None:
-                await self._ensure_recorder()
-            proj = self.projector
+                return answer(batch, self._held())
+        if self.recorder is None:
+            await self._ensure_recorder()
+        proj = self.projector
+        by_lineage: dict[bytes, list] = {}
+        for item in batch:
+            by_lineage.setdefault(item[0], []).append(item)
+        plans = []
+        for lineage, items in by_lineage.items():
             lh = lineage_hash(lineage)
-            subject = self.spec.subject(lineage.hex(), TICK_KIND)
             emitter = Emitter(lh, next_transfer_id=proj.last_transfer.get(lh, 0) + 1)
             if proj.boots.get(lh) != self.boot_id:
                 emitter.submit(TransferKind.CONTROL, boot_control_body(self.boot_id))
-            for event in events:
-                if isinstance(event, MemoryRetained):
-                    emitter.submit(TransferKind.MEMORY, memory_event_body(event))
-                else:
-                    emitter.submit(TRANSFER_KIND[type(event)], execution_body(event))
+            last = []
+            for _, events, _ in items:
+                tid = 0
+                for event in events:
+                    if isinstance(event, MemoryRetained):
+                        tid = emitter.submit(TransferKind.MEMORY, memory_event_body(event))
+                    else:
+                        tid = emitter.submit(TRANSFER_KIND[type(event)], execution_body(event))
+                last.append(tid)
             ticks = emitter.drain()
-            if self.hold.active and not await self._fits(ticks):
-                return self._held()
-            self._attempt += 1
-            out = await self._append(subject, lh, ticks)
-            if out is None and not self._unsynced:
-                self.hold.lift()
-            return out
+            where = [next(i for i, t in enumerate(ticks) if tid in t.completes) for tid in last]
+            plans.append((lineage, lh, items, ticks, where))
+        if self.hold.active and not await self._fits([t for plan in plans for t in plan[3]]):
+            return answer(batch, self._held())
+        self._attempt += 1
+        clean = True
+        for lineage, lh, items, ticks, where in plans:
+            subject = self.spec.subject(lineage.hex(), TICK_KIND)
+            done: list[int] = []
+            failure = await self._append(subject, lh, ticks, landed=done)
+            clean = clean and failure is None
+            for item, at in zip(items, where):
+                if not item[2].done():
+                    item[2].set_result(None if at < len(done) else failure)
+        if clean and not self._unsynced:
+            self.hold.lift()
 
     async def wait_change(self, timeout: float) -> None:
         """Return after the next journal message is applied, or after `timeout` seconds."""
@@ -308,6 +366,16 @@ class SharedRuntime:
     async def stop(self) -> None:
         if self.executor is not None:
             await self.executor.stop()
+        if self._exec_writer is not None and not self._exec_writer.done():
+            self._exec_writer.cancel()
+            try:
+                await self._exec_writer
+            except (asyncio.CancelledError, Exception):
+                pass
+        for _, _, fut in self._exec_queue:
+            if not fut.done():
+                fut.set_result(Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
+        self._exec_queue = []
         if self._writer is not None and not self._writer.done():
             self._writer.cancel()
             try:
@@ -678,9 +746,10 @@ class SharedRuntime:
         return info.max_bytes is None or info.bytes + need <= info.max_bytes
 
     async def _append(self, subject: str, lh: int, ticks: list[Tick], *,
-                      continuation: bool = False) -> Outcome | None:
-        """Append the ticks in order, feeding each acked one to the projector. None when all landed.
-        (The read-back path: completing a transfer left partial.)"""
+                      continuation: bool = False, landed: list[int] | None = None) -> Outcome | None:
+        """Append the ticks in order, feeding each acked one to the projector (its index goes to
+        `landed`). None when all landed. (Execution rounds, and the read-back path completing a
+        transfer left partial.)"""
         assert self.projector is not None and self.recorder is not None
         for i, tick in enumerate(ticks):
             expected = self.projector.last_subject_seq.get(subject, 0)
@@ -716,6 +785,8 @@ class SharedRuntime:
                 return Outcome.error(503, "runtime_failed", self.failed)
             if not self._feed(subject, ack.seq, tick.data):
                 return Outcome.error(503, "runtime_failed", self.failed or "journal apply failed")
+            if landed is not None:
+                landed.append(i)
         return None
 
     async def _drop_connection(self) -> None:

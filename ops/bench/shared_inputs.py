@@ -7,11 +7,12 @@ Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a tem
 directory. For each concurrency level N: N conversations, each in a fresh private space (so no
 input recalls memory and the prompts equal the chat ones), each get one input (POST
 /conversations/{con}/inputs, then GET /operations/{op}/events followed to its `end` event), and
-the same N prompts go to /v1/chat/completions as streaming requests, all at once. Inputs are
-posted one after another (one participant's sequences are ordered); each follower starts as soon
-as its POST answers. Reports inputs/s (N over the wall time to the last end), time to the first
-SSE output byte (p50, from the start of the input's POST) and the same for Chat Completions,
-and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3).
+the same N prompts go to /v1/chat/completions as streaming requests, all at once. Conversation i
+belongs to participant i mod P (--participants; default one participant per conversation): each
+participant posts its inputs one after another (its sequences are ordered), the participants at
+once; each follower starts as soon as its POST answers. Reports inputs/s (N over the wall time to
+the last end), time to the first SSE output byte (p50, from the start of the input's POST) and the
+same for Chat Completions, and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from api.gateway_config import add_dev_principal, ensure_dev_config
 from ops.gpu.serve_bench import start_server
 from scenarios import HttpTransport, Model, Party, Runner
 
@@ -35,19 +37,25 @@ PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in o
            "What does a compiler do?", "Say something about the moon."]
 
 
-def setup_steps(tag: str, conversations: int) -> list[dict]:
-    """A fresh private space with one conversation for each input of a level, as scenario steps: no
-    input recalls memory, so the shared prompts are the same bytes as the Chat Completions ones and
-    the ratio measures the journal (and memory retention), not longer prompts."""
+def actor(i: int, participants: int) -> str:
+    return f"p{i % participants}"
+
+
+def setup_steps(tag: str, conversations: int, participants: int) -> list[dict]:
+    """A fresh private space with one conversation for each input of a level, owned by participant
+    i mod P, as scenario steps: no input recalls memory, so the shared prompts are the same bytes as
+    the Chat Completions ones and the ratio measures the journal (and memory retention)."""
     return [step for i in range(conversations) for step in (
-        {"actor": "alice", "do": "space", "scope": "private", "name": f"{tag}space{i}", "expect": 201},
-        {"actor": "alice", "do": "conversation", "space": f"{tag}space{i}", "name": f"{tag}con{i}", "expect": 201})]
+        {"actor": actor(i, participants), "do": "space", "scope": "private", "name": f"{tag}space{i}", "expect": 201},
+        {"actor": actor(i, participants), "do": "conversation", "space": f"{tag}space{i}", "name": f"{tag}con{i}",
+         "expect": 201})]
 
 
-def input_steps(tag: str, n: int, max_tokens: int) -> list[dict]:
+def input_steps(tag: str, n: int, max_tokens: int, participants: int) -> list[dict]:
     """One input in each of the level's n conversations, as scenario steps named {tag}{i}."""
-    return [{"actor": "alice", "do": "input", "conversation": f"{tag}con{i}", "text": PROMPTS[i % len(PROMPTS)],
-             "max_output_tokens": max_tokens, "temperature": 0, "name": f"{tag}{i}", "expect": 202}
+    return [{"actor": actor(i, participants), "do": "input", "conversation": f"{tag}con{i}",
+             "text": PROMPTS[i % len(PROMPTS)], "max_output_tokens": max_tokens, "temperature": 0,
+             "name": f"{tag}{i}", "expect": 202}
             for i in range(n)]
 
 
@@ -64,17 +72,25 @@ async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float) -
     return {"ttfb": (first or time.perf_counter()) - t0, "end": end}
 
 
-async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int) -> dict:
-    """The input steps of a level posted one after another through the runner, each followed at once."""
-    headers = {"Authorization": f"Bearer {runner.parties['alice'].token}"}
-    await runner.run(setup_steps(tag, n))
+async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int,
+                       participants: int) -> dict:
+    """The input steps of a level through the runner: each participant posts its inputs one after
+    another (its sequences are ordered), the participants at once; each input is followed at once."""
+    await runner.run(setup_steps(tag, n, participants))
+    steps = input_steps(tag, n, max_tokens, participants)
     start = time.perf_counter()
-    tasks = []
-    for step in input_steps(tag, n, max_tokens):
-        t0 = time.perf_counter()
-        await runner.run_step(step)
-        tasks.append(asyncio.create_task(follow(client, headers, runner.names[step["name"]], t0)))
-    results = await asyncio.gather(*tasks)
+
+    async def participant(name: str) -> list[dict]:
+        headers = {"Authorization": f"Bearer {runner.parties[name].token}"}
+        tasks = []
+        for step in (s for s in steps if s["actor"] == name):
+            t0 = time.perf_counter()
+            await runner.run_step(step)
+            tasks.append(asyncio.create_task(follow(client, headers, runner.names[step["name"]], t0)))
+        return await asyncio.gather(*tasks)
+
+    names = sorted({s["actor"] for s in steps})
+    results = [r for rows in await asyncio.gather(*(participant(name) for name in names)) for r in rows]
     wall = time.perf_counter() - start
     bad = [r["end"] for r in results if not r["end"] or r["end"]["execution"] != "completed"]
     if bad:
@@ -103,22 +119,24 @@ async def chat_level(client: httpx.AsyncClient, base: str, n: int, model: str, m
     return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median(ttfb))}
 
 
-async def run(base: str, var: Path, levels: list[int], max_tokens: int) -> list[dict]:
-    token = (var / "tokens" / "alice").read_text().strip()
+async def run(base: str, var: Path, levels: list[int], max_tokens: int, participants: int) -> list[dict]:
+    names = [actor(i, participants) for i in range(participants)]
     limits = httpx.Limits(max_connections=2 * max(levels) + 8)
     transport = HttpTransport(base, timeout=600)
-    runner = Runner({"alice": Party("alice", token, transport)}, Model(["alice"]))
+    runner = Runner({name: Party(name, (var / "tokens" / name).read_text().strip(), transport) for name in names},
+                    Model(names))
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
         try:
             await runner.sync()
             model = runner.model_name
-            if not runner.model.parties["alice"].registered:
-                await runner.run_step({"actor": "alice", "do": "register", "expect": 201})
-            await shared_level(runner, client, "warm", 2, 4)           # warm-up, both paths
+            for name in names:
+                if not runner.model.parties[name].registered:
+                    await runner.run_step({"actor": name, "do": "register", "expect": 201})
+            await shared_level(runner, client, "warm", 2, 4, participants)   # warm-up, both paths
             await chat_level(client, base, 2, model, 4)
             rows = []
             for n in levels:
-                shared = await shared_level(runner, client, f"n{n}-", n, max_tokens)
+                shared = await shared_level(runner, client, f"n{n}-", n, max_tokens, participants)
                 chat = await chat_level(client, base, n, model, max_tokens)
                 rows.append({"n": n, "shared": shared, "chat": chat, "ratio": chat["per_s"] / shared["per_s"]})
                 sys.stderr.write(f"[shared_inputs] {n}: shared {shared['per_s']:.2f}/s chat {chat['per_s']:.2f}/s\n")
@@ -134,16 +152,25 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--levels", default="1,8,32")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--participants", type=int, default=0,
+                    help="participants posting the inputs, conversation i belongs to participant i mod P "
+                         "(default: one per conversation of the largest level; 1 = one participant posts all, "
+                         "its sequences in order)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
+    participants = args.participants or max(levels)
     with tempfile.TemporaryDirectory(prefix="aotx-shared-bench-") as var:
+        config, tokens, _ = ensure_dev_config(var)
+        for i in range(participants):
+            add_dev_principal(config, tokens, actor(i, participants))
         proc, base = start_server(args.backend, max(levels), args.max_tokens, var)
         try:
-            rows = asyncio.run(run(base, Path(var), levels, args.max_tokens))
+            rows = asyncio.run(run(base, Path(var), levels, args.max_tokens, participants))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens)\n")
+    print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens, "
+          f"{participants} participant(s))\n")
     print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
           "| chat first byte p50 ms |")
     print("|---:|---:|---:|---:|---:|---:|")

@@ -3,11 +3,9 @@ gateway process, each started, SIGKILLed and restarted on its own."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import nats
 
-from api.gateway_config import SHARED_ACTIONS, ensure_dev_config, load_gateway_config
+from api.gateway_config import add_dev_principal, ensure_dev_config, load_gateway_config
 from aotx.runtime import SharedRuntime
 from aotx.runtime_file import pack_shared, write_grants
 from eventlog import EmbeddedNats
@@ -83,25 +81,6 @@ class Child:
                 self.kill()
 
 
-def add_principal(config_path: Path, tokens_dir: Path, name: str) -> None:
-    """A development principal more in the gateway config (every shared action; token in tokens/<name>)."""
-    doc = json.loads(config_path.read_text(encoding="utf-8"))
-    if name in doc["principals"] and (tokens_dir / name).exists():
-        return
-    token = f"aotx-dev-{name}-{secrets.token_urlsafe(32)}"
-    path = tokens_dir / name
-    if path.exists():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(token + "\n")
-    doc["principals"][name] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(),
-                               "actions": list(SHARED_ACTIONS)}
-    tmp = config_path.with_name(".gateway.json.tmp")
-    tmp.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
-    os.replace(tmp, config_path)
-
-
 class Cluster:
     """Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs.
 
@@ -113,7 +92,7 @@ class Cluster:
         var.mkdir(parents=True, exist_ok=True)
         config_path, self.tokens_dir, _ = ensure_dev_config(var)
         for name in extra_principals:
-            add_principal(config_path, self.tokens_dir, name)
+            add_dev_principal(config_path, self.tokens_dir, name)
         self.config_path = config_path
         config = load_gateway_config(config_path)
         self.rf, _ = pack_shared(var / RUNTIME_FILE)
