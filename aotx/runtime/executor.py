@@ -107,6 +107,8 @@ class Executor:
     running: dict[tuple[bytes, int], _Running] = field(default_factory=dict)
     queue: deque = field(default_factory=deque)      # _Running not yet leased, in admission order
     _pump: Optional[asyncio.Task] = None
+    _embedding: Optional[asyncio.Task] = None
+    _embed_queue: list = field(default_factory=list)
     _wake: Optional[asyncio.Event] = None
     _stopping: bool = False
 
@@ -132,8 +134,7 @@ class Executor:
     async def stop(self) -> None:
         self._stopping = True
         tasks = [r.task for r in self.running.values() if r.task is not None]
-        if self._pump is not None:
-            tasks.append(self._pump)
+        tasks += [t for t in (self._pump, self._embedding) if t is not None]
         for run in self.running.values():
             if run.handle is not None:
                 run.handle.cancel()
@@ -233,9 +234,13 @@ class Executor:
             run.slot = self._slot()
             self.running[(run.lineage, run.sequence)] = run
             by_lineage.setdefault(run.lineage, []).append((index, run))
-        for lineage, rows in by_lineage.items():
-            lease = Lease(revision, tuple(LeaseRow(i, r.slot, r.sequence, lineage, mode) for i, r in rows))
-            ok = await self._journal(rows[0][1], LeaseApplied(lineage, lease))
+        leases = [LeaseApplied(lineage, Lease(revision, tuple(LeaseRow(i, r.slot, r.sequence, lineage, mode)
+                                                             for i, r in rows)))
+                  for lineage, rows in by_lineage.items()]
+        # the lineages' lease transfers go out together (one journal round: parallel appends)
+        oks = await asyncio.gather(*(self._journal(rows[0][1], lease)
+                                     for (_, rows), lease in zip(by_lineage.items(), leases)))
+        for ok, rows in zip(oks, by_lineage.values()):
             for _, run in rows:
                 if not ok:  # stays running in the log's eyes until the next boot marks it interrupted
                     self.running.pop((run.lineage, run.sequence), None)
@@ -353,8 +358,7 @@ class Executor:
         state = self.runtime.state
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(request)
-        embedder = self.embedder or default_embedder()
-        vector = await asyncio.to_thread(mw.embed, embedder, text)
+        vector = await self._embed(text)
         rendered = mw.recall_rendered(self.runtime.memory, place, vector, int(record.lease_revision))
         mode = int(record.retention_mode)
         interpretation = None
@@ -372,6 +376,31 @@ class Executor:
                 return None
         run.retained = True
         return rendered
+
+    async def _embed(self, text: bytes):
+        """Embeddings are batched: texts of inputs in memory work at the same time go to the model
+        in one call (in a worker thread), which costs about what one text costs alone."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._embed_queue.append((text, fut))
+        if self._embedding is None or self._embedding.done():
+            self._embedding = loop.create_task(self._embed_loop())
+        return await fut
+
+    async def _embed_loop(self) -> None:
+        embedder = self.embedder or default_embedder()
+        while self._embed_queue:
+            batch, self._embed_queue = self._embed_queue, []
+            try:
+                vectors = await asyncio.to_thread(mw.embed_many, embedder, [t for t, _ in batch])
+            except Exception as exc:  # each input's own task records it as failed
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            for (_, fut), vector in zip(batch, vectors):
+                if not fut.done():
+                    fut.set_result(vector)
 
     async def _interpret(self, run: _Running, request: dict[str, Any]) -> bytes | None:
         """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""

@@ -88,7 +88,12 @@ def retained_text(request: dict[str, Any]) -> bytes:
 
 
 def embed(embedder: Any, text: bytes) -> np.ndarray:
-    return np.asarray(embedder.embed([embedding_text(text)])[0], dtype=np.float32)
+    return embed_many(embedder, [text])[0]
+
+
+def embed_many(embedder: Any, texts: list[bytes]) -> list[np.ndarray]:
+    """One embedding call for several retained texts (the media links left out)."""
+    return list(np.asarray(embedder.embed([embedding_text(t) for t in texts]), dtype=np.float32))
 
 
 def recall_rendered(store: MemoryStore, place: InputPlace, vector: np.ndarray, revision: int,

@@ -341,18 +341,19 @@ class SharedRuntime:
             plans.append((lineage, lh, items, ticks, where))
         if self.hold.active and not await self._fits([t for plan in plans for t in plan[3]]):
             return answer(batch, self._held())
-        self._attempt += 1
-        clean = True
-        for lineage, lh, items, ticks, where in plans:
-            subject = self.spec.subject(lineage.hex(), TICK_KIND)
-            done: list[int] = []
-            failure = await self._append(subject, lh, ticks, landed=done)
-            clean = clean and failure is None
+        flights = [_Flight(subject=self.spec.subject(lineage.hex(), TICK_KIND), lh=lh, ticks=ticks)
+                   for lineage, lh, _, ticks, _ in plans]
+        if not await self._append_flights(flights):
+            return answer(batch, self._failed_outcome())
+        for f, (_, _, items, _, where) in zip(flights, plans):
             for item, at in zip(items, where):
                 if not item[2].done():
-                    item[2].set_result(None if at < len(done) else failure)
-        if clean and not self._unsynced:
+                    item[2].set_result(None if at < len(f.landed) else (f.error or self._failed_outcome()))
+        if all(f.error is None for f in flights) and not self._unsynced:
             self.hold.lift()
+        conflicts = [f.subject for f in flights if f.conflict]
+        if conflicts:
+            await self._resync(conflicts)
 
     async def wait_change(self, timeout: float) -> None:
         """Return after the next journal message is applied, or after `timeout` seconds."""
@@ -641,33 +642,8 @@ class SharedRuntime:
                 f.error = self._held()
                 _answer_all(f.cmds, f.error)
             return
-        self._attempt += 1
-        self._drop_after = False
-        if len(flights) == 1:  # one lineage: no task per flight
-            try:
-                results: list = [await self._append_flight(next(iter(flights.values())))]
-            except Exception as exc:
-                results = [exc]
-        else:
-            results = await asyncio.gather(*(self._append_flight(f) for f in flights.values()),
-                                           return_exceptions=True)
-        for f, result in zip(flights.values(), results):
-            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
-                if not isinstance(result, Exception):
-                    raise result
-                rest = f.ticks[len(f.landed):]
-                self.hold.begin("unavailable", f"append: {type(result).__name__}: {result}",
-                                pending_bytes=sum(len(t.data) for t in rest), unsynced=True)
-                self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, rest)
-                self._drop_after = True
-                f.error = self._held()
-        if self._drop_after:
-            await self._drop_connection()
-        # the acknowledged ticks change the state in stream order, exactly as a replay would
-        landed = sorted((seq, f.subject, tick.data) for f in flights.values() for seq, tick in f.landed)
-        for seq, subject, data in landed:
-            if not self._feed(subject, seq, data):
-                return _answer_all(batch, self._failed_outcome())
+        if not await self._append_flights(list(flights.values())):
+            return _answer_all(batch, self._failed_outcome())
         state = self.state
         answers: list[tuple[_Cmd, Outcome]] = []
         for f in flights.values():
@@ -688,6 +664,37 @@ class SharedRuntime:
             await self._resync(conflicts)
         for cmd, outcome in answers:
             _answer(cmd, outcome)
+
+    async def _append_flights(self, flights: list["_Flight"]) -> bool:
+        """Append each lineage's ticks (lineages in parallel, each in order), then feed every
+        acknowledged tick to the projector in stream order, exactly as a replay would. False when
+        feeding failed (the runtime stopped); a flight that did not fully land has `error` set."""
+        self._attempt += 1
+        self._drop_after = False
+        if len(flights) == 1:  # one lineage: no task per flight
+            try:
+                results: list = [await self._append_flight(flights[0])]
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(*(self._append_flight(f) for f in flights), return_exceptions=True)
+        for f, result in zip(flights, results):
+            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
+                if not isinstance(result, Exception):
+                    raise result
+                rest = f.ticks[len(f.landed):]
+                self.hold.begin("unavailable", f"append: {type(result).__name__}: {result}",
+                                pending_bytes=sum(len(t.data) for t in rest), unsynced=True)
+                self._unsynced[f.subject] = _Unsynced(f.subject, f.lh, rest)
+                self._drop_after = True
+                f.error = self._held()
+        if self._drop_after:
+            await self._drop_connection()
+        landed = sorted((seq, f.subject, tick.data) for f in flights for seq, tick in f.landed)
+        for seq, subject, data in landed:
+            if not self._feed(subject, seq, data):
+                return False
+        return True
 
     async def _append_flight(self, f: "_Flight") -> None:
         """Append one lineage's ticks in order (each expecting the previous one's sequence); the
@@ -746,10 +753,9 @@ class SharedRuntime:
         return info.max_bytes is None or info.bytes + need <= info.max_bytes
 
     async def _append(self, subject: str, lh: int, ticks: list[Tick], *,
-                      continuation: bool = False, landed: list[int] | None = None) -> Outcome | None:
-        """Append the ticks in order, feeding each acked one to the projector (its index goes to
-        `landed`). None when all landed. (Execution rounds, and the read-back path completing a
-        transfer left partial.)"""
+                      continuation: bool = False) -> Outcome | None:
+        """Append the ticks in order, feeding each acked one to the projector. None when all landed.
+        (The read-back path: completing a transfer left partial.)"""
         assert self.projector is not None and self.recorder is not None
         for i, tick in enumerate(ticks):
             expected = self.projector.last_subject_seq.get(subject, 0)
@@ -785,8 +791,6 @@ class SharedRuntime:
                 return Outcome.error(503, "runtime_failed", self.failed)
             if not self._feed(subject, ack.seq, tick.data):
                 return Outcome.error(503, "runtime_failed", self.failed or "journal apply failed")
-            if landed is not None:
-                landed.append(i)
         return None
 
     async def _drop_connection(self) -> None:

