@@ -77,6 +77,8 @@ class _Running:
     user_tokens: int = 0        # its prompt without recalled memory
     entry: int = 0              # bytes its own memory may add to later recalls in that space
     retained: bool = False      # its memory input is committed (or it ended without one)
+    embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
+    retention: Optional[asyncio.Task] = None     # journalling its memory input, alongside generation
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
@@ -118,7 +120,10 @@ class Executor:
         key = (lineage, sequence)
         if key in self.running or any((r.lineage, r.sequence) == key for r in self.queue):
             return
-        self.queue.append(_Running(lineage, sequence))
+        run = _Running(lineage, sequence)
+        self.queue.append(run)
+        # the embedding does not depend on the lease: compute it while the input waits for one
+        run.embedding = asyncio.ensure_future(self._embed(mw.retained_text(self._request(run))))
         self._kick()
 
     def cancel(self, lineage: bytes, sequence: int) -> None:
@@ -135,6 +140,10 @@ class Executor:
         self._stopping = True
         tasks = [r.task for r in self.running.values() if r.task is not None]
         tasks += [t for t in (self._pump, self._embedding) if t is not None]
+        tasks += [r.retention for r in self.running.values() if r.retention is not None]
+        for run in [*self.running.values(), *self.queue]:
+            if run.embedding is not None:
+                run.embedding.cancel()
         for run in self.running.values():
             if run.handle is not None:
                 run.handle.cancel()
@@ -275,7 +284,10 @@ class Executor:
         return record.status.terminal
 
     async def _journal(self, run: _Running, event: Any) -> bool:
-        """Journal one execution event; on a hold, wait for it to lift and go on where it stood."""
+        """Journal one execution event; on a hold, wait for it to lift and go on where it stood.
+        An input's memory input, once started, is in the log before anything later of that input."""
+        if run.retention is not None and not isinstance(event, MemoryRetained) and not await run.retention:
+            return False
         while True:
             failure = await self.runtime.journal_execution(run.lineage, [event])
             if failure is None or self._landed(run, event):
@@ -358,7 +370,7 @@ class Executor:
         state = self.runtime.state
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(request)
-        vector = await self._embed(text)
+        vector = await (run.embedding if run.embedding is not None else self._embed(text))
         rendered = mw.recall_rendered(self.runtime.memory, place, vector, int(record.lease_revision))
         mode = int(record.retention_mode)
         interpretation = None
@@ -371,10 +383,13 @@ class Executor:
             await self._journal(run, self._stopped(run, 0, 0))
             return None
         if not self.runtime.memory.has_retained(place.op.lineage, place.op.operation):
+            # journalled alongside generation (its prompt does not depend on its own memory); every
+            # later journal write of this input waits for it, so the log holds it before any output
             event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
-            if not await self._journal(run, event):
-                return None
-        run.retained = True
+            run.retention = asyncio.get_running_loop().create_task(self._journal(run, event))
+            run.retention.add_done_callback(lambda t: setattr(run, "retained", True))
+        else:
+            run.retained = True
         return rendered
 
     async def _embed(self, text: bytes):

@@ -11,6 +11,7 @@ timing every content chunk's arrival. Prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import json
 import re
@@ -29,8 +30,9 @@ READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 def start_server(backend: str, concurrency: int, max_tokens: int, var: str) -> tuple[subprocess.Popen, str]:
     pages = concurrency * (-(-(128 + max_tokens) // 16)) + 64
-    cmd = [sys.executable, "-m", "ops.cli", "serve", "--port", "0", "--var", var, "--backend", backend,
-           "--max-batch", str(concurrency), "--kv-pages", str(pages)]
+    profile = os.environ.get("AOTX_SERVE_PROFILE")   # a cProfile of the server's main thread, written at exit
+    cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "ops.cli", "serve",
+           "--port", "0", "--var", var, "--backend", backend, "--max-batch", str(concurrency), "--kv-pages", str(pages)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 300
