@@ -1,21 +1,22 @@
 """Runs admitted inputs through the model service's engine and journals what happens.
 
-Order for one input, each step journalled on the author's lineage before the next begins:
-the admission (already saved when the executor hears of it) → the input waits in the execution
-queue until a group admits it (aotx.runtime.grouping: a conservative KV page budget over the
-engine's current owners and pending requests, the inputs leased before, and each input's own
-bound) → a LEASE transfer per lineage of the group (the runtime's lease revision, 3 by default;
-one row per input: request index in the group, execution slot, sequence, actor, recorded
+Order for one input, journalled on the author's lineage: the admission (already saved when the
+executor hears of it; the input's embedding is computed while it waits) → the input waits in the
+execution queue until a group admits it (aotx.runtime.grouping: a conservative KV page budget
+over the engine's current owners and pending requests, the inputs leased before, and each input's
+own bound) → a LEASE transfer per lineage of the group (the runtime's lease revision, 3 by
+default; one row per input: request index in the group, execution slot, sequence, actor, recorded
 retention mode) — the execution deadline starts once it is applied → memory work
-(aotx.runtime.memory_work: embed, recall into the prompt by the lease revision, mode 2
-interpretation by the same model) and a MEMORY transfer retaining the input → the engine
-request (the same Engine and paged KV pool as the stateless surfaces) → OUTPUT transfers,
-batches of result bytes as they come → one COMPLETION transfer with the final input/output
-token counts and finish.
+(aotx.runtime.memory_work: recall into the prompt by the lease revision, mode 2 interpretation by
+the same model) → the engine request (the same Engine and paged KV pool as the stateless
+surfaces) → the MEMORY transfer retaining the input, written together with the first OUTPUT
+transfer (its prompt never depends on its own memory) → OUTPUT transfers, batches of result
+bytes as they come → the last bytes and one COMPLETION transfer (final input/output token
+counts, finish) in one write. Writes of many inputs share journal rounds (runtime group commit).
 
 A client going away changes nothing here; only a saved cancellation stops an input (after its
 memory is committed, cancelling does not undo it). A journal write that fails on a hold is
-retried once the hold lifts (checking first whether a read-back found it landed), so an input
+retried once the hold lifts (what a read-back already applied is not written again), so an input
 resumes where it stood. A runtime that stops mid-way leaves the admission unfinished: the next
 boot journals it `interrupted` and never runs it (nor its memory input) again.
 """
@@ -78,7 +79,7 @@ class _Running:
     entry: int = 0              # bytes its own memory may add to later recalls in that space
     retained: bool = False      # its memory input is committed (or it ended without one)
     embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
-    retention: Optional[asyncio.Task] = None     # journalling its memory input, alongside generation
+    memory_event: Any = None    # its memory input, journalled with its next write (first output or completion)
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
@@ -140,7 +141,6 @@ class Executor:
         self._stopping = True
         tasks = [r.task for r in self.running.values() if r.task is not None]
         tasks += [t for t in (self._pump, self._embedding) if t is not None]
-        tasks += [r.retention for r in self.running.values() if r.retention is not None]
         for run in [*self.running.values(), *self.queue]:
             if run.embedding is not None:
                 run.embedding.cancel()
@@ -283,23 +283,34 @@ class Executor:
             return len(record.output) >= event.offset + len(event.data)
         return record.status.terminal
 
-    async def _journal(self, run: _Running, event: Any) -> bool:
-        """Journal one execution event; on a hold, wait for it to lift and go on where it stood.
-        An input's memory input, once started, is in the log before anything later of that input."""
-        if run.retention is not None and not isinstance(event, MemoryRetained) and not await run.retention:
-            return False
+    async def _journal(self, run: _Running, *events: Any) -> bool:
+        """Journal an input's execution events in one write; on a hold, wait for it to lift and go on
+        where it stood (what a read-back already applied is not written again). The input's memory
+        input rides with its next write, ahead of it: in the log before any output of the input."""
+        todo = list(events)
+        with_memory = run.memory_event is not None and not any(isinstance(e, LeaseApplied) for e in todo)
+        if with_memory:
+            todo.insert(0, run.memory_event)
+        names = "+".join(type(e).__name__ for e in todo)
         while True:
-            failure = await self.runtime.journal_execution(run.lineage, [event])
-            if failure is None or self._landed(run, event):
-                return True
+            todo = [e for e in todo if not self._landed(run, e)]
+            if not todo:
+                break
+            failure = await self.runtime.journal_execution(run.lineage, todo)
+            if failure is None:
+                break
             if failure.status != 429 or self.runtime.failed or self._stopping:
+                if all(self._landed(run, e) for e in todo):
+                    break
                 log.warning("input %s/%d: journalling %s failed (%s); the next boot marks it interrupted",
-                            run.lineage.hex(), run.sequence, type(event).__name__, failure.body)
+                            run.lineage.hex(), run.sequence, names, failure.body)
                 return False
-            log.info("input %s/%d: journal on hold; %s waits for it to lift", run.lineage.hex(), run.sequence,
-                     type(event).__name__)
+            log.info("input %s/%d: journal on hold; %s waits for it to lift", run.lineage.hex(), run.sequence, names)
             while not await self.runtime.probe():
                 await asyncio.sleep(self.runtime.probe_interval)
+        if with_memory:
+            run.memory_event, run.retained = None, True
+        return True
 
     # ---- one input ---------------------------------------------------------------------------
     async def _run(self, run: _Running) -> None:
@@ -383,11 +394,9 @@ class Executor:
             await self._journal(run, self._stopped(run, 0, 0))
             return None
         if not self.runtime.memory.has_retained(place.op.lineage, place.op.operation):
-            # journalled alongside generation (its prompt does not depend on its own memory); every
-            # later journal write of this input waits for it, so the log holds it before any output
-            event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
-            run.retention = asyncio.get_running_loop().create_task(self._journal(run, event))
-            run.retention.add_done_callback(lambda t: setattr(run, "retained", True))
+            # its prompt does not depend on its own memory: generation starts now, and the memory
+            # input goes into the log with the input's next write (its first output, or its end)
+            run.memory_event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
         else:
             run.retained = True
         return rendered
@@ -462,8 +471,8 @@ class Executor:
                 final = delta
             elif over:
                 run.handle.cancel()
-            if pending and (final is not None or len(pending) >= FLUSH_BYTES
-                            or time.monotonic() - last_flush >= FLUSH_SECONDS):
+            if pending and final is None and (len(pending) >= FLUSH_BYTES
+                                              or time.monotonic() - last_flush >= FLUSH_SECONDS):
                 if not await self._journal(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
                     run.handle.cancel()
                     return
@@ -473,13 +482,15 @@ class Executor:
         assert final is not None
         if over:
             status, finish, error = Execution.COMPLETED, "result_limit", ""
-        elif final.finish_reason == "cancelled":
-            await self._journal(run, self._stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens))
-            return
         elif final.finish_reason == "error":
             status, finish, error = Execution.FAILED, "error", final.error or "engine error"
         else:
             status, finish, error = Execution.COMPLETED, final.finish_reason, ""
-        await self._journal(run, InputCompleted(run.lineage, run.sequence, status,
-                                                input_tokens=final.prompt_tokens or prompt_len,
-                                                output_tokens=final.completion_tokens, finish=finish, error=error))
+        if final.finish_reason == "cancelled" and not over:
+            done = self._stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens)
+        else:
+            done = InputCompleted(run.lineage, run.sequence, status, input_tokens=final.prompt_tokens or prompt_len,
+                                  output_tokens=final.completion_tokens, finish=finish, error=error)
+        # the last bytes and the terminal result in one write
+        tail = [OutputAppended(run.lineage, run.sequence, saved, bytes(pending))] if pending else []
+        await self._journal(run, *tail, done)
