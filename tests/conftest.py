@@ -1,6 +1,8 @@
-"""Fixtures shared by every test package: the real server and an in-process app."""
+"""Fixtures shared by every test package: the real server, an in-process app, a started model service and
+an embedded nats-server."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -49,6 +51,26 @@ def anthropic_client(base_url):
 def model_bundle():
     from kernels import load_model
     return load_model(progress=False)
+
+
+def started_service(model_bundle, **config):
+    """A ModelService over the real model (ServiceConfig(**config)) with its engine started, stopped when the
+    generator resumes: module-scoped fixtures `yield from` it."""
+    from aotx.serving import ModelService, ServiceConfig
+
+    svc = ModelService.load(ServiceConfig(**config), bundle=model_bundle, progress=False)
+    svc.start()
+    yield svc
+    asyncio.run(svc.stop())
+
+
+@pytest.fixture(scope="module")
+def nats_url(tmp_path_factory):
+    """A real nats-server (embedded) shared by the tests of a module."""
+    from eventlog import EmbeddedNats
+
+    with EmbeddedNats(tmp_path_factory.mktemp("nats")) as server:
+        yield server.url
 
 
 @pytest.fixture

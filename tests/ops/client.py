@@ -32,7 +32,7 @@ class SharedClient:
         body = {"schema": SCHEMA, "lineage": self.lineage, "operation_key": f"{next(self._keys):032x}",
                 "sequence": str(self.next_sequence), **fields}
         r = self.http.post(path, json=body)
-        if r.status_code == 201:
+        if r.status_code in (201, 202):   # an accepted input (202) takes its sequence too
             self.next_sequence += 1
         return r.status_code, r.json()
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import json
 import time
-from typing import Any
 
-import httpx
 import pytest
 
 from api.gateway_config import ensure_dev_config, load_gateway_config
@@ -27,37 +24,15 @@ from eventlog import EmbeddedNats
 from ops.cli import build_parser
 from ops.model_args import runtime_options
 from ops.shared_stack import stream_spec
+from tests.ops.client import SCHEMA, SharedClient
 from tests.ops.procs import Proc
 
-BASE = "/aotx/v1/shared"
-SCHEMA = "aotx.shared.mutation.v1"
 TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
 MODEL_FLAGS = ("--backend", "numpy", "--max-batch", "4", "--kv-pages", "128", "--default-max-tokens", "8")
 
 
-class Client:
-    def __init__(self, base_url: str, token: str) -> None:
-        self.http = httpx.Client(base_url=base_url + BASE, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        self.lineage, self.next_sequence = "", 1
-        self._keys = itertools.count(1)
-
-    def get(self, path: str) -> tuple[int, Any]:
-        r = self.http.get(path)
-        assert r.headers.get("Cache-Control") == "no-store", path
-        return r.status_code, r.json()
-
-    def post(self, path: str, **fields: Any) -> tuple[int, Any]:
-        body = {"schema": SCHEMA, "lineage": self.lineage, "operation_key": f"{next(self._keys):032x}",
-                "sequence": str(self.next_sequence), **fields}
-        r = self.http.post(path, json=body)
-        if r.status_code in (201, 202):
-            self.next_sequence += 1
-        return r.status_code, r.json()
-
-    def sync(self) -> None:
-        status, me = self.get("/participant")
-        assert status == 200, me
-        self.lineage, self.next_sequence = me["lineage"], int(me["next_sequence"])
+class Client(SharedClient):
+    """The process-level shared client, with waits for an input's end and an SSE reader."""
 
     def wait(self, op: str, timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout

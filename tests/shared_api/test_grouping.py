@@ -16,7 +16,7 @@ import pytest
 from aotx.engine import SamplingParams
 from aotx.journal import TransferKind
 from aotx.journal.lease import decode_lease
-from aotx.serving import ModelService, ServiceConfig
+from tests.conftest import started_service
 
 from .harness import fresh_spec, shared_app
 from .test_inputs import _transfers, _wait
@@ -25,11 +25,7 @@ from .test_memory import _register, _space
 
 @pytest.fixture(scope="module")
 def small_pool(model_bundle):
-    svc = ModelService.load(ServiceConfig(max_batch=4, kv_pages=16, default_max_tokens=8), bundle=model_bundle,
-                            progress=False)
-    svc.start()
-    yield svc
-    asyncio.run(svc.stop())
+    yield from started_service(model_bundle, max_batch=4, kv_pages=16, default_max_tokens=8)
 
 
 async def test_inputs_wait_for_pages_and_run_one_group_at_a_time(nats_url, small_pool):
