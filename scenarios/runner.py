@@ -90,6 +90,29 @@ class Sent:
     raw: bytes
 
 
+async def definitive(call: Callable[[], Any], what: str, deadline_s: float, stats: Counter,
+                     on_unknown: Callable[[str], None] | None = None) -> Answer:
+    """Call until the answer is definitive (not 429/503, no transport error), backing off from 20 ms
+    to 0.5 s; each unknown answer counts in stats["unknown_answers"]; past `deadline_s` a violation."""
+    deadline = time.monotonic() + deadline_s
+    delay = 0.02
+    while True:
+        try:
+            answer = await call()
+            if answer.status not in UNKNOWN_STATUSES:
+                return answer
+            why = f"{answer.status} {answer.body}"
+        except TransportError as exc:
+            why = str(exc)
+        stats["unknown_answers"] += 1
+        if on_unknown:
+            on_unknown(why)
+        if time.monotonic() >= deadline:
+            raise ScenarioViolation(f"{what}: no definitive answer within {deadline_s}s: {why}")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
 class Runner:
     def __init__(self, parties: dict[str, Party], model: Model, *, unknown_deadline_s: float = 0.0,
                  retire_above: int | None = None, lenient_capacity: bool = False,
@@ -149,23 +172,7 @@ class Runner:
 
     # ---- the unknown-outcome loop ------------------------------------------------------------------
     async def _definitive(self, call: Callable[[], Any], what: str) -> Answer:
-        deadline = time.monotonic() + self.unknown_deadline_s
-        delay = 0.02
-        while True:
-            try:
-                answer = await call()
-                if answer.status not in UNKNOWN_STATUSES:
-                    return answer
-                why = f"{answer.status} {answer.body}"
-            except TransportError as exc:
-                why = str(exc)
-            self.stats["unknown_answers"] += 1
-            if self.on_unknown:
-                self.on_unknown(why)
-            if time.monotonic() >= deadline:
-                raise ScenarioViolation(f"{what}: no definitive answer within {self.unknown_deadline_s}s: {why}")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        return await definitive(call, what, self.unknown_deadline_s, self.stats, self.on_unknown)
 
     # ---- mutations ---------------------------------------------------------------------------------
     async def mutate(self, actor: str, kind: str, fields: dict[str, Any], *, space: str | None = None,

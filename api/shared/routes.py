@@ -188,17 +188,13 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         return _answer(await runtime.query("spaces", g.shared_actor, cursor=_query_int("cursor", 0),
                                            limit=_query_int("limit", 100)))
 
-    @bp.get("/spaces/<space>/members")
-    async def members(space: str):
-        runtime, _ = ctx()
-        return _answer(await runtime.query("members", g.shared_actor, space=space, cursor=_query_int("cursor", 0),
-                                           limit=_query_int("limit", 100)))
-
-    @bp.get("/spaces/<space>/conversations")
-    async def conversations(space: str):
-        runtime, _ = ctx()
-        return _answer(await runtime.query("conversations", g.shared_actor, space=space,
-                                           cursor=_query_int("cursor", 0), limit=_query_int("limit", 100)))
+    def space_list(view: str):
+        """GET /spaces/{space}/<view>: one page (cursor, limit) of what the space holds."""
+        async def handler(space: str):
+            runtime, _ = ctx()
+            return _answer(await runtime.query(view, g.shared_actor, space=space, cursor=_query_int("cursor", 0),
+                                               limit=_query_int("limit", 100)))
+        return handler
 
     @bp.get("/conversations/<con>/events")
     async def conversation_events(con: str):
@@ -324,12 +320,6 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         return _json(201 if stored.created else 200,
                      {"sha256": stored.sha256, "type": kind, "byte_length": stored.byte_length})
 
-    @bp.get("/spaces/<space>/memory")
-    async def memory(space: str):
-        runtime, _ = ctx()
-        return _answer(await runtime.query("memory", g.shared_actor, space=space, cursor=_query_int("cursor", 0),
-                                           limit=_query_int("limit", 100)))
-
     @bp.get("/memory/<obj>")
     async def memory_object(obj: str):
         runtime, _ = ctx()
@@ -345,6 +335,8 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                     read("conversation"), methods=["GET"])
     bp.add_url_rule("/operations/<op>", "operation", read("operation"),
                     methods=["GET"])
+    for view in ("members", "conversations", "memory"):
+        bp.add_url_rule(f"/spaces/<space>/{view}", view, space_list(view), methods=["GET"])
     bp.add_url_rule("/participant", "register", mutate(MutationKind.REGISTER), methods=["POST"])
     bp.add_url_rule("/participant/retirements", "retire", mutate(MutationKind.RETIRE), methods=["POST"])
     bp.add_url_rule("/spaces", "create_space", mutate(MutationKind.CREATE_SPACE), methods=["POST"])

@@ -33,11 +33,11 @@ from typing import Any, Awaitable, Callable
 
 from aotx.memory.payload import SourceRecord
 from aotx.state.ids import IdKind, format_id
-from scenarios import Answer, Party, ScenarioViolation, TransportError, new_key
+from scenarios import Answer, Party, ScenarioViolation, new_key
+from scenarios.runner import definitive
 
 INPUT_ACTOR = "carol"
 TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
-UNKNOWN = (429, 503)
 PROMPTS = ("Name one colour.", "What is the capital of France?", "Give me a word that rhymes with cat.",
            "Say hello in French.", "Count from one to five.", "Name an animal that lives in the sea.",
            "What is two plus two?", "Suggest a name for a cat.", "Describe the sky in three words.",
@@ -79,21 +79,7 @@ class InputLoad:
 
     # ---- posting ---------------------------------------------------------------------------------
     async def _definitive(self, call: Callable[[], Awaitable[Answer]], what: str) -> Answer:
-        deadline = time.monotonic() + self.unknown_deadline_s
-        delay = 0.02
-        while True:
-            try:
-                answer = await call()
-                if answer.status not in UNKNOWN:
-                    return answer
-                why = f"{answer.status} {answer.body}"
-            except TransportError as exc:
-                why = str(exc)
-            self.stats["unknown_answers"] += 1
-            if time.monotonic() >= deadline:
-                raise ScenarioViolation(f"{what}: no definitive answer within {self.unknown_deadline_s} s: {why}")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        return await definitive(call, what, self.unknown_deadline_s, self.stats)
 
     async def _post(self, path: str, fields: dict[str, Any], new: int) -> Answer:
         """Post at carol's next sequence; retried exactly until definitive; new (`new`) or the receipt of
