@@ -251,7 +251,7 @@ class Executor:
                                      for (_, rows), lease in zip(by_lineage.items(), leases)))
         for ok, rows in zip(oks, by_lineage.values()):
             for _, run in rows:
-                if not ok:  # stays running in the log's eyes until the next boot marks it interrupted
+                if not ok:  # its lease is not in the log: it stays queued there until the next boot interrupts it
                     self.running.pop((run.lineage, run.sequence), None)
                     continue
                 # the execution deadline starts now that the lease is applied
