@@ -49,8 +49,7 @@ async def test_session(path, nats_url, service):
         runner = runner_for(transport, _actors(steps), prompt_tokens=plain_prompt)
         await runner.sync()
         assert runner.model.execution, "the stack runs inputs"
-        if not runner.model.memory_enabled and any(s["do"] in ("publish", "read_memory") for s in steps):
-            pytest.skip("this build serves no memory routes yet")
+        assert runner.model.memory_enabled, "the stack serves the memory routes"
         for i, step in enumerate(steps):
             did = await runner.run_step(step)
             assert did == step["do"], (i, step, did)
