@@ -17,6 +17,18 @@ import httpx
 READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 
+
+def stop_gracefully(proc: subprocess.Popen, timeout: float = 15.0) -> int | None:
+    """SIGTERM a running process and wait; SIGKILL it when it does not end within `timeout`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
 class ServerProcess:
     def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0,
                  var: str | Path | None = None) -> None:
@@ -62,12 +74,7 @@ class ServerProcess:
         raise RuntimeError("aotx serve never answered /health:\n" + "\n".join(self.stderr_lines[-40:]))
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_gracefully(self.proc)
         if self._own_var:
             shutil.rmtree(self.var, ignore_errors=True)

@@ -22,29 +22,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..state import mutations as _input
 from .errors import MemoryPayloadError
 
-TEXT_LIMIT = 2048
-LINK_BYTES = 73
-MAX_MEDIA = 8
-MEDIA_TYPES = ("image", "audio")
+TEXT_LIMIT = _input.MAX_INPUT_BYTES
+LINK_BYTES = _input.MEDIA_LINK_BYTES
+MAX_MEDIA = _input.MAX_MEDIA
+MEDIA_TYPES = _input.MEDIA_TYPES
 EMBEDDING_DIM = 384
 EMBEDDING_BYTES = EMBEDDING_DIM * 4
 SOURCE_RECORD = struct.Struct("<32s32sQ16sII")
 assert SOURCE_RECORD.size == 96
-_SHA = re.compile(r"[0-9a-f]{64}")
-_LINK = re.compile(rb"\n\[(?:image|audio):[0-9a-f]{64}\]")
+_LINK = re.compile(b"\n" + _input.MEDIA_CONTROL.pattern.encode("ascii"))
 
 
 @dataclass(frozen=True)
-class MediaRef:
-    type: str       # image | audio
-    sha256: str     # 64 lowercase hex
+class MediaRef(_input.MediaRef):
+    """An input's media row (aotx.state), checked when built from anything but a parsed input."""
 
     def __post_init__(self) -> None:
         if self.type not in MEDIA_TYPES:
             raise MemoryPayloadError(f"media type {self.type!r} is not image or audio")
-        if not isinstance(self.sha256, str) or not _SHA.fullmatch(self.sha256):
+        if not isinstance(self.sha256, str) or not _input.SHA256_HEX.fullmatch(self.sha256):
             raise MemoryPayloadError("media sha256 must be 64 lowercase hex digits")
 
 

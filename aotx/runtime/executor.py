@@ -76,6 +76,8 @@ class _Running:
     pages: int = 0              # bound counted in the page budget until the engine holds the request
     space: bytes = b""          # its conversation's space
     user_tokens: int = 0        # its prompt without recalled memory
+    max_tokens: int = 0         # its output budget
+    page_limit: int = 0         # its effective page limit (from its admission)
     entry: int = 0              # bytes its own memory may add to later recalls in that space
     retained: bool = False      # its memory input is committed (or it ended without one)
     embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
@@ -194,11 +196,13 @@ class Executor:
         return int(recorded_mode(self.runtime.retention_mode, bool(caps and caps.automatic_memory)))
 
     def _describe(self, run: _Running) -> None:
-        """Once per input: its space, its bare prompt length and the bytes its memory may add."""
+        """Once per input: its space, its bare prompt length, output budget, page limit and the bytes
+        its memory may add (the pump looks at every queued input each time it runs)."""
         if run.user_tokens:
             return
         state = self.runtime.state
         request = self._request(run)
+        run.max_tokens, run.page_limit = int(request["max_output_tokens"]), int(self._record(run).page_limit)
         run.space = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence)).space
         from ..chat_types import ChatMessage
         run.user_tokens = len(self.service.chat_prompt([ChatMessage(role="user", content=request["text"])]))
@@ -223,8 +227,7 @@ class Executor:
             if r.space not in visible:
                 visible[r.space] = mw.visible_entry_bytes(store, r.space)
             memory = mw.memory_prompt_bound(visible[r.space] + ahead.get(r.space, 0))
-            tokens = r.user_tokens + memory + int(self._request(r)["max_output_tokens"])
-            r.pages = max(1, min(int(self._record(r).page_limit), math.ceil(tokens / page_size)))
+            r.pages = max(1, min(r.page_limit, math.ceil((r.user_tokens + memory + r.max_tokens) / page_size)))
             queue.append(Candidate(r.lineage, r.sequence, r.pages))
             ahead[r.space] = ahead.get(r.space, 0) + r.entry
         n = next_group(queue, budget)

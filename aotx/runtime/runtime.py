@@ -309,12 +309,9 @@ class SharedRuntime:
                     fut.set_result(outcome)
 
         assert self.projector is not None
-        if self.failed:
-            return answer(batch, self._failed_outcome())
-        if self._unsynced:
-            await self._resync()
-            if self._unsynced:
-                return answer(batch, self._held())
+        refused = await self._unready()
+        if refused is not None:
+            return answer(batch, refused)
         if self.recorder is None:
             await self._ensure_recorder()
         proj = self.projector
@@ -537,16 +534,24 @@ class SharedRuntime:
     def _failed_outcome(self) -> Outcome:
         return Outcome.error(503, "runtime_failed", f"the shared runtime stopped: {self.failed}")
 
+    async def _unready(self) -> Outcome | None:
+        """Before a write round: the refusal when the runtime stopped, or when the log is still out of
+        sync after reading it back (the hold stays); None when the round may write."""
+        if self.failed:
+            return self._failed_outcome()
+        if self._unsynced:
+            await self._resync()
+            if self._unsynced:
+                return self._held()
+        return None
+
     async def _run_batch(self, batch: list["_Cmd"]) -> None:
         """Decide the batch in order against the pending state (the acknowledged state plus the
         batch's accepted events), append each lineage's ticks (≤ 16 records each, one append per
         tick; lineages in parallel), apply what the log acked in stream order, then answer."""
-        if self.failed:
-            return _answer_all(batch, self._failed_outcome())
-        if self._unsynced:
-            await self._resync()
-            if self._unsynced:
-                return _answer_all(batch, self._held())
+        refused = await self._unready()
+        if refused is not None:
+            return _answer_all(batch, refused)
         live = self.state
         pending: State | None = None
         unapplied: list = []

@@ -74,14 +74,16 @@ class CreateConversation:
         return {"space": str(self.space), "id": self.ident.hex()}
 
 
+# the input limits and media syntax, here and for aotx.memory (which builds on this package)
 MAX_INPUT_BYTES = 2048       # text plus device-added media links, UTF-8 bytes
 MEDIA_LINK_BYTES = 73        # per media link, its separator included
 MAX_MEDIA = 8
+MEDIA_TYPES = ("image", "audio")
 MAX_OUTPUT_TOKENS_DEFAULT = 256
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # the device's media link syntax (aotx.memory.payload.media_link: "\n[image:<sha256>]"); text holding
 # one could pass for a device-added link in the retained payload, so it is refused before retention
-_MEDIA_CONTROL = re.compile(r"\[(?:image|audio):[0-9a-f]{64}\]")
+MEDIA_CONTROL = re.compile(r"\[(?:image|audio):[0-9a-f]{64}\]")
 
 
 @dataclass(frozen=True)
@@ -217,9 +219,9 @@ def _media(value: object) -> tuple[MediaRef, ...]:
     for i, row in enumerate(value):
         if not isinstance(row, dict) or set(row) != {"type", "sha256"}:
             raise MalformedMutation(f"media[{i}] must be an object with exactly type and sha256")
-        if row["type"] not in ("image", "audio"):
+        if row["type"] not in MEDIA_TYPES:
             raise MalformedMutation(f"media[{i}].type must be image or audio, got {row['type']!r}")
-        if not isinstance(row["sha256"], str) or not _SHA256.fullmatch(row["sha256"]):
+        if not isinstance(row["sha256"], str) or not SHA256_HEX.fullmatch(row["sha256"]):
             raise MalformedMutation(f"media[{i}].sha256 must be 64 lowercase hex digits")
         out.append(MediaRef(row["type"], row["sha256"]))
     return tuple(out)
@@ -239,7 +241,7 @@ def _parse_input(env: Envelope, con: ResourceId, body: Mapping[str, Any]) -> Sub
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise MalformedMutation(f"{name} is not valid Unicode: a lone surrogate at character {exc.start}") from None
-    control = _MEDIA_CONTROL.search(text)
+    control = MEDIA_CONTROL.search(text)
     if control:
         raise MalformedMutation(f"text contains the reserved media control token {control.group(0)[:8]}…] at "
                                 f"character {control.start()}; media references go in the media field")

@@ -91,6 +91,13 @@ async def _wait_change(runtime: Any, timeout: float) -> None:
         await waiter(timeout)
 
 
+async def _waited(runtime: Any) -> float:
+    """Wait for the next state change (at most a second); the seconds waited, for keep-alive timing."""
+    began = asyncio.get_running_loop().time()
+    await _wait_change(runtime, 1.0)
+    return asyncio.get_running_loop().time() - began
+
+
 def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> Blueprint:
     bp = Blueprint("aotx_shared", __name__, url_prefix=BASE_PATH)
 
@@ -232,9 +239,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                     if idle >= _KEEPALIVE_SECONDS:
                         yield b": keep-alive\n\n"
                         idle = 0.0
-                    began = asyncio.get_running_loop().time()
-                    await _wait_change(runtime, 1.0)
-                    idle += asyncio.get_running_loop().time() - began
+                    idle += await _waited(runtime)
                 out = await runtime.query("conversation_events", actor, con=con, cursor=at, limit=limit)
 
         response = Response(stream(), status=200, content_type="text/event-stream")
@@ -281,9 +286,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                 if idle >= _KEEPALIVE_SECONDS:
                     yield b": keep-alive\n\n"
                     idle = 0.0
-                began = asyncio.get_running_loop().time()
-                await _wait_change(runtime, 1.0)
-                idle += asyncio.get_running_loop().time() - began
+                idle += await _waited(runtime)
                 out = await runtime.query("result", actor, op=op, offset=offset)
 
         response = Response(stream(), status=200, content_type="text/event-stream")

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from tests.server_process import stop_gracefully
 
 AOTX = str(Path(sys.executable).with_name("aotx"))
 
@@ -50,16 +51,7 @@ class Proc:
         return self
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return None if self.proc is None else stop_gracefully(self.proc)
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -22,8 +22,9 @@ from .harness import fresh_spec, shared_app
 TERMINAL = ("completed", "cancelled", "interrupted", "failed")
 
 
-async def _setup(p):
-    """alice owns a room space with one conversation; bob is a read member; carol is registered only."""
+async def _setup(p, bob_rights=("read",)):
+    """alice owns a room space with one conversation; bob is a member with `bob_rights` (read);
+    carol is registered only."""
     alice, bob, carol = p["alice"], p["bob"], p["carol"]
     for who in (alice, bob, carol):
         await who.sync()
@@ -34,7 +35,7 @@ async def _setup(p):
     assert status == 201
     bob_id = (await bob.sync())["participant"]
     status, _ = await alice.post(f"/spaces/{sp['resource']}/members",
-                                 alice.body(participant=bob_id, permissions=["read"]))
+                                 alice.body(participant=bob_id, permissions=list(bob_rights)))
     assert status == 201
     return sp["resource"], conv["resource"]
 

@@ -9,26 +9,10 @@ import os
 import pytest
 
 from .harness import fresh_spec, shared_app
+from .test_inputs import _setup
 
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
 WAV = b"RIFF" + os.urandom(32)
-
-
-async def _setup(p):
-    """alice owns a room with one conversation; bob is a write member."""
-    alice, bob = p["alice"], p["bob"]
-    for who in (alice, bob):
-        await who.sync()
-        assert (await who.post("/participant", who.body()))[0] == 201
-    status, sp = await alice.post("/spaces", alice.body(scope="room"))
-    assert status == 201
-    status, conv = await alice.post(f"/spaces/{sp['resource']}/conversations", alice.body())
-    assert status == 201
-    bob_id = (await bob.sync())["participant"]
-    status, _ = await alice.post(f"/spaces/{sp['resource']}/members",
-                                 alice.body(participant=bob_id, permissions=["read", "write"]))
-    assert status == 201
-    return conv["resource"]
 
 
 async def test_upload_answers_sha256_and_refuses_bad_requests(nats_url):
@@ -70,7 +54,7 @@ async def test_an_input_may_reference_only_own_uploads_and_ownership_survives_a_
     blob = b"\x89PNG" + os.urandom(48)
     async with shared_app(nats_url, spec, service=service) as (runtime, p, client):
         alice, bob = p["alice"], p["bob"]
-        con = await _setup(p)
+        _, con = await _setup(p, bob_rights=["read", "write"])   # bob is a write member
         status, up = await alice.post_blob(blob, "image/png")
         assert status == 201
         media = [{"type": "image", "sha256": up["sha256"]}]

@@ -20,7 +20,8 @@ permissions = st.lists(st.sampled_from(("read", "write", "manage")), unique=True
 
 class RunnerMachine(RuleBasedStateMachine):
     """A machine whose `runner` (a scenarios Runner, set up by the first `_open()`) speaks HTTP on this
-    machine's event loop. `seen` counts the answers over all examples; `_close()` ends the app or stack."""
+    machine's event loop. `seen` counts the answers over all examples. Each machine defines `step(**step)`
+    (run one scenario step) and `_close()` (end its app or stack), which the rules and teardown call."""
 
     seen: Counter[str]
 
@@ -32,12 +33,6 @@ class RunnerMachine(RuleBasedStateMachine):
 
     def run(self, coro):
         return self.loop.run_until_complete(coro)
-
-    def _close(self) -> None:
-        raise NotImplementedError
-
-    def step(self, **step):
-        raise NotImplementedError
 
     def teardown(self) -> None:
         if self.runner is not None:
