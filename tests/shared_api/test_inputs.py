@@ -8,16 +8,15 @@ into `interrupted` and never runs it again; a runtime without a model refuses in
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
 
 import pytest
 
 from aotx.journal import Reassembler, TransferKind
+from tests.waiting import open_stream, wait_until_async
 
-from .harness import fresh_spec, shared_app
+from .harness import BASE, fresh_spec, shared_app
 
 TERMINAL = ("completed", "cancelled", "interrupted", "failed")
 
@@ -40,15 +39,18 @@ async def _setup(p, bob_rights=("read",)):
     return sp["resource"], conv["resource"]
 
 
-async def _wait(party, op: str, states=TERMINAL, timeout: float = 120.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        status, receipt = await party.get(f"/operations/{op}")
-        assert status == 200, receipt
-        if receipt["execution"] in states:
-            return receipt
-        assert time.monotonic() < deadline, receipt
-        await asyncio.sleep(0.05)
+async def _wait(party, op: str, states=TERMINAL) -> dict:
+    async def receipt() -> dict:
+        status, body = await party.get(f"/operations/{op}")
+        assert status == 200, body
+        return body
+    return await wait_until_async(receipt, f"{op} to be {' or '.join(states)}",
+                                  done=lambda r: r["execution"] in states)
+
+
+def _stream(party, path: str, headers: dict[str, str] | None = None):
+    """An SSE route of `party`, read as it comes (tests.waiting.open_stream)."""
+    return open_stream(party.client, BASE + path, {**party.headers, **(headers or {})})
 
 
 def _sse_events(text: str) -> list[dict]:
@@ -227,9 +229,14 @@ async def test_restart_interrupts_an_unfinished_admission(nats_url, service):
     async with shared_app(nats_url, spec, service=service) as (runtime, p, client):
         alice = p["alice"]
         await alice.sync()
-        await asyncio.sleep(0.3)
+        # a later input runs to its end; the queue is first come, first leased, so an input the boot
+        # re-ran would have been leased before it
+        status, later = await alice.post(f"/conversations/{con}/inputs", alice.body(
+            key="e" * 32, text="Say no.", model=service.model_id, max_output_tokens=2))
+        assert status == 202, later
+        assert (await _wait(alice, later["operation"]))["execution"] == "completed"
         kinds = [t.kind for t in await _transfers(runtime)]
-        assert kinds.count(TransferKind.LEASE) == 1  # never re-run
+        assert kinds.count(TransferKind.LEASE) == 2  # the later input's only: the interrupted one never re-ran
         assert (await alice.get(f"/operations/{op}"))[1]["execution"] == "interrupted"
 
 
@@ -242,16 +249,12 @@ async def test_removing_a_member_ends_their_open_stream(nats_url, service):
         assert status == 202
         op = receipt["operation"]
         await _wait(alice, op, states=("running",) + TERMINAL)
-
-        async def remove_bob():
-            await asyncio.sleep(0.5)
-            bob_id = (await bob.sync())["participant"]
+        bob_id = (await bob.sync())["participant"]
+        async with _stream(bob, f"/operations/{op}/events") as stream:
+            assert await stream.started("bob's stream to open") == 200   # it is open: now bob is removed
             status, _ = await alice.post(f"/spaces/{space}/members", alice.body(participant=bob_id, permissions=[]))
             assert status == 201
-
-        (status, stream), _ = await asyncio.gather(bob.get(f"/operations/{op}/events"), remove_bob())
-        assert status == 200
-        events = _sse_events(stream)
+            events = _sse_events(await stream.finish())
         assert events[-1]["event"] == "error" and events[-1]["data"]["error"]["type"] == "not_found"
         assert all(e["event"] != "end" for e in events)
         assert (await bob.get(f"/operations/{op}/result"))[0] == 404
@@ -294,22 +297,19 @@ async def test_conversation_events_list_gap_and_stream(nats_url, service):
         assert [e["cursor"] for e in after["events"]] == ["2", "3"]
 
         # stream: resume after cursor 2 by Last-Event-ID, see a new input live, end when bob is removed
-        async def later():
-            await asyncio.sleep(0.3)
+        last_id = f"/aotx/v1/shared/conversations/{con}/events@2"
+        bob_id = (await bob.sync())["participant"]
+        async with _stream(bob, f"/conversations/{con}/events?stream=true", {"Last-Event-ID": last_id}) as stream:
+            assert await stream.started("bob's stream to open") == 200
+            await wait_until_async(lambda: "/events@3\n" in stream.text, "input 3 on bob's stream")
             status, r = await alice.post(path, alice.body(text="One more.", model=service.model_id,
                                                           max_output_tokens=2))
             assert status == 202
-            await _wait(alice, r["operation"])
-            await asyncio.sleep(0.3)
-            bob_id = (await bob.sync())["participant"]
+            await wait_until_async(lambda: "/events@4\n" in stream.text, "the new input 4 on bob's stream")
             assert (await alice.post(f"/spaces/{space}/members",
                                      alice.body(participant=bob_id, permissions=[])))[0] == 201
-
-        last_id = f"/aotx/v1/shared/conversations/{con}/events@2"
-        (status, stream), _ = await asyncio.gather(
-            bob.get(f"/conversations/{con}/events?stream=true", headers={"Last-Event-ID": last_id}), later())
-        assert status == 200
-        events = _sse_events(stream)
+            events = _sse_events(await stream.finish())
+        await _wait(alice, r["operation"])
         inputs = [e for e in events if e["event"] == "input"]
         assert [e["data"]["cursor"] for e in inputs] == ["3", "4"] and inputs[-1]["data"]["text"] == "One more."
         assert inputs[0]["id"] == f"/aotx/v1/shared/conversations/{con}/events@3"
