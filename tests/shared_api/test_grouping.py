@@ -9,14 +9,13 @@ the previous input's COMPLETION.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from aotx.engine import SamplingParams
 from aotx.journal import TransferKind
 from aotx.journal.lease import decode_lease
 from tests.conftest import started_service
+from tests.waiting import wait_until_async
 
 from .harness import fresh_spec, shared_app
 from .test_inputs import _transfers, _wait
@@ -46,7 +45,11 @@ async def test_inputs_wait_for_pages_and_run_one_group_at_a_time(nats_url, small
                 text="Reply with the single word yes.", model=model, max_output_tokens=120))
             assert status == 202
             ops.append(receipt)
-        await asyncio.sleep(0.2)
+        # the execution queue has weighed all three against the page budget and leased none: each pass
+        # describes every queued input and takes the head at once when it fits
+        queue = runtime.executor.queue
+        await wait_until_async(lambda: len(queue) == 3 and all(r.user_tokens for r in queue),
+                               "the execution queue to weigh the three inputs")
         for r in ops:
             assert (await alice.get(f"/operations/{r['operation']}"))[1]["execution"] == "queued"
         handle.cancel()   # its 7 pages return to the pool

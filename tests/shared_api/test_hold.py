@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from eventlog import JournalFull
+from tests.waiting import wait_until_async
 
 from .harness import fresh_spec, shared_app
 
@@ -46,10 +45,8 @@ async def test_full_stream_holds_then_lifts_after_purge(nats_url):
 
         # space returns: the operator purges the other tenant's subject; the hold lifts by itself
         await runtime.recorder.js.purge_stream(spec.name, subject=filler)
-        for _ in range(50):
-            if not (await alice.get("/capabilities"))[1]["journal"]["hold"]:
-                break
-            await asyncio.sleep(0.05)
-        assert (await alice.get("/capabilities"))[1]["journal"]["hold"] is False
+        async def journal() -> dict:
+            return (await alice.get("/capabilities"))[1]["journal"]
+        await wait_until_async(journal, "the hold to lift after the purge", done=lambda j: j["hold"] is False)
         status, sp = await alice.post("/spaces", body)
         assert status == 201 and sp["sequence"] == "2"

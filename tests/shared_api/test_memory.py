@@ -9,7 +9,6 @@ input whose journal write hit a hold resumes once it lifts.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import numpy as np
@@ -21,6 +20,7 @@ from aotx.runtime import SharedRuntime
 from aotx.runtime import memory_work as mw
 from aotx.runtime.executor import default_embedder
 from eventlog import JournalFull
+from tests.waiting import wait_until_async
 
 from .harness import fresh_spec, shared_app
 from .test_inputs import _wait
@@ -53,6 +53,12 @@ async def _memory(who, space: str) -> list[dict]:
     status, body = await who.get(f"/spaces/{space}/memory")
     assert status == 200, body
     return body["memory"]
+
+
+async def _result(who, op: str) -> dict:
+    status, body = await who.get(f"/operations/{op}/result")
+    assert status == 200, body
+    return body
 
 
 def _no_memory_prompt(service, text: str) -> int:
@@ -236,17 +242,14 @@ async def test_an_input_resumes_after_a_journal_hold(nats_url, service):
                                            alice.body(text=text, model=model, max_output_tokens=48))
         assert status == 202
         op = receipt["operation"]
-        for _ in range(2000):  # wait for its first saved output bytes
-            body = (await alice.get(f"/operations/{op}/result"))[1]
-            if body["saved_bytes"]:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until_async(lambda: _result(alice, op), f"{op}'s first saved output bytes",
+                               done=lambda body: body["saved_bytes"])
         filler = spec.subject("f" * 32, "filler")
         with pytest.raises(JournalFull):
             for i in range(100_000):
                 await runtime.recorder.append(filler, b"x" * 512, msg_id=f"fill-{i}")
-        await asyncio.sleep(1.0)
-        assert runtime.hold.active
+        # its next output write meets the full stream: the runtime holds
+        await wait_until_async(lambda: runtime.hold.active, "the runtime to hold the full journal")
         assert (await alice.get(f"/operations/{op}"))[1]["execution"] == "running"
         await runtime.recorder.js.purge_stream(spec.name, subject=filler)
         done = await _wait(alice, op)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from eventlog import EmbeddedNats
+from tests.waiting import wait_until_async
 
 from .harness import fresh_spec, shared_app
 
@@ -73,7 +72,8 @@ async def test_kill_9_of_nats_server(tmp_path):
     spec = fresh_spec()
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
-        async with shared_app(server.url, spec, timeout=0.5, probe_interval=0.1) as (runtime, p, _):
+        # the runtime's default journal timeout: a 0.5 s one turned a slow fsync on a busy box into a hold
+        async with shared_app(server.url, spec, probe_interval=0.1) as (runtime, p, _):
             receipts = await _workload(p)
             live_hash = runtime.state_hash()
             server.kill()
@@ -84,11 +84,9 @@ async def test_kill_9_of_nats_server(tmp_path):
             assert runtime.state_hash() == live_hash
             assert (await alice.get("/participant"))[0] == 200  # reads go on
             server.start()
-            for _ in range(100):
-                status, got = await alice.post("/spaces", body)
-                if status != 429:
-                    break
-                await asyncio.sleep(0.1)
+            # each 429 changes nothing: the same mutation again until the hold has lifted
+            status, got = await wait_until_async(lambda: alice.post("/spaces", body), "the hold to lift",
+                                                 done=lambda answer: answer[0] != 429)
             assert status == 201, got
             receipts[got["operation"]] = got
             live_hash = runtime.state_hash()
