@@ -72,7 +72,7 @@ async def test_kill_9_of_nats_server(tmp_path):
     spec = fresh_spec()
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
-        # the runtime's default journal timeout: a 0.5 s one turned a slow fsync on a busy box into a hold
+        # the runtime's default journal timeout: a 0.5 s one could turn a slow fsync on a busy box into a hold
         async with shared_app(server.url, spec, probe_interval=0.1) as (runtime, p, _):
             receipts = await _workload(p)
             live_hash = runtime.state_hash()
