@@ -6,6 +6,7 @@ import pytest
 from aotx.engine import Delta, Engine, EngineConfig, RequestRejected, SamplingParams
 from tests.engine.engine_fakes import (FailingBackend, FakeBackend, FakeTokenizer,
                                        reference_greedy)
+from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 
 def make_engine(backend=None, start=True, **cfg) -> tuple[Engine, FakeBackend]:
@@ -202,7 +203,8 @@ async def test_cancel_frees_pages_and_is_idempotent():
     class Gated(FakeBackend):
         def forward(self, batch):
             if self.forward_calls >= 2:
-                release.wait(5)            # hold generation until the test has cancelled
+                # hold generation until the test has cancelled (a deadline only against a hang)
+                assert release.wait(DEFAULT_TIMEOUT), "the test never released generation"
             return super().forward(batch)
 
     engine, _ = make_engine(backend=Gated(num_pages=64, page_size=4))
@@ -216,15 +218,13 @@ async def test_cancel_frees_pages_and_is_idempotent():
         rest = await collect(h)
         assert rest[-1].finish_reason == "cancelled"
         h.cancel()
-        for _ in range(100):
-            if engine.stats().kv_pages_in_use == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert engine.stats().kv_pages_in_use == 0
+        await wait_until_async(lambda: engine.stats(), "the cancelled request's pages to return",
+                               done=lambda st: st.kv_pages_in_use == 0)
         assert engine.stats().requests_finished_total["cancelled"] == 1
         deltas = await collect(engine.submit(list(b"next"), greedy(2)))
         assert deltas[-1].finish_reason == "length"
     finally:
+        release.set()
         await engine.stop()
 
 
@@ -262,7 +262,8 @@ async def test_request_whose_event_loop_closed_is_cancelled():
 
     class Gated(FakeBackend):
         def forward(self, batch):
-            closed.wait(5)                 # no step runs until the caller's loop is gone
+            # no step runs until the caller's loop is gone (a deadline only against a hang)
+            assert closed.wait(DEFAULT_TIMEOUT), "the caller's loop never closed"
             return super().forward(batch)
 
     engine, _ = make_engine(backend=Gated(num_pages=64, page_size=4))
@@ -278,14 +279,14 @@ async def test_request_whose_event_loop_closed_is_cancelled():
             closed.set()
 
         await asyncio.to_thread(submit_then_close_loop)
-        for _ in range(200):
-            if engine.stats().requests_finished_total.get("cancelled") == 1:
-                break
-            await asyncio.sleep(0.01)
-        stats = engine.stats()
+        # the finish is counted before the gauges (pages, running) are synced: wait for both
+        stats = await wait_until_async(lambda: engine.stats(), "the orphaned request to be cancelled",
+                                       done=lambda st: st.requests_finished_total.get("cancelled") == 1
+                                       and st.kv_pages_in_use == 0 and st.running == 0)
         assert stats.requests_finished_total == {"cancelled": 1}
         assert stats.kv_pages_in_use == 0 and stats.running == 0
     finally:
+        closed.set()
         await engine.stop()
 
 
