@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import httpx
+
+from tests.waiting import wait_until
 
 MODEL = "smollm2-135m-instruct"
 SURFACES = ("chat", "completions", "messages", "responses", "shared")  # shared: inputs of /aotx/v1/shared
@@ -77,15 +78,10 @@ def test_client_disconnect_cancels(base_url):
         for i, _ in enumerate(r.iter_lines()):
             if i > 3:
                 break
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        after = httpx.get(f"{base_url}/v1/stats").json()["engine"]
-        if after["finished"].get("cancelled", 0) > before["finished"].get("cancelled", 0) \
-                and after["running"] == 0:
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"request was not cancelled: {after}")
+    after = wait_until(lambda: httpx.get(f"{base_url}/v1/stats").json()["engine"],
+                       "the disconnected request to be cancelled",
+                       done=lambda st: st["finished"].get("cancelled", 0) > before["finished"].get("cancelled", 0)
+                       and st["running"] == 0)
     assert after["generation_tokens_total"] - before["generation_tokens_total"] < 2000
 
 

@@ -16,6 +16,8 @@ from api.shared import attach_shared, token_sha256
 from aotx.runtime import SharedRuntime
 from eventlog import StreamSpec
 from scenarios import HttpTransport, Model, Party, QuartTransport, Runner
+from scenarios.client import TransportError
+from tests.waiting import wait_until_async
 
 ALL = frozenset({"shared_read", "shared_write", "shared_manage"})
 GRANTS = {"alice": ALL, "bob": ALL, "carol": ALL, "dave": frozenset({"shared_read", "shared_write"})}
@@ -48,13 +50,12 @@ async def http_stack(nats_url: str, service: Any, spec: StreamSpec | None = None
     port = await ready
     transport = HttpTransport(f"http://127.0.0.1:{port}", timeout=120)
     try:
-        for _ in range(200):  # serving starts after the runtime's boot (journal replay)
+        async def serving() -> bool:   # serving starts after the runtime's boot (journal replay)
             try:
-                if (await transport.request("GET", "/capabilities", TOKENS["alice"])).status == 200:
-                    break
-            except Exception:  # noqa: BLE001 — not listening yet
-                pass
-            await asyncio.sleep(0.05)
+                return (await transport.request("GET", "/capabilities", TOKENS["alice"])).status == 200
+            except TransportError:   # not listening yet
+                return False
+        await wait_until_async(serving, "the scenario stack to answer /capabilities")
         yield runtime, transport
     finally:
         await transport.close()

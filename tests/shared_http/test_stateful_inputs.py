@@ -17,7 +17,6 @@ Invariants, checked by the scenarios runner on every answer:
 """
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 
 import pytest
@@ -25,9 +24,11 @@ from hypothesis import HealthCheck, Phase, seed, settings, strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from scenarios import parse_sse
+from scenarios.client import BASE
 from scenarios.model import MEMBER, READ
 from tests.scenarios.conftest import service  # noqa: F401 — the module's fixture
 from tests.scenarios.stack import GRANTS, fresh_spec, quart_stack, runner_for
+from tests.waiting import open_stream
 
 from .core_rules import index, journal_core_rules
 
@@ -173,16 +174,16 @@ class SharedInputsMachine(journal_core_rules(actors, back)):
 
         async def go():
             party = runner.parties[reader]
-            stream = asyncio.ensure_future(party.get(f"/conversations/{con}/events?stream=true"))
-            await asyncio.sleep(0.15)
-            removed = await runner.mutate(owner, MEMBER, {"participant": m.parties[reader].pid, "permissions": []},
-                                          space=sid)
-            assert removed.status == 201, removed
-            return await asyncio.wait_for(stream, 30)
+            async with open_stream(party.transport.client, f"{BASE}/conversations/{con}/events?stream=true",
+                                   {"Authorization": f"Bearer {party.token}"}) as stream:
+                status = await stream.started(f"{reader}'s conversation stream to open")
+                assert status == 200, (status, stream.text)   # open: now the owner removes the reader
+                removed = await runner.mutate(owner, MEMBER, {"participant": m.parties[reader].pid,
+                                                              "permissions": []}, space=sid)
+                assert removed.status == 201, removed
+                return await stream.finish()
 
-        got = self.run(go())
-        assert got.status == 200, got
-        events = parse_sse(got.body)
+        events = parse_sse(self.run(go()))
         assert events and events[-1]["event"] == "error", events[-3:]
         assert events[-1]["data"]["error"]["type"] == "not_found"
         cursors = [int(e["data"]["cursor"]) for e in events if e["event"] == "input"]
