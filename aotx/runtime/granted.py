@@ -31,6 +31,11 @@ class GrantedRuntime:
         self.runtime, self.grants = runtime, grants
         runtime.author_grants = self.author_grants   # recall reads an author's grants from the same file
 
+    def replace_grants(self, grants: GrantFile) -> None:
+        """Use another (fresh, already checked) grant file from now on: the next command or read of
+        every principal, each new read of an open stream and the next recall intersect with it."""
+        self.grants = grants
+
     def author_grants(self, lineage: bytes) -> Grants:
         """The grant file's current actions of the principal whose lineage this is (none if unnamed)."""
         for name, actions in self.grants.principals.items():

@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import base64
 
+from api.shared import replace_principals
 from aotx.chat_types import ChatMessage
 from aotx.runtime import memory_work as mw
 from aotx.runtime.executor import default_embedder
 from aotx.state import Grants
 
-from .harness import BASE, fresh_spec, shared_app
+from .harness import BASE, PRINCIPALS, TOKENS, fresh_spec, shared_app
 from .test_inputs import _sse_events, _wait
 from .test_memory import _memory, _register, _say, _space
 
 SECRET = "The vault password is ZEBRA-4491."
+ALL = {"shared_read", "shared_write", "shared_manage"}
 
 
 def _bare_prompt(service, text: str) -> int:
@@ -105,10 +107,18 @@ async def test_an_author_removed_before_recall_recalls_nothing_of_the_room(nats_
                              Grants.all(), vector, 3).context == ""
 
 
-async def _open_stream(client, who, path: str):
+async def _open_stream(client, who, path: str, timeout: float = 30.0):
+    """An SSE request whose response has started (its status and headers are sent)."""
     conn = client.request(BASE + path, method="GET", headers=who.headers)
     await conn.__aenter__()
     await conn.send_complete()
+
+    async def started():
+        while conn.status_code is None:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(started(), timeout)
+    assert conn.status_code == 200 and conn.headers["Content-Type"].startswith("text/event-stream")
     return conn
 
 
@@ -171,3 +181,35 @@ async def test_a_removed_author_keeps_his_receipt_but_not_his_result(nats_url, s
         assert status == 200 and got["execution"] == done["execution"]
         assert base64.b64decode(got["bytes"]) == base64.b64decode(
             (await alice.get(f"/operations/{op}/result"))[1]["bytes"])
+
+
+async def test_replaced_principals_take_effect_on_open_streams(nats_url):
+    """The gateway's principals swapped on a running app (SIGHUP's reload): a grant removed refuses
+    the next read of an open stream, a token removed ends it too, a token added is accepted."""
+    async with shared_app(nats_url, fresh_spec()) as (runtime, p, client):
+        alice, bob, carol = p["alice"], p["bob"], p["carol"]
+        await _register(alice, bob, carol)
+        room, con = await _space(alice, "room")
+        await _set(alice, room, bob, ["read"])
+        await _set(alice, room, carol, ["read"])
+        bob_stream = await _open_stream(client, bob, f"/conversations/{con}/events?stream=true")
+        carol_stream = await _open_stream(client, carol, f"/conversations/{con}/events?stream=true")
+        app = client.app
+        digest = {name: d for d, (name, _) in PRINCIPALS.items()}
+        try:
+            changed = {d: v for d, v in PRINCIPALS.items() if v[0] != "carol"}     # carol's token removed
+            changed[digest["bob"]] = ("bob", {"shared_write"})                       # bob's read grant removed
+            replace_principals(app, changed)
+            bob_end = _sse_events(await _read_until(bob_stream, lambda t: False))
+            carol_end = _sse_events(await _read_until(carol_stream, lambda t: False))
+        finally:
+            await bob_stream.disconnect()
+            await carol_stream.disconnect()
+        assert bob_end[-1]["event"] == "error" and bob_end[-1]["data"]["error"]["type"] == "forbidden"
+        assert carol_end[-1]["event"] == "error" and carol_end[-1]["data"]["error"]["type"] == "unauthorized"
+        assert (await bob.get(f"/spaces/{room}"))[0] == 403
+        assert (await carol.client.get(BASE + "/participant", headers=carol.headers)).status_code == 401
+        assert (await alice.get(f"/spaces/{room}"))[0] == 200
+        replace_principals(app, {**changed, digest["carol"]: ("carol", ALL)})
+        assert (await carol.get(f"/spaces/{room}"))[0] == 200
+        assert TOKENS["carol"]
