@@ -18,7 +18,7 @@ from aotx.runtime import memory_work as mw
 from aotx.runtime.executor import default_embedder
 from aotx.state import Grants
 
-from .harness import BASE, PRINCIPALS, TOKENS, fresh_spec, shared_app
+from .harness import BASE, PRINCIPALS, fresh_spec, shared_app
 from .test_inputs import _sse_events, _wait
 from .test_memory import _memory, _register, _say, _space
 
@@ -212,4 +212,3 @@ async def test_replaced_principals_take_effect_on_open_streams(nats_url):
         assert (await alice.get(f"/spaces/{room}"))[0] == 200
         replace_principals(app, {**changed, digest["carol"]: ("carol", ALL)})
         assert (await carol.get(f"/spaces/{room}"))[0] == 200
-        assert TOKENS["carol"]
