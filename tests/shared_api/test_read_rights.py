@@ -5,6 +5,7 @@
   into an input's prompt and as a publication source; a removed member loses it the same way.
 * An author keeps his receipt, but his input's result bytes and live events need current read
   rights in the conversation's space: a removed author gets 403 and his open stream ends.
+* Principals swapped on a running app (the SIGHUP reload) reach open streams at their next read.
 """
 
 from __future__ import annotations
