@@ -4,7 +4,8 @@ Loads the model (the same ModelService as `aotx serve`, same model flags; a prog
 and attaches it, so shared inputs admitted through any gateway run here; `--no-model` leaves it out
 (inputs then answer 409). Boots by journal replay (progress bar on stderr), then answers shared
 commands and reads over NATS request/reply on `aotx.rt.<name>.cmd` and announces state changes on
-`aotx.rt.<name>.changed` (gateways' SSE streams wait on it) until SIGINT/SIGTERM.
+`aotx.rt.<name>.changed` (gateways' SSE streams wait on it) until SIGINT/SIGTERM. SIGHUP reads the
+deployment grant file again (ops/reload.py; issue it first with `aotx grants`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
 from aotx.serving import ModelService
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
+from ops.reload import boot_reloader, on_sighup
 from ops.shared_stack import granted_runtime
 
 
@@ -51,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
         if service is None:
             return 1
         target.attach_service(service)  # shared inputs run on this engine and KV pool
-    return asyncio.run(_boot(target, rf.name, args.nats, service))
+    return asyncio.run(_boot(target, rf.name, args.nats, service, args.grant_max_age_hours * 3600))
 
 
-async def _boot(target, name: str, nats_url: str, service: ModelService | None) -> int:
+async def _boot(target, name: str, nats_url: str, service: ModelService | None, max_age_s: float) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    on_sighup(boot_reloader(target, target.grants.path.parent, max_age_s))   # SIGHUP: the grant file again
     if service is not None:
         service.start()
     try:

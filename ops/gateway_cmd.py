@@ -1,7 +1,8 @@
 """`aotx gateway --config FILE --nats URL`: the HTTP gateway alone.
 
 Serves /health and /aotx/v1/shared only; shared routes forward to a runtime (`aotx boot`) over
-NATS request/reply. The model surfaces need the model: `aotx serve` serves them.
+NATS request/reply. The model surfaces need the model: `aotx serve` serves them. SIGHUP reads the
+gateway config again (ops/reload.py).
 """
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 from api.app import create_shared_gateway
 from api.gateway_config import GatewayConfigError, load_gateway_config
 from api.server import serve_app
 from api.settings import GatewaySettings
 from aotx.runtime import RemoteRuntime, rpc_subject
+from ops.reload import gateway_reloader, on_sighup
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,14 +39,15 @@ def run(args: argparse.Namespace) -> int:
     settings = GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
     remote = RemoteRuntime(args.nats, args.runtime_name, config.config_sha256, timeout=args.timeout)
     app = create_shared_gateway(remote, config.shared_principals(), settings, runtime_name=args.runtime_name)
-    return asyncio.run(_serve(app, settings, args.runtime_name))
+    return asyncio.run(_serve(app, settings, args.runtime_name, config.path))
 
 
-async def _serve(app, settings: GatewaySettings, name: str) -> int:
+async def _serve(app, settings: GatewaySettings, name: str, config_path: Path) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    on_sighup(gateway_reloader(app, config_path))   # SIGHUP: the gateway config again
 
     def ready(host: str, port: int) -> None:
         print(f"aotx: gateway on http://{host}:{port} serves /aotx/v1/shared only, forwarded to runtime {name} "

@@ -24,6 +24,7 @@ from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_s
 from aotx.serving import ModelService
 from eventlog import EmbeddedNats, NatsServerError
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
+from ops.reload import on_sighup, serve_reloader
 from ops.shared_stack import granted_runtime
 
 log = logging.getLogger("aotx.serve")
@@ -111,6 +112,7 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
 
     def ready(host: str, port: int) -> None:
         print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {nats_url}; "

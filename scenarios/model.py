@@ -389,6 +389,15 @@ class Model:
             return 404
         return 200
 
+    def read_result_status(self, name: str, op: str) -> int:
+        """GET /operations/{op}/result and /events: as the receipt, but an own input's result also
+        needs current read rights in its space (403 without: its receipt tells the author it exists)."""
+        status = self.read_operation_status(name, op)
+        i = self.inputs.get(op)
+        if status == 200 and i is not None and i.actor == name and READ not in self.rights(name, i.space):
+            return 403
+        return status
+
     def read_memory_status(self, name: str, sid: str) -> int:
         return self.read_space_status(name, sid)
 

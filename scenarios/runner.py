@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .client import Answer, Party, TransportError, new_key, parse_sse
-from .model import (CANCEL, CONVERSATION, INPUT, MEMBER, NEW_STATUSES, PUBLISH, REGISTER, RETIRE, SPACE, TERMINAL,
-                    Model, memory_object)
+from .model import (CANCEL, CONVERSATION, INPUT, MEMBER, NEW_STATUSES, PUBLISH, READ, REGISTER, RETIRE, SPACE,
+                    TERMINAL, Model, memory_object)
 
 UNKNOWN_STATUSES = (429, 503)
 BASE = "/aotx/v1/shared"
@@ -352,7 +352,7 @@ class Runner:
 
     async def read_result(self, actor: str, op: str, *, offset: int = 0, limit: int | None = None) -> Answer:
         """GET /operations/{op}/result from `offset` to the end saved now (pages of `limit` bytes)."""
-        expected = self.model.read_operation_status(actor, op)
+        expected = self.model.read_result_status(actor, op)
         first = None
         offset = min(offset, len(self.results.get(op, b"")))
         while True:
@@ -369,7 +369,7 @@ class Runner:
 
     async def read_events(self, actor: str, op: str, resume: int | None = None) -> Answer:
         """GET /operations/{op}/events (SSE) to its end, resumed by Last-Event-ID at byte `resume`."""
-        expected = self.model.read_operation_status(actor, op)
+        expected = self.model.read_result_status(actor, op)
         headers = None
         if resume is not None:
             resume = min(resume, len(self.results.get(op, b"")))
@@ -401,7 +401,7 @@ class Runner:
                                                          "finish")})
             elif e["event"] == "error":
                 # rights or membership went away during the stream: only then may it end this way
-                if self.model.read_operation_status(actor, op) == 200:
+                if self.model.read_result_status(actor, op) == 200:
                     raise ScenarioViolation(f"{what}: the stream ended with {e['data']} while still readable")
         if not events or events[-1]["event"] not in ("end", "error"):
             raise ScenarioViolation(f"{what}: the stream ended without an end or error event: {events[-1:]}")
@@ -436,6 +436,9 @@ class Runner:
             by_object[r["object"]] = r
             if r["owner"] != sid and r["scope"] != "instance":
                 raise ScenarioViolation(f"{what}: a {r['scope']} row of {r['owner']} is listed here")
+            if r["owner"] != sid and READ not in m.rights(actor, r["owner"]):
+                raise ScenarioViolation(f"{what}: instance memory of {r['owner']}, which {actor} may not read, "
+                                        "is listed here")
             if (r["scope"] == "room") != (r["room"] is not None) or (r["room"] is not None and r["room"] != r["owner"]):
                 raise ScenarioViolation(f"{what}: room {r['room']} of a {r['scope']} row owned by {r['owner']}")
             if r["kind"] == "text":

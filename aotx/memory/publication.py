@@ -20,7 +20,7 @@ from ..state.derive import lineage_for
 from ..state.errors import IdError
 from ..state.ids import IdKind, format_id, parse_id
 from ..state.memory_rows import MemoryKind
-from ..state.rights import Actor, effective_rights
+from ..state.rights import Actor, effective_rights, space_reader
 from ..state.state import State
 from ..state.vocab import Rights, Scope
 from .events import MemoryOp, MemoryPublished
@@ -56,7 +56,7 @@ def decide_publication(store: MemoryStore, state: State, actor: Actor, op: Memor
     orow = state.space_row(owner[:16], owner[16:])
     if orow is None or not effective_rights(state, orow, prow, actor.grants) & Rights.READ:
         return missing
-    if not store.visible(obj, owner):
+    if not store.visible(obj, owner, space_reader(state, prow, actor.grants)):
         return missing
     if source_version != text.row.version:
         return conflict(f"memory object {obj.hex()} is at version {text.row.version}, not {source_version}")

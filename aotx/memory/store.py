@@ -8,12 +8,17 @@ Object graph per retained input (all owned by the conversation's space, version 
                                             ← interpretation (kind 4, mode 2 only)
 Each derived object also records the version of its source it was made from.
 
-Visibility of object o in space S (transitive, current versions):
-  * o's owner is S, or o has instance scope; and
+Visibility of object o in space S to a reader (transitive, current versions):
+  * o's owner is S, or o has instance scope and a reader is given; and
+  * the reader, when given, may read o's owner space now (`Reader`: the caller's current grants ∩
+    membership there — a zero-rights row blocks implicit instance access, so it blocks instance
+    memory seen from any other space too); and
   * o has no source, or its source object exists, is at exactly the version o was made from,
     and is itself visible in S.
 So private and room memory never leaves its own space (two private spaces of one owner share
-nothing), and a revised text hides what was derived from its old version.
+nothing), instance memory reaches only readers of its owner space, and a revised text hides
+what was derived from its old version. Without a reader only S's own memory is visible (fail
+closed): every product read passes the reader's rights.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -34,6 +39,11 @@ from .payload import EMBEDDING_DIM, SourceRecord, check_text_payload, embedding_
 
 ZERO16, ZERO32 = bytes(16), bytes(32)
 MAX_LIST = 1000
+Reader = Callable[[bytes], bool]    # may the reader read this owner space (32-byte space ID) now?
+
+
+def _any_space(owner: bytes) -> bool:   # only for bounds over what any reader could see
+    return True
 
 
 @dataclass(frozen=True)
@@ -118,39 +128,45 @@ class MemoryStore:
         view.flags.writeable = False
         return view
 
-    def visible(self, obj: bytes, space: bytes, _seen: dict[bytes, bool] | None = None) -> bool:
-        """Transitive visibility of the current version of `obj` in `space` (32-byte space ID)."""
+    def visible(self, obj: bytes, space: bytes, reader: Reader | None = None, *,
+                _seen: dict[bytes, bool] | None = None) -> bool:
+        """Transitive visibility of the current version of `obj` in `space` (32-byte space ID) to
+        `reader` (None: only `space`'s own memory)."""
         memo = {} if _seen is None else _seen
         if obj in memo:
             return memo[obj]
         o = self._objects.get(obj)
-        ok = o is not None and (o.row.owner == space or o.row.scope == Scope.INSTANCE)
+        ok = o is not None and (o.row.owner == space or (reader is not None and o.row.scope == Scope.INSTANCE)) \
+            and (reader is None or reader(o.row.owner))
         if ok and o.row.source != ZERO16:
             parent = self._objects.get(o.row.source)
             ok = parent is not None and parent.row.version == o.source_version and \
-                self.visible(o.row.source, space, memo)
+                self.visible(o.row.source, space, reader, _seen=memo)
         memo[obj] = ok
         return ok
 
-    def list_rows(self, space: bytes, cursor: int = 0, limit: int = 100) -> tuple[list[MemoryRow], int | None]:
-        """Visible current rows of a space in creation order; (rows, next cursor or None)."""
+    def list_rows(self, space: bytes, cursor: int = 0, limit: int = 100,
+                  reader: Reader | None = None) -> tuple[list[MemoryRow], int | None]:
+        """Rows visible in a space to `reader`, current versions, in creation order; (rows, next cursor or None)."""
         out: list[MemoryRow] = []
         pos, limit, memo = max(cursor, 0), max(1, min(limit, MAX_LIST)), {}
         while pos < len(self._order) and len(out) < limit:
             obj = self._order[pos]
-            if self.visible(obj, space, memo):
+            if self.visible(obj, space, reader, _seen=memo):
                 out.append(self._objects[obj].row)
             pos += 1
         return out, (pos if pos < len(self._order) else None)
 
-    def list_json(self, space: bytes, cursor: int = 0, limit: int = 100) -> dict[str, Any]:
-        rows, nxt = self.list_rows(space, cursor, limit)
+    def list_json(self, space: bytes, cursor: int = 0, limit: int = 100,
+                  reader: Reader | None = None) -> dict[str, Any]:
+        rows, nxt = self.list_rows(space, cursor, limit, reader)
         return {"memory": [memory_row_json(r) for r in rows], "next_cursor": None if nxt is None else str(nxt)}
 
-    def read(self, obj: bytes, space: bytes, offset: int = 0, version: int | None = None) -> MemoryRead | Refusal:
-        """One row and the exact payload bytes from `offset`, if visible in `space` (else 404)."""
+    def read(self, obj: bytes, space: bytes, offset: int = 0, version: int | None = None,
+             reader: Reader | None = None) -> MemoryRead | Refusal:
+        """One row and the exact payload bytes from `offset`, if visible in `space` to `reader` (else 404)."""
         o = self._objects.get(obj)
-        if o is None or not self.visible(obj, space):
+        if o is None or not self.visible(obj, space, reader):
             return not_found(f"memory object {obj.hex()} not found")
         if version is not None and version != o.row.version:
             return conflict(f"memory object {obj.hex()} is at version {o.row.version}, not {version}")
@@ -158,8 +174,9 @@ class MemoryStore:
             return Refusal(400, "invalid_request", f"offset {offset} is outside 0..{len(o.payload)}")
         return MemoryRead(o.row, o.payload[offset:], offset, len(o.payload))
 
-    def recall(self, space: bytes, query: np.ndarray, k: int) -> list[Recalled]:
-        """Top-k visible text memory of `space` by cosine similarity to `query` (an L2-normalised vector).
+    def recall(self, space: bytes, query: np.ndarray, k: int, reader: Reader | None = None) -> list[Recalled]:
+        """Top-k text memory visible in `space` to `reader` by cosine similarity to `query` (an
+        L2-normalised vector).
 
         Order: score descending, then creation order of the embedding row (stable, deterministic).
         """
@@ -170,7 +187,8 @@ class MemoryStore:
         if k <= 0 or n == 0:
             return []
         memo: dict[bytes, bool] = {}
-        rows = np.array([i for i, e in enumerate(self._matrix_ids) if self.visible(e, space, memo)], dtype=np.int64)
+        rows = np.array([i for i, e in enumerate(self._matrix_ids) if self.visible(e, space, reader, _seen=memo)],
+                        dtype=np.int64)
         if rows.size == 0:
             return []
         scores = self._matrix[rows] @ q
@@ -181,21 +199,23 @@ class MemoryStore:
             text = self._objects[emb.row.source]
             source = self._objects[text.row.source]
             interp = self.interpretation_of(text.id)
-            if interp is not None and not self.visible(interp.id, space, memo):
+            if interp is not None and not self.visible(interp.id, space, reader, _seen=memo):
                 interp = None
             out.append(Recalled(float(scores[i]), text, source, emb, interp))
         return out
 
     def visible_texts(self, space: bytes) -> list[tuple[MemoryObject, MemoryObject | None]]:
-        """Every text memory recall could pick in `space` (its embedding visible), with its visible
-        interpretation or None — what bounds the size of a rendered recall."""
+        """Every text memory recall could pick in `space` for any reader (its own memory and every
+        instance memory, embedding visible), with its interpretation or None — what bounds the size
+        of a rendered recall (a bound: no reader's rights are asked, nothing is shown)."""
         memo: dict[bytes, bool] = {}
         out = []
         for e in self._matrix_ids:
-            if self.visible(e, space, memo):
+            if self.visible(e, space, _any_space, _seen=memo):
                 text = self._objects[self._objects[e].row.source]
                 interp = self.interpretation_of(text.id)
-                out.append((text, interp if interp is not None and self.visible(interp.id, space, memo) else None))
+                out.append((text, interp if interp is not None and self.visible(interp.id, space, _any_space,
+                                                                                   _seen=memo) else None))
         return out
 
     def digest(self) -> str:

@@ -1,9 +1,11 @@
 """Memory reads (GET /spaces/{space}/memory, GET /memory/{object}): rights first, then visibility.
 
-Both rechecks the reader's current grants ∩ membership (as every shared read does): a space
-the reader cannot read answers 404, whatever it holds. An object is read in its owner space:
-it must be visible there (transitive visibility, current versions) and that space readable
-by the reader; otherwise 404, so a read reveals nothing of memory the reader may not see.
+Both recheck the reader's current grants ∩ membership (as every shared read does): a space
+the reader cannot read answers 404, whatever it holds. A list shows the space's own memory and
+the instance memory of spaces the reader may read now (a zero-rights row in an instance space
+hides its memory everywhere). An object is read in its owner space: it must be visible there
+(transitive visibility, current versions) and that space readable by the reader; otherwise 404,
+so a read reveals nothing of memory the reader may not see.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from ..state.decision import Refusal, not_found
 from ..state.errors import IdError
 from ..state.ids import IdKind, format_id, parse_hex16, parse_id
 from ..state.queries import readable_space
-from ..state.rights import Actor
+from ..state.derive import lineage_for
+from ..state.rights import Actor, space_reader
 from ..state.state import State
-from .store import MemoryStore
+from .store import MemoryStore, Reader
+
+
+def reader_of(state: State, actor: Actor) -> Reader:
+    """The actor's read rights on spaces now (current grants ∩ membership), for one read."""
+    return space_reader(state, state.participant_row(lineage_for(actor.principal)), actor.grants)
 
 
 def list_memory(state: State, store: MemoryStore, actor: Actor, space: str, cursor: int = 0,
@@ -25,7 +33,7 @@ def list_memory(state: State, store: MemoryStore, actor: Actor, space: str, curs
     if isinstance(found, Refusal):
         return found
     rid = parse_id(space, IdKind.SPACE)
-    return store.list_json(rid.lineage + rid.ident, cursor, limit)
+    return store.list_json(rid.lineage + rid.ident, cursor, limit, reader_of(state, actor))
 
 
 def memory_object(state: State, store: MemoryStore, actor: Actor, obj: str, offset: int = 0) -> dict[str, Any] | Refusal:
@@ -40,5 +48,5 @@ def memory_object(state: State, store: MemoryStore, actor: Actor, obj: str, offs
     found = readable_space(state, actor, format_id(IdKind.SPACE, owner[:16], owner[16:]))
     if isinstance(found, Refusal):
         return not_found(f"memory object {obj} not found") if found.status == 404 else found
-    read = store.read(key, owner, offset)
+    read = store.read(key, owner, offset, reader=reader_of(state, actor))
     return read if isinstance(read, Refusal) else read.json()

@@ -385,7 +385,9 @@ class Executor:
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(request)
         vector = await (run.embedding if run.embedding is not None else self._embed(text))
-        rendered = mw.recall_rendered(self.runtime.memory, place, vector, int(record.lease_revision))
+        # the author's rights now, after the wait (not those at admission)
+        rendered = mw.recall_for(self.runtime.state, self.runtime.memory, place.space, run.lineage,
+                                 self.runtime.author_grants(run.lineage), vector, int(record.lease_revision))
         mode = int(record.retention_mode)
         interpretation = None
         if mode == 2:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..runtime_file import GrantFile
-from ..state import Grants, MutationKind
+from ..state import Grants, MutationKind, lineage_for
 from ..state.rights import Actor
 from .outcome import Outcome
 from .runtime import SharedRuntime
@@ -29,6 +29,19 @@ def actions_of(grants: Grants) -> list[str]:
 class GrantedRuntime:
     def __init__(self, runtime: SharedRuntime, grants: GrantFile) -> None:
         self.runtime, self.grants = runtime, grants
+        runtime.author_grants = self.author_grants   # recall reads an author's grants from the same file
+
+    def replace_grants(self, grants: GrantFile) -> None:
+        """Use another (fresh, already checked) grant file from now on: the next command or read of
+        every principal, each new read of an open stream and the next recall intersect with it."""
+        self.grants = grants
+
+    def author_grants(self, lineage: bytes) -> Grants:
+        """The grant file's current actions of the principal whose lineage this is (none if unnamed)."""
+        for name, actions in self.grants.principals.items():
+            if lineage_for(name) == lineage:
+                return grants_of(actions)
+        return Grants()
 
     @property
     def started(self) -> bool:

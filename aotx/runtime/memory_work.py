@@ -4,10 +4,12 @@ Runs after the input's lease is applied (inside its execution deadline), before 
 
 1. the retained text = the input's text + one link per media row (aotx.memory.compose_text);
 2. its embedding (all-MiniLM-L6-v2 over the text without the links);
-3. recall: the top RECALL_K visible text memories of the conversation's space by similarity to
-   that embedding, read before this input is retained (an input never recalls itself), rendered
-   by the lease's revision (rev 3 compact context + the historical-data rule, rev 4/5 shared
-   source labels); links in recalled memory stay text;
+3. recall: the top RECALL_K text memories visible in the conversation's space to the input's
+   author by similarity to that embedding, read before this input is retained (an input never
+   recalls itself), rendered by the lease's revision (rev 3 compact context + the historical-data
+   rule, rev 4/5 shared source labels); links in recalled memory stay text. The author's rights
+   are read at recall time (current grants ∩ membership): an author removed from the space, or
+   blocked in an instance space, after his input's admission recalls nothing he may no longer read;
 4. the prompt: the rendered memory as the system message (when there is any) + the input as the
    user message, through the model's chat template;
 5. mode 2 only: the same model, asked for an interpretation of the input (INTERPRET_SYSTEM).
@@ -26,7 +28,7 @@ import numpy as np
 from ..chat_types import ChatMessage
 from ..memory import (CONTEXT_LIMIT, HISTORICAL_DATA_RULE, MediaRef, MemoryOp, MemoryRetained, MemoryStore,
                       RenderedMemory, compose_text, embedding_text, render_memory, retention_event)
-from ..state import State
+from ..state import Grants, State, space_reader
 from ..state.tables import raw
 from ..state.vocab import Scope
 
@@ -96,9 +98,12 @@ def embed_many(embedder: Any, texts: list[bytes]) -> list[np.ndarray]:
     return list(np.asarray(embedder.embed([embedding_text(t) for t in texts]), dtype=np.float32))
 
 
-def recall_rendered(store: MemoryStore, place: InputPlace, vector: np.ndarray, revision: int,
-                    k: int = RECALL_K) -> RenderedMemory:
-    return render_memory(revision, store.recall(place.space, vector, k))
+def recall_for(state: State, store: MemoryStore, space: bytes, author: bytes, grants: Grants, vector: np.ndarray,
+               revision: int, k: int = RECALL_K) -> RenderedMemory:
+    """What an input of `author` (a lineage, with his current grants) in `space` recalls now: only
+    memory he may read at this moment."""
+    reader = space_reader(state, state.participant_row(author), grants)
+    return render_memory(revision, store.recall(space, vector, k, reader))
 
 
 def prompt_messages(rendered: RenderedMemory, text: str) -> list[ChatMessage]:

@@ -133,7 +133,7 @@ class RuntimeRpcServer:
         if req.get("config_sha256") != want:
             return Outcome.error(503, "grants_mismatch",
                                  "the runtime's deployment grants were issued for another gateway config; "
-                                 "issue fresh grants with `aotx grants` and restart the runtime")
+                                 "issue fresh grants with `aotx grants` and send the runtime SIGHUP (or restart it)")
         actor = Actor(principal, grants_of(g for g in grants if isinstance(g, str)))
         op = req.get("op")
         if op == "describe":

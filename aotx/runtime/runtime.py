@@ -32,7 +32,7 @@ import sys
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
@@ -49,7 +49,7 @@ from ..state import (Accepted, CancelInput, Capacities, Command, ConversationCre
 from ..state.execution import TRANSFER_KIND, InputCompleted, execution_body
 from ..state.vocab import Execution
 from ..state.apply import apply_into, owned_copy
-from ..state.rights import Actor
+from ..state.rights import Actor, Grants
 from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
@@ -217,6 +217,10 @@ class SharedRuntime:
         self.retention_mode, self.lease_revision = int(retention_mode), int(lease_revision)
         self.automatic_memory = bool(automatic_memory)   # the served model's automatic-memory qualification
         self.embedder = embedder
+        # an input author's current grants (lineage → Grants), read when his input recalls memory;
+        # a bare runtime trusts its callers' actors and has none of its own: membership alone decides
+        # (GrantedRuntime puts the deployment grant file's here)
+        self.author_grants: Callable[[bytes], Grants] = lambda lineage: Grants.all()
         if service is not None:
             self.attach_service(service)
 

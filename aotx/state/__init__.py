@@ -26,7 +26,7 @@ from .mutations import (CancelInput, CreateConversation, CreateSpace, Mutation, 
 from .queries import (conversation_events, conversation_view, list_conversations, list_members, list_spaces, operation_view,
                       participant_view, readable_operation, result_view, space_view)
 from .receipts import find_operation, receipt_json, record_save
-from .rights import Actor, Grants, effective_rights, membership_rights
+from .rights import Actor, Grants, effective_rights, membership_rights, space_reader
 from .state import Save, State, empty_state
 from .state_hash import state_hash
 from .vocab import Admission, Commit, Execution, MutationKind, ResourceKind, Rights, Scope, Terminal, Transport
@@ -46,5 +46,5 @@ __all__ = [
     "membership_rights", "memory_row_from_json", "memory_row_json", "operation_id", "operation_sequence",
     "operation_view", "parse_counter", "parse_envelope", "parse_hex16", "parse_id", "parse_json_body",
     "parse_mutation", "participant_view", "receipt_json", "record_save", "space_view", "state_hash", "to_body",
-    "transfer_kind",
+    "space_reader", "transfer_kind",
 ]

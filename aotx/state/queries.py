@@ -150,9 +150,10 @@ def conversation_view(state: State, actor: Actor, conversation: str) -> dict[str
 
 
 def readable_operation(state: State, actor: Actor, operation: str) -> tuple[int, bool] | Refusal:
-    """(receipt slot, own?) of an operation the actor may read: any own receipt, or another
-    member's input in a conversation whose space the actor can read (current grants ∩ membership,
-    checked on every read). Anything else is 404 (a retired own handle 410)."""
+    """(receipt slot, own?) of an operation whose receipt the actor may read: any own receipt, or
+    another member's input in a conversation whose space the actor can read (current grants ∩
+    membership, checked on every read). Anything else is 404 (a retired own handle 410). What the
+    input made (result bytes, events) needs more: see `_readable_result`."""
     if (refusal := _reader(actor)) is not None:
         return refusal
     own = lineage_for(actor.principal)
@@ -204,6 +205,8 @@ def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
     record = state.executions[found[0]]
     if record is None:
         return Refusal(409, "not_an_input", f"operation {operation} is not an input; it has no result")
+    if found[1] and (refusal := _own_result_unreadable(state, actor, found[0], operation)) is not None:
+        return refusal
     saved = record.output
     if offset > len(saved):
         return Refusal(416, "offset_out_of_range", f"offset {offset} is beyond the {len(saved)} saved bytes")
@@ -217,6 +220,21 @@ def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
             "input_tokens": record.input_tokens if done else None,
             "output_tokens": record.output_tokens if done else None,
             "finish": record.finish if done else None, "error": record.error if done else None}
+
+
+def _own_result_unreadable(state: State, actor: Actor, slot: int, operation: str) -> Refusal | None:
+    """An author keeps his receipt, but what his input made (its output was generated with the
+    space's recalled memory) is conversation content: its result bytes and events need current
+    read rights in the conversation's space, like any member's. 403, not 404: the receipt already
+    tells him the operation and its conversation exist."""
+    r = state.receipts[slot]
+    con = state.conversation_row(raw(r["resource_lineage"]), raw(r["resource_ident"]))
+    if con is not None and effective_rights(state, int(state.conversations[con]["space"]),
+                                            state.participant_row(lineage_for(actor.principal)),
+                                            actor.grants) & Rights.READ:
+        return None
+    return forbidden(f"the result of operation {operation} needs read rights in its conversation's space, "
+                     "which you no longer have; its receipt stays readable")
 
 
 def _readable_conversation(state: State, actor: Actor, conversation: str) -> int | Refusal:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .state import State
 from .vocab import Rights, Scope
@@ -58,3 +59,18 @@ def membership_rights(state: State, space: int, participant: int | None) -> Righ
 
 def effective_rights(state: State, space: int, participant: int | None, grants: Grants) -> Rights:
     return membership_rights(state, space, participant) & grants.rights()
+
+
+def space_reader(state: State, participant: int | None, grants: Grants) -> Callable[[bytes], bool]:
+    """Whether this reader (a participant row, None = unregistered, with its current grants) may read
+    a space (32-byte ID: lineage ‖ id) in `state` now: READ in grants ∩ membership. Answers are
+    kept for the one read it is made for (build a new one for every read: rights change)."""
+    memo: dict[bytes, bool] = {}
+
+    def can_read(space: bytes) -> bool:
+        if space not in memo:
+            row = state.space_row(space[:16], space[16:])
+            memo[space] = row is not None and bool(effective_rights(state, row, participant, grants) & Rights.READ)
+        return memo[space]
+
+    return can_read

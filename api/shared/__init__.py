@@ -3,9 +3,9 @@
 Wire it with `attach_shared(app, runtime, principals)`.
 """
 
-from .attach import attach_shared
+from .attach import attach_shared, replace_principals
 from .auth import Principal, principals_from_gateway_config, token_sha256
 from .routes import BASE_PATH, make_blueprint
 
 __all__ = ["BASE_PATH", "Principal", "attach_shared", "make_blueprint", "principals_from_gateway_config",
-           "token_sha256"]
+           "replace_principals", "token_sha256"]

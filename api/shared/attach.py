@@ -72,3 +72,10 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
         nc, ext["media"], ext["media_nc"] = ext["media_nc"], None, None
         if nc is not None and not nc.is_closed:
             await nc.close()
+
+
+def replace_principals(app: Quart, principals: Mapping[str, tuple[str, Iterable[str]]]) -> None:
+    """Swap the shared routes' principals (same mapping as attach_shared's) on a running app: the
+    next request, and the next read of every open SSE stream, authenticate and grant by these.
+    Malformed input raises ValueError and changes nothing."""
+    app.extensions[_EXT]["principals"] = normalise(principals)

@@ -131,7 +131,8 @@ def openapi_document(base: str) -> dict[str, Any]:
             "cancel exactly the caller's input of target_sequence in this conversation",
             _mutation({"target_sequence": _ENVELOPE["sequence"]}, ("target_sequence",)), [_path("con")])},
         "/operations/{op}/result": {"get": {
-            "summary": "an input's saved result bytes from offset (own, or another member's in a readable space)",
+            "summary": "an input's saved result bytes from offset (own or another member's, in a space the caller "
+                       "can read now; an own input's result without read rights there is 403)",
             "parameters": [_path("op"), *[{"name": n, "in": "query", "schema": {"type": "string",
                                                                                "pattern": "^[0-9]+$"}}
                                           for n in ("offset", "limit")]],

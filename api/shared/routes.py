@@ -91,6 +91,20 @@ async def _wait_change(runtime: Any, timeout: float) -> None:
         await waiter(timeout)
 
 
+_TOKEN_GONE = {"error": {"type": "unauthorized", "message": "the bearer token is no longer accepted"}}
+
+
+def _actor_now() -> Any:
+    """For an SSE stream: a function answering the principal's actor with its grants as the gateway
+    config says now (reloaded on SIGHUP), or None once its token is gone. Every read asks it again."""
+    ext, digest = current_app.extensions[_EXT], g.shared_token
+
+    def now() -> Any:
+        principal = ext["principals"].get(digest)
+        return None if principal is None else principal.actor
+    return now
+
+
 async def _waited(runtime: Any) -> float:
     """Wait for the next state change (at most a second); the seconds waited, for keep-alive timing."""
     began = asyncio.get_running_loop().time()
@@ -114,7 +128,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             response = _error(401, "unauthorized", "a valid bearer token is required")
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
-        g.shared_actor = principal.actor
+        g.shared_actor, g.shared_token = principal.actor, token_sha256(token)
         if not runtime.started:
             return _error(503, "unavailable", "the shared runtime is still booting")
         return None
@@ -209,7 +223,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         events (ID = path@order cursor; Last-Event-ID resumes when no cursor is given) and `gap`
         events where retired inputs left the window. Every read rechecks rights."""
         runtime, _ = ctx()
-        actor = g.shared_actor
+        actor, actor_now = g.shared_actor, _actor_now()
         stream_flag = request.args.get("stream", "false")
         if stream_flag not in ("true", "false"):
             raise _BadQuery(f"query parameter stream must be true or false, got {stream_flag!r}")
@@ -240,6 +254,9 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                         yield b": keep-alive\n\n"
                         idle = 0.0
                     idle += await _waited(runtime)
+                if (actor := actor_now()) is None:
+                    yield _sse("error", _TOKEN_GONE)
+                    return
                 out = await runtime.query("conversation_events", actor, con=con, cursor=at, limit=limit)
 
         response = Response(stream(), status=200, content_type="text/event-stream")
@@ -259,7 +276,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         """Always SSE: `output` events as the result is journalled (exact base64 bytes; the ID holds
         the byte cursor after them), then one terminal `end` event. Every read rechecks rights."""
         runtime, _ = ctx()
-        actor = g.shared_actor
+        actor, actor_now = g.shared_actor, _actor_now()
         start = _resume_cursor(f"/operations/{op}/events", "offset")  # a byte offset
         first = await runtime.query("result", actor, op=op, offset=start)
         if first.status != 200:
@@ -287,6 +304,9 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                     yield b": keep-alive\n\n"
                     idle = 0.0
                 idle += await _waited(runtime)
+                if (actor := actor_now()) is None:
+                    yield _sse("error", _TOKEN_GONE)
+                    return
                 out = await runtime.query("result", actor, op=op, offset=offset)
 
         response = Response(stream(), status=200, content_type="text/event-stream")

@@ -27,11 +27,42 @@ def texts(recalled):
     return [r.text.payload.decode() for r in recalled]
 
 
+def reads(*spaces):
+    """A reader who may read exactly these spaces now."""
+    return lambda space: space in spaces
+
+
+EVERYONE = reads(P1, P2, ROOM, INST, space_id("alice", 9))
+
+
 def test_two_private_spaces_of_one_owner_never_share(store):
     q = unit((0, 1.0))
-    assert texts(store.recall(P1, q, 10)) == ["the launch code name is heron", "the cafeteria closes at 3"]
-    assert texts(store.recall(P2, q, 10)) == ["my dentist is on friday", "the cafeteria closes at 3"]
-    assert texts(store.recall(space_id("alice", 9), q, 10)) == ["the cafeteria closes at 3"]   # instance only
+    assert texts(store.recall(P1, q, 10, EVERYONE)) == ["the launch code name is heron", "the cafeteria closes at 3"]
+    assert texts(store.recall(P2, q, 10, EVERYONE)) == ["my dentist is on friday", "the cafeteria closes at 3"]
+    assert texts(store.recall(space_id("alice", 9), q, 10, EVERYONE)) == ["the cafeteria closes at 3"]  # instance only
+
+
+def test_instance_memory_reaches_only_readers_of_its_owner_space(store):
+    """A zero-rights row in the instance space (the reader may not read it) hides its memory from
+    every other space too: lists, detail reads and recall; without a reader only a space's own
+    memory is visible (fail closed)."""
+    q = unit((0, 1.0))
+    blocked = reads(P1, P2, ROOM)                 # may read his own spaces, not INST
+    inst_rows = {r.object for r in store.list_rows(INST, reader=EVERYONE)[0]}
+    assert len(inst_rows) == 3
+    for reader in (blocked, None):
+        assert texts(store.recall(P1, q, 10, reader)) == ["the launch code name is heron"]
+        assert not inst_rows & {r.object for r in store.list_rows(P1, reader=reader)[0]}
+        assert not any(store.visible(o, P1, reader) for o in inst_rows)
+        assert all(store.read(o, P1, reader=reader).status == 404 for o in inst_rows)
+        assert not inst_rows & {r["object"] for r in store.list_json(P1, reader=reader)["memory"]}
+    assert inst_rows <= {r.object for r in store.list_rows(P1, reader=EVERYONE)[0]}
+    # a reader who may no longer read a space recalls none of its own memory there either
+    assert texts(store.recall(P1, q, 10, reads(INST))) == ["the cafeteria closes at 3"]
+    assert [r.owner for r in store.list_rows(P1, reader=reads(INST))[0]] == [INST] * 3
+    # the page budget's bound counts what any reader could recall
+    assert {t.payload for t, _ in store.visible_texts(P1)} == {b"the launch code name is heron",
+                                                                 b"the cafeteria closes at 3"}
 
 
 def test_recall_order_is_by_score_then_creation_and_k_bounds_it(store):
@@ -45,7 +76,7 @@ def test_recall_order_is_by_score_then_creation_and_k_bounds_it(store):
 
 
 def test_rows_chain_and_list(store):
-    everything, nxt = store.list_rows(ROOM)
+    everything, nxt = store.list_rows(ROOM, reader=EVERYONE)
     assert nxt is None
     rows = everything[:4]
     assert [(r.owner, r.scope) for r in everything[4:]] == [(INST, Scope.INSTANCE)] * 3   # instance memory is shared
