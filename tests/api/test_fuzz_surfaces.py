@@ -1,5 +1,7 @@
 """Fuzz the four surfaces' request parsers: any JSON body gets a 2xx or a precise 4xx
-in the surface's native envelope — never a 500, never a framework error page."""
+in the surface's native envelope — never a 500, never a framework error page — and every answer
+is strict JSON (no NaN/Infinity) with a request id. What is sent includes what is not quite JSON:
+NaN/Infinity literals, bodies nested far past the depth bound, numbers in non-ASCII digits."""
 from __future__ import annotations
 
 import asyncio
@@ -8,14 +10,19 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aotx.strict_json import MAX_JSON_DEPTH
 from tests.api.fake_service import FakeService, make_app
 
 MODEL = "smollm2-135m-instruct"
 PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
          "/v1/responses")
+# str.isdigit() holds for each; none is an ASCII digit
+NON_ASCII_DIGITS = "²³¹١٢٣１２３①②߁৪𝟏𝟐"
+digit_strings = st.text(alphabet=st.sampled_from(NON_ASCII_DIGITS + "0123456789"), min_size=1, max_size=6)
 
-scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) \
-    | st.text(max_size=12)
+# json.dumps writes float('nan') / float('inf') as the NaN / Infinity / -Infinity literals
+scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats() \
+    | st.text(max_size=12) | digit_strings
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
 FIELDS = ["model", "messages", "prompt", "input", "max_tokens", "max_completion_tokens",
@@ -31,6 +38,34 @@ bodies = st.fixed_dictionaries(
 base_messages = [{"role": "user", "content": "hi"}]
 
 
+def _nested_text(depth: int, shape: str, leaf: str) -> str:
+    opens = {"array": ["["], "object": ['{"k": '], "mixed": ["[", '{"k": ']}[shape]
+    closes = {"[": "]", '{"k": ': "}"}
+    chain = [opens[k % len(opens)] for k in range(depth)]
+    return "".join(chain) + leaf + "".join(closes[o] for o in reversed(chain))
+
+
+# raw JSON-ish value texts: JSON (with non-finite literals), deep nesting around and far past the bound,
+# and bare number tokens spelled with non-ASCII digits (not JSON at all)
+raw_values = st.one_of(
+    json_values.map(json.dumps),
+    st.builds(_nested_text, st.integers(0, 1200) | st.integers(MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH + 3),
+              st.sampled_from(["array", "object", "mixed"]),
+              st.sampled_from(["1", "NaN", "-Infinity", '"x"', "{}", "1e999", "١"])),
+    digit_strings,
+)
+
+
+@st.composite
+def raw_bodies(draw) -> bytes:
+    fields = {"model": draw(st.just(json.dumps(MODEL)) | raw_values)}
+    if draw(st.booleans()):
+        fields.update(messages=json.dumps(base_messages), prompt='"hi"', input='"hi"')
+    for name in draw(st.lists(st.sampled_from(FIELDS[1:]), unique=True, max_size=5)):
+        fields[name] = draw(raw_values)
+    return ("{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in fields.items()) + "}").encode()
+
+
 def _check(path: str, status: int, payload: object) -> None:
     assert status < 500, (path, status, payload)
     if status >= 400:
@@ -42,12 +77,22 @@ def _check(path: str, status: int, payload: object) -> None:
             assert isinstance(err["message"], str) and isinstance(err["type"], str)
 
 
+def _strict(raw: bytes) -> object:
+    def refuse(name: str):
+        raise AssertionError(f"{name} written on the wire")
+    return json.loads(raw, parse_constant=refuse)
+
+
 async def _post(client, path: str, data: bytes):
     resp = await client.post(path, data=data, headers={"content-type": "application/json"})
     raw = await resp.get_data()
+    assert resp.headers.get("x-request-id"), dict(resp.headers)
     if resp.mimetype == "text/event-stream":
+        for line in raw.decode().splitlines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                _strict(line[6:].encode())
         return resp.status_code, None
-    return resp.status_code, json.loads(raw)
+    return resp.status_code, _strict(raw)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,6 +114,18 @@ def test_any_json_body_gets_a_native_answer(path, body, seed_messages):
 @settings(max_examples=60, deadline=None)
 @given(path=st.sampled_from(PATHS), data=st.binary(max_size=64))
 def test_any_bytes_get_a_native_answer(path, data):
+    app = make_app(FakeService())
+
+    async def run():
+        status, payload = await _post(app.test_client(), path, data)
+        _check(path, status, payload)
+
+    asyncio.run(run())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(PATHS), data=raw_bodies())
+def test_hostile_json_text_gets_a_native_answer(path, data):
     app = make_app(FakeService())
 
     async def run():
