@@ -45,25 +45,41 @@ def _nested_text(depth: int, shape: str, leaf: str) -> str:
     return "".join(chain) + leaf + "".join(closes[o] for o in reversed(chain))
 
 
-# raw JSON-ish value texts: JSON (with non-finite literals), deep nesting around and far past the bound,
-# and bare number tokens spelled with non-ASCII digits (not JSON at all)
-raw_values = st.one_of(
-    json_values.map(json.dumps),
-    st.builds(_nested_text, st.integers(0, 1200) | st.integers(MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH + 3),
+# hostile value texts: nesting around and far past the depth bound (a thousand deep overflows a recursive
+# decoder), non-finite literals, an overflowing number, numbers spelled with non-ASCII digits (not JSON)
+hostile_values = st.one_of(
+    st.builds(_nested_text, st.sampled_from([MAX_JSON_DEPTH - 2, MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH,
+                                             MAX_JSON_DEPTH + 1, 200, 1000, 3000]) | st.integers(0, 5000),
               st.sampled_from(["array", "object", "mixed"]),
-              st.sampled_from(["1", "NaN", "-Infinity", '"x"', "{}", "1e999", "١"])),
+              st.sampled_from(["1", "NaN", "-Infinity", '"x"', "{}", "1e999"])),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e400", "[NaN]", '{"x": Infinity}']),
     digit_strings,
 )
 
 
 @st.composite
 def raw_bodies(draw) -> bytes:
-    fields = {"model": draw(st.just(json.dumps(MODEL)) | raw_values)}
-    if draw(st.booleans()):
-        fields.update(messages=json.dumps(base_messages), prompt='"hi"', input='"hi"')
-    for name in draw(st.lists(st.sampled_from(FIELDS[1:]), unique=True, max_size=5)):
-        fields[name] = draw(raw_values)
-    return ("{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in fields.items()) + "}").encode()
+    """A plausible body (as `bodies`, seeded towards valid) with one hostile value spliced in as raw text:
+    at a top-level field, or inside a field the surfaces echo or walk (metadata, a tool's schema)."""
+    body = draw(bodies)
+    body.setdefault("messages", base_messages)
+    body.setdefault("prompt", "hi")
+    body.setdefault("input", "hi")
+    body["model"] = MODEL
+    hole = '"__HOSTILE__"'
+    where = draw(st.sampled_from(["field", "metadata", "chat_tool", "flat_tool", "anthropic_tool"]))
+    if where == "field":
+        body[draw(st.sampled_from(FIELDS[1:]))] = "__HOSTILE__"
+    elif where == "metadata":
+        body["metadata"] = {"note": "__HOSTILE__"}
+    elif where == "chat_tool":
+        body["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"default": "__HOSTILE__"}}}}}]
+    else:
+        key = "parameters" if where == "flat_tool" else "input_schema"
+        tool = {"type": "function", "name": "f"} if where == "flat_tool" else {"name": "f"}
+        body["tools"] = [{**tool, key: {"type": "object", "properties": {"a": {"default": "__HOSTILE__"}}}}]
+    return json.dumps(body).replace(hole, draw(hostile_values), 1).encode()
 
 
 def _check(path: str, status: int, payload: object) -> None:
