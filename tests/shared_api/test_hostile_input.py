@@ -103,6 +103,22 @@ async def test_hostile_bodies_are_400_on_every_post_and_change_nothing(nats_url,
         assert (await alice.sync())["next_sequence"] == "2"
 
 
+@pytest.mark.parametrize("field,value", [("temperature", 10 ** 400), ("top_p", -(10 ** 400)),
+                                         ("temperature", 2 ** 1024), ("max_output_tokens", 10 ** 400)])
+async def test_an_input_number_too_large_for_a_float_is_400(nats_url, field, value):
+    async with shared_app(nats_url, fresh_spec()) as (runtime, p, _client):
+        alice = p["alice"]
+        await alice.sync()
+        assert (await alice.post("/participant", alice.body()))[0] == 201
+        _, sp = await alice.post("/spaces", alice.body(scope="private"))
+        _, conv = await alice.post(f"/spaces/{sp['resource']}/conversations", alice.body())
+        before = await journal_bytes(runtime)
+        status, body = await alice.post(f"/conversations/{conv['resource']}/inputs",
+                                        alice.body(text="hi", model="smollm2-135m-instruct", **{field: value}))
+        assert field in assert_shared_error(status, body)
+        assert await journal_bytes(runtime) == before
+
+
 async def test_405_has_allow_in_the_shared_envelope(nats_url):
     async with shared_app(nats_url, fresh_spec()) as (_, p, client):
         resp = await client.open(f"{BASE}/spaces", method="TRACE", headers=p["alice"].headers)
