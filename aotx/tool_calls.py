@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
+from aotx import strict_json
 from aotx.chat_types import ToolCall, ToolSpec
 
 OPEN_TAG = "<tool_call>"
@@ -148,12 +149,13 @@ def _call_object(body: str) -> object:
     text = body.strip()
     for attempt in [text] + [text + "}" * n for n in range(1, _MAX_REPAIRED_BRACES + 1)]:
         try:
-            return json.loads(attempt)
-        except json.JSONDecodeError:
+            return strict_json.loads(attempt)
+        except (json.JSONDecodeError, strict_json.JsonInputError):  # NaN, 1e999, deep nesting: not a call
             pass
     try:
-        obj, end = json.JSONDecoder().raw_decode(text)
-    except json.JSONDecodeError:
+        strict_json.check_depth(text)
+        obj, end = strict_json.decoder().raw_decode(text)
+    except (json.JSONDecodeError, strict_json.JsonInputError):
         return None
     rest = text[end:].strip()
     return obj if rest and set(rest) == {"}"} and len(rest) <= _MAX_REPAIRED_BRACES else None

@@ -6,8 +6,10 @@ import logging
 from quart import Quart, request
 
 from api import ops_routes
+from api.app_common import install_common
 from api.auth import authenticated
-from api.errors import ApiError, register_error_handlers
+from api.errors import ApiError
+from api.request_ids import current_request_id
 from api.settings import GatewaySettings
 
 log = logging.getLogger("aotx.gateway")
@@ -26,11 +28,12 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.extensions["aotx"] = service
 
-    register_error_handlers(app)
+    install_common(app)
 
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception):
-        log.exception("unhandled error", extra={"fields": {"path": request.path}})
+        log.exception("unhandled error", extra={"fields": {"path": request.path,
+                                                           "request_id": current_request_id()}})
         from api.errors import envelope_for_path, error_response
         return error_response(ApiError(500, "internal server error"), envelope_for_path(request.path))
 
@@ -68,6 +71,7 @@ def create_shared_gateway(runtime, principals, settings: GatewaySettings | None 
     app.config["AOTX_SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+    install_common(app)
 
     @app.get("/health")
     async def _health():

@@ -1,18 +1,27 @@
-"""Errors on the wire: one exception type, two native envelopes.
+"""Errors on the wire: one exception type, three native envelopes.
 
-OpenAI surfaces (chat, completions, responses):
+OpenAI surfaces (chat, completions, responses, and the ops routes):
     {"error": {"message", "type", "param", "code"}}
-Anthropic Messages (paths under /v1/messages):
-    {"type": "error", "error": {"type", "message"}}
+Anthropic Messages (paths under /v1/messages), with the request id as Anthropic's API sends it:
+    {"type": "error", "error": {"type", "message"}, "request_id"}
+Shared conversations (paths under /aotx/v1/shared; framework errors such as 405 only, the shared
+routes render their own):
+    {"error": {"type", "message"}}
+Framework errors keep their headers (a 405's `Allow`, RFC 9110 §15.5.6).
 """
 from __future__ import annotations
 
-import json
+from http import HTTPStatus
 
 from quart import Response
 
+from aotx import strict_json
+from api.auth import SHARED_PREFIX
+from api.request_ids import current_request_id
+
 OPENAI = "openai"
 ANTHROPIC = "anthropic"
+SHARED = "shared"
 
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
                  403: "invalid_request_error", 404: "invalid_request_error",
@@ -61,22 +70,43 @@ def anthropic_type(status: int) -> str:
 
 def anthropic_body(err: ApiError) -> dict:
     # A caller-chosen `type` is OpenAI vocabulary; Anthropic's type follows the status.
-    return {"type": "error", "error": {"type": anthropic_type(err.status), "message": err.message}}
+    body = {"type": "error", "error": {"type": anthropic_type(err.status), "message": err.message}}
+    rid = current_request_id()
+    if rid is not None:  # inside a request (a mid-stream error event carries none, as Anthropic's)
+        body["request_id"] = rid
+    return body
+
+
+def shared_body(err: ApiError) -> dict:
+    try:
+        phrase = HTTPStatus(err.status).phrase
+    except ValueError:
+        phrase = "error"
+    return {"error": {"type": err.type or phrase.lower().replace(" ", "_").replace("-", "_"),
+                      "message": err.message}}
 
 
 def envelope_for_path(path: str) -> str:
     """Which envelope a request path answers in."""
-    return ANTHROPIC if path == "/v1/messages" or path.startswith("/v1/messages/") else OPENAI
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return ANTHROPIC
+    if path == SHARED_PREFIX or path.startswith(SHARED_PREFIX + "/"):
+        return SHARED
+    return OPENAI
 
 
 def error_body(err: ApiError, envelope: str) -> dict:
-    return anthropic_body(err) if envelope == ANTHROPIC else openai_body(err)
+    if envelope == ANTHROPIC:
+        return anthropic_body(err)
+    return shared_body(err) if envelope == SHARED else openai_body(err)
 
 
-def error_response(err: ApiError, envelope: str) -> Response:
-    headers = {} if err.should_retry else {"x-should-retry": "false"}
-    return Response(json.dumps(error_body(err, envelope), ensure_ascii=False), status=err.status,
-                    content_type="application/json", headers=headers)
+def error_response(err: ApiError, envelope: str, headers: dict[str, str] | None = None) -> Response:
+    out = dict(headers or {})
+    if not err.should_retry:
+        out["x-should-retry"] = "false"
+    return Response(strict_json.dumps(error_body(err, envelope)), status=err.status,
+                    content_type="application/json", headers=out)
 
 
 def model_not_found(model: str) -> ApiError:
@@ -105,7 +135,8 @@ def engine_failure(message: str | None) -> ApiError:
 
 
 def register_error_handlers(app) -> None:
-    """Render ApiError and HTTP errors (404, 405, 413, ...) in the path's native envelope."""
+    """Render ApiError and HTTP errors (404, 405, 413, ...) in the path's native envelope, keeping
+    the framework's headers (Allow, WWW-Authenticate, ...) except its HTML content type."""
     from quart import request
     from werkzeug.exceptions import HTTPException
 
@@ -117,4 +148,5 @@ def register_error_handlers(app) -> None:
     async def _http_error(exc: HTTPException):
         status = exc.code or 500
         message = exc.description or exc.name
-        return error_response(ApiError(status, message), envelope_for_path(request.path))
+        headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
+        return error_response(ApiError(status, message), envelope_for_path(request.path), headers)

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 
+from aotx import strict_json
 from api.errors import ApiError
 
 _MISSING = object()
+# One cap on every surface that takes stop sequences (Chat `stop`, Completions `stop`, Messages
+# `stop_sequences`): OpenAI's documented 4. Responses has no stop parameter.
+MAX_STOP_SEQUENCES = 4
 
 
 def bad(param: str, message: str) -> ApiError:
@@ -17,8 +21,11 @@ def bad(param: str, message: str) -> ApiError:
 
 
 def parse_json_object(raw: bytes) -> dict:
+    """A strict JSON object (aotx.strict_json: depth bound, no NaN/Infinity) from the raw body."""
     try:
-        body = json.loads(raw)
+        body = strict_json.loads(raw.decode(json.detect_encoding(raw)))
+    except strict_json.JsonInputError as exc:
+        raise ApiError(400, f"The request body is refused: {exc}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"The request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -97,8 +104,8 @@ def opt_list(body: dict, key: str) -> list | None:
     return value
 
 
-def stop_strings(body: dict, key: str, limit: int | None = 4) -> tuple[str, ...]:
-    """`stop`: a string or a list of at most `limit` strings."""
+def stop_strings(body: dict, key: str, limit: int = MAX_STOP_SEQUENCES) -> tuple[str, ...]:
+    """`stop` / `stop_sequences`: a string or a list of at most `limit` strings."""
     value = body.get(key)
     if value is None:
         return ()
@@ -106,7 +113,7 @@ def stop_strings(body: dict, key: str, limit: int | None = 4) -> tuple[str, ...]
         return (value,) if value else ()
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
         raise bad(key, f"'{key}' must be a string or an array of strings.")
-    if limit is not None and len(value) > limit:
+    if len(value) > limit:
         raise bad(key, f"'{key}' may hold at most {limit} sequences; got {len(value)}.")
     return tuple(s for s in value if s)
 

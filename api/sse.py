@@ -1,11 +1,12 @@
 """Server-sent events: framing and the streaming response."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import AsyncIterator
 
 from quart import Response
+
+from aotx import strict_json
 
 DONE = "[DONE]"
 
@@ -22,8 +23,8 @@ class ServerSentEvent:
             lines.append(f"event: {self.event}")
         if self.id is not None:
             lines.append(f"id: {self.id}")
-        payload = self.data if isinstance(self.data, str) else json.dumps(
-            self.data, ensure_ascii=False, separators=(",", ":"))
+        payload = self.data if isinstance(self.data, str) else strict_json.dumps(
+            self.data, separators=(",", ":"))
         lines.append(f"data: {payload}")
         return ("\n".join(lines) + "\n\n").encode("utf-8")
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import strict_json
 from .errors import IdError, MalformedMutation
 from .ids import parse_hex16
 
@@ -52,18 +53,17 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise MalformedMutation(f"{name} is not valid JSON")
-
-
 def parse_json_body(raw: bytes) -> dict[str, Any]:
-    """Strict UTF-8 JSON object: invalid UTF-8, duplicate keys, NaN/Infinity, non-objects → 400."""
+    """Strict UTF-8 JSON object: invalid UTF-8, duplicate keys, non-objects → 400; and the bounds of
+    aotx.strict_json (nesting depth, NaN/Infinity, infinite numbers, over-long integers) → 400."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MalformedMutation(f"body is not valid UTF-8 at byte {exc.start}") from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = strict_json.loads(text, object_pairs_hook=_no_duplicates)
+    except strict_json.JsonInputError as exc:
+        raise MalformedMutation(f"body refused: {exc}") from None
     except json.JSONDecodeError as exc:
         raise MalformedMutation(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if not isinstance(value, dict):

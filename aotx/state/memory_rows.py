@@ -127,7 +127,8 @@ def memory_row_from_json(doc: dict[str, Any]) -> MemoryRow:
         counters = []
         for name in ("version", "byte_length"):
             text = doc[name]
-            if not isinstance(text, str) or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+            ascii_digits = isinstance(text, str) and text.isascii() and text.isdigit()
+            if not ascii_digits or (len(text) > 1 and text[0] == "0"):
                 raise MemoryRowError(f"{name} must be a canonical decimal string")
             counters.append(int(text))
 

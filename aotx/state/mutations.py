@@ -202,8 +202,10 @@ def _int_field(body: Mapping[str, Any], name: str, default: Optional[int], lo: i
 
 def _number(body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, open_low: bool) -> float:
     value = body.get(name, default)
-    if type(value) not in (int, float) or not math.isfinite(value):
+    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
         raise MalformedMutation(f"{name} must be a number, got {value!r}")
+    if not lo <= value <= hi:  # compared exactly: an int too large for a float must not reach float()
+        raise MalformedMutation(f"{name} must be in {'(' if open_low else '['}{lo:g}, {hi:g}]")
     value = float(value)
     if value > hi or value < lo or (open_low and value == lo):
         raise MalformedMutation(f"{name} must be in {'(' if open_low else '['}{lo:g}, {hi:g}], got {value:g}")

@@ -9,6 +9,7 @@ import nats
 from quart import Quart
 
 from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
+from api.app_common import install_common
 from eventlog import MEDIA_BUCKET, MediaStore
 
 from .auth import normalise
@@ -58,6 +59,7 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     ext: dict[str, Any] = {"runtime": runtime, "principals": normalise(principals), "media": None,
                            "media_max_bytes": media_max_bytes, "media_nc": None}
     app.extensions[_EXT] = ext
+    install_common(app)  # request ids, strict JSON, framework errors (405 + Allow) in the shared envelope
     app.register_blueprint(make_blueprint(tuple(models), page_grant))
 
     @app.before_serving

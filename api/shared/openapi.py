@@ -11,6 +11,9 @@ _ENVELOPE = {
     "sequence": {"type": "string", "pattern": "^[1-9][0-9]*$", "description": "decimal string"},
 }
 _ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+# a query counter (cursor, limit, offset): ASCII digits only, canonical, at most 20 of them
+_COUNTER = {"type": "string", "pattern": "^(0|[1-9][0-9]*)$", "maxLength": 20,
+            "description": "canonical decimal string of ASCII digits (no sign, no leading zero); else 400"}
 
 
 def _mutation(extra: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -42,8 +45,8 @@ def _responses(ok: str, *codes: int, created: bool = False) -> dict[str, Any]:
 
 
 def _list_params() -> list[dict[str, Any]]:
-    return [{"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-            {"name": "limit", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]+$"}}]
+    return [{"name": "cursor", "in": "query", "schema": dict(_COUNTER)},
+            {"name": "limit", "in": "query", "schema": dict(_COUNTER)}]
 
 
 def _path(name: str) -> dict[str, Any]:
@@ -133,15 +136,13 @@ def openapi_document(base: str) -> dict[str, Any]:
         "/operations/{op}/result": {"get": {
             "summary": "an input's saved result bytes from offset (own or another member's, in a space the caller "
                        "can read now; an own input's result without read rights there is 403)",
-            "parameters": [_path("op"), *[{"name": n, "in": "query", "schema": {"type": "string",
-                                                                               "pattern": "^[0-9]+$"}}
+            "parameters": [_path("op"), *[{"name": n, "in": "query", "schema": dict(_COUNTER)}
                                           for n in ("offset", "limit")]],
             "responses": _responses("Result", 400, 404, 409, 410, 416)}},
         "/operations/{op}/events": {"get": {
             "summary": "always SSE: `output` events (exact base64 bytes; id = path@byte cursor) as the result is "
                        "journalled, then one `end` event; Last-Event-ID resumes when no offset is given",
-            "parameters": [_path("op"), {"name": "offset", "in": "query",
-                                         "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+            "parameters": [_path("op"), {"name": "offset", "in": "query", "schema": dict(_COUNTER)},
                            {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
             "responses": {**_responses("Result", 400, 404, 409, 410, 416),
                           "200": {"description": "server-sent events",
@@ -172,7 +173,7 @@ def openapi_document(base: str) -> dict[str, Any]:
             "summary": "one memory metadata row and its exact payload bytes from offset",
             "parameters": [{"name": "object", "in": "path", "required": True,
                             "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
-                           {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
+                           {"name": "offset", "in": "query", "schema": dict(_COUNTER)}],
             "responses": _responses("MemoryObject", 400, 404)}},
         "/spaces/{space}/publications": {"post": post(
             "publish a retained text memory into this space (manage rights here): its text, source and embedding "

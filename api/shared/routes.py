@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
+import re
 from typing import Any, AsyncIterator, Mapping
 
 from quart import Blueprint, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from aotx import strict_json
 from aotx.journal import LeaseRevision
 from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
 from aotx.state import SCHEMA, MutationKind, Refusal, parse_json_body, parse_mutation
@@ -19,6 +20,8 @@ from .openapi import openapi_document
 BASE_PATH = "/aotx/v1/shared"
 _EXT = "aotx_shared"
 _DECIMAL_MAX = 20
+# ASCII only: str.isdigit() also holds for "²", "١", "１", which int() refuses or reads as numbers
+_CANONICAL_DECIMAL = re.compile(rf"0|[1-9][0-9]{{0,{_DECIMAL_MAX - 1}}}")
 _TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
 _KEEPALIVE_SECONDS = 15.0
 MEDIA_MAX_BYTES = 8 * 1024 * 1024
@@ -47,20 +50,27 @@ class _BadQuery(ValueError):
     pass
 
 
+def _canonical_decimal(text: str) -> int | None:
+    """The value of a canonical ASCII decimal string (no sign, no leading zero, at most 20 digits); else None.
+    Every counter a client puts in a query string or a Last-Event-ID is read with this."""
+    return int(text) if _CANONICAL_DECIMAL.fullmatch(text) else None
+
+
 def _query_int(name: str, default: int) -> int:
     text = request.args.get(name)
     if text is None:
         return default
-    if not text.isdigit() or len(text) > _DECIMAL_MAX or (len(text) > 1 and text[0] == "0"):
-        raise _BadQuery(f"query parameter {name} must be a canonical decimal string, got {text!r}")
-    return int(text)
+    value = _canonical_decimal(text)
+    if value is None:
+        raise _BadQuery(f"query parameter {name} must be a canonical decimal string of ASCII digits, got {text!r}")
+    return value
 
 
 def _sse(event: str, data: Mapping[str, Any], event_id: str | None = None) -> bytes:
     lines = [f"event: {event}"]
     if event_id is not None:
         lines.append(f"id: {event_id}")
-    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    lines.append("data: " + strict_json.dumps(data, separators=(",", ":")))
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
@@ -77,10 +87,10 @@ def _resume_cursor(path: str, name: str) -> int:
     if last is None:
         return 0
     prefix = f"{BASE_PATH}{path}@"
-    cursor = last[len(prefix):] if last.startswith(prefix) else ""
-    if not cursor.isdigit() or len(cursor) > _DECIMAL_MAX or (len(cursor) > 1 and cursor[0] == "0"):
-        raise _BadQuery(f"Last-Event-ID {last!r} is not an event ID of {prefix}<cursor>")
-    return int(cursor)
+    value = _canonical_decimal(last[len(prefix):]) if last.startswith(prefix) else None
+    if value is None:
+        raise _BadQuery(f"Last-Event-ID {last!r} is not an event ID of {prefix}<cursor> (ASCII decimal)")
+    return value
 
 
 async def _wait_change(runtime: Any, timeout: float) -> None:

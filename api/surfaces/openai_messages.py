@@ -6,6 +6,7 @@ import json
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.tool_calls import named_choice
 from api.fields import bad
+from api.tool_schemas import check_tool_schema
 from api.unsupported import MEDIA_PARTS, refuse_media
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
@@ -102,6 +103,7 @@ def parse_tool_spec(raw: object, param: str, *, flat: bool) -> ToolSpec:
     params = fn.get("parameters") or {}
     if not isinstance(desc, str) or not isinstance(params, dict):
         raise bad(param, f"'{param}': description must be a string and parameters an object.")
+    check_tool_schema(params, f"{param}.parameters" if flat else f"{param}.function.parameters")
     return ToolSpec(fn["name"], desc, params)
 
 

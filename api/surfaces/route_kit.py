@@ -1,10 +1,9 @@
 """What every surface route shares: the service, the JSON body, native error rendering."""
 from __future__ import annotations
 
-import json
-
 from quart import Blueprint, Response, current_app, request
 
+from aotx import strict_json
 from api.errors import ApiError, error_response
 from api.fields import parse_json_object
 
@@ -18,7 +17,7 @@ async def json_body() -> dict:
 
 
 def json_response(obj: dict) -> Response:
-    return Response(json.dumps(obj, ensure_ascii=False), status=200,
+    return Response(strict_json.dumps(obj), status=200,
                     content_type="application/json")
 
 

@@ -129,3 +129,18 @@ def test_unbalanced_closing_braces_are_repaired(body, args):
 def test_other_malformed_bodies_stay_text(body):
     from aotx.tool_calls import parse_call_body
     assert parse_call_body(body) is None
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "f", "arguments": {"a": NaN}}',       # not JSON: a call with it would put NaN on the wire
+    '{"name": "f", "arguments": {"a": -Infinity}}',
+    '{"name": "f", "arguments": {"a": 1e999}}',     # overflows to an infinite float
+    '{"name": "f", "arguments": {"a": ' + "[" * 2000 + "]" * 2000 + "}}",   # would recurse past the stack
+    '{"name": "f", "arguments": {"a": ' + "[" * 2000 + "]" * 2000 + "}}}",  # the same, on the repair path
+])
+def test_non_json_numbers_and_deep_nesting_stay_text(body):
+    from aotx.tool_calls import parse_call_body
+    assert parse_call_body(body) is None
+    stream = ToolCallStream()
+    pieces = stream.feed(f"<tool_call>\n{body}\n</tool_call>") + stream.finish("stop")
+    assert all(isinstance(p, TextPiece) for p in pieces)

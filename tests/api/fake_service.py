@@ -4,7 +4,7 @@ from __future__ import annotations
 from aotx.engine import RequestRejected
 from quart import Quart
 
-from api.errors import register_error_handlers
+from api.app_common import install_common
 from tests.api.tapes import tape
 
 
@@ -75,5 +75,5 @@ def make_app(service) -> Quart:
     app.extensions["aotx"] = service
     for surface in (chat, completions, messages, responses):
         app.register_blueprint(surface.blueprint)
-    register_error_handlers(app)
+    install_common(app)
     return app

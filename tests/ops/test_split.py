@@ -11,6 +11,8 @@ import signal
 import subprocess
 import threading
 
+import httpx
+
 from api.gateway_config import ensure_dev_config
 from eventlog import EmbeddedNats
 
@@ -45,6 +47,12 @@ def test_boot_and_gateway_over_nats(tmp_path):
             base = gw.match.group(1)
             alice, bob = SharedClient(base, secrets[0]), SharedClient(base, secrets[1])
             assert SharedClient(base, None).get("/participant")[0] == 401
+            # the lone gateway: request ids on every answer, framework errors in the shared envelope with Allow
+            health = httpx.get(f"{base}/health", headers={"x-request-id": "gw-1"})
+            assert health.status_code == 200 and health.headers["x-request-id"] == "gw-1"
+            trace = httpx.request("TRACE", f"{base}/aotx/v1/shared/spaces")
+            assert trace.status_code == 405 and "GET" in trace.headers["allow"], trace.text
+            assert set(trace.json()) == {"error"} and re.fullmatch(r"req_[0-9a-f]{24}", trace.headers["x-request-id"])
             assert SharedClient(base, "not-a-token").get("/participant")[0] == 401
 
             alice.sync()

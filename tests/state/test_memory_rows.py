@@ -70,3 +70,11 @@ def test_length_and_json_errors():
         memory_row_from_json({**JSON, "kind": "video"})
     with pytest.raises(MemoryRowError, match="must start with 'spc'"):
         memory_row_from_json({**JSON, "owner": "con-" + JSON["owner"][4:]})
+
+
+@pytest.mark.parametrize("text", ["٣", "３", "²", "1²", "𝟏"])
+@pytest.mark.parametrize("name", ["version", "byte_length"])
+def test_json_counters_are_ascii_digits_only(name, text):
+    # str.isdigit() holds for each; int() reads some as numbers and raises on others
+    with pytest.raises(MemoryRowError, match=f"{name} must be a canonical decimal"):
+        memory_row_from_json({**JSON, name: text})

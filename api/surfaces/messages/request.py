@@ -10,6 +10,7 @@ from aotx.tool_calls import forced_call_primer, named_choice, tools_active
 from api import fields
 from api.budgets import decode_budget
 from api.fields import bad
+from api.tool_schemas import check_tool_schema
 from api.unsupported import MEDIA_PARTS, check_output_format, refuse_media
 
 _SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -112,6 +113,7 @@ def _tools(raw: object) -> list[ToolSpec]:
         desc = tool.get("description") or ""
         if not isinstance(schema, dict) or not isinstance(desc, str):
             raise bad(param, f"'{param}': input_schema must be an object.")
+        check_tool_schema(schema, f"{param}.input_schema")
         tools.append(ToolSpec(tool["name"], desc, schema))
     return tools
 
@@ -155,6 +157,6 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
         temperature=temperature, top_p=fields.opt_number(body, "top_p", 1.0, 0.0, 1.0),
         top_k=fields.opt_int(body, "top_k", 0, 0),
-        stop=fields.stop_strings(body, "stop_sequences", limit=None))
+        stop=fields.stop_strings(body, "stop_sequences"))
     return MessagesRequest(model, messages, prefill, tools, tool_choice,
                            fields.opt_bool(body, "stream"), params)
