@@ -160,8 +160,11 @@ def test_forced_tool_call_stream_and_buffered_agree(openai_client):
     assert finishes == ["tool_calls"]
 
 
-def test_stream_helper_tool_call_equals_buffered(openai_client):
-    kw = dict(model=MODEL, temperature=0, max_tokens=96, tools=[WEATHER_TOOL],
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 1.0, "seed": 4242}])
+def test_stream_helper_tool_call_equals_buffered(openai_client, sampling):
+    """The same (greedy or seeded) request buffered and through the SDK's stream helper: the
+    helper's final completion equals the buffered one, whatever the model wrote."""
+    kw = dict(model=MODEL, max_tokens=64, tools=[WEATHER_TOOL], **sampling,
               tool_choice={"type": "function", "function": {"name": "get_weather"}},
               messages=[{"role": "user", "content": "What is the weather in Paris?"}])
     buffered = openai_client.chat.completions.create(**kw)
@@ -170,12 +173,18 @@ def test_stream_helper_tool_call_equals_buffered(openai_client):
         for event in stream:
             if event.type == "tool_calls.function.arguments.delta":
                 deltas.append(event.arguments_delta)
-        final = stream.get_final_completion()
-    b, f = buffered.choices[0].message, final.choices[0].message
-    assert [(c.function.name, c.function.arguments) for c in f.tool_calls] == \
-           [(c.function.name, c.function.arguments) for c in b.tool_calls]
-    assert f.content == b.content and final.choices[0].finish_reason == "tool_calls"
-    assert len(deltas) > 5
+        try:
+            final = stream.get_final_completion()
+        except openai.LengthFinishReasonError as exc:   # the helper's answer to "length"
+            final = exc.completion
+    b, f = buffered.choices[0], final.choices[0]
+    calls = [(c.function.name, c.function.arguments) for c in b.message.tool_calls or []]
+    assert [(c.function.name, c.function.arguments) for c in f.message.tool_calls or []] == calls
+    # the first chunk's `content: ""` accumulates to "" where the buffered message says null
+    assert (f.message.content or None) == b.message.content and f.finish_reason == b.finish_reason
+    assert "".join(deltas) == "".join(args for _, args in calls)
+    if sampling["temperature"] == 0:
+        assert calls and f.finish_reason in ("tool_calls", "length") and len(deltas) > 5
 
 
 def test_tool_call_cut_by_budget_ends_the_call_with_length(openai_client):
