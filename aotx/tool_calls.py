@@ -5,9 +5,9 @@ block and the model is told to answer with
 <tool_call>{"name": ..., "arguments": {...}}</tool_call>. Earlier calls and
 their results are rendered back into the same tag format.
 
-Output side: `ToolCallStream` splits generated text into plain text pieces and
-complete tool calls, incrementally, holding back only what could still be the
-start of a <tool_call> tag. Pure: no I/O.
+Output side: `parse_call_body` reads one whole call body; aotx.tool_stream
+splits generated text into text and calls incrementally, streaming each call's
+arguments as they are written. Pure: no I/O.
 
 Tool choice is a string: None or "auto" (the model decides), "none" (no tools
 shown), "required" (must call one), or `named_choice(name)` (must call that
@@ -123,20 +123,13 @@ def render_tool_result(content: str, name: str | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class TextPiece:
-    text: str
-
-
-@dataclass(frozen=True)
 class ToolCallPiece:
+    """One call read whole by `parse_call_body`."""
     name: str
     arguments: str  # compact JSON object
 
 
-Piece = TextPiece | ToolCallPiece
-
-
-_MAX_REPAIRED_BRACES = 2
+MAX_REPAIRED_BRACES = 2
 
 
 def _call_object(body: str) -> object:
@@ -147,7 +140,7 @@ def _call_object(body: str) -> object:
     anything else that is not JSON stays unparsed (None), and comes back as text.
     """
     text = body.strip()
-    for attempt in [text] + [text + "}" * n for n in range(1, _MAX_REPAIRED_BRACES + 1)]:
+    for attempt in [text] + [text + "}" * n for n in range(1, MAX_REPAIRED_BRACES + 1)]:
         try:
             return strict_json.loads(attempt)
         except (json.JSONDecodeError, strict_json.JsonInputError):  # NaN, 1e999, deep nesting: not a call
@@ -158,7 +151,7 @@ def _call_object(body: str) -> object:
     except (json.JSONDecodeError, strict_json.JsonInputError):
         return None
     rest = text[end:].strip()
-    return obj if rest and set(rest) == {"}"} and len(rest) <= _MAX_REPAIRED_BRACES else None
+    return obj if rest and set(rest) == {"}"} and len(rest) <= MAX_REPAIRED_BRACES else None
 
 
 def parse_call_body(body: str) -> ToolCallPiece | None:
@@ -171,97 +164,3 @@ def parse_call_body(body: str) -> ToolCallPiece | None:
     if not isinstance(args, dict):
         return None
     return ToolCallPiece(obj["name"], json.dumps(args, ensure_ascii=False))
-
-
-def _tag_prefix_len(text: str) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of OPEN_TAG."""
-    for n in range(min(len(text), len(OPEN_TAG) - 1), 0, -1):
-        if OPEN_TAG.startswith(text[-n:]):
-            return n
-    return 0
-
-
-class ToolCallStream:
-    """Incremental splitter of model output into text and tool calls.
-
-    Whitespace directly before a <tool_call> or after a </tool_call> is dropped
-    (so nothing is emitted between consecutive calls); any other text passes
-    through as soon as it cannot be the start of a tag.
-    """
-
-    def __init__(self) -> None:
-        self._buf = ""          # unprocessed text
-        self._inside = False    # between <tool_call> and </tool_call>
-        self._ws = ""           # trailing whitespace held: it may precede a tag
-        self._after_call = False
-        self.calls = 0          # tool calls emitted so far
-
-    def feed(self, text: str) -> list[Piece]:
-        self._buf += text
-        out: list[Piece] = []
-        while True:
-            if self._inside:
-                end = self._buf.find(CLOSE_TAG)
-                if end < 0:
-                    return out
-                body, self._buf = self._buf[:end], self._buf[end + len(CLOSE_TAG):]
-                self._inside = False
-                call = parse_call_body(body)
-                if call is None:
-                    self._emit_text(out, OPEN_TAG + body + CLOSE_TAG)
-                else:
-                    self._ws = ""
-                    self._after_call = True
-                    self.calls += 1
-                    out.append(call)
-                continue
-            start = self._buf.find(OPEN_TAG)
-            if start >= 0:
-                self._emit_text(out, self._buf[:start])
-                self._ws = ""  # whitespace before a tag is dropped
-                self._buf = self._buf[start + len(OPEN_TAG):]
-                self._inside = True
-                continue
-            keep = _tag_prefix_len(self._buf)
-            ready = self._buf[:len(self._buf) - keep]
-            self._buf = self._buf[len(self._buf) - keep:]
-            self._emit_text(out, ready)
-            return out
-
-    def finish(self, finish_reason: str | None = None) -> list[Piece]:
-        """Flush at the end of generation. A call still open (cut by the budget or a
-        stop) comes back as its raw text, never as a call."""
-        out: list[Piece] = []
-        if self._inside:
-            raw = self._ws + OPEN_TAG + self._buf
-            self._ws = ""
-            out.append(TextPiece(raw))
-        else:
-            tail = self._buf
-            if not self._after_call:
-                tail = self._ws + tail
-            elif tail.strip():
-                tail = tail.lstrip()
-            else:
-                tail = ""
-            if tail:
-                out.append(TextPiece(tail))
-        self._buf, self._ws, self._inside = "", "", False
-        return out
-
-    def _emit_text(self, out: list[Piece], text: str) -> None:
-        if not text:
-            return
-        if self._after_call:
-            text = text.lstrip()
-            if not text:
-                return
-            self._after_call = False
-        text = self._ws + text
-        body = text.rstrip()
-        self._ws = text[len(body):]
-        if body:
-            if out and isinstance(out[-1], TextPiece):
-                out[-1] = TextPiece(out[-1].text + body)
-            else:
-                out.append(TextPiece(body))

@@ -1,18 +1,27 @@
 """One choice's engine Deltas -> surface-neutral output events.
 
 Every projector and buffered builder reads these, so tool-call parsing,
-finish mapping and error detection live in one place:
-    TextOut(text, logprobs)   plain text (logprobs: the tokens of that delta)
-    ToolOut(name, arguments)  one complete tool call
-    FinishOut(reason, ...)    "stop" | "length" | "tool_calls", with usage
-    ErrorOut(message)         the engine failed (or cancelled) after output began
+finish mapping, logprob placement and error detection live in one place:
+    TextOut(text, logprobs)       returned text; logprobs: exactly the tokens that spell it
+    ToolStart(index, name)        a tool call begins
+    ToolArgs(index, fragment)     the next fragment of its arguments, as generated
+    ToolEnd(index, name, arguments, cut)  its arguments are complete (cut: by the budget)
+    FinishOut(reason, ...)        "stop" | "length" | "tool_calls", with usage
+    ErrorOut(message)             the engine failed (or cancelled) after output began
+
+With logprobs on, text is released at token boundaries (a token's text is held
+until all of it is known, at most one token), so each TextOut's logprob entries
+concatenate, byte for byte, to its text: tokens that are not returned text (the
+end token, a stop string, tool-call markup) are in none; a token that straddles
+the end of the returned text is cut to its returned bytes (api.token_spans).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from aotx.engine.types import Delta, TokenLogprob
-from aotx.tool_calls import TextPiece, ToolCallStream
+from aotx.tool_stream import CallArgs, CallEnd, CallStart, TextPiece, ToolCallStream
+from api.token_spans import TokenSpans
 
 
 @dataclass(frozen=True)
@@ -22,9 +31,23 @@ class TextOut:
 
 
 @dataclass(frozen=True)
-class ToolOut:
+class ToolStart:
+    index: int
     name: str
-    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolArgs:
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True)
+class ToolEnd:
+    index: int
+    name: str
+    arguments: str                   # every fragment, joined
+    cut: bool = False                # the budget ended the arguments
 
 
 @dataclass(frozen=True)
@@ -40,16 +63,21 @@ class ErrorOut:
     message: str
 
 
-Out = TextOut | ToolOut | FinishOut | ErrorOut
+Out = TextOut | ToolStart | ToolArgs | ToolEnd | FinishOut | ErrorOut
 
 
 class ChoiceDecoder:
-    def __init__(self, parse_tools: bool, tool_primer: str = "") -> None:
+    def __init__(self, parse_tools: bool, tool_primer: str = "", logprobs: bool = False) -> None:
         self._tools = ToolCallStream() if parse_tools else None
+        self._origin = 0             # offset of the first generated character in the parsed text
         if self._tools is not None and tool_primer:
             # the prompt already holds the opening of a forced call: read it as output
             self._tools.feed(tool_primer)
-        self._pending_lp: tuple[TokenLogprob, ...] = ()
+            self._origin = len(tool_primer)
+        self._fed = 0                # characters read without a tool parser
+        self._spans = TokenSpans() if logprobs else None
+        self._held: tuple[int, str] | None = None    # (start, text) not yet released
+        self._calls: list[list[str]] = []            # [name, arguments] per call
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.finished = False
@@ -62,34 +90,71 @@ class ChoiceDecoder:
         self.completion_tokens = max(self.completion_tokens, delta.completion_tokens)
         if delta.prompt_logprobs:
             self.prompt_logprobs = delta.prompt_logprobs
-        self._pending_lp += tuple(delta.logprobs)
-        out: list[Out] = []
         if delta.finish_reason in ("error", "cancelled"):
             self.finished = True
             reason = delta.error or ("request cancelled" if delta.finish_reason == "cancelled"
                                      else "engine error")
             return [ErrorOut(reason)]
-        pieces = self._tools.feed(delta.text) if self._tools else (
-            [TextPiece(delta.text)] if delta.text else [])
-        if delta.finish_reason is not None and self._tools:
-            pieces += self._tools.finish(delta.finish_reason)
+        final = delta.finish_reason is not None
+        if self._spans is not None:
+            self._spans.add(delta.logprobs)
+            if final:
+                self._spans.close()
+        if self._tools is not None:
+            pieces = self._tools.feed(delta.text)
+            if final:
+                pieces += self._tools.finish(delta.finish_reason)
+        else:
+            pieces = [TextPiece(delta.text, self._fed)] if delta.text else []
+            self._fed += len(delta.text)
+        out: list[Out] = []
         for piece in pieces:
             if isinstance(piece, TextPiece):
-                out.append(TextOut(piece.text, self._take_logprobs()))
-            else:
-                self._pending_lp = ()  # those tokens spelled the call
-                out.append(ToolOut(piece.name, piece.arguments))
-        if delta.finish_reason is not None:
+                out += self._text(piece)
+            elif isinstance(piece, CallStart):
+                out += self._release()
+                self._calls.append([piece.name, ""])
+                out.append(ToolStart(len(self._calls) - 1, piece.name))
+            elif isinstance(piece, CallArgs):
+                self._calls[-1][1] += piece.text
+                out.append(ToolArgs(len(self._calls) - 1, piece.text))
+            elif isinstance(piece, CallEnd):
+                name, arguments = self._calls[-1]
+                out.append(ToolEnd(len(self._calls) - 1, name, arguments, piece.cut))
+        if final:
             self.finished = True
-            if self._pending_lp and not any(isinstance(o, TextOut) for o in out):
-                out.append(TextOut("", self._take_logprobs()))
+            out += self._release()
             reason = delta.finish_reason
-            if reason == "stop" and self._tools and self._tools.calls:
+            if reason == "stop" and self._calls:
                 reason = "tool_calls"
             out.append(FinishOut(reason, delta.stop_sequence if reason == "stop" else None,
                                  self.prompt_tokens, self.completion_tokens))
         return out
 
-    def _take_logprobs(self) -> tuple[TokenLogprob, ...]:
-        lp, self._pending_lp = self._pending_lp, ()
-        return lp
+    # -- text and its logprobs -------------------------------------------------
+    def _text(self, piece: TextPiece) -> list[Out]:
+        if self._spans is None:
+            return [TextOut(piece.text)]
+        out: list[Out] = []
+        if self._held is not None and self._held[0] + len(self._held[1]) != piece.start:
+            out += self._release()            # the earlier text ended (a gap follows it)
+        start, text = self._held if self._held is not None else (piece.start, "")
+        text += piece.text
+        gen = start - self._origin
+        ready = self._spans.boundary(gen, gen + len(text)) - gen
+        self._held = (start + ready, text[ready:]) if ready < len(text) else None
+        if ready > 0:
+            out.append(self._out(start, text[:ready]))
+        return out
+
+    def _release(self) -> list[Out]:
+        """Release held text: it ends here (cut tokens at its end keep their returned part)."""
+        if self._held is None:
+            return []
+        start, text = self._held
+        self._held = None
+        return [self._out(start, text)]
+
+    def _out(self, start: int, text: str) -> TextOut:
+        gen = start - self._origin
+        return TextOut(text, self._spans.tokens(max(gen, 0), gen + len(text)))

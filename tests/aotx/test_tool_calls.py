@@ -3,74 +3,11 @@ import json
 import pytest
 
 from aotx.chat_types import ToolCall, ToolSpec
-from aotx.tool_calls import (TextPiece, ToolCallPiece, ToolCallStream, named_choice,
-                             render_assistant_tool_calls, render_tool_result, render_tools_system)
+from aotx.tool_calls import (ToolCallPiece, named_choice, render_assistant_tool_calls,
+                             render_tool_result, render_tools_system)
+from tests.aotx.test_tool_stream import run
 
-CALL = '<tool_call>\n{"name": "f", "arguments": {"a": 1, "s": "é"}}\n</tool_call>'
-ARGS = '{"a": 1, "s": "é"}'
 TOOLS = [ToolSpec("f", "does f", {"type": "object", "properties": {"a": {"type": "integer"}}})]
-
-
-def run(pieces, finish="stop"):
-    s = ToolCallStream()
-    out = [p for chunk in pieces for p in s.feed(chunk)] + s.finish(finish)
-    merged = []
-    for p in out:
-        if merged and isinstance(p, TextPiece) and isinstance(merged[-1], TextPiece):
-            merged[-1] = TextPiece(merged[-1].text + p.text)
-        else:
-            merged.append(p)
-    return merged
-
-
-def test_whole_call_in_one_feed():
-    assert run([CALL]) == [ToolCallPiece("f", ARGS)]
-
-
-def test_call_split_across_many_feeds():
-    assert run([CALL[i:i + 2] for i in range(0, len(CALL), 2)]) == [ToolCallPiece("f", ARGS)]
-
-
-def test_text_passes_through_immediately_and_tag_prefix_is_held():
-    s = ToolCallStream()
-    assert s.feed("Hello <tool") == [TextPiece("Hello")]
-    assert s.feed("box>") == [TextPiece(" <toolbox>")]
-    assert s.feed("<tool_") == []
-    assert s.feed("call>" + CALL[11:]) == [ToolCallPiece("f", ARGS)]
-
-
-def test_text_then_call_then_text():
-    assert run(["Checking.\n", CALL, "\nDone"]) == [
-        TextPiece("Checking."), ToolCallPiece("f", ARGS), TextPiece("Done")]
-
-
-def test_whitespace_between_calls_dropped():
-    assert run([CALL, "\n\n", CALL, "\n"]) == [ToolCallPiece("f", ARGS)] * 2
-
-
-def test_parameters_key_and_compact_arguments():
-    assert run(['<tool_call>{"name":"f","parameters":{"x":[1, 2]}}</tool_call>']) == [
-        ToolCallPiece("f", '{"x": [1, 2]}')]
-
-
-@pytest.mark.parametrize("body", ['not json', '{"name": 3, "arguments": {}}',
-                                  '{"name": "f", "arguments": "x"}', '[1]'])
-def test_malformed_body_is_text(body):
-    raw = f"<tool_call>{body}</tool_call>"
-    assert run([raw]) == [TextPiece(raw)]
-
-
-def test_call_cut_by_budget_is_raw_text_never_a_call():
-    raw = '<tool_call>{"name": "f", "argu'
-    assert run([raw[:5], raw[5:]], "length") == [TextPiece(raw)]
-
-
-def test_tag_prefix_at_finish_is_text():
-    assert run(["so <tool_c"]) == [TextPiece("so <tool_c")]
-
-
-def test_utf8_text_and_trailing_whitespace_kept_without_calls():
-    assert run(["café ", "中文\n"]) == [TextPiece("café 中文\n")]
 
 
 def test_render_tools_system_modes():
@@ -84,7 +21,7 @@ def test_render_tools_system_modes():
 
 def test_render_history_round_trips_through_parser():
     text = render_assistant_tool_calls([ToolCall("call_1", "f", '{"a":1}')])
-    assert run([text]) == [ToolCallPiece("f", '{"a": 1}')]
+    assert run([text]) == [("call", "f", '{"a": 1}', False)]
     assert render_tool_result("sunny", "f") == (
         '<tool_response>\n{"name": "f", "content": "sunny"}\n</tool_response>')
     assert render_tool_result("sunny") == "<tool_response>\nsunny\n</tool_response>"
@@ -100,15 +37,6 @@ def test_forced_call_primer_opens_the_call():
     assert forced_call_primer(one, "required") == '<tool_call>\n{"name": "get_weather", "arguments": '
     assert forced_call_primer(two, named_choice("get_time")) == \
         '<tool_call>\n{"name": "get_time", "arguments": '
-
-
-def test_primer_plus_model_output_parses_as_one_call():
-    from aotx.tool_calls import forced_call_primer
-    stream = ToolCallStream()
-    primer = forced_call_primer([ToolSpec("get_weather")], "required")
-    assert stream.feed(primer) == []
-    pieces = stream.feed('{"city": "Paris"}}\n</tool_call>') + stream.finish("stop")
-    assert pieces == [ToolCallPiece("get_weather", '{"city": "Paris"}')]
 
 
 @pytest.mark.parametrize("body,args", [

@@ -1,6 +1,7 @@
 """Deterministic Delta tapes: what the engine could send, without a model."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from aotx.engine.types import Delta, TokenLogprob, TopLogprob
@@ -8,6 +9,8 @@ from aotx.engine.types import Delta, TokenLogprob, TopLogprob
 PROMPT_TOKENS = 7
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "°C"}}\n</tool_call>'
 CALL_ARGS = '{"city": "Paris", "unit": "°C"}'
+# the arguments' own closing brace missing: the repair adds it as the last fragment
+REPAIRED_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"\n</tool_call>'
 
 
 def _lp(text: str, k: int) -> TokenLogprob:
@@ -37,6 +40,7 @@ class Case:
     finish: str | None    # neutral finish: stop | length | tool_calls | None (error)
     stop_sequence: str | None = None
     logprobs: bool = False
+    blocks: tuple | None = None   # Anthropic content, when not (text, then the calls)
 
 
 def _split(s: str, k: int) -> list[str]:
@@ -56,6 +60,15 @@ CASES = [
          "tool_calls"),
     Case("tool_cut_by_budget", tape(['<tool_call>{"name": "get_weather", "argu'], "length"),
          True, '<tool_call>{"name": "get_weather", "argu', (), "length"),
+    Case("tool_cut_in_arguments",
+         tape(_split('<tool_call>{"name": "get_weather", "arguments": {"city": "Pa', 4), "length"),
+         True, "", (("get_weather", '{"city": "Pa'),), "length"),
+    Case("tool_repaired", tape(_split(REPAIRED_CALL, 4)), True, "",
+         (("get_weather", '{"city": "Paris"}'),), "tool_calls"),
+    Case("text_tool_text", tape(["Let me check.\n", *_split(CALL, 5), "\nDone."]), True,
+         "Let me check.Done.", (("get_weather", CALL_ARGS),), "tool_calls",
+         blocks=(("text", "Let me check."), ("tool_use", "get_weather", json.loads(CALL_ARGS)),
+                 ("text", "Done."))),
     Case("tool_text_when_no_tools", tape([CALL]), False, CALL, (), "stop"),
     Case("stop_sequence", tape(["Hello", " there"], stop_sequence="END"), False, "Hello there",
          (), "stop", "END"),
@@ -65,3 +78,46 @@ CASES = [
     Case("logprobs", tape(["Hi", " there"], logprobs=True), False, "Hi there", (), "stop",
          logprobs=True),
 ]
+
+
+# ------------------------------------------------------------ tapes through the real detokenizer
+EOS = b"<|im_end|>"
+
+
+class _Vocab:
+    def __init__(self, tokens):
+        self.tokens = tokens
+
+    def token_bytes(self, token_id):
+        return self.tokens[token_id]
+
+
+def token_lp(raw: bytes, k: int) -> TokenLogprob:
+    text = raw.decode("utf-8", errors="replace")
+    return TokenLogprob(token_id=k, token=text, bytes=raw, logprob=-0.25 - k / 100,
+                        top=(TopLogprob(k, text, raw, -0.25 - k / 100),
+                             TopLogprob(99, "x", b"x", -4.0)))
+
+
+def engine_tape(tokens, *, stop=(), eos=True, max_tokens=None) -> list[Delta]:
+    """The deltas the engine sends for `tokens` (bytes each), with logprobs: text through the
+    engine's own Detokenizer (UTF-8 and stop-string hold-back), the end token last when `eos`,
+    the budget cut as the engine cuts it (aotx.engine.engine._postprocess)."""
+    from aotx.engine.detokenizer import Detokenizer
+
+    vocab = list(tokens) + ([EOS] if eos else [])
+    detok = Detokenizer(_Vocab(vocab), tuple(stop), {len(tokens)} if eos else set())
+    limit = max_tokens if max_tokens is not None else len(vocab)
+    out = []
+    for k in range(min(len(vocab), limit)):
+        step = detok.add(k)
+        text, reason, seq = step.text, step.finish_reason, step.stop_sequence
+        if reason is None and k + 1 >= limit:
+            tail = detok.flush()
+            text, reason, seq = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
+        out.append(Delta(text, token_ids=(k,), logprobs=(token_lp(vocab[k], k),),
+                         finish_reason=reason, stop_sequence=seq, prompt_tokens=PROMPT_TOKENS,
+                         completion_tokens=k + 1))
+        if reason is not None:
+            break
+    return out

@@ -15,11 +15,11 @@ from api.surfaces.chat.buffered import build_chat_completion
 from api.surfaces.chat.stream import ChatStreamProjector
 from api.surfaces.completions.buffered import build_completion
 from api.surfaces.completions.stream import CompletionStreamProjector
-from api.surfaces.messages.buffered import build_message
+from api.surfaces.messages.buffered import build_message, tool_input
 from api.surfaces.messages.stream import MessagesStreamProjector
 from api.surfaces.responses.buffered import build_response
 from api.surfaces.responses.stream import ResponsesStreamProjector
-from tests.api.tapes import CASES, PROMPT_TOKENS, tape
+from tests.api.tapes import CALL_ARGS, CASES, PROMPT_TOKENS, tape
 from tests.api.validators import (parse_sse, validate_chat_stream, validate_completion_stream,
                                   validate_messages_stream, validate_responses_stream)
 
@@ -187,8 +187,10 @@ def messages_args(case):
 
 
 def blocks_of(case):
+    if case.blocks is not None:
+        return list(case.blocks)
     blocks = [("text", case.text)] if case.text else []
-    return blocks + [("tool_use", name, json.loads(args)) for name, args in case.calls]
+    return blocks + [("tool_use", name, tool_input(args)) for name, args in case.calls]
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -296,3 +298,51 @@ def test_completion_text_offsets_count_characters_across_split_utf8():
     stream = validate_completion_stream(run(CompletionStreamProjector(**args, include_usage=False),
                                             [deltas]))
     assert stream["choices"][0]["offsets"] == offsets
+
+
+# ---------------------------------------------------------------- tool arguments as generated
+def _argument_fragments(surface: str, events) -> list[str]:
+    frags = []
+    for name, data in parse_sse(b"".join(e.encode() for e in events)):
+        if surface == "chat" and isinstance(data, dict):
+            for c in data["choices"]:
+                frags += [tc["function"]["arguments"] for tc in c["delta"].get("tool_calls") or []
+                          if tc["function"]["arguments"]]
+        elif name == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            frags.append(data["delta"]["partial_json"])
+        elif name == "response.function_call_arguments.delta":
+            frags.append(data["delta"])
+    return frags
+
+
+def _projector(surface: str, case):
+    if surface == "chat":
+        return ChatStreamProjector(**chat_args(case), n=1, include_usage=False)
+    if surface == "messages":
+        return MessagesStreamProjector(**messages_args(case))
+    return ResponsesStreamProjector(**responses_args(case))
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+def test_arguments_stream_while_the_call_is_written(surface):
+    """Each delta inside the arguments object is passed on when it arrives, before the call
+    closes; the fragments assemble to the buffered arguments."""
+    case = next(c for c in CASES if c.name == "tool_many_deltas")
+    projector = _projector(surface, case)
+    projector.open()
+    closing = next(k for k, d in enumerate(case.deltas) if "}" in d.text and "city" not in d.text
+                   and k > 5)
+    before = [e for d in case.deltas[:closing] for e in projector.feed(0, d)]
+    frags = _argument_fragments(surface, before)
+    assert len(frags) >= 3 and CALL_ARGS.startswith("".join(frags))
+    rest = [e for d in case.deltas[closing:] for e in projector.feed(0, d)]
+    assert "".join(frags + _argument_fragments(surface, rest)) == CALL_ARGS
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+def test_repair_arrives_as_the_last_fragment(surface):
+    case = next(c for c in CASES if c.name == "tool_repaired")
+    projector = _projector(surface, case)
+    projector.open()
+    frags = _argument_fragments(surface, [e for d in case.deltas for e in projector.feed(0, d)])
+    assert frags[-1] == "}" and "".join(frags) == '{"city": "Paris"}'

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 import json
 
+from jiter import from_json
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
 
 def parse_sse(raw: bytes) -> list[tuple[str | None, object]]:
     text = raw.decode("utf-8")
@@ -158,14 +168,19 @@ def validate_messages_stream(raw: bytes) -> dict:
             assert data["index"] == open_index
             block = blocks[open_index]
             if block["type"] == "tool_use":
-                block["input"] = json.loads(block.pop("partial_json") or "{}")
+                # as the SDK reads it (jiter, partial mode); whole JSON unless the budget cut it
+                raw = block.pop("partial_json")
+                block["input"] = from_json(raw.encode(), partial_mode=True) if raw else {}
                 assert isinstance(block["input"], dict)
+                block["complete"] = not raw or _is_json(raw)
             open_index = None
         elif name == "message_delta":
             assert open_index is None, "all blocks closed before message_delta"
             assert set(data["delta"]) >= {"stop_reason", "stop_sequence"}
             assert isinstance(data["usage"]["output_tokens"], int)
             result["stop_reason"] = data["delta"]["stop_reason"]
+            if data["delta"]["stop_reason"] != "max_tokens":
+                assert all(b.get("complete", True) for b in blocks), "tool input is whole JSON"
             result["stop_sequence"] = data["delta"]["stop_sequence"]
             result["usage"] = data["usage"]
             seen_delta = True
@@ -226,7 +241,14 @@ def validate_responses_stream(raw: bytes) -> dict:
             item = items[data["output_index"]]
             assert data["arguments"] == item["arguments"] and data["name"] == item["name"]
         elif name == "response.output_item.done":
-            assert data["output_index"] not in done and data["item"]["status"] == "completed"
+            assert data["output_index"] not in done
+            status = data["item"]["status"]
+            # a call the budget cut is "incomplete", in an incomplete response only
+            assert status == "completed" or (
+                status == "incomplete" and data["item"]["type"] == "function_call"
+                and names[-1] == "response.incomplete")
+            if data["item"]["type"] == "function_call":
+                assert data["item"]["arguments"] == items[data["output_index"]]["arguments"]
             done.add(data["output_index"])
         elif name == "error":
             assert names[-1] == "response.failed" and events[-2][0] == "error"

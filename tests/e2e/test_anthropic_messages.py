@@ -103,15 +103,22 @@ def test_forced_tool_use_buffered_and_streamed(anthropic_client):
     assert uses and uses[0].name == "get_weather" and uses[0].id.startswith("toolu_")
     assert isinstance(uses[0].input, dict)
     with anthropic_client.messages.stream(**kw) as stream:
+        partials = sum(event.type == "input_json" for event in stream)
         final = stream.get_final_message()
     assert [(b.type, getattr(b, "input", None)) for b in final.content] == \
            [(b.type, getattr(b, "input", None)) for b in m.content]
     assert final.stop_reason == "tool_use"
+    assert partials > 5, "input_json_delta events as the arguments are written"
 
 
-def test_tool_use_cut_by_budget_is_max_tokens_text(anthropic_client):
-    m = anthropic_client.messages.create(model=MODEL, max_tokens=3, tools=[WEATHER],
-                                         tool_choice={"type": "any"}, extra_body={"temperature": 0},
-                                         messages=[{"role": "user", "content": "Weather in Paris?"}])
+def test_tool_use_cut_by_budget_is_max_tokens_with_the_input_so_far(anthropic_client):
+    kw = dict(model=MODEL, max_tokens=4, tools=[WEATHER], tool_choice={"type": "any"},
+              extra_body={"temperature": 0}, messages=[{"role": "user", "content": "Weather in Paris?"}])
+    m = anthropic_client.messages.create(**kw)
     assert m.stop_reason == "max_tokens"
-    assert [b.type for b in m.content] == ["text"]
+    assert [b.type for b in m.content] == ["tool_use"] and isinstance(m.content[0].input, dict)
+    with anthropic_client.messages.stream(**kw) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "max_tokens"
+    assert [(b.type, b.name, b.input) for b in final.content] == \
+           [(b.type, b.name, b.input) for b in m.content]

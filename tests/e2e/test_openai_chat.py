@@ -149,20 +149,83 @@ def test_forced_tool_call_stream_and_buffered_agree(openai_client):
     assert call.id.startswith("call_") and call.type == "function"
     assert call.function.name == "get_weather"
     assert isinstance(json.loads(call.function.arguments), dict)
-    # the stream: header fragment (index, id, type, name) then argument fragments, same call
+    # the stream: header fragment (index, id, type, name) then argument fragments as the model
+    # writes them, same call
     frags = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
     assert frags[0].id and frags[0].type == "function" and frags[0].function.name == "get_weather"
     assert all(f.id is None and f.function.name is None for f in frags[1:])
+    assert len(frags) > 5, "arguments arrive in many fragments"
     assert "".join(f.function.arguments or "" for f in frags) == call.function.arguments
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finishes == ["tool_calls"]
 
 
-def test_tool_call_cut_by_budget_is_plain_content(openai_client):
-    r = openai_client.chat.completions.create(
-        model=MODEL, temperature=0, max_tokens=3, tools=[WEATHER_TOOL], tool_choice="required",
-        messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 1.0, "seed": 4242}])
+def test_stream_helper_tool_call_equals_buffered(openai_client, sampling):
+    """The same (greedy or seeded) request buffered and through the SDK's stream helper: the
+    helper's final completion equals the buffered one, whatever the model wrote."""
+    kw = dict(model=MODEL, max_tokens=64, tools=[WEATHER_TOOL], **sampling,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}},
+              messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    buffered = openai_client.chat.completions.create(**kw)
+    deltas = []
+    with openai_client.chat.completions.stream(**kw) as stream:
+        for event in stream:
+            if event.type == "tool_calls.function.arguments.delta":
+                deltas.append(event.arguments_delta)
+        try:
+            final = stream.get_final_completion()
+        except openai.LengthFinishReasonError as exc:   # the helper's answer to "length"
+            final = exc.completion
+    b, f = buffered.choices[0], final.choices[0]
+    calls = [(c.function.name, c.function.arguments) for c in b.message.tool_calls or []]
+    assert [(c.function.name, c.function.arguments) for c in f.message.tool_calls or []] == calls
+    # the first chunk's `content: ""` accumulates to "" where the buffered message says null
+    assert (f.message.content or None) == b.message.content and f.finish_reason == b.finish_reason
+    assert "".join(deltas) == "".join(args for _, args in calls)
+    if sampling["temperature"] == 0:
+        assert calls and f.finish_reason in ("tool_calls", "length") and len(deltas) > 5
+
+
+def test_tool_call_cut_by_budget_ends_the_call_with_length(openai_client):
+    """Arguments stream as they are written, so a call the budget cuts stays a call: its
+    arguments so far (not JSON yet), finish "length" -- buffered and streamed alike."""
+    kw = dict(model=MODEL, temperature=0, max_tokens=4, tools=[WEATHER_TOOL], tool_choice="required",
+              messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    r = openai_client.chat.completions.create(**kw)
     choice = r.choices[0]
     assert choice.finish_reason == "length"
-    assert not choice.message.tool_calls
-    assert choice.message.content.startswith("<tool_call>")
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and call.function.arguments.startswith("{")
+    chunks = list(openai_client.chat.completions.create(**kw, stream=True))
+    frags = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert "".join(f.function.arguments or "" for f in frags) == call.function.arguments
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] \
+        == ["length"]
+
+
+def _joined(entries) -> bytes:
+    return b"".join(bytes(e.bytes) for e in entries)
+
+
+@pytest.mark.parametrize("stop", [None, ["Paris"]])
+def test_logprobs_cover_exactly_the_returned_text(openai_client, stop):
+    """No entry for the end token or a stop string; buffered and streamed alike, and every
+    chunk's logprobs spell that chunk's text."""
+    kw = dict(model=MODEL, messages=FRANCE, temperature=0, max_tokens=24, logprobs=True,
+              top_logprobs=2, stop=stop)
+    r = openai_client.chat.completions.create(**kw)
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop"
+    content = choice.message.content
+    assert _joined(choice.logprobs.content) == content.encode()
+    assert "<|im_end|>" not in [e.token for e in choice.logprobs.content]
+    chunks = list(openai_client.chat.completions.create(**kw, stream=True))
+    streamed = []
+    for c in chunks:
+        for ch in c.choices:
+            entries = ch.logprobs.content if ch.logprobs else []
+            assert _joined(entries) == (ch.delta.content or "").encode()
+            streamed += entries
+    assert [(e.token, e.bytes, e.logprob) for e in streamed] == \
+           [(e.token, e.bytes, e.logprob) for e in choice.logprobs.content]

@@ -69,3 +69,20 @@ def test_stop_in_stream(openai_client):
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert " 7" not in text
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+
+def test_logprobs_cover_exactly_the_returned_text_with_a_stop(openai_client):
+    kw = dict(model=MODEL, prompt="1, 2, 3, 4,", max_tokens=20, temperature=0, stop=[" 7"],
+              logprobs=1)
+    r = openai_client.completions.create(**kw)
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop" and " 7" not in choice.text
+    assert "".join(choice.logprobs.tokens) == choice.text
+    chunks = list(openai_client.completions.create(**kw, stream=True))
+    tokens = []
+    for c in chunks:
+        for ch in c.choices:
+            if ch.logprobs:
+                assert "".join(ch.logprobs.tokens) == ch.text
+                tokens += ch.logprobs.tokens
+    assert tokens == choice.logprobs.tokens

@@ -87,3 +87,19 @@ def test_forced_function_call_buffered_and_streamed(openai_client):
     assert [(o.type, getattr(o, "arguments", None)) for o in final.output] == \
            [(o.type, getattr(o, "arguments", None)) for o in r.output]
     assert any(e.type == "response.function_call_arguments.done" and e.name == "get_weather" for e in events)
+    assert sum(e.type == "response.function_call_arguments.delta" for e in events) > 5
+
+
+def test_logprobs_cover_exactly_the_output_text(openai_client):
+    kw = dict(model=MODEL, input="What is the capital of France?", temperature=0,
+              max_output_tokens=24, top_logprobs=2, include=["message.output_text.logprobs"])
+    r = openai_client.responses.create(**kw)
+    assert r.status == "completed"
+    part = r.output[0].content[0]
+    assert b"".join(bytes(lp.bytes) for lp in part.logprobs) == part.text.encode()
+    events = list(openai_client.responses.create(**kw, stream=True))
+    for e in events:
+        if e.type == "response.output_text.delta":
+            assert "".join(lp.token for lp in e.logprobs) == e.delta
+    done = [e for e in events if e.type == "response.output_text.done"][0]
+    assert [lp.token for lp in done.logprobs] == [lp.token for lp in part.logprobs]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from aotx.engine.types import Delta
-from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
+from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolArgs, ToolStart
 from api.errors import engine_failure
 from api.ids import new_id
 from api.logprobs import chat_logprobs
@@ -13,16 +13,18 @@ from api.surfaces.openai_chunks import usage_object
 
 def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bool,
             tool_primer: str = "") -> tuple:
-    decoder = ChoiceDecoder(parse_tools, tool_primer)
+    decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs)
     text, calls, lps, finish = [], [], [], None
     for delta in deltas:
         for out in decoder.feed(delta):
             if isinstance(out, TextOut):
                 text.append(out.text)
                 lps.extend(out.logprobs)
-            elif isinstance(out, ToolOut):
+            elif isinstance(out, ToolStart):
                 calls.append({"id": new_id("call_"), "type": "function",
-                              "function": {"name": out.name, "arguments": out.arguments}})
+                              "function": {"name": out.name, "arguments": ""}})
+            elif isinstance(out, ToolArgs):
+                calls[out.index]["function"]["arguments"] += out.fragment
             elif isinstance(out, FinishOut):
                 finish = out.reason
             elif isinstance(out, ErrorOut):

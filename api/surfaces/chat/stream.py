@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from aotx.engine.types import Delta
-from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
+from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolArgs, ToolStart
 from api.ids import new_id
 from api.logprobs import chat_logprobs
 from api.sse import DONE, ServerSentEvent
@@ -17,8 +17,7 @@ class ChatStreamProjector(OpenAIChunkStream):
                  tool_primer: str = "") -> None:
         super().__init__(object="chat.completion.chunk", id=id, created=created, model=model,
                          fingerprint=fingerprint, include_usage=include_usage)
-        self._decoders = [ChoiceDecoder(parse_tools, tool_primer) for _ in range(n)]
-        self._tool_counts = [0] * n
+        self._decoders = [ChoiceDecoder(parse_tools, tool_primer, logprobs) for _ in range(n)]
         self._logprobs = logprobs
 
     def _choice(self, i: int, delta: dict, finish: str | None = None, lps=None) -> dict:
@@ -35,16 +34,15 @@ class ChatStreamProjector(OpenAIChunkStream):
         events: list[ServerSentEvent] = []
         for out in self._decoders[i].feed(delta):
             if isinstance(out, TextOut):
-                if out.text or (self._logprobs and out.logprobs):
+                if out.text:
                     events.append(self._chunk([self._choice(i, {"content": out.text},
                                                             lps=out.logprobs)]))
-            elif isinstance(out, ToolOut):
-                k = self._tool_counts[i]
-                self._tool_counts[i] += 1
-                head = {"index": k, "id": new_id("call_"), "type": "function",
+            elif isinstance(out, ToolStart):
+                head = {"index": out.index, "id": new_id("call_"), "type": "function",
                         "function": {"name": out.name, "arguments": ""}}
                 events.append(self._chunk([self._choice(i, {"tool_calls": [head]})]))
-                body = {"index": k, "function": {"arguments": out.arguments}}
+            elif isinstance(out, ToolArgs):
+                body = {"index": out.index, "function": {"arguments": out.fragment}}
                 events.append(self._chunk([self._choice(i, {"tool_calls": [body]})]))
             elif isinstance(out, FinishOut):
                 events.append(self._chunk([self._choice(i, {}, out.reason)]))

@@ -25,7 +25,7 @@ class CompletionChoice:
     def __init__(self, echo_text: str | None, logprobs: int | None) -> None:
         self._echo = echo_text
         self._lp = CompletionLogprobs() if logprobs is not None else None
-        self.decoder = ChoiceDecoder(parse_tools=False)
+        self.decoder = ChoiceDecoder(parse_tools=False, logprobs=logprobs is not None)
 
     def feed(self, delta: Delta) -> list[Piece]:
         outs = self.decoder.feed(delta)
@@ -38,10 +38,10 @@ class CompletionChoice:
             pieces.append(Piece(self._echo, block))
             self._echo = None
         for out in outs:
-            if isinstance(out, TextOut):
+            if isinstance(out, TextOut) and out.text:
                 block = self._lp.block(out.logprobs) if self._lp is not None else None
                 if pieces and pieces[-1].finish is None and pieces[-1].error is None and \
-                        not out.logprobs and block is None:
+                        block is None:
                     pieces[-1] = Piece(pieces[-1].text + out.text, pieces[-1].logprobs)
                 else:
                     pieces.append(Piece(out.text, block))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from aotx.engine.types import Delta
-from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
+from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolArgs, ToolEnd, ToolStart
 from api.errors import anthropic_body, engine_failure
 from api.ids import new_id
 from api.sse import ServerSentEvent
@@ -75,11 +75,13 @@ class MessagesStreamProjector:
                 if self._open != "text":
                     events += self._start({"type": "text", "text": ""})
                 events.append(self._delta({"type": "text_delta", "text": out.text}))
-            elif isinstance(out, ToolOut):
+            elif isinstance(out, ToolStart):
                 events += self._start({"type": "tool_use", "id": new_id("toolu_"),
                                        "name": out.name, "input": {}})
+            elif isinstance(out, ToolArgs) and out.fragment:
                 events.append(self._delta({"type": "input_json_delta",
-                                           "partial_json": out.arguments}))
+                                           "partial_json": out.fragment}))
+            elif isinstance(out, ToolEnd):
                 events += self._close()
             elif isinstance(out, FinishOut):
                 events += self._close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from aotx.engine.types import Delta
-from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolOut
+from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolArgs, ToolEnd, ToolStart
 from api.ids import new_id
 from api.logprobs import chat_entry, responses_delta_entry
 from api.sse import ServerSentEvent
@@ -27,11 +27,12 @@ class ResponsesStreamProjector:
         self._base = {"id": id, "object": "response", "created_at": created_at, "model": model,
                       "previous_response_id": None, "text": {"format": {"type": "text"}},
                       "truncation": "disabled", "store": False, "background": False, **echo}
-        self._decoder = ChoiceDecoder(parse_tools, tool_primer)
+        self._decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs)
         self._logprobs = logprobs
         self._seq = 0
         self._output: list[dict] = []
         self._open: dict | None = None   # the open message item
+        self._call: dict | None = None   # the open function_call item
         self._text: list[str] = []
         self._lps: list = []
         self.done = False
@@ -94,31 +95,45 @@ class ResponsesStreamProjector:
                                   logprobs=[responses_delta_entry(lp) for lp in lps]))
         return events
 
-    def _call(self, out: ToolOut) -> list[ServerSentEvent]:
+    def _call_start(self, out: ToolStart) -> list[ServerSentEvent]:
         events = self._close_message()
         item = {"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"),
                 "name": out.name, "arguments": "", "status": "in_progress"}
         self._output.append(item)
-        ids = {"item_id": item["id"], "output_index": len(self._output) - 1}
+        self._call = item
         events.append(self._event("response.output_item.added",
-                                  output_index=ids["output_index"], item=dict(item)))
-        events.append(self._event("response.function_call_arguments.delta", **ids,
-                                  delta=out.arguments))
-        item.update(arguments=out.arguments, status="completed")
-        events.append(self._event("response.function_call_arguments.done", **ids,
-                                  arguments=out.arguments, name=out.name))
-        events.append(self._event("response.output_item.done",
-                                  output_index=ids["output_index"], item=dict(item)))
+                                  output_index=len(self._output) - 1, item=dict(item)))
         return events
+
+    def _call_ids(self) -> dict:
+        return {"item_id": self._call["id"], "output_index": self._output.index(self._call)}
+
+    def _call_args(self, out: ToolArgs) -> list[ServerSentEvent]:
+        self._call["arguments"] += out.fragment
+        return [self._event("response.function_call_arguments.delta", **self._call_ids(),
+                            delta=out.fragment)]
+
+    def _call_end(self, out: ToolEnd) -> list[ServerSentEvent]:
+        item, ids = self._call, self._call_ids()
+        self._call = None
+        item.update(status="incomplete" if out.cut else "completed")
+        return [self._event("response.function_call_arguments.done", **ids,
+                            arguments=item["arguments"], name=item["name"]),
+                self._event("response.output_item.done", output_index=ids["output_index"],
+                            item=dict(item))]
 
     def feed(self, _choice: int, delta: Delta) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
         for out in self._decoder.feed(delta):
             if isinstance(out, TextOut):
-                if out.text or (self._open is not None and self._logprobs and out.logprobs):
+                if out.text:
                     events += self._text_delta(out)
-            elif isinstance(out, ToolOut):
-                events += self._call(out)
+            elif isinstance(out, ToolStart):
+                events += self._call_start(out)
+            elif isinstance(out, ToolArgs) and out.fragment:
+                events += self._call_args(out)
+            elif isinstance(out, ToolEnd):
+                events += self._call_end(out)
             elif isinstance(out, FinishOut):
                 events += self._close_message()
                 usage = usage_object(out.prompt_tokens, out.completion_tokens)
