@@ -81,7 +81,8 @@ class ModelService:
         return self._tokenizer.token_text(token_id)
 
     def submit(self, prompt_ids: list[int], params: SamplingParams, *, surface: str,
-               lane: str) -> RequestHandle:
-        handle = self.engine.submit(list(prompt_ids), params)
+               lane: str, claim=None, borrow: bool = False) -> RequestHandle:
+        """`claim`/`borrow`: a page claim of the engine's admission line (aotx.engine.Engine.submit)."""
+        handle = self.engine.submit(list(prompt_ids), params, claim=claim, borrow=borrow)
         self.routes.record(surface, lane)
         return handle

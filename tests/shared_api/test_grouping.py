@@ -109,6 +109,7 @@ async def test_stateless_stream_cannot_starve_a_queued_input(nats_url, small_poo
             done = await _wait(alice, receipt["operation"], timeout=120.0)
             assert done["execution"] == "completed", done
             during = len(finished) - before
+            assert during >= 1          # the pool was full when it was queued: it waited for the stream
             await until(lambda: len(finished) >= before + during + 3)   # the stream goes on after it
         finally:
             stop.set()
