@@ -52,6 +52,8 @@ class Tokenizer:
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         self._bytes = [self._compute_bytes(i) for i in range(len(self._tokens))]
+        # every token covers at most this many bytes of text: a text of B bytes has >= B / this tokens
+        self.max_token_bytes = max(1, max(map(len, self._bytes), default=1))
 
     @classmethod
     def from_gguf_metadata(cls, meta: Mapping[str, Any]) -> "Tokenizer":
@@ -77,8 +79,11 @@ class Tokenizer:
             return text.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; special tokens written literally are recognised. No BOS added."""
-        return self._tok.encode(text, add_special_tokens=False).ids
+        """Token ids of ``text``; special tokens written literally are recognised. No BOS added.
+
+        Releases the GIL while it works (``encode_batch`` does, ``encode`` does not), so a long text
+        tokenized in a worker thread leaves the other threads and the event loop running."""
+        return self._tok.encode_batch([text], add_special_tokens=False)[0].ids
 
     def token_bytes(self, token_id: int) -> bytes:
         """Exact raw bytes of one token (specials: their UTF-8 text). May be a partial UTF-8 sequence."""

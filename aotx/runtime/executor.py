@@ -58,7 +58,8 @@ def execution_context(service: Any, automatic_memory: bool = False) -> Execution
     page_size = int(engine.config.page_size)
     grant = min(int(engine.config.num_pages), math.ceil(int(engine.max_model_len) / page_size))
     digest = bytes.fromhex(service.bundle.sha256)
-    return ExecutionContext({service.model_id: ModelCaps(digest, media=False, automatic_memory=automatic_memory)},
+    caps = ModelCaps(digest, media=False, automatic_memory=automatic_memory, context_tokens=int(engine.max_model_len))
+    return ExecutionContext({service.model_id: caps},
                             grant)
 
 

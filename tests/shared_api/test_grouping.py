@@ -116,3 +116,24 @@ async def test_stateless_stream_cannot_starve_a_queued_input(nats_url, small_poo
             await asyncio.gather(*clients)
         assert set(finished) == {"length"}
         assert engine.committed_pages() == 0
+
+
+async def test_an_output_budget_over_the_context_is_refused_and_nothing_is_queued(nats_url, small_pool):
+    """With a 16-page pool of 16 tokens the context one request can hold is 256 tokens: an input
+    asking for more output than that is a 400 naming max_output_tokens, and its sequence stays free."""
+    async with shared_app(nats_url, fresh_spec(), service=small_pool) as (runtime, p, _):
+        alice = p["alice"]
+        await _register(alice)
+        caps = (await alice.get("/capabilities"))[1]
+        model = caps["models"][0]
+        assert model["context_tokens"] == 256
+        con = (await _space(alice))[1]
+        for budget in (1 << 20, 256):
+            status, refusal = await alice.post(f"/conversations/{con}/inputs", alice.body(
+                text="hi", model=model["id"], max_output_tokens=budget))
+            assert status == 400 and refusal["error"]["type"] == "context_length_exceeded", refusal
+            assert "max_output_tokens" in refusal["error"]["message"]
+        status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
+            text="hi", model=model["id"], max_output_tokens=4))
+        assert status == 202, receipt            # the same sequence, now admitted
+        assert (await _wait(alice, receipt["operation"]))["execution"] == "completed"
