@@ -3,10 +3,11 @@
 Rendering the chat template (jinja2) and tokenizing (HF `tokenizers`) take seconds on a
 multi-MB prompt, so both run in a small pool of worker threads, never on the event loop
 (`kernels.tokenizer.Tokenizer.encode` releases the GIL while it works). Before tokenizing there
-is a cheap bound: every token covers at most `max_token_bytes` bytes of the text, so a text of
-B UTF-8 bytes has at least ceil(B / max_token_bytes) tokens; when that alone is over the limit
-the prompt is refused without being tokenized (`PromptTooLong`, a lower bound). A prompt under
-the bound is tokenized and its exact length returned: the caller checks it against the context.
+is a cheap bound (`Tokenizer.min_tokens`): every token covers at most `max_token_bytes` bytes of
+the text, so a text of B UTF-8 bytes (not counting bytes the vocabulary drops) has at least
+ceil(B / max_token_bytes) tokens; when that alone is over the limit the prompt is refused without
+being tokenized (`PromptTooLong`, a lower bound). A prompt under the bound is tokenized and its
+exact length returned: the caller checks it against the context.
 """
 from __future__ import annotations
 
@@ -29,10 +30,6 @@ class PromptTooLong(Exception):
         self.limit = limit
 
 
-def token_lower_bound(text: str, max_token_bytes: int) -> int:
-    return -(-len(text.encode("utf-8", errors="surrogatepass")) // max(1, max_token_bytes))
-
-
 class PromptWork:
     """Chat and text prompts -> token ids, in worker threads. `limit`: the most prompt tokens the
     caller can accept (None: no early refusal)."""
@@ -40,7 +37,6 @@ class PromptWork:
     def __init__(self, tokenizer, template, workers: int = WORKERS) -> None:
         self._tokenizer = tokenizer
         self._template = template
-        self._max_token_bytes = int(getattr(tokenizer, "max_token_bytes", 1))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aotx-prompt")
 
     # -- on the event loop --------------------------------------------------------------
@@ -82,6 +78,6 @@ class PromptWork:
     def _bound(self, text: str, limit: int | None) -> None:
         if limit is None:
             return
-        at_least = token_lower_bound(text, self._max_token_bytes)
+        at_least = self._tokenizer.min_tokens(text)
         if at_least > limit:
             raise PromptTooLong(at_least, limit)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aotx.chat_types import ChatMessage
-from aotx.prompt_work import PromptTooLong, PromptWork, token_lower_bound
+from aotx.prompt_work import PromptTooLong, PromptWork
 
 
 class CountingTokenizer:
@@ -15,6 +15,7 @@ class CountingTokenizer:
     def __init__(self, tokenizer) -> None:
         self._tokenizer = tokenizer
         self.max_token_bytes = tokenizer.max_token_bytes
+        self.min_tokens = tokenizer.min_tokens
         self.encoded = 0
 
     def encode(self, text: str) -> list[int]:
@@ -27,10 +28,21 @@ def tok(model_bundle):
     return model_bundle.tokenizer
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=400))
+# text with what the vocabulary lacks (control characters, planes 4-16) and long runs (long tokens)
+PIECES = st.one_of(st.text(st.characters(codec="utf-8"), max_size=8),
+                   st.sampled_from(["\x06", "\U00040000", "\U0010fffd", " " * 16, "=" * 32, "\n\n", "<|im_end|>"]))
+TEXT = st.lists(PIECES, max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT)
 def test_the_bound_never_exceeds_the_real_count(tok, text):
-    assert token_lower_bound(text, tok.max_token_bytes) <= len(tok.encode(text))
+    assert tok.min_tokens(text) <= len(tok.encode(text))
+
+
+def test_bytes_the_vocabulary_drops_count_for_nothing(tok):
+    assert tok.encode("\x06" * 1000) == [] and tok.min_tokens("\x06" * 1000) == 0
+    assert tok.min_tokens("a" * (10 * tok.max_token_bytes)) == 10
 
 
 async def test_a_prompt_over_the_bound_is_refused_before_it_is_tokenized(model_bundle):

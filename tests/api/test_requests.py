@@ -284,3 +284,15 @@ async def test_chat_names_the_smaller_of_its_two_budget_fields(client, service):
     resp, out = await post(client, "/v1/chat/completions", body)
     assert_error(resp, out, 400, param="max_tokens", contains="1000000000 in the completion")
     assert out["error"]["code"] == "context_length_exceeded"
+
+
+async def test_an_omitted_budget_never_refuses_the_engine_clips_it(client, service):
+    """A prompt that leaves less room than the default budget: omitted is accepted (the engine clips
+    the default to what fits), the same budget given explicitly is refused."""
+    body = {"model": MODEL, "prompt": [1] * (service.context_tokens - 10)}
+    resp, _ = await post(client, "/v1/completions", body)
+    assert resp.status_code == 200
+    resp, out = await post(client, "/v1/completions", {**body, "max_tokens": service.default_max_tokens})
+    assert_error(resp, out, 400, param="max_tokens")
+    resp, out = await post(client, "/v1/completions", {"model": MODEL, "prompt": [1] * service.context_tokens})
+    assert_error(resp, out, 400, param="prompt", contains="your prompt resulted in 8192 tokens")
