@@ -1,7 +1,8 @@
 """The model service: the one object the wire surfaces use to reach the engine.
 
 It owns the loaded model bundle and the engine, builds prompts (chat template
-plus tool rendering) and counts routed requests. Nothing here speaks HTTP.
+plus tool rendering; off the event loop for the surfaces: aotx.prompt_work) and
+counts routed requests. Nothing here speaks HTTP.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
-from aotx.prompt import build_template_messages
+from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
 
 MODEL_ID = "smollm2-135m-instruct"
@@ -39,7 +40,7 @@ class ModelService:
         self.default_max_tokens = int(default_max_tokens)
         self.routes = RouteMetrics()
         self._tokenizer = bundle.tokenizer
-        self._template = bundle.chat_template
+        self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
 
     @classmethod
     def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":
@@ -59,6 +60,13 @@ class ModelService:
 
     async def stop(self) -> None:
         await self.engine.stop()
+        self.prompts.close()
+
+    @property
+    def context_tokens(self) -> int:
+        """Prompt + completion tokens one request may hold: the model's context window within the
+        KV pool."""
+        return int(self.engine.max_model_len)
 
     def known_model(self, name: str) -> bool:
         return name == self.model_id
@@ -67,12 +75,21 @@ class ModelService:
                     tool_choice: str | None = None, primer: str = "") -> list[int]:
         """The chat template's rendering, ending in an open assistant turn; `primer`
         (aotx.tool_calls.forced_call_primer) is appended when a tool call is forced."""
-        rendered = self._template.render(build_template_messages(messages, tools, tool_choice),
-                                         add_generation_prompt=True)
-        return self._tokenizer.encode(rendered + primer)
+        return self._tokenizer.encode(self.prompts.render(messages, tools, tool_choice, primer))
 
     def text_prompt(self, text: str) -> list[int]:
         return self._tokenizer.encode(text)
+
+    async def chat_prompt_ids(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (),
+                              tool_choice: str | None = None, *, primer: str = "", prefill: str = "",
+                              limit: int | None = None) -> list[int]:
+        """chat_prompt (+ `prefill` tokenized on its own) in a worker thread; a prompt whose cheap
+        token bound is over `limit` raises aotx.prompt_work.PromptTooLong before it is tokenized."""
+        return await self.prompts.chat(messages, tools, tool_choice, primer=primer, prefill=prefill,
+                                       limit=limit)
+
+    async def text_prompt_ids(self, text: str, *, limit: int | None = None) -> list[int]:
+        return await self.prompts.text(text, limit=limit)
 
     def token_bytes(self, token_id: int) -> bytes:
         return self._tokenizer.token_bytes(token_id)
@@ -81,7 +98,8 @@ class ModelService:
         return self._tokenizer.token_text(token_id)
 
     def submit(self, prompt_ids: list[int], params: SamplingParams, *, surface: str,
-               lane: str) -> RequestHandle:
-        handle = self.engine.submit(list(prompt_ids), params)
+               lane: str, claim=None, borrow: bool = False) -> RequestHandle:
+        """`claim`/`borrow`: a page claim of the engine's admission line (aotx.engine.Engine.submit)."""
+        handle = self.engine.submit(list(prompt_ids), params, claim=claim, borrow=borrow)
         self.routes.record(surface, lane)
         return handle

@@ -52,6 +52,11 @@ class Tokenizer:
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         self._bytes = [self._compute_bytes(i) for i in range(len(self._tokens))]
+        # every token covers at most this many bytes of text (see min_tokens)
+        self.max_token_bytes = max(1, max(map(len, self._bytes), default=1))
+        # bytes whose byte-level character has no token: encode drops them (no unk, no byte
+        # fallback); SmolLM2 lacks 21, e.g. 0x04, 0x06 and the UTF-8 lead bytes 0xF1-0xF4
+        self.dropped_bytes = bytes(sorted(b for c, b in byte_level_alphabet().items() if c not in vocab))
 
     @classmethod
     def from_gguf_metadata(cls, meta: Mapping[str, Any]) -> "Tokenizer":
@@ -77,8 +82,18 @@ class Tokenizer:
             return text.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; special tokens written literally are recognised. No BOS added."""
-        return self._tok.encode(text, add_special_tokens=False).ids
+        """Token ids of ``text``; special tokens written literally are recognised. No BOS added.
+
+        Releases the GIL while it works (``encode_batch`` does, ``encode`` does not), so a long text
+        tokenized in a worker thread leaves the other threads and the event loop running."""
+        return self._tok.encode_batch([text], add_special_tokens=False)[0].ids
+
+    def min_tokens(self, text: str) -> int:
+        """A lower bound of ``len(encode(text))`` without encoding: the tokens of a text cover its
+        bytes but the dropped ones, each at most ``max_token_bytes`` of them."""
+        data = text.encode("utf-8", errors="surrogatepass")
+        covered = len(data) - sum(data.count(b) for b in self.dropped_bytes)
+        return -(-covered // self.max_token_bytes)
 
     def token_bytes(self, token_id: int) -> bytes:
         """Exact raw bytes of one token (specials: their UTF-8 text). May be a partial UTF-8 sequence."""

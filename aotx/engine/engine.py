@@ -3,6 +3,8 @@
 Callers on an asyncio loop submit() and iterate the returned RequestHandle;
 everything that touches sequences, the scheduler and the KV pool happens on
 the step thread (numpy/BLAS release the GIL, so the loop stays responsive).
+The scheduler's line is also read by page claims from other threads
+(claim_pages): every change to it happens under the engine's lock.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
 from aotx.engine.request import RequestHandle, RequestRejected, deliver, validate_request
 from aotx.engine.runner import Backend, ModelRunner, RowResult
-from aotx.engine.scheduler import Scheduler
+from aotx.engine.scheduler import Claim, Scheduler
 from aotx.engine.sequence import Sequence
 from aotx.engine.stats import EngineStats, StatsCollector
 from aotx.engine.types import Delta, SamplingParams
@@ -59,13 +61,15 @@ class Engine:
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
         self._cond = threading.Condition()
-        self._inbox: list[tuple[str, Sequence | int, RequestHandle | None]] = []
+        # (kind, sequence or seq id, handle, the page claim an added sequence takes over or borrows, borrows?)
+        self._inbox: list[tuple[str, Sequence | int, RequestHandle | None, Claim | None, bool]] = []
         self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
         self._committed = 0               # pages reserved by every request not yet ended (guarded by _cond)
         self._handles: dict[int, RequestHandle] = {}   # step thread only
         self._outbox: list[tuple[RequestHandle, Sequence, Delta]] = []  # delivered after gauges sync
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._stalled = False             # the last step admitted and ran nothing: wait for a change
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -90,13 +94,61 @@ class Engine:
         with self._cond:
             return self._committed
 
+    # -- page claims (any thread): the scheduler's line, under the engine's lock ----------------
+    def claim_pages(self, pages: int, since: float) -> Claim | None:
+        """Promise `pages` to work that joined the admission line at `since` (time.monotonic) and
+        will submit its request later (`submit(..., claim=...)`), if they fit beside what arrived
+        before it; else None, and later arrivals leave those pages free until it fits (the hold:
+        aotx.engine.scheduler). Either way, nothing already admitted is disturbed."""
+        with self._cond:
+            # requests not in the line yet that arrived before it (one taking a claim over is its claim)
+            pending = sum(item.reserved_pages for kind, item, _, claim, borrow in self._inbox
+                          if kind == "add" and (claim is None or borrow) and item.line < since)
+            claim = self.scheduler.claim(pages, since, pending)
+            self._changed()
+            return claim
+
+    def release_claim(self, claim: Claim) -> None:
+        """The claimant ended without a request: its pages go back to the line."""
+        with self._cond:
+            self.scheduler.release(claim)
+            self._changed()
+
+    def release_hold(self) -> None:
+        """No claimant waits any more: later arrivals are admitted by pages alone again."""
+        with self._cond:
+            self.scheduler.clear_hold()
+            self._changed()
+
+    def claimed_pages(self) -> int:
+        with self._cond:
+            return self.scheduler.claimed_pages
+
+    def _changed(self) -> None:
+        """Under _cond: the line changed, so a stalled step loop looks at it again."""
+        self._stalled = False
+        self._cond.notify()
+
     def stats(self) -> EngineStats:
         with self._cond:
             queued = self._queued
         return self._stats.snapshot(queue_depth=queued)
 
     # -- the caller's side (any thread with a running event loop) ---------------
-    def submit(self, prompt_ids: list[int], params: SamplingParams) -> RequestHandle:
+    def submit(self, prompt_ids: list[int], params: SamplingParams, *,
+               claim: Claim | None = None, borrow: bool = False) -> RequestHandle:
+        """Queue a request; with `claim` (from claim_pages), it takes over the claim's pages and its
+        place in the admission line (a refused request releases the claim); with `borrow` too, it
+        stands at the claim's place and may use its pages, but the claim stays for a later request."""
+        try:
+            return self._submit(prompt_ids, params, claim, borrow)
+        except RequestRejected:
+            if claim is not None and not borrow:
+                self.release_claim(claim)
+            raise
+
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, claim: Claim | None,
+                borrow: bool) -> RequestHandle:
         loop = asyncio.get_running_loop()
         prompt = [int(t) for t in prompt_ids]
         vocab = getattr(self.tokenizer, "vocab_size", None)
@@ -122,29 +174,33 @@ class Engine:
                 raise RequestRejected("queue_full", f"{self._queued} requests already waiting")
             self._queued += 1
             self._committed += seq.reserved_pages
-            self._inbox.append(("add", seq, handle))
-            self._cond.notify()
+            self._inbox.append(("add", seq, handle, claim, borrow))
+            self._changed()
         return handle
 
     def _post(self, kind: str, item: Sequence | int, handle: RequestHandle | None) -> None:
         with self._cond:
-            self._inbox.append((kind, item, handle))
-            self._cond.notify()
+            self._inbox.append((kind, item, handle, None, False))
+            self._changed()
 
     # -- the step thread -----------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._inbox and not self.scheduler.has_work() and not self._stopping:
+                while (not self._inbox and (self._stalled or not self.scheduler.has_work())
+                       and not self._stopping):
                     self._cond.wait()
                 if self._stopping:
                     break
                 inbox, self._inbox = self._inbox, []
-            for kind, item, handle in inbox:
+            for kind, item, handle, claim, borrow in inbox:
                 if kind == "add":
                     try:
-                        self.scheduler.add(item)
+                        with self._cond:
+                            self.scheduler.add(item, claim, borrow)
                     except Exception as exc:  # refused here: end that request, keep the engine
+                        if claim is not None and not borrow:
+                            self.release_claim(claim)
                         log.exception("engine could not queue a request")
                         self._handles[item.seq_id] = handle
                         self._end(item, Delta("", finish_reason="error",
@@ -163,7 +219,10 @@ class Engine:
         self._shutdown()
 
     def _step(self) -> None:
-        out = self.scheduler.schedule()
+        with self._cond:   # claims are made on other threads: the line is read and moved under the lock
+            out = self.scheduler.schedule()
+            # nothing ran and nothing can until the line changes (a claim or hold keeps the waiting back)
+            self._stalled = not out.scheduled and not out.cancelled
         for seq in out.cancelled:
             self._end(seq, Delta("", finish_reason="cancelled"))
         if not out.scheduled:
@@ -180,7 +239,7 @@ class Engine:
             log.exception("engine step failed")
             for s in out.scheduled:
                 if not s.seq.is_finished:
-                    self.scheduler.finish(s.seq, "error")
+                    self._finish(s.seq, "error")
                     self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
         self._sync_gauges()
         self._flush()
@@ -190,7 +249,7 @@ class Engine:
         seq.prompt_logprobs.extend(res.prompt_logprobs)
         if res.token_id is None:
             if not seq.in_prefill and seq.params.max_tokens == 0:
-                self.scheduler.finish(seq, "length")
+                self._finish(seq, "length")
                 self._end(seq, Delta("", finish_reason="length"))
             return
         tid = res.token_id
@@ -206,10 +265,14 @@ class Engine:
         delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob is not None else (),
                       finish_reason=reason, stop_sequence=stop)
         if reason is not None:
-            self.scheduler.finish(seq, reason)
+            self._finish(seq, reason)
             self._end(seq, delta)
         else:
             self._send(seq, delta)
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        with self._cond:
+            self.scheduler.finish(seq, reason)
 
     def _send(self, seq: Sequence, delta: Delta) -> None:
         handle = self._handles.get(seq.seq_id)
@@ -246,21 +309,22 @@ class Engine:
 
     def _sync_gauges(self) -> None:
         with self._cond:
-            self._queued = len(self.scheduler.waiting) + sum(1 for k, _, _ in self._inbox if k == "add")
+            self._queued = len(self.scheduler.waiting) + sum(1 for k, *_ in self._inbox if k == "add")
         self._stats.set_gauges(len(self.scheduler.running), self.blocks.pages_in_use)
 
     def _shutdown(self) -> None:
         with self._cond:
             inbox, self._inbox = self._inbox, []
-        for kind, item, handle in inbox:
+        for kind, item, handle, claim, borrow in inbox:
             if kind == "add":
-                self.scheduler.add(item)
+                with self._cond:
+                    self.scheduler.add(item, claim, borrow)
                 self._handles[item.seq_id] = handle
         self._fail_all("engine stopped")
 
     def _fail_all(self, message: str) -> None:
         for seq in [*self.scheduler.running, *self.scheduler.waiting]:
-            self.scheduler.finish(seq, "error")
+            self._finish(seq, "error")
             self._end(seq, Delta("", finish_reason="error", error=message))
         self._sync_gauges()
         self._flush()

@@ -4,9 +4,22 @@ Admission is conservative: a waiting sequence joins only when the pages for
 its whole lifetime fit beside the reservations of everything running, so a
 running sequence never runs out of KV and nothing is ever preempted. The
 queue is strict FIFO (the head blocks the line). No numpy, no backend.
+
+The line is shared with page claims: work that will become a request later
+(a shared input, leased before its memory work builds the prompt) claims its
+pages at its place in the line (`since`, when it joined). A claim counts only
+what arrived before it (running reservations, earlier waiting sequences,
+other claims); when it does not fit, it leaves a hold: sequences that
+arrived after the claimant are admitted only into the pages the hold leaves
+free, so the pool drains to where the claim fits and no stream of later
+requests can keep it out. The claimant's request takes over the claim and its
+place in the line (`add(seq, claim=...)`); a request made on the claimant's
+behalf before that (a shared input's interpretation) borrows it: it stands at
+the claimant's place and may use the claim's pages, which stay promised.
 """
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -35,6 +48,21 @@ class SchedulerOutput:
         return sum(s.num_tokens for s in self.scheduled if not s.is_decode)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """Pages promised to work that joined the line at `since` and has no request yet."""
+    id: int
+    pages: int
+    since: float
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The earliest claimant that did not fit: later arrivals leave its pages free."""
+    since: float
+    pages: int
+
+
 # A prefill chunk that wants prompt logprobs returns a logits row per token
 # ([chunk, vocab] float32: 256 x 49152 is 50 MB), so such chunks stay small.
 PROMPT_LOGPROBS_CHUNK = 256
@@ -50,22 +78,67 @@ class Scheduler:
         self.prefill_token_budget = prefill_token_budget
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.claims: dict[int, Claim] = {}
+        self.hold: Hold | None = None
         self._cancel: set[int] = set()
+        self._claim_ids = itertools.count(1)
 
     # -- bookkeeping -------------------------------------------------------
     @property
     def reserved_pages(self) -> int:
         return sum(s.reserved_pages for s in self.running)
 
+    @property
+    def claimed_pages(self) -> int:
+        return sum(c.pages for c in self.claims.values())
+
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: Sequence, claim: Claim | None = None, borrow: bool = False) -> None:
+        """Queue `seq` at its place in the line; with `claim`, it takes over the claim's place and
+        pages (`borrow`: it stands at the claim's place and may use its pages, which stay claimed)."""
         if seq.reserved_pages > self.blocks.num_pages:
             raise ValueError(f"sequence needs {seq.reserved_pages} pages; the pool has "
                              f"{self.blocks.num_pages}")
+        if claim is not None:
+            if borrow:
+                seq.borrows = claim
+            else:
+                self.release(claim)
+            seq.line = claim.since
         seq.status = SequenceStatus.WAITING
-        self.waiting.append(seq)
+        i = len(self.waiting)
+        while i and self.waiting[i - 1].line > seq.line:
+            i -= 1
+        self.waiting.insert(i, seq)
+
+    # -- page claims ---------------------------------------------------------
+    def pages_ahead(self, since: float, pending: int = 0) -> int:
+        """Pages promised to what is ahead of a claimant that joined the line at `since`: running
+        reservations, claims, waiting sequences that arrived before it, and `pending` (requests
+        that arrived before it and are not queued here yet)."""
+        waiting = sum(s.reserved_pages for s in self.waiting if s.line < since)
+        return self.reserved_pages + self.claimed_pages + waiting + pending
+
+    def claim(self, pages: int, since: float, pending: int = 0) -> Claim | None:
+        """Promise `pages` to a claimant at `since` if they fit beside what is ahead of it; else
+        leave (or move) the hold to it and return None."""
+        if pages > self.blocks.num_pages - self.pages_ahead(since, pending):
+            self.hold = Hold(since, pages)
+            return None
+        if self.hold is not None and self.hold.since == since:
+            self.hold = None
+        claim = Claim(next(self._claim_ids), pages, since)
+        self.claims[claim.id] = claim
+        return claim
+
+    def release(self, claim: Claim) -> None:
+        """The claimant ended without a request, or its request took the claim over."""
+        self.claims.pop(claim.id, None)
+
+    def clear_hold(self) -> None:
+        self.hold = None
 
     def cancel(self, seq_id: int) -> None:
         """Mark for removal; the next schedule() frees it and reports it."""
@@ -97,11 +170,15 @@ class Scheduler:
                 n = _chunk(seq, budget)
                 budget -= n
                 out.scheduled.append(self._place(seq, n, is_decode=False))
-        # 2. admit from the head of the queue while slots, tokens and pages last
-        free_pages = self.blocks.num_pages - self.reserved_pages
+        # 2. admit from the head of the line while slots, tokens and pages last (beside the claims,
+        #    and for what arrived after a claimant on hold, beside its pages too)
+        free_pages = self.blocks.num_pages - self.reserved_pages - self.claimed_pages
+        hold = self.hold
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             seq = self.waiting[0]
-            if seq.reserved_pages > free_pages:
+            held = hold.pages if hold is not None and seq.line >= hold.since else 0
+            lent = seq.borrows.pages if seq.borrows is not None and seq.borrows.id in self.claims else 0
+            if seq.reserved_pages > free_pages - held + lent:
                 break
             self.waiting.popleft()
             free_pages -= seq.reserved_pages

@@ -5,6 +5,7 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from aotx.engine.detokenizer import Detokenizer
 from aotx.engine.types import SamplingParams, TokenLogprob
@@ -31,11 +32,19 @@ class Sequence:
     num_computed: int = 0              # tokens whose K/V is in the cache
     finish_reason: str | None = None
     arrival_time: float = field(default_factory=time.monotonic)
+    # its place in the admission line (the scheduler's FIFO): its arrival, or for a request that
+    # takes over a page claim, when the claimant joined the line
+    line: float = -1.0
+    borrows: Any = None                # the page claim (aotx.engine.scheduler.Claim) it may use, kept
     first_token_time: float | None = None
     last_token_time: float | None = None
     # prompt logprobs gathered across prefill chunks, released with the first delta
     prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
     prompt_logprobs_sent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.line < 0:
+            self.line = self.arrival_time
 
     @property
     def prompt_len(self) -> int:

@@ -2,9 +2,9 @@
 
 Order for one input, journalled on the author's lineage: the admission (already saved when the
 executor hears of it; the input's embedding is computed while it waits) → the input waits in the
-execution queue until a group admits it (aotx.runtime.grouping: a conservative KV page budget
-over the engine's current owners and pending requests, the inputs leased before, and each input's
-own bound) → a LEASE transfer per lineage of the group (the runtime's lease revision, 3 by
+execution queue until a group admits it (aotx.runtime.grouping: each input claims its own
+conservative bound of KV pages at its place in the engine's admission line, which stateless
+requests share) → a LEASE transfer per lineage of the group (the runtime's lease revision, 3 by
 default; one row per input: request index in the group, execution slot, sequence, actor, recorded
 retention mode) — the execution deadline starts once it is applied → memory work
 (aotx.runtime.memory_work: recall into the prompt by the lease revision, mode 2 interpretation by
@@ -38,7 +38,7 @@ from ..memory import MemoryRetained, recorded_mode
 from ..state import Execution, ExecutionContext, ModelCaps
 from ..state.execution import InputCompleted, LeaseApplied, OutputAppended
 from . import memory_work as mw
-from .grouping import Candidate, next_group, page_budget
+from .grouping import Candidate, claim_group
 
 if TYPE_CHECKING:
     from .runtime import SharedRuntime
@@ -58,7 +58,8 @@ def execution_context(service: Any, automatic_memory: bool = False) -> Execution
     page_size = int(engine.config.page_size)
     grant = min(int(engine.config.num_pages), math.ceil(int(engine.max_model_len) / page_size))
     digest = bytes.fromhex(service.bundle.sha256)
-    return ExecutionContext({service.model_id: ModelCaps(digest, media=False, automatic_memory=automatic_memory)},
+    caps = ModelCaps(digest, media=False, automatic_memory=automatic_memory, context_tokens=int(engine.max_model_len))
+    return ExecutionContext({service.model_id: caps},
                             grant)
 
 
@@ -73,7 +74,9 @@ def default_embedder() -> Any:
 class _Running:
     lineage: bytes
     sequence: int
-    pages: int = 0              # bound counted in the page budget until the engine holds the request
+    pages: int = 0              # bound of the pages it will hold (what it claims)
+    since: float = field(default_factory=time.monotonic)   # its place in the admission line
+    claim: Any = None           # its page claim (aotx.engine), from its group until its request takes it over
     space: bytes = b""          # its conversation's space
     user_tokens: int = 0        # its prompt without recalled memory
     max_tokens: int = 0         # its output budget
@@ -85,7 +88,6 @@ class _Running:
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
-    submitted: bool = False
     cancelled: bool = False
     expired: bool = False
     timer: Optional[asyncio.TimerHandle] = None
@@ -152,8 +154,17 @@ class Executor:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for run in self.running.values():
+            self._release(run)
+        self.service.engine.release_hold()
         self.running.clear()
         self.queue.clear()
+
+    def _release(self, run: _Running) -> None:
+        """Its claim goes back to the line (it ended, or will never submit a request)."""
+        if run.claim is not None:
+            self.service.engine.release_claim(run.claim)
+            run.claim = None
 
     # ---- grouping ----------------------------------------------------------------------------
     def _kick(self) -> None:
@@ -164,6 +175,13 @@ class Executor:
             self._pump = asyncio.get_running_loop().create_task(self._pump_loop())
 
     async def _pump_loop(self) -> None:
+        assert self._wake is not None
+        try:
+            await self._pump_queue()
+        finally:   # nobody waits in the line any more
+            self.service.engine.release_hold()
+
+    async def _pump_queue(self) -> None:
         assert self._wake is not None
         while self.queue and not self._stopping:
             self._wake.clear()
@@ -210,13 +228,11 @@ class Executor:
         run.entry = mw.entry_bound(len(mw.retained_text(request)), TEXT_LIMIT if self._mode() == 2 else None)
 
     def _group(self) -> list[_Running]:
-        """The head of the queue that fits the budget. Each input's bound: its bare prompt + what
-        recall could add (memory visible in its space now + the memory of unretained inputs of that
-        space ahead of it) + its output budget, in pages, never more than its page limit."""
+        """The head of the queue whose claims the engine grants. Each input's bound: its bare prompt +
+        what recall could add (memory visible in its space now + the memory of unretained inputs of
+        that space ahead of it) + its output budget, in pages, never more than its page limit."""
         engine = self.service.engine
         page_size = int(engine.config.page_size)
-        leased = sum(r.pages for r in self.running.values() if not r.submitted)
-        budget = page_budget(int(engine.config.num_pages), int(engine.committed_pages()), leased)
         store, visible, ahead = self.runtime.memory, {}, {}
         for r in self.running.values():
             if not r.retained:
@@ -228,10 +244,15 @@ class Executor:
                 visible[r.space] = mw.visible_entry_bytes(store, r.space)
             memory = mw.memory_prompt_bound(visible[r.space] + ahead.get(r.space, 0))
             r.pages = max(1, min(r.page_limit, math.ceil((r.user_tokens + memory + r.max_tokens) / page_size)))
-            queue.append(Candidate(r.lineage, r.sequence, r.pages))
+            queue.append(Candidate(r.lineage, r.sequence, r.pages, r.since))
             ahead[r.space] = ahead.get(r.space, 0) + r.entry
-        n = next_group(queue, budget)
-        return [self.queue.popleft() for _ in range(n)]
+        claims = claim_group(queue, lambda c: engine.claim_pages(c.pages, c.since))
+        if len(claims) == len(queue):
+            engine.release_hold()
+        group = [self.queue.popleft() for _ in claims]
+        for run, claim in zip(group, claims):
+            run.claim = claim
+        return group
 
     def _slot(self) -> int:
         used = {r.slot for r in self.running.values()}
@@ -256,6 +277,7 @@ class Executor:
             for _, run in rows:
                 if not ok:  # its lease is not in the log: it stays queued there until the next boot interrupts it
                     self.running.pop((run.lineage, run.sequence), None)
+                    self._release(run)
                     continue
                 # the execution deadline starts now that the lease is applied
                 run.timer = asyncio.get_running_loop().call_later(self.deadline, run.expire)
@@ -330,6 +352,7 @@ class Executor:
         finally:
             if run.timer is not None:
                 run.timer.cancel()
+            self._release(run)
             run.retained = True
             self.running.pop((run.lineage, run.sequence), None)
             self._kick_if_waiting()
@@ -364,15 +387,16 @@ class Executor:
         if self._record(run).cancel_requested or run.stopped:
             await self._journal(run, self._stopped(run, len(prompt), 0))
             return
+        claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
         try:
-            run.handle = self.service.submit(prompt, params, surface="shared", lane="stream")
+            run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)
         except Exception as exc:  # RequestRejected (queue full, engine stopping, …)
+            self.service.engine.release_claim(claim)   # (idempotent: a refusal has released it)
             await self._journal(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
                                                     input_tokens=len(prompt), finish="error",
                                                     error=f"the engine refused the input: {exc}"))
             return
         finally:
-            run.submitted = True   # the engine's own accounting holds its pages from here
             self._kick_if_waiting()
         if run.stopped:
             run.handle.cancel()
@@ -435,8 +459,9 @@ class Executor:
         """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""
         from aotx.engine import SamplingParams
         prompt = self.service.chat_prompt(mw.interpretation_messages(request["text"] or "(media only)"))
+        # it runs on the input's claim (borrowed: its pages stay promised to the input's own request)
         run.handle = self.service.submit(prompt, SamplingParams(max_tokens=mw.INTERPRET_MAX_TOKENS, temperature=0.0),
-                                         surface="shared", lane="buffered")
+                                         surface="shared", lane="buffered", claim=run.claim, borrow=True)
         if run.stopped:
             run.handle.cancel()
         parts, finish = [], None

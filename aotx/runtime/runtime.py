@@ -482,7 +482,8 @@ class SharedRuntime:
             "page_grant": ctx.page_grant, "lease_revision": self.lease_revision,
             "retention_mode": self.retention_mode, "deadline_seconds": self.execution_deadline,
             "models": [{"id": name, "digest": caps.digest.hex(), "media": caps.media,
-                        "automatic_memory": caps.automatic_memory} for name, caps in sorted(ctx.models.items())]}
+                        "automatic_memory": caps.automatic_memory, "context_tokens": caps.context_tokens}
+                       for name, caps in sorted(ctx.models.items())]}
         return {"limits": dataclasses.asdict(self.capacities), "journal": self.journal_status(),
                 "execution": execution}
 

@@ -197,6 +197,11 @@ def _submit_input(state: State, m: SubmitInput, header: OpHeader, prow: int, gra
     if m.media and not model.media:
         return Refusal(409, "unsupported_capability", f"model {m.model!r} is text-only: it has no media capability "
                        f"for the {len(m.media)} media reference(s) of this input")
+    if model.context_tokens and m.max_output_tokens > model.context_tokens - 1:
+        return Refusal(400, "context_length_exceeded",
+                       f"max_output_tokens {m.max_output_tokens} cannot fit the context of model {m.model!r}: "
+                       f"{model.context_tokens} tokens, the prompt included (at most "
+                       f"{model.context_tokens - 1} output tokens)")
     pages = context.page_grant if m.pages is None else m.pages
     if pages > context.page_grant:
         return Refusal(409, "page_limit", f"pages {pages} exceeds the page grant {context.page_grant}")

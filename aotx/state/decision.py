@@ -17,6 +17,7 @@ class ModelCaps:
     digest: bytes            # sha256 of the weights file, 32 bytes
     media: bool = False      # accepts image/audio feature inputs
     automatic_memory: bool = False
+    context_tokens: int = 0  # its context window (prompt + output tokens); 0: not stated, not checked
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,16 @@ class FakeService:
     def text_prompt(self, text):
         return [ord(c) for c in text]
 
+    context_tokens = context_length
+
+    async def chat_prompt_ids(self, messages, tools=(), tool_choice=None, *, primer="", prefill="",
+                              limit=None):
+        ids = self.chat_prompt(messages, tools, tool_choice, primer)
+        return ids + self.text_prompt(prefill) if prefill else ids
+
+    async def text_prompt_ids(self, text, *, limit=None):
+        return self.text_prompt(text)
+
     def token_bytes(self, token_id):
         return chr(token_id).encode()
 

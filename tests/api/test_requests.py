@@ -260,3 +260,39 @@ async def test_prompt_rejection_names_the_surface_prompt_field(client, service, 
     resp, out = await post(client, *SURFACES[surface][:2])
     assert_error(resp, out, 400, param=param)
     assert out["error"]["code"] == code
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+async def test_budget_over_the_context_is_400_naming_the_field(client, service, surface):
+    """Prompt tokens + an explicit budget over the context: refused, nothing submitted."""
+    path, body, field = SURFACES[surface]
+    prompt = 3 if surface != "completions" else 2            # the fake's prompts: [1, 2, 3] or "hi"
+    resp, out = await post(client, path, {**body, field: 10**12})
+    message = assert_error(resp, out, 400, anthropic=surface == "messages",
+                           param=None if surface == "messages" else field)
+    assert str(10**12) in message and "8192" in message, message
+    fits = service.context_tokens - prompt
+    resp, _ = await post(client, path, {**body, field: fits})          # exactly fits: accepted
+    assert resp.status_code == 200 and service.submitted[-1][1].max_tokens == fits
+    resp, out = await post(client, path, {**body, field: fits + 1})
+    assert resp.status_code == 400
+    assert len(service.submitted) == 1
+
+
+async def test_chat_names_the_smaller_of_its_two_budget_fields(client, service):
+    body = {"model": MODEL, "messages": USER, "max_tokens": 10**9, "max_completion_tokens": 10**12}
+    resp, out = await post(client, "/v1/chat/completions", body)
+    assert_error(resp, out, 400, param="max_tokens", contains="1000000000 in the completion")
+    assert out["error"]["code"] == "context_length_exceeded"
+
+
+async def test_an_omitted_budget_never_refuses_the_engine_clips_it(client, service):
+    """A prompt that leaves less room than the default budget: omitted is accepted (the engine clips
+    the default to what fits), the same budget given explicitly is refused."""
+    body = {"model": MODEL, "prompt": [1] * (service.context_tokens - 10)}
+    resp, _ = await post(client, "/v1/completions", body)
+    assert resp.status_code == 200
+    resp, out = await post(client, "/v1/completions", {**body, "max_tokens": service.default_max_tokens})
+    assert_error(resp, out, 400, param="max_tokens")
+    resp, out = await post(client, "/v1/completions", {"model": MODEL, "prompt": [1] * service.context_tokens})
+    assert_error(resp, out, 400, param="prompt", contains="your prompt resulted in 8192 tokens")

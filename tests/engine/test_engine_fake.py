@@ -347,10 +347,10 @@ async def test_a_request_the_scheduler_refuses_ends_alone():
     engine, _ = make_engine(start=False)
     real_add = engine.scheduler.add
 
-    def add(seq):
+    def add(seq, claim=None, borrow=False):
         if seq.prompt_ids[:3] == list(b"bad"):
             raise ValueError("cannot place this sequence")
-        return real_add(seq)
+        return real_add(seq, claim, borrow)
 
     engine.scheduler.add = add
     engine.start()
@@ -359,5 +359,32 @@ async def test_a_request_the_scheduler_refuses_ends_alone():
         assert bad[-1].finish_reason == "error" and "cannot place" in bad[-1].error
         good = await collect(engine.submit(list(b"good prompt"), greedy(3)))
         assert good[-1].finish_reason == "length"
+    finally:
+        await engine.stop()
+
+
+async def test_page_claims_share_the_line_with_requests():
+    """A claim is refused while what arrived before it holds the pool; requests that arrive after it
+    then wait (even ones that would fit) until it fits; its request takes the claim over."""
+    import time
+    engine, _ = make_engine(num_pages=10, max_batch=8)
+    try:
+        first = engine.submit(list(b"abcdefgh"), greedy(8))          # 4 pages
+        since = time.monotonic()
+        assert engine.claim_pages(8, since) is None                  # 4 + 8 > 10: on hold
+        late = engine.submit(list(b"abcdefgh"), greedy(8))           # 4 pages: would fit, but held
+        await collect(first)
+        claim = engine.claim_pages(8, since)
+        assert claim is not None and engine.claimed_pages() == 8
+        mine = engine.submit(list(b"abcdefgh"), greedy(20), claim=claim)   # 7 pages of the 8
+        assert [d.finish_reason for d in await collect(mine)][-1] == "length"
+        assert (await collect(late))[-1].finish_reason == "length"
+        assert engine.claimed_pages() == 0
+        # a refused request gives its claim back
+        claim = engine.claim_pages(2, time.monotonic())
+        with pytest.raises(RequestRejected):
+            engine.submit([], greedy(1), claim=claim)
+        assert engine.claimed_pages() == 0
+        engine.release_hold()
     finally:
         await engine.stop()

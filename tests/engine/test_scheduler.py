@@ -131,3 +131,79 @@ def test_prompt_logprobs_chunks_are_capped():
         sizes.append(out.scheduled[0].num_tokens)
         advance(out)
     assert sizes == [PROMPT_LOGPROBS_CHUNK, PROMPT_LOGPROBS_CHUNK, 600 - 2 * PROMPT_LOGPROBS_CHUNK]
+
+
+def _at(seq: Sequence, line: float) -> Sequence:
+    seq.line = line
+    return seq
+
+
+def test_a_claim_waits_for_earlier_arrivals_only_and_holds_later_ones_back():
+    """One FIFO line across engine requests and page claims (shared inputs, before their request
+    exists): a claim counts what arrived before it; what arrives after it is admitted only into the
+    pages its hold leaves free, so the pool drains to where the claim fits."""
+    bm = BlockManager(num_pages=12, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
+    first = _at(make_seq(8, 8), 1.0)                      # 4 pages each
+    sched.add(first)
+    sched.schedule()
+    second, late = _at(make_seq(8, 8), 2.0), _at(make_seq(8, 8), 5.0)
+    sched.add(second)
+    sched.add(late)
+    # ahead of a claim made at 3.0: first (running) and second (waiting) = 8 -> 4 free, 6 wanted
+    assert sched.claim(6, since=3.0) is None
+    out = sched.schedule()
+    assert second.status is SequenceStatus.RUNNING        # it arrived before the claimant
+    assert late.status is SequenceStatus.WAITING          # 4 fit, but not beside the 6 held back
+    assert all(s.seq is not late for s in out.scheduled)
+    advance(out)
+    sched.finish(first, "length")
+    claim = sched.claim(6, since=3.0)                     # 4 of second + 6 <= 12
+    assert claim is not None and sched.claimed_pages == 6
+    sched.schedule()
+    assert late.status is SequenceStatus.WAITING          # 4 + 6 claimed + 4 > 12
+    # the claimant's request takes the claim's pages and its place in the line: ahead of `late`
+    mine = make_seq(4, 16)                                # 5 pages <= its 6-page claim
+    sched.add(mine, claim=claim)
+    assert sched.claimed_pages == 0 and list(sched.waiting) == [mine, late]
+    out = sched.schedule()
+    assert mine.status is SequenceStatus.RUNNING and late.status is SequenceStatus.WAITING
+
+
+def test_a_released_claim_or_a_cleared_hold_lets_the_line_move():
+    bm = BlockManager(num_pages=8, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
+    claim = sched.claim(6, since=1.0)
+    assert claim is not None
+    later = _at(make_seq(4, 4), 2.0)                      # 2 pages: fit beside the 6 claimed
+    sched.add(later)
+    sched.schedule()
+    assert later.status is SequenceStatus.RUNNING
+    bigger = _at(make_seq(4, 4), 3.0)                     # 2 more: not beside 6 + 2
+    sched.add(bigger)
+    sched.schedule()
+    assert bigger.status is SequenceStatus.WAITING
+    sched.release(claim)                                  # its claimant ended without a request
+    assert sched.claim(8, since=2.5) is None              # later (running) is ahead: 6 free < 8
+    sched.schedule()
+    assert sched.hold is not None and bigger.status is SequenceStatus.WAITING   # it arrived after 2.5
+    sched.clear_hold()                                    # the claimant left the line
+    sched.schedule()
+    assert bigger.status is SequenceStatus.RUNNING
+
+
+def test_a_borrower_uses_its_claimants_pages_which_stay_claimed():
+    """A request made for a claimant before its own (a shared input's interpretation) may use the
+    claim's pages even when the claim is the whole pool; the claim stays for the claimant's request."""
+    bm = BlockManager(num_pages=6, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
+    claim = sched.claim(6, since=1.0)
+    helper = make_seq(8, 8)                               # 4 pages
+    sched.add(helper, claim, borrow=True)
+    sched.schedule()
+    assert helper.status is SequenceStatus.RUNNING and sched.claimed_pages == 6
+    sched.finish(helper, "length")
+    own = make_seq(8, 12)                                 # 5 pages
+    sched.add(own, claim)
+    sched.schedule()
+    assert own.status is SequenceStatus.RUNNING and sched.claimed_pages == 0

@@ -52,3 +52,33 @@ def test_partial_utf8_tokens(tok):
     parts = [tok.token_bytes(i) for i in ids]
     assert b"".join(parts) == "🤗".encode()
     assert "\ufffd" in tok.token_text(ids[0])  # a lone partial sequence shows as U+FFFD
+
+
+def test_no_token_is_longer_than_max_token_bytes(tok):
+    assert tok.max_token_bytes == max(len(tok.token_bytes(i)) for i in range(tok.vocab_size))
+
+
+def test_encode_releases_the_gil(tok):
+    """A long text tokenized in a worker thread leaves the others running (the event loop with it):
+    a thread counting in pure Python keeps counting while encode works."""
+    import threading
+    import time
+
+    text = "The quick brown fox 12 jumps over the lazy dog. " * 20000    # ~1 MB: about a second of work
+    ticks, done = [], threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    start = time.perf_counter()
+    ids = tok.encode(text)
+    took = time.perf_counter() - start
+    done.set()
+    thread.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > start]
+    assert len(ids) > 100000 and gaps
+    assert max(gaps) < max(0.5, took / 2), (max(gaps), took)   # held the GIL all along: one gap ~ took

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 
-import numpy as np
 import pytest
 
 from aotx.chat_types import ChatMessage
@@ -265,11 +264,18 @@ async def test_an_input_resumes_after_a_journal_hold(nats_url, service):
 
 
 def test_grouping_takes_the_head_of_the_queue_within_the_budget():
-    from aotx.runtime.grouping import Candidate, next_group, page_budget
-    q = [Candidate(b"a" * 16, i, pages) for i, pages in enumerate((10, 20, 5, 1))]
-    assert page_budget(100, 60, 10) == 30
-    assert next_group(q, 30) == 2            # 10 + 20; the 5 waits behind nothing it would overtake
-    assert next_group(q, 29) == 1            # 20 does not fit: the group stops, nobody overtakes
-    assert next_group(q, 9) == 0
-    assert page_budget(10, 20, 0) == 0
-    assert np.isfinite(page_budget(10, 0, 0))
+    from aotx.runtime.grouping import Candidate, claim_group
+    q = [Candidate(b"a" * 16, i, pages, since=float(i)) for i, pages in enumerate((10, 20, 5, 1))]
+
+    def within(budget):
+        left = [budget]
+
+        def claim(c):
+            if c.pages > left[0]:
+                return None
+            left[0] -= c.pages
+            return c.sequence
+        return claim
+    assert claim_group(q, within(30)) == [0, 1]     # 10 + 20; the 5 waits behind nothing it would overtake
+    assert claim_group(q, within(29)) == [0]        # 20 does not fit: the group stops, nobody overtakes
+    assert claim_group(q, within(9)) == []

@@ -160,3 +160,19 @@ def test_cancellation_targets_exactly_one_unfinished_input():
     assert d.state.executions[d.state.receipt_slot(ALICE, 5)] is None
     m = parse_mutation(MutationKind.CANCEL, body("alice", 6, 6, target_sequence="3"), con)
     assert decide(d.state, Command(d.actor("alice"), m)).status == 404   # sequence 3 is no input
+
+
+def test_an_output_budget_that_cannot_fit_the_models_context_is_refused():
+    """max_output_tokens must leave the prompt at least one token of the model's context window
+    (the context is known per model; 0 = not stated, no check); nothing is admitted."""
+    ctx = ExecutionContext({MODEL: ModelCaps(bytes(range(32)), context_tokens=1024)}, page_grant=64)
+    d, con = _room()
+
+    def send(**fields):
+        m = parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text="hi", model=MODEL, **fields), con)
+        return decide(d.state, Command(d.actor("alice"), m, ctx))
+    refusal = send(max_output_tokens=1 << 20)
+    assert isinstance(refusal, Refusal) and refusal.status == 400 and refusal.type == "context_length_exceeded"
+    assert "max_output_tokens" in refusal.message and "1024" in refusal.message
+    assert send(max_output_tokens=1024).status == 400
+    assert send(max_output_tokens=1023).status == 202

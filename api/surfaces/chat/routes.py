@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from api.budgets import context_fit
 from api.errors import OPENAI
 from api.ids import new_id, system_fingerprint
 from api.runner import collect, stream_events, submit_all
@@ -18,8 +19,11 @@ blueprint = surface_blueprint("chat", OPENAI)
 @blueprint.post("/v1/chat/completions")
 async def chat_completions():
     svc = service()
-    req = parse_chat_request(await json_body(), svc)
-    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
+    body = await json_body()
+    req = parse_chat_request(body, svc)
+    fit = context_fit(svc, body, "max_tokens", "max_completion_tokens")
+    prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
+                                  primer=req.tool_primer)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
     ident = dict(id=new_id("chatcmpl-"), created=int(time.time()), model=req.model,

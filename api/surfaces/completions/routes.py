@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from api.budgets import ContextFit, context_fit
 from api.errors import OPENAI, ApiError
 from api.ids import new_id, system_fingerprint
 from api.runner import collect, stream_events, submit_all
@@ -15,8 +16,11 @@ from api.surfaces.route_kit import json_body, json_response, service, surface_bl
 blueprint = surface_blueprint("completions", OPENAI)
 
 
-def _prompt_ids(svc, prompt: PromptInput) -> list[int]:
-    return svc.text_prompt(prompt.text) if prompt.text is not None else prompt.token_ids
+async def _prompt_ids(svc, fit: ContextFit, prompt: PromptInput) -> list[int]:
+    if prompt.text is not None:
+        return await fit.prompt_ids(svc.text_prompt_ids, prompt.text)
+    fit.check(len(prompt.token_ids))
+    return prompt.token_ids
 
 
 def _echo_text(svc, prompt: PromptInput) -> str:
@@ -32,8 +36,10 @@ def _echo_text(svc, prompt: PromptInput) -> str:
 @blueprint.post("/v1/completions")
 async def completions():
     svc = service()
-    req = parse_completion_request(await json_body(), svc)
-    prompt_ids = [_prompt_ids(svc, p) for p in req.prompts]
+    body = await json_body()
+    req = parse_completion_request(body, svc)
+    fit = context_fit(svc, body, "max_tokens", prompt_field="prompt")
+    prompt_ids = [await _prompt_ids(svc, fit, p) for p in req.prompts]
     echo = [_echo_text(svc, p) if req.echo else None for p in req.prompts]
     flat_ids = [ids for ids in prompt_ids for _ in range(req.n)]
     flat_echo = [e for e in echo for _ in range(req.n)]

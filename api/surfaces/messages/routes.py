@@ -1,6 +1,7 @@
 """POST /v1/messages and POST /v1/messages/count_tokens."""
 from __future__ import annotations
 
+from api.budgets import context_fit
 from api.errors import ANTHROPIC
 from api.ids import new_id
 from api.runner import collect, stream_events, submit_all
@@ -13,18 +14,21 @@ from api.surfaces.route_kit import json_body, json_response, service, surface_bl
 blueprint = surface_blueprint("messages", ANTHROPIC)
 
 
-def _prompt_ids(svc, req: MessagesRequest) -> list[int]:
+async def _prompt_ids(svc, body: dict, req: MessagesRequest) -> list[int]:
     """The chat prompt (ending in an open assistant turn) plus any prefill, which the
-    answer continues; the prefill is tokenized on its own after the turn header."""
-    ids = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
-    return ids + svc.text_prompt(req.prefill) if req.prefill else ids
+    answer continues; the prefill is tokenized on its own after the turn header. Built off
+    the event loop; one that cannot fit the context (beside max_tokens) is a 400."""
+    fit = context_fit(svc, body, "max_tokens", anthropic=True)
+    return await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
+                                primer=req.tool_primer, prefill=req.prefill)
 
 
 @blueprint.post("/v1/messages")
 async def messages():
     svc = service()
-    req = parse_messages_request(await json_body(), svc)
-    prompt = _prompt_ids(svc, req)
+    body = await json_body()
+    req = parse_messages_request(body, svc)
+    prompt = await _prompt_ids(svc, body, req)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="messages", lane=lane)
     ident = dict(id=new_id("msg_"), model=req.model, input_tokens=len(prompt),
@@ -38,5 +42,7 @@ async def messages():
 @blueprint.post("/v1/messages/count_tokens")
 async def count_tokens():
     svc = service()
-    req = parse_messages_request(await json_body(), svc, count_only=True)
-    return json_response({"input_tokens": len(_prompt_ids(svc, req))})
+    body = await json_body()
+    req = parse_messages_request(body, svc, count_only=True)
+    # counted as /v1/messages would take it: a prompt too long for the context is the same 400
+    return json_response({"input_tokens": len(await _prompt_ids(svc, {}, req))})

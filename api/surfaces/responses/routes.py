@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from api.budgets import context_fit
 from api.errors import OPENAI
 from api.ids import new_id
 from api.runner import collect, stream_events, submit_all
@@ -18,8 +19,11 @@ blueprint = surface_blueprint("responses", OPENAI)
 @blueprint.post("/v1/responses")
 async def responses():
     svc = service()
-    req = parse_responses_request(await json_body(), svc)
-    prompt = svc.chat_prompt(req.messages, req.tools, req.tool_choice, primer=req.tool_primer)
+    body = await json_body()
+    req = parse_responses_request(body, svc)
+    fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
+    prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
+                                  primer=req.tool_primer)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
