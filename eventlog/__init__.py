@@ -4,6 +4,7 @@ Imports nothing of ours.
 """
 
 from .binary import NatsServerNotFound, find_nats_server
+from .dirlock import DirectoryLock, DirectoryLocked
 from .errors import (
     ConcurrencyConflict,
     EventLogError,
@@ -23,7 +24,7 @@ from .server_config import ServerSettings, render_config
 from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
-    "Ack", "ConcurrencyConflict", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
+    "Ack", "ConcurrencyConflict", "DirectoryLock", "DirectoryLocked", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsServerError", "NatsServerNotFound", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
