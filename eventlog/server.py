@@ -13,8 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+from collections.abc import Sequence
+
 from .binary import find_nats_server
+from .connect import NatsAuth
 from .dirlock import DirectoryLock, DirectoryLocked
+from .server_auth import NatsUser, password_path, stored_auth
 from .server_config import ServerSettings, write_config
 
 _PR_SET_PDEATHSIG = 1
@@ -31,7 +35,11 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class EmbeddedNats:
-    """Start with `with EmbeddedNats(dir) as srv:` or `async with`; `srv.url` is the client URL.
+    """Start with `with EmbeddedNats(dir) as srv:` or `async with`; `srv.url` is the server's address and
+    `srv.auth()` the credentials a client connects with (`srv.client_url()`: both in one URL).
+
+    Only known users may connect: `users` (default: one unrestricted user `aotx`), each with a
+    password generated into `dir/users/<name>` (0600) at the first start and kept for later ones.
 
     The child gets SIGKILL if this process dies (Linux PDEATHSIG), and is stopped at
     interpreter exit. Start it from the main thread: PDEATHSIG follows the starting thread.
@@ -56,10 +64,12 @@ class EmbeddedNats:
         start_timeout: float = 15.0,
         stop_timeout: float = 10.0,
         lock_wait: float = 5.0,
+        users: Sequence[NatsUser] | None = None,
     ) -> None:
         self.settings = ServerSettings(
             data_dir=Path(data_dir).resolve(), host=host, port=port,
             sync_interval=sync_interval, max_file_store=max_file_store,
+            **({} if users is None else {"users": tuple(users)}),
         )
         self.binary = Path(binary) if binary else find_nats_server()
         self.start_timeout = start_timeout
@@ -80,6 +90,19 @@ class EmbeddedNats:
     @property
     def port(self) -> int | None:
         return self._port
+
+    def auth(self, user: str | None = None) -> NatsAuth:
+        """The credentials of `user` (default: the first user, `aotx` unless `users` says otherwise)."""
+        return stored_auth(self.settings.data_dir, user or self.settings.users[0].name)
+
+    def password_file(self, user: str | None = None) -> Path:
+        return password_path(self.settings.data_dir, user or self.settings.users[0].name)
+
+    def client_url(self, user: str | None = None) -> str:
+        """The URL with `user`'s name and password in it, for a client that takes one string (tests, tools).
+        Never print it: eventlog.redact_url() hides the password."""
+        auth = self.auth(user)
+        return self.url.replace("://", f"://{auth.user}:{auth.password}@", 1)
 
     @property
     def pid(self) -> int | None:

@@ -1,7 +1,8 @@
 """`aotx serve`: the model, the embedded nats-server, the shared runtime and the gateway in one process.
 
 Under `--var DIR` (default `var`): `nats/` (the embedded server's store), `gateway.json` and
-`tokens/` (development principals alice and bob, written on first start), `runtime.aotxrt` (the
+`tokens/` (development principals alice and bob, written on first start), `nats/users/aotx` (the
+embedded nats-server's one user's password, 0600, written on first start), `runtime.aotxrt` (the
 runtime file, packed with the shared profile) and `grants/` (deployment grants, issued afresh from
 the gateway config at every start). `--nats URL` uses an existing NATS instead of the embedded one.
 
@@ -28,8 +29,9 @@ from api.shared import attach_shared
 from aotx.runtime import GrantedRuntime
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService
-from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsServerError
+from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, NatsServerError, redact_url
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
+from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.shared_stack import granted_runtime
 
 log = logging.getLogger("aotx.serve")
@@ -45,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                     "binding a non-loopback address; default: the development config "
                                     "VAR/gateway.json (written on first start)")
     p.add_argument("--var", default="var", help="state directory (default var)")
-    p.add_argument("--nats", help="use this NATS URL instead of starting an embedded nats-server")
+    add_nats_arguments(p, required=False, help="use this NATS URL instead of starting an embedded nats-server")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
 
@@ -77,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"aotx serve: {problem}", file=sys.stderr)
         return 2
+    try:
+        auth = nats_auth(args)
+    except NatsArgsError as exc:
+        print(f"aotx serve: {exc}", file=sys.stderr)
+        return 2
     var = Path(args.var)
     try:  # before anything starts or writes: a second instance on this var leaves it as it is
         lock = DirectoryLock(var, LOCK_FILE).acquire()
@@ -93,13 +100,13 @@ def run(args: argparse.Namespace) -> int:
         lock.release()
         return 1
     try:
-        return _run(args, var, sock)
+        return _run(args, var, sock, auth)
     finally:
         sock.close()  # no-op once the server took it over
         lock.release()
 
 
-def _run(args: argparse.Namespace, var: Path, sock: socket.socket) -> int:
+def _run(args: argparse.Namespace, var: Path, sock: socket.socket, auth: NatsAuth | None) -> int:
     try:
         config = gateway_config(args)
         rf, _ = pack_shared(var / RUNTIME_FILE)
@@ -119,13 +126,14 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket) -> int:
             except NatsServerError as exc:
                 print(f"aotx serve: the embedded nats-server did not start: {exc}", file=sys.stderr)
                 return 1
-            nats_url = embedded.url
+            nats_url, auth = embedded.url, embedded.auth()  # its one user (VAR/nats/users/aotx)
         service = load_service(args, "aotx serve")
         if service is None:
             return 1
-        shared = granted_runtime(rf, nats_url, grants, **runtime_options(args))
+        shared = granted_runtime(rf, nats_url, grants, nats_auth=auth, **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
-        return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None, sock))
+        return asyncio.run(_serve(service, settings, config, shared, redact_url(nats_url), embedded is not None,
+                                  sock))
     finally:
         if embedded is not None:
             embedded.stop()

@@ -108,7 +108,7 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
     spec = StreamSpec(name="BENCH", subject_prefix="bench.j")
     caps = Capacities(participants=64)   # the defaults otherwise (1024 receipts): every 64th mutation retires
     async with EmbeddedNats(tmp / "nats") as server:
-        url = server.url
+        url = server.client_url()  # the embedded server's user in the URL (never printed)
         runtime = SharedRuntime(url, spec, caps, progress=False)
         await runtime.start()
 

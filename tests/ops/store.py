@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nats
+from eventlog import connect, stored_auth
 
 
 def embedded_url(var: Path) -> str:
@@ -14,8 +14,9 @@ def embedded_url(var: Path) -> str:
 
 
 async def journal_state(var: Path, stream: str) -> tuple[int, int, int]:
-    """(last seq, messages, bytes) of the journal stream of the nats-server running on var/nats."""
-    nc = await nats.connect(embedded_url(var), allow_reconnect=False)
+    """(last seq, messages, bytes) of the journal stream of the nats-server running on var/nats, read with
+    the credentials `aotx serve` generated there."""
+    nc = await connect(embedded_url(var), stored_auth(var / "nats"), name="test-store", allow_reconnect=False)
     try:
         info = await nc.jetstream().stream_info(stream)
         return info.state.last_seq, info.state.messages, info.state.bytes

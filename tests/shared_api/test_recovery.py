@@ -73,7 +73,7 @@ async def test_kill_9_of_nats_server(tmp_path):
     spec = fresh_spec()
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
-        async with shared_app(server.url, spec, timeout=0.5, probe_interval=0.1) as (runtime, p, _):
+        async with shared_app(server.client_url(), spec, timeout=0.5, probe_interval=0.1) as (runtime, p, _):
             receipts = await _workload(p)
             live_hash = runtime.state_hash()
             server.kill()
@@ -95,7 +95,7 @@ async def test_kill_9_of_nats_server(tmp_path):
             await _check_live(p, receipts)
         server.kill()
         server.start()
-        async with shared_app(server.url, spec) as (runtime, p, _):
+        async with shared_app(server.client_url(), spec) as (runtime, p, _):
             assert runtime.state_hash() == live_hash
             for party in p.values():
                 await party.sync()
