@@ -6,7 +6,6 @@ import datetime
 import logging
 from typing import AsyncIterator, Awaitable, Callable
 
-import nats
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-import nats
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
