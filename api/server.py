@@ -20,8 +20,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 async def serve_app(app, host: str, port: int, stop: asyncio.Event,
-                    on_ready: Callable[[str, int], None] | None = None) -> None:
-    sock = bind_socket(host, port)
+                    on_ready: Callable[[str, int], None] | None = None,
+                    sock: socket.socket | None = None) -> None:
+    """`sock`: a listening socket bound already (bind_socket), so a caller can claim the port before it
+    starts anything that writes; otherwise host:port is bound here."""
+    if sock is None:
+        sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = Config()
     # hypercorn wraps the descriptor in its own socket object and closes it at shutdown

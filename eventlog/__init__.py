@@ -4,6 +4,8 @@ Imports nothing of ours.
 """
 
 from .binary import NatsServerNotFound, find_nats_server
+from .connect import NatsAuth, NatsAuthorizationError, connect, redact_url
+from .dirlock import DirectoryLock, DirectoryLocked
 from .errors import (
     ConcurrencyConflict,
     EventLogError,
@@ -15,17 +17,21 @@ from .errors import (
 )
 from .headers import Header
 from .jetstream import JetStreamRecorder, JetStreamSubscription
-from .media import MEDIA_BUCKET, MediaStore, StoredMedia
+from .media import MEDIA_BUCKET, MediaStore, StoredMedia, media_publish_subjects
 from .memory import MemoryRecorder, MemorySubscription
 from .recorder import Ack, Recorder, StoredMessage, StreamStatus, Subscription
 from .server import EmbeddedNats, NatsServerError
+from .server_auth import DEFAULT_USER, NatsPermissions, NatsUser, stored_auth
 from .server_config import ServerSettings, render_config
 from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
-    "Ack", "ConcurrencyConflict", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
+    "Ack", "ConcurrencyConflict", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
-    "MemorySubscription", "MessageTooLarge", "NatsServerError", "NatsServerNotFound", "Recorder",
+    "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
+    "NatsServerError", "NatsUser", "NatsServerNotFound", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
-    "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "render_config",
+    "connect", "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "media_publish_subjects",
+    "redact_url",
+    "render_config", "stored_auth",
 ]

@@ -6,12 +6,12 @@ import datetime
 import logging
 from typing import AsyncIterator, Awaitable, Callable
 
-import nats
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from .connect import NatsAuth, connect
 from .errors import EventLogError, map_publish_error
 from .headers import Header
 from .recorder import Ack, StoredMessage, StreamStatus
@@ -73,10 +73,10 @@ class JetStreamRecorder:
     @classmethod
     async def connect(
         cls, url: str, spec: StreamSpec | None = None, *, timeout: float = 5.0,
-        error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog",
+        error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog", auth: NatsAuth | None = None,
     ) -> "JetStreamRecorder":
-        nc = await nats.connect(
-            url, name=name, error_cb=error_cb or _log_error,
+        nc = await connect(
+            url, auth, name=name, error_cb=error_cb or _log_error,
             max_reconnect_attempts=-1, reconnect_time_wait=0.2,
         )
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)

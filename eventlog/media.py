@@ -11,13 +11,29 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-import nats
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
+from .connect import NatsAuth, connect
+
 MEDIA_BUCKET = "AOTX_MEDIA"
 OWNERS_SUFFIX = "_OWNERS"
+
+
+def media_publish_subjects(bucket: str = MEDIA_BUCKET) -> tuple[str, ...]:
+    """Every subject a MediaStore client publishes to: its object store and owners' key-value bucket and
+    their JetStream API requests. A nats user allowed these (and its inbox) stores and reads media and
+    can reach no other stream (no journal write, purge or delete)."""
+    owners = bucket + OWNERS_SUFFIX
+    subjects = [f"$O.{bucket}.>", f"$KV.{owners}.>", "$JS.API.INFO", "$JS.API.STREAM.NAMES"]
+    for stream in (f"OBJ_{bucket}", f"KV_{owners}"):
+        subjects += [f"$JS.API.STREAM.{verb}.{stream}" for verb in ("INFO", "CREATE", "PURGE", "MSG.GET")]
+        subjects += [f"$JS.API.DIRECT.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}.>",
+                     f"$JS.API.CONSUMER.CREATE.{stream}", f"$JS.API.CONSUMER.CREATE.{stream}.>",
+                     f"$JS.API.CONSUMER.DELETE.{stream}.>", f"$JS.API.CONSUMER.INFO.{stream}.>",
+                     f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>", f"$JS.FC.{stream}.>", f"$JS.ACK.{stream}.>"]
+    return tuple(subjects)
 
 
 def _owner_key(sha256: str, uploader: str) -> str:
@@ -42,8 +58,9 @@ class MediaStore:
         self._kv = None
 
     @classmethod
-    async def connect(cls, url: str, bucket: str = MEDIA_BUCKET, *, timeout: float = 10.0) -> "MediaStore":
-        nc = await nats.connect(url, name="aotx-media", max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    async def connect(cls, url: str, bucket: str = MEDIA_BUCKET, *, timeout: float = 10.0,
+                      auth: NatsAuth | None = None) -> "MediaStore":
+        nc = await connect(url, auth, name="aotx-media", max_reconnect_attempts=-1, reconnect_time_wait=0.2)
         store = cls(nc, bucket, owns_connection=True, timeout=timeout)
         try:
             await store._ensure()

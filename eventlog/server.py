@@ -13,7 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+from collections.abc import Sequence
+
 from .binary import find_nats_server
+from .connect import NatsAuth
+from .dirlock import DirectoryLock, DirectoryLocked
+from .server_auth import NatsUser, password_path, stored_auth
 from .server_config import ServerSettings, write_config
 
 _PR_SET_PDEATHSIG = 1
@@ -30,10 +35,21 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class EmbeddedNats:
-    """Start with `with EmbeddedNats(dir) as srv:` or `async with`; `srv.url` is the client URL.
+    """Start with `with EmbeddedNats(dir) as srv:` or `async with`; `srv.url` is the server's address and
+    `srv.auth()` the credentials a client connects with (`srv.client_url()`: both in one URL).
+
+    Only known users may connect: `users` (default: one unrestricted user `aotx`), each with a
+    password generated into `dir/users/<name>` (0600) at the first start and kept for later ones.
 
     The child gets SIGKILL if this process dies (Linux PDEATHSIG), and is stopped at
     interpreter exit. Start it from the main thread: PDEATHSIG follows the starting thread.
+
+    One server per store: start() takes an exclusive lock on `data_dir` (DirectoryLock, file
+    `lock`) before it writes anything, and the child holds it too, so a second EmbeddedNats on the
+    same directory (in this or another process) fails with NatsServerError and touches nothing, while
+    a store whose owner died (kill -9) is free as soon as its nats-server is gone. It polls up to
+    `lock_wait` seconds for an owner that is dying. The lock is held from start() to stop(),
+    across kill() and restart().
     """
 
     def __init__(
@@ -47,14 +63,19 @@ class EmbeddedNats:
         max_file_store: int | None = None,
         start_timeout: float = 15.0,
         stop_timeout: float = 10.0,
+        lock_wait: float = 5.0,
+        users: Sequence[NatsUser] | None = None,
     ) -> None:
         self.settings = ServerSettings(
             data_dir=Path(data_dir).resolve(), host=host, port=port,
             sync_interval=sync_interval, max_file_store=max_file_store,
+            **({} if users is None else {"users": tuple(users)}),
         )
         self.binary = Path(binary) if binary else find_nats_server()
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.lock_wait = lock_wait
+        self._lock = DirectoryLock(self.settings.data_dir)
         self._proc: subprocess.Popen[bytes] | None = None
         self._url: str | None = None
         self._port: int | None = port
@@ -70,6 +91,19 @@ class EmbeddedNats:
     def port(self) -> int | None:
         return self._port
 
+    def auth(self, user: str | None = None) -> NatsAuth:
+        """The credentials of `user` (default: the first user, `aotx` unless `users` says otherwise)."""
+        return stored_auth(self.settings.data_dir, user or self.settings.users[0].name)
+
+    def password_file(self, user: str | None = None) -> Path:
+        return password_path(self.settings.data_dir, user or self.settings.users[0].name)
+
+    def client_url(self, user: str | None = None) -> str:
+        """The URL with `user`'s name and password in it, for a client that takes one string (tests, tools).
+        Never print it: eventlog.redact_url() hides the password."""
+        auth = self.auth(user)
+        return self.url.replace("://", f"://{auth.user}:{auth.password}@", 1)
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -82,6 +116,10 @@ class EmbeddedNats:
     def _spawn(self) -> None:
         if self.running:
             raise NatsServerError(f"nats-server already running (pid {self.pid})")
+        try:
+            self._lock.acquire(wait=self.lock_wait)
+        except DirectoryLocked as exc:
+            raise NatsServerError(f"the nats store {exc}") from None
         settings = self.settings
         if self._port is not None and settings.port is None:
             settings = ServerSettings(**{**settings.__dict__, "port": self._port})
@@ -93,7 +131,7 @@ class EmbeddedNats:
             self._proc = subprocess.Popen(
                 [str(self.binary), "-c", str(config)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent, pass_fds=(self._lock.fileno(),),  # the child holds the lock too
             )
         finally:
             log.close()
@@ -129,6 +167,7 @@ class EmbeddedNats:
 
     def _start_failed(self) -> NatsServerError:
         self._terminate()
+        self._lock.release()
         return NatsServerError(f"nats-server not ready within {self.start_timeout}s: {self.log_tail()}")
 
     def start(self) -> "EmbeddedNats":
@@ -166,11 +205,14 @@ class EmbeddedNats:
         return proc.returncode
 
     def stop(self) -> int | None:
-        """SIGTERM, wait, then SIGKILL. Returns the exit status (None if it was not running)."""
-        return self._terminate()
+        """SIGTERM, wait, then SIGKILL; frees the store. Returns the exit status (None if it was not running)."""
+        try:
+            return self._terminate()
+        finally:
+            self._lock.release()
 
     async def stop_async(self) -> int | None:
-        return await asyncio.to_thread(self._terminate)
+        return await asyncio.to_thread(self.stop)
 
     def kill(self) -> None:
         """SIGKILL with no shutdown (recovery drills). The port is kept for restart()."""
@@ -188,7 +230,7 @@ class EmbeddedNats:
         return self.start()
 
     async def restart_async(self) -> "EmbeddedNats":
-        await self.stop_async()
+        await asyncio.to_thread(self._terminate)  # the store stays ours
         return await self.start_async()
 
     def log_tail(self, lines: int = 5) -> str:

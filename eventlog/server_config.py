@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
+
+from .server_auth import DEFAULT_USER, NatsUser, ensure_passwords, render_authorization, write_private
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """What the embedded server needs. port=None picks a free loopback port."""
+    """What the embedded server needs. port=None picks a free loopback port. `users`: who may connect
+    (each with the password kept under data_dir/users/); by default one unrestricted user `aotx`."""
 
     data_dir: Path
     host: str = "127.0.0.1"
@@ -17,6 +21,7 @@ class ServerSettings:
     sync_interval: str = "always"
     max_file_store: int | None = None
     server_name: str = "aotx-embedded"
+    users: tuple[NatsUser, ...] = (NatsUser(DEFAULT_USER),)
 
     @property
     def store_dir(self) -> Path:
@@ -35,8 +40,9 @@ class ServerSettings:
         return self.data_dir / "nats-server.log"
 
 
-def render_config(settings: ServerSettings) -> str:
-    """nats-server config text; strings are JSON-quoted, which the NATS config parser accepts."""
+def render_config(settings: ServerSettings, passwords: Mapping[str, str] | None = None) -> str:
+    """nats-server config text; strings are JSON-quoted, which the NATS config parser accepts.
+    With `passwords` ({user: password}) the settings' users get an authorization block."""
     port = -1 if settings.port is None else settings.port
     q = json.dumps
     lines = [
@@ -50,11 +56,15 @@ def render_config(settings: ServerSettings) -> str:
     if settings.max_file_store is not None:
         lines.append(f"  max_file_store: {int(settings.max_file_store)}")
     lines.append("}")
+    if passwords is not None:
+        lines += render_authorization(settings.users, passwords)
     return "\n".join(lines) + "\n"
 
 
 def write_config(settings: ServerSettings) -> Path:
+    """The config file (0600: it holds the users' passwords), the passwords made where missing."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.ports_dir.mkdir(parents=True, exist_ok=True)
-    settings.config_path.write_text(render_config(settings))
+    passwords = ensure_passwords(settings.data_dir, settings.users)
+    write_private(settings.config_path, render_config(settings, passwords))
     return settings.config_path

@@ -14,17 +14,16 @@ import signal
 import sys
 from typing import TextIO
 
-import nats
-
 from aotx.journal import Reassembler, Transfer, TransferKind
 from aotx.runtime import BOOT_CONTROL
 from aotx.runtime_file import RuntimeFileError, read_runtime_file
 from aotx.state import IdKind, decode_event, format_id
-from eventlog import JetStreamRecorder, StreamSpec
+from eventlog import JetStreamRecorder, NatsAuth, NatsAuthorizationError, StreamSpec, connect
+from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nats", required=True, help="NATS URL of the journal")
+    add_nats_arguments(p, required=True, help="NATS URL of the journal")
     p.add_argument("--from", dest="from_seq", type=int, default=1, help="first stream sequence (default 1)")
     p.add_argument("--runtime", help="take the stream name and subject prefix from this runtime file")
     p.add_argument("--stream", default=None, help="journal stream name (default AOTX_JOURNAL)")
@@ -69,6 +68,11 @@ class Auditor:
 
 def run(args: argparse.Namespace) -> int:
     spec = StreamSpec()
+    try:
+        auth = nats_auth(args)
+    except NatsArgsError as exc:
+        print(f"aotx audit: {exc}", file=sys.stderr)
+        return 2
     if args.runtime:
         try:
             name, prefix = read_runtime_file(args.runtime).stream()
@@ -78,15 +82,19 @@ def run(args: argparse.Namespace) -> int:
         spec = StreamSpec(name=name, subject_prefix=prefix)
     if args.stream:
         spec = StreamSpec(name=args.stream, subject_prefix=spec.subject_prefix)
-    return asyncio.run(_audit(args.nats, spec, args.from_seq, not args.no_follow))
+    return asyncio.run(_audit(args.nats, auth, spec, args.from_seq, not args.no_follow))
 
 
-async def _audit(url: str, spec: StreamSpec, from_seq: int, follow: bool) -> int:
+async def _audit(url: str, auth: NatsAuth | None, spec: StreamSpec, from_seq: int, follow: bool) -> int:
     async def quiet(exc: Exception) -> None:
         print(f"aotx audit: nats: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-    nc = await nats.connect(url, name="aotx-audit", error_cb=quiet, max_reconnect_attempts=-1,
-                            reconnect_time_wait=0.2)
+    try:
+        nc = await connect(url, auth, name="aotx-audit", error_cb=quiet, max_reconnect_attempts=-1,
+                           reconnect_time_wait=0.2)
+    except NatsAuthorizationError as exc:
+        print(f"aotx audit: {exc}", file=sys.stderr)
+        return 1
     # no ensure_stream: the auditor only reads, it never creates or changes the stream
     recorder = JetStreamRecorder(nc, spec, owns_connection=True, timeout=5.0)
     auditor = Auditor(sys.stdout)

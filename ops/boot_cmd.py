@@ -17,14 +17,16 @@ import sys
 from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
 from aotx.serving import ModelService
+from eventlog import NatsAuth
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
+from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import boot_reloader, on_sighup
 from ops.shared_stack import granted_runtime
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime", required=True, help="the runtime file (aotx pack --runtime FILE --shared)")
-    p.add_argument("--nats", required=True, help="NATS URL of the journal (JetStream)")
+    add_nats_arguments(p, required=True, help="NATS URL of the journal (JetStream)")
     p.add_argument("--service-grants", required=True, help="directory holding the deployment grant file")
     p.add_argument("--grant-max-age-hours", type=float, default=24.0,
                    help="refuse grants issued longer ago than this (default 24)")
@@ -43,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         rf = read_runtime_file(args.runtime)
         grants = load_grants(args.service_grants, max_age_s=args.grant_max_age_hours * 3600)
-        target = granted_runtime(rf, args.nats, grants, **runtime_options(args))
-    except (RuntimeFileError, GrantsError) as exc:
+        auth = nats_auth(args)
+        target = granted_runtime(rf, args.nats, grants, nats_auth=auth, **runtime_options(args))
+    except (RuntimeFileError, GrantsError, NatsArgsError) as exc:
         print(f"aotx boot: {exc}", file=sys.stderr)
         return 2
     service = None
@@ -53,10 +56,11 @@ def run(args: argparse.Namespace) -> int:
         if service is None:
             return 1
         target.attach_service(service)  # shared inputs run on this engine and KV pool
-    return asyncio.run(_boot(target, rf.name, args.nats, service, args.grant_max_age_hours * 3600))
+    return asyncio.run(_boot(target, rf.name, args.nats, auth, service, args.grant_max_age_hours * 3600))
 
 
-async def _boot(target, name: str, nats_url: str, service: ModelService | None, max_age_s: float) -> int:
+async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service: ModelService | None,
+                max_age_s: float) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -70,7 +74,7 @@ async def _boot(target, name: str, nats_url: str, service: ModelService | None, 
         except Exception as exc:  # replay failed closed, or the journal is unreachable
             print(f"aotx boot: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
-        server = RuntimeRpcServer(target, nats_url, name)
+        server = RuntimeRpcServer(target, nats_url, name, auth=auth)
         try:
             await server.start()
             proj = target.runtime.projector

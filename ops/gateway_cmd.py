@@ -17,12 +17,14 @@ from api.gateway_config import GatewayConfigError, load_gateway_config
 from api.server import serve_app
 from api.settings import GatewaySettings
 from aotx.runtime import RemoteRuntime, rpc_subject
+from eventlog import NatsAuthorizationError
+from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import gateway_reloader, on_sighup
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the gateway config (principals, token digests, actions)")
-    p.add_argument("--nats", required=True, help="NATS URL where the runtime answers")
+    add_nats_arguments(p, required=True, help="NATS URL where the runtime answers")
     p.add_argument("--runtime-name", default="main", help="name of the runtime to forward to (default main)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
@@ -33,16 +35,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_gateway_config(args.config)
-    except GatewayConfigError as exc:
+        auth = nats_auth(args)
+    except (GatewayConfigError, NatsArgsError) as exc:
         print(f"aotx gateway: {exc}", file=sys.stderr)
         return 2
     settings = GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
-    remote = RemoteRuntime(args.nats, args.runtime_name, config.config_sha256, timeout=args.timeout)
+    remote = RemoteRuntime(args.nats, args.runtime_name, config.config_sha256, timeout=args.timeout, auth=auth)
     app = create_shared_gateway(remote, config.shared_principals(), settings, runtime_name=args.runtime_name)
-    return asyncio.run(_serve(app, settings, args.runtime_name, config.path))
+    return asyncio.run(_serve(app, remote, settings, args.runtime_name, config.path))
 
 
-async def _serve(app, settings: GatewaySettings, name: str, config_path: Path) -> int:
+async def _serve(app, remote: RemoteRuntime, settings: GatewaySettings, name: str, config_path: Path) -> int:
+    try:
+        await remote.start()  # before serving (attach_shared's start is then a no-op): refused credentials end here
+    except NatsAuthorizationError as exc:
+        print(f"aotx gateway: {exc}", file=sys.stderr)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

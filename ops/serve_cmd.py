@@ -1,9 +1,15 @@
 """`aotx serve`: the model, the embedded nats-server, the shared runtime and the gateway in one process.
 
 Under `--var DIR` (default `var`): `nats/` (the embedded server's store), `gateway.json` and
-`tokens/` (development principals alice and bob, written on first start), `runtime.aotxrt` (the
+`tokens/` (development principals alice and bob, written on first start), `nats/users/aotx` (the
+embedded nats-server's one user's password, 0600, written on first start), `runtime.aotxrt` (the
 runtime file, packed with the shared profile) and `grants/` (deployment grants, issued afresh from
 the gateway config at every start). `--nats URL` uses an existing NATS instead of the embedded one.
+
+One server per state directory: `aotx.lock` (flock, released when the process ends, kill -9 too) is
+taken before anything is written, then the HTTP port is bound, and only then the nats-server starts
+and the runtime boots. A second instance on the same `--var`, or one whose port is taken, exits with
+one line and touches nothing.
 """
 from __future__ import annotations
 
@@ -11,24 +17,27 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 
 from api.app import create_app
 from api.gateway_config import GatewayConfig, GatewayConfigError, ensure_dev_config, load_gateway_config
-from api.server import serve_app
+from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings, is_loopback
 from api.shared import attach_shared
 from aotx.runtime import GrantedRuntime
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService
-from eventlog import EmbeddedNats, NatsServerError
+from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, NatsServerError, redact_url
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
+from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import on_sighup, serve_reloader
 from ops.shared_stack import granted_runtime
 
 log = logging.getLogger("aotx.serve")
 RUNTIME_FILE = "runtime.aotxrt"
+LOCK_FILE = "aotx.lock"  # one `aotx serve` per state directory (flock; dies with the process)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,17 +48,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                     "binding a non-loopback address; default: the development config "
                                     "VAR/gateway.json (written on first start)")
     p.add_argument("--var", default="var", help="state directory (default var)")
-    p.add_argument("--nats", help="use this NATS URL instead of starting an embedded nats-server")
+    add_nats_arguments(p, required=False, help="use this NATS URL instead of starting an embedded nats-server")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+
+def bind_problem(args: argparse.Namespace) -> str | None:
+    if not args.config and not is_loopback(args.host):
+        return (f"refusing to bind {args.host}: a non-loopback address requires bearer tokens; "
+                "pass --config FILE with at least one principal")
+    return None
 
 
 def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     if args.config:
         return load_gateway_config(args.config)
-    if not is_loopback(args.host):
-        raise GatewayConfigError(
-            f"refusing to bind {args.host}: a non-loopback address requires bearer tokens; "
-            "pass --config FILE with at least one principal")
+    problem = bind_problem(args)
+    if problem:
+        raise GatewayConfigError(problem)
     config_path, tokens, _ = ensure_dev_config(args.var)
     print(f"aotx: development bearer tokens for alice and bob are in {tokens}/ "
           f"(gateway config {config_path})", file=sys.stderr, flush=True)
@@ -61,13 +76,39 @@ def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySet
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = check_model_arguments(args)
+    problem = check_model_arguments(args) or bind_problem(args)
     if problem:
         print(f"aotx serve: {problem}", file=sys.stderr)
         return 2
-    var = Path(args.var)
     try:
-        var.mkdir(parents=True, exist_ok=True)
+        auth = nats_auth(args)
+    except NatsArgsError as exc:
+        print(f"aotx serve: {exc}", file=sys.stderr)
+        return 2
+    var = Path(args.var)
+    try:  # before anything starts or writes: a second instance on this var leaves it as it is
+        lock = DirectoryLock(var, LOCK_FILE).acquire()
+    except DirectoryLocked as exc:
+        print(f"aotx serve: the state directory {exc}; stop that server or pass another --var", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"aotx serve: cannot lock the state directory {var}: {exc}", file=sys.stderr)
+        return 2
+    try:  # the port before boot: a taken port fails before the journal is touched
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"aotx serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        lock.release()
+        return 1
+    try:
+        return _run(args, var, sock, auth)
+    finally:
+        sock.close()  # no-op once the server took it over
+        lock.release()
+
+
+def _run(args: argparse.Namespace, var: Path, sock: socket.socket, auth: NatsAuth | None) -> int:
+    try:
         config = gateway_config(args)
         rf, _ = pack_shared(var / RUNTIME_FILE)
         write_grants(var / "grants", config.actions(), config.config_sha256)
@@ -86,20 +127,21 @@ def run(args: argparse.Namespace) -> int:
             except NatsServerError as exc:
                 print(f"aotx serve: the embedded nats-server did not start: {exc}", file=sys.stderr)
                 return 1
-            nats_url = embedded.url
+            nats_url, auth = embedded.url, embedded.auth()  # its one user (VAR/nats/users/aotx)
         service = load_service(args, "aotx serve")
         if service is None:
             return 1
-        shared = granted_runtime(rf, nats_url, grants, **runtime_options(args))
+        shared = granted_runtime(rf, nats_url, grants, nats_auth=auth, **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
-        return asyncio.run(_serve(service, settings, config, shared, nats_url, embedded is not None))
+        return asyncio.run(_serve(service, settings, config, shared, redact_url(nats_url), embedded is not None,
+                                  sock))
     finally:
         if embedded is not None:
             embedded.stop()
 
 
 async def _serve(service: ModelService, settings: GatewaySettings, config: GatewayConfig,
-                 shared: GrantedRuntime, nats_url: str, embedded: bool) -> int:
+                 shared: GrantedRuntime, nats_url: str, embedded: bool, sock: socket.socket) -> int:
     try:
         await shared.start()  # boot = journal replay, before the gateway answers
     except Exception as exc:  # replay failed closed, or the journal is unreachable
@@ -122,7 +164,7 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
               file=sys.stderr, flush=True)
 
     try:
-        await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock)
     finally:
         await shared.stop()
     return 0

@@ -5,7 +5,7 @@ from typing import Any
 
 from aotx.runtime import GrantedRuntime, SharedRuntime
 from aotx.runtime_file import GrantFile, RuntimeFile, RuntimeFileError
-from eventlog import StreamSpec
+from eventlog import NatsAuth, StreamSpec
 
 
 def require_shared(rf: RuntimeFile) -> None:
@@ -20,10 +20,11 @@ def stream_spec(rf: RuntimeFile) -> StreamSpec:
 
 
 def granted_runtime(rf: RuntimeFile, nats_url: str, grants: GrantFile, *, progress: bool = True,
-                    **options: Any) -> GrantedRuntime:
+                    nats_auth: NatsAuth | None = None, **options: Any) -> GrantedRuntime:
     """Not started yet: `await it.start()` connects and boots by journal replay (with a progress bar).
     `options`: SharedRuntime's constructor options (ops.model_args.runtime_options: execution deadline,
     retention mode, lease revision, automatic-memory qualification)."""
     require_shared(rf)
-    runtime = SharedRuntime(nats_url, stream_spec(rf), rf.capacities(), progress=progress, **options)
+    runtime = SharedRuntime(nats_url, stream_spec(rf), rf.capacities(), progress=progress, nats_auth=nats_auth,
+                            **options)
     return GrantedRuntime(runtime, grants)

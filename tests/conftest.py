@@ -70,7 +70,7 @@ def nats_url(tmp_path_factory):
     from eventlog import EmbeddedNats
 
     with EmbeddedNats(tmp_path_factory.mktemp("nats")) as server:
-        yield server.url
+        yield server.client_url()  # the embedded server's user and password in the URL
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
-from .rpc import RemoteRuntime, RuntimeRpcServer, rpc_subject
+from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
 from .runtime import SharedRuntime
 from .views import VIEWS
 
 __all__ = ["BOOT_CONTROL", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
-           "RuntimeRpcServer", "SharedRuntime", "VIEWS", "grants_of", "rpc_subject"]
+           "RuntimeRpcServer", "SharedRuntime", "VIEWS", "changed_subject", "grants_of", "rpc_subject"]

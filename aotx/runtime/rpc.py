@@ -25,8 +25,9 @@ import logging
 from typing import Any
 
 import msgpack
-import nats
 import nats.errors
+
+from eventlog import NatsAuth, connect
 
 from ..state import Grants, MutationKind
 from ..state.rights import Actor
@@ -54,23 +55,24 @@ async def _nats_error(exc: Exception) -> None:
     log.warning("nats connection: %s: %s", type(exc).__name__, exc)
 
 
-async def _connect(url: str, name: str):
-    return await nats.connect(url, name=name, error_cb=_nats_error, max_reconnect_attempts=-1,
-                              reconnect_time_wait=0.2)
+async def _connect(url: str, name: str, auth: NatsAuth | None):
+    return await connect(url, auth, name=name, error_cb=_nats_error, max_reconnect_attempts=-1,
+                         reconnect_time_wait=0.2)
 
 
 class RuntimeRpcServer:
     """Serves a GrantedRuntime on its subject until stop()."""
 
-    def __init__(self, target: GrantedRuntime, nats_url: str, name: str) -> None:
+    def __init__(self, target: GrantedRuntime, nats_url: str, name: str, *, auth: NatsAuth | None = None) -> None:
         self.target, self.nats_url, self.subject = target, nats_url, rpc_subject(name)
+        self.nats_auth = auth
         self.changed = changed_subject(name)
         self._nc = None
         self._tasks: set[asyncio.Task] = set()
         self._announcer: asyncio.Task | None = None
 
     async def start(self) -> "RuntimeRpcServer":
-        self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}")
+        self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}", self.nats_auth)
         await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
         await self._nc.flush()
         self._announcer = asyncio.get_running_loop().create_task(self._announce())
@@ -160,8 +162,10 @@ class RuntimeRpcServer:
 class RemoteRuntime:
     """The gateway's side: the same surface as SharedRuntime for the shared blueprint."""
 
-    def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0,
+                 auth: NatsAuth | None = None) -> None:
         self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
+        self.nats_auth = auth   # also the media store's credentials (attach_shared)
         self.changed = changed_subject(name)
         self.timeout = timeout
         self._nc = None
@@ -174,7 +178,7 @@ class RemoteRuntime:
 
     async def start(self) -> "RemoteRuntime":
         if self._nc is None:
-            self._nc = await _connect(self.nats_url, "aotx-gateway")
+            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth)
             await self._nc.subscribe(self.changed, cb=self._on_changed)
         return self
 

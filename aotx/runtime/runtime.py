@@ -36,8 +36,8 @@ from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
-from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, JournalHold, MessageTooLarge, Recorder,
-                      StreamSpec)
+from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, JournalHold, MessageTooLarge, NatsAuth,
+                      Recorder, StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
 from ..memory import MemoryOp, MemoryRetained, MemoryStore, decide_publication, encode_memory_event, memory_event_body
@@ -179,10 +179,12 @@ class SharedRuntime:
                  timeout: float = 5.0, progress: bool = True, boot_id: str | None = None,
                  probe_interval: float = 1.0, service: Any = None,
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
-                 lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None) -> None:
+                 lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
+                 nats_auth: NatsAuth | None = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         self.nats_url, self.spec = nats_url, spec or StreamSpec()
+        self.nats_auth = nats_auth   # credentials for nats_url (eventlog.NatsAuth); never logged
         self.capacities = capacities or Capacities()
         self.recorder: Recorder | None = recorder
         self._owns_recorder = recorder is None
@@ -820,7 +822,7 @@ class SharedRuntime:
             # bounded: the client library retries an unreachable server forever on its own
             self.recorder = await asyncio.wait_for(
                 JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout,
-                                          name=f"aotx-runtime-{self.boot_id[:8]}"),
+                                          name=f"aotx-runtime-{self.boot_id[:8]}", auth=self.nats_auth),
                 timeout=max(4 * self.timeout, 2.0) if self.projector is not None else None)
         return self.recorder
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
-import nats
 from quart import Quart
 
 from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
 from api.app_common import install_common
-from eventlog import MEDIA_BUCKET, MediaStore
+from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, connect
 
 from .auth import normalise
 from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
@@ -22,11 +21,11 @@ async def _nats_error(exc: Exception) -> None:  # reconnects are logged in one l
     log.warning("media store nats connection: %s: %s", type(exc).__name__, exc)
 
 
-async def _connect_media(url: str, bucket: str) -> tuple[MediaStore, Any]:
+async def _connect_media(url: str, bucket: str, auth: NatsAuth | None) -> tuple[MediaStore, Any]:
     """The media store on a connection of its own that reconnects forever (a lone gateway outlives
     nats-server restarts)."""
-    nc = await nats.connect(url, name="aotx-media", error_cb=_nats_error, max_reconnect_attempts=-1,
-                            reconnect_time_wait=0.2)
+    nc = await connect(url, auth, name="aotx-media", error_cb=_nats_error, max_reconnect_attempts=-1,
+                       reconnect_time_wait=0.2)
     try:
         return await MediaStore.attach(nc, bucket), nc
     except BaseException:
@@ -38,7 +37,7 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
                   principals: Mapping[str, tuple[str, Iterable[str]]], *,
                   models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None,
                   media_url: str | None = None, media_bucket: str = MEDIA_BUCKET,
-                  media_max_bytes: int = MEDIA_MAX_BYTES) -> None:
+                  media_max_bytes: int = MEDIA_MAX_BYTES, media_auth: NatsAuth | None = None) -> None:
     """Serve /aotx/v1/shared on `app`.
 
     runtime: a SharedRuntime, a GrantedRuntime (the same behind the deployment grants; `aotx serve`)
@@ -52,10 +51,12 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     media_url: the nats-server holding the media object store (default: the runtime's nats_url, also a
     RemoteRuntime's, so a lone gateway stores media itself; none: POST /media answers 409 and inputs may
     reference no media);
-    POST /media stores blobs of at most media_max_bytes there, in bucket media_bucket.
+    POST /media stores blobs of at most media_max_bytes there, in bucket media_bucket; media_auth: the
+    credentials for it (default: the runtime's, with the runtime's URL).
     """
-    media_url = (media_url or getattr(runtime, "nats_url", None)
-                 or getattr(getattr(runtime, "runtime", None), "nats_url", None))  # a GrantedRuntime's
+    inner = getattr(runtime, "runtime", runtime)  # a GrantedRuntime's SharedRuntime
+    if media_url is None:
+        media_url, media_auth = getattr(inner, "nats_url", None), media_auth or getattr(inner, "nats_auth", None)
     ext: dict[str, Any] = {"runtime": runtime, "principals": normalise(principals), "media": None,
                            "media_max_bytes": media_max_bytes, "media_nc": None}
     app.extensions[_EXT] = ext
@@ -66,7 +67,7 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
     async def _start_shared_runtime() -> None:
         await runtime.start()
         if media_url and ext["media"] is None:
-            ext["media"], ext["media_nc"] = await _connect_media(media_url, media_bucket)
+            ext["media"], ext["media_nc"] = await _connect_media(media_url, media_bucket, media_auth)
 
     @app.after_serving
     async def _stop_shared_runtime() -> None:

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import httpx
-import nats
 from quart import Quart
 
 from api.server import serve_app
@@ -36,7 +35,7 @@ from aotx.runtime import SharedRuntime
 from aotx.state import Capacities, Grants, MutationKind
 from aotx.state.derive import lineage_for
 from aotx.state.rights import Actor
-from eventlog import EmbeddedNats, StreamSpec
+from eventlog import EmbeddedNats, StreamSpec, connect
 
 SCHEMA = "aotx.shared.mutation.v1"
 ALL = {"shared_read", "shared_write", "shared_manage"}
@@ -108,8 +107,8 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
     spec = StreamSpec(name="BENCH", subject_prefix="bench.j")
     caps = Capacities(participants=64)   # the defaults otherwise (1024 receipts): every 64th mutation retires
     async with EmbeddedNats(tmp / "nats") as server:
-        url = server.url
-        runtime = SharedRuntime(url, spec, caps, progress=False)
+        url, auth = server.url, server.auth()
+        runtime = SharedRuntime(url, spec, caps, progress=False, nats_auth=auth)
         await runtime.start()
 
         async def submit(name, kind, raw, space):
@@ -134,7 +133,7 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
         assert runtime.projector.messages == before + 1
 
         # ---- raw JetStream publish on a stream with the journal's settings ----
-        nc = await nats.connect(url)
+        nc = await connect(url, auth, name="aotx-bench")
         js = nc.jetstream()
         raw_spec = StreamSpec(name="BENCHRAW", subject_prefix="raw.j")
         await js.add_stream(raw_spec.config())
@@ -215,7 +214,7 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
         raw_read = time.perf_counter() - t
         await sub.unsubscribe()
         t = time.perf_counter()
-        fresh = SharedRuntime(url, spec, caps, progress=False)
+        fresh = SharedRuntime(url, spec, caps, progress=False, nats_auth=auth)
         await fresh.start()
         boot = time.perf_counter() - t
         assert fresh.projector.messages == total

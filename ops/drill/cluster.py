@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import nats
-
 from api.gateway_config import add_dev_principal, ensure_dev_config, load_gateway_config
 from aotx.runtime import SharedRuntime
 from aotx.runtime_file import pack_shared, write_grants
-from eventlog import EmbeddedNats
+from eventlog import EmbeddedNats, NatsUser, connect
+from ops.nats_args import embedded_flags
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
 from ops.shared_stack import stream_spec
 
 RUNTIME_FILE = "runtime.aotxrt"
@@ -84,6 +84,9 @@ class Child:
 class Cluster:
     """Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs.
 
+    The nats-server knows three users: the runtime's and the gateway's (ops.nats_users, the runtime's
+    also answering the drill's state requests) and `aotx`, the drill's own (state requests, replays).
+
     `model`: the runtime loads the model (inputs run); `extra_principals` are added to the dev config."""
 
     def __init__(self, var: Path, *, model: bool = True, extra_principals: tuple[str, ...] = ()) -> None:
@@ -97,7 +100,10 @@ class Cluster:
         config = load_gateway_config(config_path)
         self.rf, _ = pack_shared(var / RUNTIME_FILE)
         write_grants(var / "grants", config.actions(), config.config_sha256)
-        self.nats = EmbeddedNats(var / "nats")
+        runtime_user, gateway_user = split_users(self.rf.name, stream_spec(self.rf))
+        runtime_user = NatsUser(runtime_user.name, runtime_user.permissions.extended(
+            subscribe_allow=(state_subject(self.rf.name),)))
+        self.nats = EmbeddedNats(var / "nats", users=(NatsUser("aotx"), runtime_user, gateway_user))
         self.runtime: Child | None = None
         self.gateway: Child | None = None
         self.base_url = ""
@@ -109,20 +115,23 @@ class Cluster:
     def nats_url(self) -> str:
         return f"nats://127.0.0.1:{self.nats.port}"
 
+
     async def start_nats(self) -> None:
         await self.nats.start_async()
 
     async def start_runtime(self) -> None:
         self.runtime = await Child(
             "runtime", [sys.executable, "-m", "ops.drill.node", "--runtime", str(self.var / RUNTIME_FILE),
-                        "--nats", self.nats_url, "--service-grants", str(self.var / "grants"),
+                        *embedded_flags(self.nats, RUNTIME_USER, self.nats_url),
+                        "--service-grants", str(self.var / "grants"),
                         *(NODE_MODEL_ARGS if self.model else ("--no-model",))],
             self.var / "logs" / "runtime.log", r"drill node: runtime \S+ booted \((\d+) journal messages").start()
 
     async def start_gateway(self) -> None:
         self.gateway = await Child(
             "gateway", [sys.executable, "-m", "ops.cli", "gateway", "--config", str(self.config_path),
-                        "--nats", self.nats_url, "--runtime-name", self.rf.name, "--port", "0", "--timeout", "3"],
+                        *embedded_flags(self.nats, GATEWAY_USER, self.nats_url), "--runtime-name", self.rf.name,
+                        "--port", "0", "--timeout", "3"],
             self.var / "logs" / "gateway.log", r"gateway on (http://\S+) ").start()
         self.base_url = self.gateway.match.group(1)
 
@@ -146,7 +155,7 @@ class Cluster:
 
     async def live_state(self) -> dict:
         """The running runtime's state hash (drill-only reply of ops.drill.node)."""
-        nc = await nats.connect(self.nats_url, name="aotx-drill", max_reconnect_attempts=0)
+        nc = await connect(self.nats_url, self.nats.auth(), name="aotx-drill", max_reconnect_attempts=0)
         try:
             msg = await nc.request(state_subject(self.rf.name), b"", timeout=10)
             return json.loads(msg.data)
@@ -155,6 +164,7 @@ class Cluster:
 
     async def replay_hash(self) -> tuple[str, SharedRuntime]:
         """A fresh runtime booted from the journal (not started on the RPC subject): its state hash."""
-        fresh = SharedRuntime(self.nats_url, stream_spec(self.rf), self.rf.capacities(), progress=False)
+        fresh = SharedRuntime(self.nats_url, stream_spec(self.rf), self.rf.capacities(), progress=False,
+                              nats_auth=self.nats.auth())
         await fresh.start()
         return fresh.state_hash(), fresh

@@ -1,6 +1,7 @@
 """The drill's runtime process: `aotx boot` (same runtime, same model, same RPC server) plus one drill-only reply.
 
-`python -m ops.drill.node --runtime FILE --nats URL --service-grants DIR [model flags] [--no-model]`
+`python -m ops.drill.node --runtime FILE --nats URL [--nats-* credentials] --service-grants DIR [model flags]
+[--no-model]`
 loads the model (the ModelService of `aotx boot`, same flags: ops.model_args) and attaches it,
 boots by journal replay, serves shared commands on `aotx.rt.<name>.cmd` exactly as `aotx boot`
 does, and answers `aotx.drill.<name>.state` with the live state hash (and how many inputs the
@@ -15,11 +16,11 @@ import json
 import signal
 import sys
 
-import nats
-
 from aotx.runtime import RuntimeRpcServer
 from aotx.runtime_file import load_grants, read_runtime_file
+from eventlog import connect
 from ops.model_args import add_model_arguments, load_service, runtime_options
+from ops.nats_args import add_nats_arguments, nats_auth
 from ops.shared_stack import granted_runtime
 
 from .cluster import state_subject
@@ -38,7 +39,8 @@ def _executing(runtime) -> int:
 
 async def _main(args: argparse.Namespace) -> int:
     rf = read_runtime_file(args.runtime)
-    target = granted_runtime(rf, args.nats, load_grants(args.service_grants), progress=False,
+    auth = nats_auth(args)
+    target = granted_runtime(rf, args.nats, load_grants(args.service_grants), progress=False, nats_auth=auth,
                              **runtime_options(args))
     service = None
     if not args.no_model:
@@ -59,9 +61,9 @@ async def _main(args: argparse.Namespace) -> int:
             await service.stop()
         return 1
     runtime = target.runtime
-    server = await RuntimeRpcServer(target, args.nats, rf.name).start()
-    nc = await nats.connect(args.nats, name="aotx-drill-node", error_cb=_quiet, max_reconnect_attempts=-1,
-                            reconnect_time_wait=0.2)
+    server = await RuntimeRpcServer(target, args.nats, rf.name, auth=auth).start()
+    nc = await connect(args.nats, auth, name="aotx-drill-node", error_cb=_quiet, max_reconnect_attempts=-1,
+                       reconnect_time_wait=0.2)
 
     async def state(msg) -> None:
         proj = runtime.projector
@@ -89,7 +91,7 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ops.drill.node")
     p.add_argument("--runtime", required=True)
-    p.add_argument("--nats", required=True)
+    add_nats_arguments(p, required=True, help="NATS URL of the journal")
     p.add_argument("--service-grants", required=True)
     p.add_argument("--no-model", action="store_true", help="no model: inputs answer 409")
     add_model_arguments(p)

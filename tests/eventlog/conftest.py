@@ -38,7 +38,7 @@ async def open_recorder(request):
         if request.param == "memory":
             rec = MemoryRecorder(spec.name, max_bytes=max_bytes)
         else:
-            rec = await JetStreamRecorder.connect(request.getfixturevalue("nats_server").url, spec)
+            rec = await JetStreamRecorder.connect(request.getfixturevalue("nats_server").client_url(), spec)
         made.append(Opened(rec, spec))
         return made[-1]
 

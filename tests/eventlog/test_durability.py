@@ -15,7 +15,7 @@ async def test_acked_writes_survive_kill_9(tmp_path):
     spec = StreamSpec(name="DURABLE", max_bytes=64 << 20)
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
-        rec = await JetStreamRecorder.connect(server.url, spec)
+        rec = await JetStreamRecorder.connect(server.client_url(), spec)
         incarnation = (await rec.stream_info()).created
         acked: dict[int, bytes] = {}
 
@@ -32,7 +32,7 @@ async def test_acked_writes_survive_kill_9(tmp_path):
         await rec.close()
 
         server.start()
-        rec = await JetStreamRecorder.connect(server.url, spec)
+        rec = await JetStreamRecorder.connect(server.client_url(), spec)
         status = await rec.stream_info()
         assert status.created == incarnation  # same file incarnation
         got = {m.seq: m.data async for m in rec.read(1)}

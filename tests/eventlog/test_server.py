@@ -58,3 +58,15 @@ async def test_async_context_and_restart_keep_the_port(tmp_path):
         assert not server.running
         await server.restart_async()
         assert server.port == port and server.running
+
+
+def test_a_second_server_on_the_same_store_is_refused_and_touches_nothing(tmp_path):
+    with EmbeddedNats(tmp_path) as server:
+        before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        with pytest.raises(NatsServerError, match="in use by another process") as err:
+            EmbeddedNats(tmp_path, start_timeout=5, lock_wait=0).start()
+        assert str(tmp_path) in str(err.value)
+        assert {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+        assert server.running
+    with EmbeddedNats(tmp_path) as again:  # stopped: the store is free again
+        assert again.running

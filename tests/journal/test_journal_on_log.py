@@ -18,7 +18,7 @@ async def test_ticks_replay_after_kill_9(tmp_path):
     for i, body in enumerate(bodies):
         emitter.submit(TransferKind.OUTPUT if i % 2 else TransferKind.ADMISSION, body)
     with EmbeddedNats(tmp_path) as server:
-        rec = await JetStreamRecorder.connect(server.url, spec)
+        rec = await JetStreamRecorder.connect(server.client_url(), spec)
         last = 0
         for tick in emitter.drain():
             ack = await rec.append(subject, tick.data, msg_id=tick.msg_id, expected_last_subject_seq=last)
@@ -28,7 +28,7 @@ async def test_ticks_replay_after_kill_9(tmp_path):
         await rec.close()
         server.kill()
         server.start()
-        rec = await JetStreamRecorder.connect(server.url, spec)
+        rec = await JetStreamRecorder.connect(server.client_url(), spec)
         replay = Reassembler(recovery=True)
         got = []
         async for msg in rec.read(1):

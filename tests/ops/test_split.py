@@ -1,7 +1,9 @@
 """Split deployment: `aotx boot` and `aotx gateway` as two processes against one nats-server.
 
 Register and create a space through the gateway, restart the runtime, read the receipt back;
-`aotx audit` prints the journal the runtime wrote; no token anywhere the runtime writes.
+`aotx audit` prints the journal the runtime wrote; no token anywhere the runtime writes. The runtime and
+the gateway connect as their own nats users (ops.nats_users); the audit as the server's `aotx` user;
+a runtime without credentials is refused at once; no nats password in any log or file but its own.
 """
 from __future__ import annotations
 
@@ -14,16 +16,31 @@ import threading
 import httpx
 
 from api.gateway_config import ensure_dev_config
-from eventlog import EmbeddedNats
+from aotx.runtime_file import read_runtime_file
+from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
+from ops.nats_args import embedded_flags
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
+from ops.shared_stack import stream_spec
 
 from .client import SharedClient
 from .procs import AOTX, Proc, files_containing, run_aotx
 
 
-def _boot(rt, url, grants) -> Proc:
+def split_nats(data_dir, rt) -> EmbeddedNats:
+    """A nats-server with the split deployment's users (runtime, gateway) and `aotx` for the tools."""
+    rf = read_runtime_file(rt)
+    return EmbeddedNats(data_dir, users=(NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf))))
+
+
+def _boot(rt, srv: EmbeddedNats, grants) -> Proc:
     """The runtime without a model (journal-core routes only; inputs through boot: tests/runtime/test_split_inputs)."""
-    return Proc("boot", "--runtime", str(rt), "--nats", url, "--service-grants", str(grants), "--no-model",
-                ready=r"runtime t1 booted \((\d+) journal messages").start()
+    return Proc("boot", "--runtime", str(rt), *embedded_flags(srv, RUNTIME_USER), "--service-grants", str(grants),
+                "--no-model", ready=r"runtime t1 booted \((\d+) journal messages").start()
+
+
+def _gateway(config, srv: EmbeddedNats) -> Proc:
+    return Proc("gateway", "--config", str(config), *embedded_flags(srv, GATEWAY_USER), "--runtime-name", "t1",
+                "--port", "0", ready=r"gateway on (http://\S+) serves /aotx/v1/shared only").start()
 
 
 def test_boot_and_gateway_over_nats(tmp_path):
@@ -35,14 +52,18 @@ def test_boot_and_gateway_over_nats(tmp_path):
     g = run_aotx("grants", "--config", str(config), "--out", str(grants))
     assert g.returncode == 0, g.stderr
     procs: list[Proc] = []
-    with EmbeddedNats(tmp_path / "nats") as nats_server:
+    with split_nats(tmp_path / "nats", rt) as nats_server:
         url = nats_server.url
+        passwords = [nats_server.auth(u).password for u in (DEFAULT_USER, RUNTIME_USER, GATEWAY_USER)]
         try:
-            boot = _boot(rt, url, grants)
+            refused = run_aotx("boot", "--runtime", str(rt), "--nats", url, "--service-grants", str(grants),
+                               "--no-model")  # no credentials: refused at once, one line
+            assert refused.returncode == 1 and "refused the connection" in refused.stderr, refused.stderr
+            assert refused.stderr.strip().splitlines()[-1].startswith("aotx boot: the runtime did not boot")
+            boot = _boot(rt, nats_server, grants)
             procs.append(boot)
             assert boot.match.group(1) == "0"
-            gw = Proc("gateway", "--config", str(config), "--nats", url, "--runtime-name", "t1", "--port", "0",
-                      ready=r"gateway on (http://\S+) serves /aotx/v1/shared only").start()
+            gw = _gateway(config, nats_server)
             procs.append(gw)
             base = gw.match.group(1)
             alice, bob = SharedClient(base, secrets[0]), SharedClient(base, secrets[1])
@@ -71,14 +92,15 @@ def test_boot_and_gateway_over_nats(tmp_path):
             boot.stop()
             status, err = alice.get(f"/operations/{op}")
             assert status == 503 and err["error"]["type"] == "runtime_unavailable"
-            boot = _boot(rt, url, grants)
+            boot = _boot(rt, nats_server, grants)
             procs.append(boot)
             assert int(boot.match.group(1)) >= 3  # replayed what the first runtime wrote
             assert alice.get(f"/operations/{op}") == (200, sp)
             assert alice.get(f"/operations/{reg['operation']}") == (200, reg)
             assert alice.post(f"/spaces/{space}/conversations")[0] == 201  # and it writes on
 
-            audit = run_aotx("audit", "--nats", url, "--no-follow", "--runtime", str(rt))
+            admin = embedded_flags(nats_server, DEFAULT_USER)
+            audit = run_aotx("audit", *admin, "--no-follow", "--runtime", str(rt))
             assert audit.returncode == 0, audit.stderr
             lines = audit.stdout.splitlines()
             events = [re.search(r"event=(\S+)", ln).group(1) for ln in lines]
@@ -89,21 +111,25 @@ def test_boot_and_gateway_over_nats(tmp_path):
             assert all(re.match(r"seq=\d+ lineage=[0-9a-f]{32} kind=\w+ transfer=\d+ event=", ln) for ln in lines)
             first = [ln for ln in lines if "participant.registered" in ln][0]
             assert f"lineage={alice.lineage}" in first and f"operation={reg['operation']} sequence=1" in first
-            tail = run_aotx("audit", "--nats", url, "--no-follow", "--from", "3")
+            tail = run_aotx("audit", "--nats", nats_server.client_url(), "--no-follow", "--from", "3")  # URL form
             assert tail.stdout.splitlines() == [ln for ln in lines if int(ln.split()[0][4:]) >= 3]
-            _follow(url, lines, alice, space)
+            _follow(admin, lines, alice, space)
         finally:
             for p in reversed(procs):
                 p.stop()
-        stderr = "\n".join(p.stderr for p in procs) + audit.stderr + audit.stdout
-    assert not [s for s in secrets if s in stderr]
+        stderr = "\n".join(p.stderr for p in procs) + audit.stderr + audit.stdout + refused.stderr + tail.stderr
+    assert not [s for s in secrets + passwords if s in stderr]
     leaks = files_containing(tmp_path, secrets)
     assert sorted(leaks) == sorted(f"{tokens / n}: {s[:16]}…" for n, s in zip(("alice", "bob"), secrets))
+    nats_dir = tmp_path / "nats"
+    assert sorted(files_containing(tmp_path, passwords)) == sorted(
+        [f"{nats_dir / 'users' / u}: {p[:16]}…" for u, p in zip((DEFAULT_USER, RUNTIME_USER, GATEWAY_USER), passwords)]
+        + [f"{nats_dir / 'nats-server.conf'}: {p[:16]}…" for p in passwords])
 
 
-def _follow(url: str, lines: list[str], alice: SharedClient, space: str) -> None:
+def _follow(nats_flags: list[str], lines: list[str], alice: SharedClient, space: str) -> None:
     """Default mode tails: the existing transfers, then one written while it follows; SIGTERM ends it."""
-    follow = subprocess.Popen([AOTX, "audit", "--nats", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    follow = subprocess.Popen([AOTX, "audit", *nats_flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     got: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [got.put(ln.rstrip("\n")) for ln in follow.stdout], daemon=True).start()
@@ -123,12 +149,11 @@ def test_gateway_refused_by_runtime_with_grants_of_another_config(tmp_path):
     rt, grants = tmp_path / "rt", tmp_path / "grants"
     run_aotx("pack", "--runtime", str(rt), "--shared", "--name", "t1")
     run_aotx("grants", "--config", str(other), "--out", str(grants))
-    with EmbeddedNats(tmp_path / "nats") as nats_server:
-        boot = _boot(rt, nats_server.url, grants)
+    with split_nats(tmp_path / "nats", rt) as nats_server:
+        boot = _boot(rt, nats_server, grants)
         gw = None
         try:
-            gw = Proc("gateway", "--config", str(config), "--nats", nats_server.url, "--runtime-name", "t1",
-                      "--port", "0", ready=r"gateway on (http://\S+) ").start()
+            gw = _gateway(config, nats_server)
             alice = SharedClient(gw.match.group(1), (tokens / "alice").read_text().strip())
             status, err = alice.get("/participant")
             assert status == 503 and err["error"]["type"] == "grants_mismatch"

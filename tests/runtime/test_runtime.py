@@ -17,7 +17,7 @@ ALICE = Actor("alice", Grants.all())
 @pytest.fixture(scope="module")
 def nats_url(tmp_path_factory):
     with EmbeddedNats(tmp_path_factory.mktemp("nats")) as server:
-        yield server.url
+        yield server.client_url()  # the embedded server's user and password in the URL
 
 
 def body(seq: int, key: int = 1, **fields) -> bytes:

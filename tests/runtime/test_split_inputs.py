@@ -19,9 +19,11 @@ from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, Shared
 from aotx.runtime_file import load_grants, pack_shared, write_grants
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
-from eventlog import EmbeddedNats
+from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
 from ops.cli import build_parser
 from ops.model_args import runtime_options
+from ops.nats_args import embedded_flags
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
 from ops.shared_stack import stream_spec
 from tests.ops.client import SCHEMA, SharedClient
 from tests.ops.procs import Proc
@@ -66,8 +68,14 @@ class Client(SharedClient):
         return events
 
 
-def _boot(rf, url: str, grants, *extra: str) -> Proc:
-    return Proc("boot", "--runtime", str(rf.path), "--nats", url, "--service-grants", str(grants), *extra,
+def split_nats(data_dir, rf) -> EmbeddedNats:
+    """A nats-server with the split deployment's users (the runtime's, the gateway's) and `aotx`."""
+    return EmbeddedNats(data_dir, users=(NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf))))
+
+
+def _boot(rf, srv: EmbeddedNats, grants, *extra: str) -> Proc:
+    return Proc("boot", "--runtime", str(rf.path), *embedded_flags(srv, RUNTIME_USER), "--service-grants",
+                str(grants), *extra,
                 ready=rf"runtime {rf.name} booted \((\d+) journal messages.*; (inputs run on|no model)",
                 timeout=90).start()
 
@@ -93,12 +101,13 @@ async def test_remote_wait_change_wakes_on_announcements(tmp_path):
     rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="w1")
     write_grants(tmp_path / "grants", {"alice": ["shared_read", "shared_write", "shared_manage"]}, "ab" * 32)
     alice = Actor("alice", Grants.all())
-    with EmbeddedNats(tmp_path / "nats") as nats_server:
-        target = GrantedRuntime(SharedRuntime(nats_server.url, stream_spec(rf), progress=False),
+    with split_nats(tmp_path / "nats", rf) as nats_server:
+        url, runtime_auth = nats_server.url, nats_server.auth(RUNTIME_USER)
+        target = GrantedRuntime(SharedRuntime(url, stream_spec(rf), progress=False, nats_auth=runtime_auth),
                                 load_grants(tmp_path / "grants"))
         await target.start()
-        server = await RuntimeRpcServer(target, nats_server.url, rf.name).start()
-        remote = await RemoteRuntime(nats_server.url, rf.name, "ab" * 32).start()
+        server = await RuntimeRpcServer(target, url, rf.name, auth=runtime_auth).start()
+        remote = await RemoteRuntime(url, rf.name, "ab" * 32, auth=nats_server.auth(GATEWAY_USER)).start()
         loop = asyncio.get_running_loop()
         try:
             me = (await remote.query("participant", alice)).body
@@ -140,14 +149,13 @@ def test_inputs_through_boot_and_gateway(tmp_path):
     grants = tmp_path / "grants"
     write_grants(grants, config.actions(), config.config_sha256)
     procs: list[Proc] = []
-    with EmbeddedNats(tmp_path / "nats") as nats_server:
-        url = nats_server.url
+    with split_nats(tmp_path / "nats", rf) as nats_server:
         try:
-            boot = _boot(rf, url, grants, *MODEL_FLAGS, "--retention-mode", "1", "--lease-revision", "3")
+            boot = _boot(rf, nats_server, grants, *MODEL_FLAGS, "--retention-mode", "1", "--lease-revision", "3")
             procs.append(boot)
             assert boot.match.group(2) == "inputs run on"
-            gw = Proc("gateway", "--config", str(config_path), "--nats", url, "--runtime-name", rf.name,
-                      "--port", "0", ready=r"gateway on (http://\S+) ").start()
+            gw = Proc("gateway", "--config", str(config_path), *embedded_flags(nats_server, GATEWAY_USER),
+                      "--runtime-name", rf.name, "--port", "0", ready=r"gateway on (http://\S+) ").start()
             procs.append(gw)
             alice = Client(gw.match.group(1), (tokens / "alice").read_text().strip())
             alice.sync()
@@ -226,7 +234,7 @@ def test_inputs_through_boot_and_gateway(tmp_path):
 
             # the runtime again, without a model: saved results answer, new inputs are refused 409
             boot.stop()
-            boot = _boot(rf, url, grants, "--no-model")
+            boot = _boot(rf, nats_server, grants, "--no-model")
             procs.append(boot)
             assert boot.match.group(2) == "no model"
             assert alice.get(f"/operations/{op}/result") == (200, result)

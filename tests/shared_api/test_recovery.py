@@ -73,7 +73,7 @@ async def test_kill_9_of_nats_server(tmp_path):
     server = EmbeddedNats(tmp_path / "nats").start()
     try:
         # the runtime's default journal timeout: a 0.5 s one could turn a slow fsync on a busy box into a hold
-        async with shared_app(server.url, spec, probe_interval=0.1) as (runtime, p, _):
+        async with shared_app(server.client_url(), spec, probe_interval=0.1) as (runtime, p, _):
             receipts = await _workload(p)
             live_hash = runtime.state_hash()
             server.kill()
@@ -93,7 +93,7 @@ async def test_kill_9_of_nats_server(tmp_path):
             await _check_live(p, receipts)
         server.kill()
         server.start()
-        async with shared_app(server.url, spec) as (runtime, p, _):
+        async with shared_app(server.client_url(), spec) as (runtime, p, _):
             assert runtime.state_hash() == live_hash
             for party in p.values():
                 await party.sync()
