@@ -9,6 +9,10 @@ import threading
 import time
 from pathlib import Path
 
+from aotx.runtime_file import read_runtime_file
+from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
+from ops.nats_users import split_users
+from ops.shared_stack import stream_spec
 from tests.server_process import stop_gracefully
 
 AOTX = str(Path(sys.executable).with_name("aotx"))
@@ -72,3 +76,9 @@ def files_containing(root: Path, needles: list[str]) -> list[str]:
             data = path.read_bytes()
             hits += [f"{path}: {n[:16]}…" for n in needles if n.encode() in data]
     return hits
+
+
+def split_nats(data_dir, rt) -> EmbeddedNats:
+    """A nats-server with the split deployment's users (runtime, gateway) and `aotx` for the tools."""
+    rf = read_runtime_file(rt)
+    return EmbeddedNats(data_dir, users=(NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf))))

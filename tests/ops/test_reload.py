@@ -18,11 +18,12 @@ from pathlib import Path
 import httpx
 
 from api.gateway_config import ensure_dev_config
-from eventlog import EmbeddedNats
+from ops.nats_args import embedded_flags
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER
 from tests.server_process import ServerProcess
 
 from .client import BASE, SharedClient
-from .procs import Proc, run_aotx
+from .procs import Proc, run_aotx, split_nats
 
 ARGS = ("--max-batch", "2", "--kv-pages", "32", "--default-max-tokens", "4")
 DEADLINE_S = 30.0
@@ -151,13 +152,13 @@ def test_sighup_reloads_a_split_gateway_and_runtime(tmp_path):
     assert run_aotx("pack", "--runtime", str(rt), "--shared", "--name", "t1").returncode == 0
     assert run_aotx("grants", "--config", str(config), "--out", str(grants)).returncode == 0
     procs: list[Proc] = []
-    with EmbeddedNats(tmp_path / "nats") as nats_server:
+    with split_nats(tmp_path / "nats", rt) as nats_server:   # the runtime and the gateway as their own users
         try:
-            boot = Proc("boot", "--runtime", str(rt), "--nats", nats_server.url, "--service-grants", str(grants),
-                        "--no-model", ready=r"runtime t1 booted").start()
+            boot = Proc("boot", "--runtime", str(rt), *embedded_flags(nats_server, RUNTIME_USER),
+                        "--service-grants", str(grants), "--no-model", ready=r"runtime t1 booted").start()
             procs.append(boot)
-            gw = Proc("gateway", "--config", str(config), "--nats", nats_server.url, "--runtime-name", "t1",
-                      "--port", "0", ready=r"gateway on (http://\S+) ").start()
+            gw = Proc("gateway", "--config", str(config), *embedded_flags(nats_server, GATEWAY_USER),
+                      "--runtime-name", "t1", "--port", "0", ready=r"gateway on (http://\S+) ").start()
             procs.append(gw)
             base = gw.match.group(1)
             alice, bob = SharedClient(base, tokens["alice"]), SharedClient(base, tokens["bob"])

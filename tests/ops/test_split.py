@@ -16,20 +16,12 @@ import threading
 import httpx
 
 from api.gateway_config import ensure_dev_config
-from aotx.runtime_file import read_runtime_file
-from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
+from eventlog import DEFAULT_USER, EmbeddedNats
 from ops.nats_args import embedded_flags
-from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
-from ops.shared_stack import stream_spec
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER
 
 from .client import SharedClient
-from .procs import AOTX, Proc, files_containing, run_aotx
-
-
-def split_nats(data_dir, rt) -> EmbeddedNats:
-    """A nats-server with the split deployment's users (runtime, gateway) and `aotx` for the tools."""
-    rf = read_runtime_file(rt)
-    return EmbeddedNats(data_dir, users=(NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf))))
+from .procs import AOTX, Proc, files_containing, run_aotx, split_nats
 
 
 def _boot(rt, srv: EmbeddedNats, grants) -> Proc:
