@@ -60,6 +60,10 @@ class ModelService:
     async def stop(self) -> None:
         await self.engine.stop()
 
+    def busy(self) -> bool:
+        """Requests (of any interface) that the engine has not ended yet."""
+        return self.engine.committed_pages() > 0
+
     def known_model(self, name: str) -> bool:
         return name == self.model_id
 

@@ -7,7 +7,8 @@ from quart import Quart, request
 
 from api import ops_routes
 from api.auth import authenticated
-from api.errors import ApiError, register_error_handlers
+from api.drain import Drain, EXT as DRAIN_EXT
+from api.errors import ApiError, register_error_handlers, shutting_down
 from api.settings import GatewaySettings
 
 log = logging.getLogger("aotx.gateway")
@@ -25,6 +26,9 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.extensions["aotx"] = service
+    busy = getattr(service, "busy", None)
+    drain = app.extensions[DRAIN_EXT] = Drain(grace=settings.shutdown_grace, stop_engine=service.stop,
+                                              busy=busy if busy is not None else (lambda: False))
 
     register_error_handlers(app)
 
@@ -33,6 +37,11 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
         log.exception("unhandled error", extra={"fields": {"path": request.path}})
         from api.errors import envelope_for_path, error_response
         return error_response(ApiError(500, "internal server error"), envelope_for_path(request.path))
+
+    @app.before_request
+    async def _refuse_while_draining():
+        if drain.draining:
+            raise shutting_down()
 
     @app.before_request
     async def _auth():
@@ -45,6 +54,7 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
 
     @app.after_serving
     async def _stop():
+        await drain.finish()   # the grace, then the engine stops: what still runs ends with its native error
         await service.stop()
 
     app.register_blueprint(ops_routes.blueprint)

@@ -4,6 +4,7 @@ Imports nothing of ours.
 """
 
 from .binary import NatsServerNotFound, find_nats_server
+from .connection import OutageLog, close_connection, drain_connection
 from .errors import (
     ConcurrencyConflict,
     EventLogError,
@@ -25,7 +26,7 @@ from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 __all__ = [
     "Ack", "ConcurrencyConflict", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
-    "MemorySubscription", "MessageTooLarge", "NatsServerError", "NatsServerNotFound", "Recorder",
+    "MemorySubscription", "MessageTooLarge", "NatsServerError", "NatsServerNotFound", "OutageLog", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
-    "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "render_config",
+    "close_connection", "drain_connection", "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "render_config",
 ]

@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from .connection import OutageLog, close_connection
 from .errors import EventLogError, map_publish_error
 from .headers import Header
 from .recorder import Ack, StoredMessage, StreamStatus
@@ -20,11 +21,6 @@ from .stream import StreamSpec, ensure_stream
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _READ_BATCH = 256
 _log = logging.getLogger("eventlog")
-
-
-async def _log_error(exc: Exception) -> None:
-    """Default error_cb: log; a failed write still surfaces as JournalUnavailable from append."""
-    _log.debug("nats connection error: %s: %s", type(exc).__name__, exc)
 
 
 def _stored(msg: Msg) -> StoredMessage:
@@ -75,12 +71,19 @@ class JetStreamRecorder:
         cls, url: str, spec: StreamSpec | None = None, *, timeout: float = 5.0,
         error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog",
     ) -> "JetStreamRecorder":
+        # default error_cb: an outage is logged once (a failed write still surfaces as
+        # JournalUnavailable from append)
+        outage = OutageLog(_log, name, url)
         nc = await nats.connect(
-            url, name=name, error_cb=error_cb or _log_error,
+            url, name=name, error_cb=error_cb or outage.error, reconnected_cb=outage.reconnected,
             max_reconnect_attempts=-1, reconnect_time_wait=0.2,
         )
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)
-        await ensure_stream(rec.js, rec.spec)
+        try:
+            await ensure_stream(rec.js, rec.spec)
+        except BaseException:
+            await close_connection(nc, name=name)
+            raise
         return rec
 
     @classmethod
@@ -158,5 +161,6 @@ class JetStreamRecorder:
         await self.js.purge_stream(self.spec.name)
 
     async def close(self) -> None:
-        if self._owns_connection and not self.nc.is_closed:
-            await self.nc.close()
+        """Close an owned connection within a bound, also when nats-server is gone."""
+        if self._owns_connection:
+            await close_connection(self.nc, name="aotx-eventlog")

@@ -46,7 +46,7 @@ class EmbeddedNats:
         sync_interval: str = "always",
         max_file_store: int | None = None,
         start_timeout: float = 15.0,
-        stop_timeout: float = 10.0,
+        stop_timeout: float = 5.0,
     ) -> None:
         self.settings = ServerSettings(
             data_dir=Path(data_dir).resolve(), host=host, port=port,

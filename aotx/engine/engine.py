@@ -26,6 +26,7 @@ from aotx.engine.stats import EngineStats, StatsCollector
 from aotx.engine.types import Delta, SamplingParams
 
 log = logging.getLogger(__name__)
+ENGINE_STOPPED = "engine stopped"   # the `error` of every request still unfinished when stop() ends it
 
 
 class Tokenizer(Protocol):
@@ -256,7 +257,7 @@ class Engine:
             if kind == "add":
                 self.scheduler.add(item)
                 self._handles[item.seq_id] = handle
-        self._fail_all("engine stopped")
+        self._fail_all(ENGINE_STOPPED)
 
     def _fail_all(self, message: str) -> None:
         for seq in [*self.scheduler.running, *self.scheduler.waiting]:

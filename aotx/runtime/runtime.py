@@ -54,6 +54,7 @@ from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
+from .stopping import cancel_and_wait
 from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
@@ -362,37 +363,24 @@ class SharedRuntime:
             pass
 
     async def stop(self) -> None:
+        """Stop executing, writing and probing, then close the log; bounded (cancel_and_wait, the
+        recorder's bounded close), also when nats-server is gone."""
         if self.executor is not None:
             await self.executor.stop()
-        if self._exec_writer is not None and not self._exec_writer.done():
-            self._exec_writer.cancel()
-            try:
-                await self._exec_writer
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._exec_writer], what="execution journal writer")
         for _, _, fut in self._exec_queue:
             if not fut.done():
                 fut.set_result(Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
         self._exec_queue = []
-        if self._writer is not None and not self._writer.done():
-            self._writer.cancel()
-            try:
-                await self._writer
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._writer], what="command writer")
         while self._queue:
             _answer(self._queue.popleft(), Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
         self._writer = None
-        if self._prober is not None:
-            self._prober.cancel()
-            try:
-                await self._prober
-            except asyncio.CancelledError:
-                pass
-            self._prober = None
+        await cancel_and_wait([self._prober], what="journal prober")
+        self._prober = None
         if self.recorder is not None and self._owns_recorder:
-            await self.recorder.close()
-            self.recorder = None
+            recorder, self.recorder = self.recorder, None
+            await recorder.close()
 
     async def _replay(self) -> Projector:
         """Boot: every journal message through the recovery Reassembler and the same apply."""

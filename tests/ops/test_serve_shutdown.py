@@ -23,16 +23,17 @@ from tests.server_process import ServerProcess
 
 from .client import SharedClient
 
-ARGS = ("--max-batch", "8", "--kv-pages", "512", "--default-max-tokens", "48")
+ARGS = ("--max-batch", "8", "--kv-pages", "1024", "--default-max-tokens", "48")
 MODEL = "smollm2-135m-instruct"
 PROMPT = "Write a very long story about the sea."   # greedy: far more than 600 tokens
-LONG = 2000
+LONG = 1000      # six such requests fit the KV pool together (about 65 pages each)
 EXIT_BOUND = 10.0
 RECONNECT_LINE = re.compile(r"nats connection|reconnect", re.IGNORECASE)
 
 
 class Worker(threading.Thread):
-    """Runs fn(started) in a thread; `started` is set by fn once its response has begun."""
+    """Runs fn(started) in a thread; `started` is set by fn once its response has begun (and when
+    fn ends, so that nobody waits on a worker that failed first: check `error`)."""
 
     def __init__(self, fn: Callable[[threading.Event], Any]) -> None:
         super().__init__(daemon=True)
@@ -141,8 +142,8 @@ def test_sigterm_ends_running_streams_and_requests_with_their_native_errors():
         for worker in [*streams.values(), *buffered.values(), shared_sse]:
             worker.start()
         for name, worker in streams.items():
-            assert worker.started.wait(180), f"the {name} stream never produced text"
-        assert shared_sse.started.wait(60)
+            assert worker.started.wait(180) and worker.error is None, f"the {name} stream never produced text"
+        assert shared_sse.started.wait(60) and shared_sse.error is None
         _wait(lambda: _engine_requests(server.base_url) >= 6, "six requests in the engine")
         mark = len(server.stderr_lines)
 
@@ -242,7 +243,7 @@ def _busy_shared(server: ServerProcess) -> tuple[SharedClient, Worker]:
           "the shared input to run")
     sse = Worker(_shared_events(server.base_url, con, token))
     sse.start()
-    assert sse.started.wait(60)
+    assert sse.started.wait(60) and sse.error is None
     return alice, sse
 
 
