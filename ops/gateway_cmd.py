@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 
 from api.app import create_shared_gateway
+from api.drain import drain_of
 from api.gateway_config import GatewayConfigError, load_gateway_config
 from api.server import serve_app
 from api.settings import GatewaySettings
 from aotx.runtime import RemoteRuntime, rpc_subject
+from ops.shutdown import cancel_leftovers, install_shutdown_signals
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,14 +42,15 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(app, settings: GatewaySettings, name: str) -> int:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    install_shutdown_signals(stop, drain_of(app))   # stop serving; shared SSE streams end cleanly
 
     def ready(host: str, port: int) -> None:
         print(f"aotx: gateway on http://{host}:{port} serves /aotx/v1/shared only, forwarded to runtime {name} "
               f"on nats subject {rpc_subject(name)}; the model surfaces are served by `aotx serve`",
               file=sys.stderr, flush=True)
 
-    await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    try:
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    finally:
+        await cancel_leftovers()
     return 0
