@@ -26,9 +26,9 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.extensions["aotx"] = service
-    busy = getattr(service, "busy", None)
+    # the shutdown drain (api.drain): ops/shutdown.py begins it on SIGTERM
     drain = app.extensions[DRAIN_EXT] = Drain(grace=settings.shutdown_grace, stop_engine=service.stop,
-                                              busy=busy if busy is not None else (lambda: False))
+                                              busy=getattr(service, "busy", lambda: False))
 
     register_error_handlers(app)
 

@@ -69,15 +69,17 @@ class JetStreamRecorder:
     @classmethod
     async def connect(
         cls, url: str, spec: StreamSpec | None = None, *, timeout: float = 5.0,
-        error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog",
+        error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog", outage: OutageLog | None = None,
     ) -> "JetStreamRecorder":
-        # default error_cb: an outage is logged once (a failed write still surfaces as
-        # JournalUnavailable from append)
-        outage = OutageLog(_log, name, url)
+        """Connection errors go to `error_cb`, else to `outage` (an OutageLog the caller keeps across
+        reconnections of its own, so that one outage is one line however often it connects anew),
+        else to a fresh OutageLog. A failed write still surfaces as JournalUnavailable from append."""
+        outage = outage or OutageLog(_log, name, url)
         nc = await nats.connect(
             url, name=name, error_cb=error_cb or outage.error, reconnected_cb=outage.reconnected,
             max_reconnect_attempts=-1, reconnect_time_wait=0.2,
         )
+        await outage.reconnected()   # a fresh connection that works ends the caller's outage too
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)
         try:
             await ensure_stream(rec.js, rec.spec)

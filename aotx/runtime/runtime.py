@@ -36,8 +36,8 @@ from typing import Any, Optional
 
 from tqdm import tqdm
 
-from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, JournalHold, MessageTooLarge, Recorder,
-                      StreamSpec)
+from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, JournalHold, MessageTooLarge, OutageLog,
+                      Recorder, StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
 from ..memory import MemoryOp, MemoryRetained, MemoryStore, decide_publication, encode_memory_event, memory_event_body
@@ -189,6 +189,8 @@ class SharedRuntime:
         self._owns_recorder = recorder is None
         self.timeout, self.progress = timeout, progress
         self.boot_id = boot_id or uuid.uuid4().hex
+        # one outage of the journal connection is one log line, across the fresh connections we open
+        self._outage = OutageLog(log, f"aotx-runtime-{self.boot_id[:8]}", nats_url)
         self.hold = HoldStatus()
         self.projector: Projector | None = None
         self.failed: Optional[str] = None
@@ -803,7 +805,7 @@ class SharedRuntime:
             # bounded: the client library retries an unreachable server forever on its own
             self.recorder = await asyncio.wait_for(
                 JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout,
-                                          name=f"aotx-runtime-{self.boot_id[:8]}"),
+                                          name=f"aotx-runtime-{self.boot_id[:8]}", outage=self._outage),
                 timeout=max(4 * self.timeout, 2.0) if self.projector is not None else None)
         return self.recorder
 

@@ -84,3 +84,22 @@ async def test_drain_falls_back_to_a_bounded_close_while_reconnecting(tmp_path):
     await drain_connection(nc, timeout=1.0)   # nats-py's drain refuses while reconnecting
     assert time.monotonic() - began < 3.0
     assert nc.is_closed and all(t.done() for t in _client_tasks(nc))
+
+
+async def test_a_fresh_recorder_connection_ends_the_callers_outage(tmp_path, caplog):
+    from eventlog import JetStreamRecorder, StreamSpec
+
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    server = await EmbeddedNats(tmp_path / "nats").start_async()
+    outage = OutageLog(logging.getLogger(LOGGER), "t", server.url)
+    for _ in range(5):                    # what a dropped connection's retries reported
+        await outage.error(ConnectionRefusedError(111, "Connect call failed"))
+    assert outage.in_outage and len(_warnings(caplog)) == 1
+    rec = await JetStreamRecorder.connect(server.url, StreamSpec(name="TCONN", subject_prefix="tconn.j"),
+                                          outage=outage)
+    try:
+        assert not outage.in_outage
+        assert len(_warnings(caplog)) == 2 and "reconnected after" in _warnings(caplog)[-1]
+    finally:
+        await rec.close()
+        await server.stop_async()
