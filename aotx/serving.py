@@ -68,6 +68,10 @@ class ModelService:
         KV pool."""
         return int(self.engine.max_model_len)
 
+    def busy(self) -> bool:
+        """Requests (of any interface) that the engine has not ended yet."""
+        return self.engine.committed_pages() > 0
+
     def known_model(self, name: str) -> bool:
         return name == self.model_id
 

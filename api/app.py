@@ -8,7 +8,8 @@ from quart import Quart, request
 from api import ops_routes
 from api.app_common import install_common
 from api.auth import authenticated
-from api.errors import ApiError
+from api.drain import Drain, EXT as DRAIN_EXT
+from api.errors import ApiError, shutting_down
 from api.request_ids import current_request_id
 from api.settings import GatewaySettings
 
@@ -27,6 +28,9 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.extensions["aotx"] = service
+    # the shutdown drain (api.drain): ops/shutdown.py begins it on SIGTERM
+    drain = app.extensions[DRAIN_EXT] = Drain(grace=settings.shutdown_grace, stop_engine=service.stop,
+                                              busy=getattr(service, "busy", lambda: False))
 
     install_common(app)
 
@@ -36,6 +40,11 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
                                                            "request_id": current_request_id()}})
         from api.errors import envelope_for_path, error_response
         return error_response(ApiError(500, "internal server error"), envelope_for_path(request.path))
+
+    @app.before_request
+    async def _refuse_while_draining():
+        if drain.draining:
+            raise shutting_down()
 
     @app.before_request
     async def _auth():
@@ -48,6 +57,7 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
 
     @app.after_serving
     async def _stop():
+        await drain.finish()   # the grace, then the engine stops: what still runs ends with its native error
         await service.stop()
 
     app.register_blueprint(ops_routes.blueprint)

@@ -16,6 +16,7 @@ from http import HTTPStatus
 from quart import Response
 
 from aotx import strict_json
+from aotx.engine import ENGINE_STOPPED
 from api.auth import SHARED_PREFIX
 from api.request_ids import current_request_id
 
@@ -130,7 +131,16 @@ def rejection_error(code: str, message: str, prompt_param: str = "messages") -> 
     return ApiError(400, message, code=code)
 
 
+def shutting_down(message: str = "The server is shutting down and takes no new requests.") -> ApiError:
+    """503: OpenAI `server_error`, Anthropic `overloaded_error`; the SDKs may retry it elsewhere."""
+    return ApiError(503, message, code="server_shutting_down")
+
+
 def engine_failure(message: str | None) -> ApiError:
+    """A generation that failed after it began; one the shutdown stopped (the engine ended it with
+    ENGINE_STOPPED) is a 503 shutting-down error, every other failure a 500."""
+    if message == ENGINE_STOPPED:
+        return shutting_down("The server is shutting down; the generation was stopped before it finished.")
     return ApiError(500, f"Generation failed: {message or 'internal error'}")
 
 

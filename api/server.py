@@ -20,10 +20,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 async def serve_app(app, host: str, port: int, stop: asyncio.Event,
-                    on_ready: Callable[[str, int], None] | None = None,
-                    sock: socket.socket | None = None) -> None:
-    """`sock`: a listening socket bound already (bind_socket), so a caller can claim the port before it
-    starts anything that writes; otherwise host:port is bound here."""
+                    on_ready: Callable[[str, int], None] | None = None, *,
+                    sock: socket.socket | None = None, graceful_timeout: float = 2.0) -> None:
+    """Serve until `stop` is set; then hypercorn closes the listener and idle connections and waits
+    up to `graceful_timeout` seconds for the connections still answering (api.drain ends those in
+    time) before the app's after_serving hooks run. `sock`: a listening socket bound already
+    (bind_socket), so a caller can claim the port before it starts anything that writes; otherwise
+    host:port is bound here."""
     if sock is None:
         sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
@@ -33,7 +36,7 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
-    config.graceful_timeout = 2.0
+    config.graceful_timeout = graceful_timeout
     config.keep_alive_timeout = 75.0
     if on_ready is not None:
         on_ready(host, bound_port)

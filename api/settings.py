@@ -5,6 +5,8 @@ import hashlib
 import ipaddress
 from dataclasses import dataclass, field
 
+from api.drain import DEFAULT_GRACE
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -26,6 +28,7 @@ class GatewaySettings:
     # sha256 hex of each accepted bearer token -> principal name
     token_digests: dict[str, str] = field(default_factory=dict)
     max_body_bytes: int = 8 * 1024 * 1024
+    shutdown_grace: float = DEFAULT_GRACE   # seconds running requests may take to finish after SIGTERM (api.drain)
 
     @property
     def require_auth(self) -> bool:

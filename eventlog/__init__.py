@@ -5,6 +5,7 @@ Imports nothing of ours.
 
 from .binary import NatsServerNotFound, find_nats_server
 from .connect import NatsAuth, NatsAuthorizationError, connect, redact_url
+from .connection import OutageLog, close_connection, drain_connection
 from .dirlock import DirectoryLock, DirectoryLocked
 from .errors import (
     ConcurrencyConflict,
@@ -29,9 +30,8 @@ __all__ = [
     "Ack", "ConcurrencyConflict", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
-    "NatsServerError", "NatsUser", "NatsServerNotFound", "Recorder",
+    "NatsServerError", "NatsUser", "NatsServerNotFound", "OutageLog", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
-    "connect", "ensure_stream", "find_nats_server", "journal_subject", "map_publish_error", "media_publish_subjects",
-    "redact_url",
-    "render_config", "stored_auth",
+    "close_connection", "connect", "drain_connection", "ensure_stream", "find_nats_server", "journal_subject",
+    "map_publish_error", "media_publish_subjects", "redact_url", "render_config", "stored_auth",
 ]

@@ -12,6 +12,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from .connect import NatsAuth, connect
+from .connection import OutageLog, close_connection
 from .errors import EventLogError, map_publish_error
 from .headers import Header
 from .recorder import Ack, StoredMessage, StreamStatus
@@ -20,11 +21,6 @@ from .stream import StreamSpec, ensure_stream
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _READ_BATCH = 256
 _log = logging.getLogger("eventlog")
-
-
-async def _log_error(exc: Exception) -> None:
-    """Default error_cb: log; a failed write still surfaces as JournalUnavailable from append."""
-    _log.debug("nats connection error: %s: %s", type(exc).__name__, exc)
 
 
 def _stored(msg: Msg) -> StoredMessage:
@@ -74,13 +70,23 @@ class JetStreamRecorder:
     async def connect(
         cls, url: str, spec: StreamSpec | None = None, *, timeout: float = 5.0,
         error_cb: ErrorCallback | None = None, name: str = "aotx-eventlog", auth: NatsAuth | None = None,
+        outage: OutageLog | None = None,
     ) -> "JetStreamRecorder":
+        """Connection errors go to `error_cb`, else to `outage` (an OutageLog the caller keeps across
+        reconnections of its own, so that one outage is one line however often it connects anew),
+        else to a fresh OutageLog. A failed write still surfaces as JournalUnavailable from append."""
+        outage = outage or OutageLog(_log, name, url)
         nc = await connect(
-            url, auth, name=name, error_cb=error_cb or _log_error,
+            url, auth, name=name, error_cb=error_cb or outage.error, reconnected_cb=outage.reconnected,
             max_reconnect_attempts=-1, reconnect_time_wait=0.2,
         )
+        await outage.reconnected()   # a fresh connection that works ends the caller's outage too
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)
-        await ensure_stream(rec.js, rec.spec)
+        try:
+            await ensure_stream(rec.js, rec.spec)
+        except BaseException:
+            await close_connection(nc, name=name)
+            raise
         return rec
 
     @classmethod
@@ -158,5 +164,6 @@ class JetStreamRecorder:
         await self.js.purge_stream(self.spec.name)
 
     async def close(self) -> None:
-        if self._owns_connection and not self.nc.is_closed:
-            await self.nc.close()
+        """Close an owned connection within a bound, also when nats-server is gone."""
+        if self._owns_connection:
+            await close_connection(self.nc, name="aotx-eventlog")

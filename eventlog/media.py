@@ -9,6 +9,7 @@ JetStream streams on disk, so both survive a restart of the runtime and of nats-
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 
 import nats.js.errors
@@ -16,7 +17,9 @@ from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from .connect import NatsAuth, connect
+from .connection import OutageLog, close_connection
 
+_log = logging.getLogger("eventlog.media")
 MEDIA_BUCKET = "AOTX_MEDIA"
 OWNERS_SUFFIX = "_OWNERS"
 
@@ -60,12 +63,14 @@ class MediaStore:
     @classmethod
     async def connect(cls, url: str, bucket: str = MEDIA_BUCKET, *, timeout: float = 10.0,
                       auth: NatsAuth | None = None) -> "MediaStore":
-        nc = await connect(url, auth, name="aotx-media", max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        outage = OutageLog(_log, "aotx-media", url)
+        nc = await connect(url, auth, name="aotx-media", error_cb=outage.error, reconnected_cb=outage.reconnected,
+                           max_reconnect_attempts=-1, reconnect_time_wait=0.2)
         store = cls(nc, bucket, owns_connection=True, timeout=timeout)
         try:
             await store._ensure()
         except BaseException:
-            await nc.close()
+            await close_connection(nc, name="aotx-media")
             raise
         return store
 
@@ -115,5 +120,5 @@ class MediaStore:
             return None
 
     async def close(self) -> None:
-        if self._owns_connection and not self.nc.is_closed:
-            await self.nc.close()
+        if self._owns_connection:
+            await close_connection(self.nc, name="aotx-media")

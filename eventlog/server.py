@@ -62,7 +62,7 @@ class EmbeddedNats:
         sync_interval: str = "always",
         max_file_store: int | None = None,
         start_timeout: float = 15.0,
-        stop_timeout: float = 10.0,
+        stop_timeout: float = 5.0,
         lock_wait: float = 5.0,
         users: Sequence[NatsUser] | None = None,
     ) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 from api.app import create_shared_gateway
+from api.drain import drain_of
 from api.gateway_config import GatewayConfigError, load_gateway_config
 from api.server import serve_app
 from api.settings import GatewaySettings
@@ -20,6 +20,7 @@ from aotx.runtime import RemoteRuntime, rpc_subject
 from eventlog import NatsAuthorizationError
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import gateway_reloader, on_sighup
+from ops.shutdown import cancel_leftovers, install_shutdown_signals
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,9 +53,7 @@ async def _serve(app, remote: RemoteRuntime, settings: GatewaySettings, name: st
         print(f"aotx gateway: {exc}", file=sys.stderr)
         return 1
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    install_shutdown_signals(stop, drain_of(app))   # stop serving; shared SSE streams end cleanly
     on_sighup(gateway_reloader(app, config_path))   # SIGHUP: the gateway config again
 
     def ready(host: str, port: int) -> None:
@@ -62,5 +61,8 @@ async def _serve(app, remote: RemoteRuntime, settings: GatewaySettings, name: st
               f"on nats subject {rpc_subject(name)}; the model surfaces are served by `aotx serve`",
               file=sys.stderr, flush=True)
 
-    await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    try:
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+    finally:
+        await cancel_leftovers()
     return 0

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from api.app import create_app
+from api.drain import DEFAULT_GRACE, drain_of
 from api.gateway_config import GatewayConfig, GatewayConfigError, ensure_dev_config, load_gateway_config
 from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings, is_loopback
@@ -34,6 +34,7 @@ from ops.model_args import add_model_arguments, check_model_arguments, load_serv
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import on_sighup, serve_reloader
 from ops.shared_stack import granted_runtime
+from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
 
 log = logging.getLogger("aotx.serve")
 RUNTIME_FILE = "runtime.aotxrt"
@@ -50,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var", default="var", help="state directory (default var)")
     add_nats_arguments(p, required=False, help="use this NATS URL instead of starting an embedded nats-server")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--shutdown-grace", type=float, default=DEFAULT_GRACE,
+                   help=f"seconds running requests may take to finish after SIGTERM (default {DEFAULT_GRACE:g}); "
+                        "then they end with their surface's native error; a second signal ends the grace")
 
 
 def bind_problem(args: argparse.Namespace) -> str | None:
@@ -72,7 +76,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
 
 
 def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySettings:
-    return GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
+    return GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests(),
+                           shutdown_grace=max(0.0, args.shutdown_grace))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,9 +156,7 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
     attach_shared(app, shared, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    install_shutdown_signals(stop, drain_of(app))   # stop serving, then drain (api.drain)
     on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
 
     def ready(host: str, port: int) -> None:
@@ -164,7 +167,9 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
               file=sys.stderr, flush=True)
 
     try:
-        await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock)
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock,
+                        graceful_timeout=graceful_timeout(settings.shutdown_grace))
     finally:
         await shared.stop()
+        await cancel_leftovers()
     return 0

@@ -31,7 +31,7 @@ def stop_gracefully(proc: subprocess.Popen, timeout: float = 15.0) -> int | None
 
 class ServerProcess:
     def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0,
-                 var: str | Path | None = None) -> None:
+                 var: str | Path | None = None, new_session: bool = False) -> None:
         exe = Path(sys.executable).with_name("aotx")
         # never the repository's var/: a temporary state directory unless the caller gives one
         self._own_var = var is None
@@ -42,7 +42,9 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.base_url: str | None = None
         self.stderr_lines: list[str] = []
+        self.new_session = new_session   # its own process group (the embedded nats-server joins it)
         self._ready = threading.Event()
+        self._pump_thread: threading.Thread | None = None
 
     def _pump(self) -> None:
         assert self.proc and self.proc.stderr
@@ -56,8 +58,10 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        threading.Thread(target=self._pump, daemon=True).start()
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     start_new_session=self.new_session)
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
         deadline = time.monotonic() + self.startup_timeout
         while not self._ready.wait(0.2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -72,6 +76,18 @@ class ServerProcess:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError("aotx serve never answered /health:\n" + "\n".join(self.stderr_lines[-40:]))
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit status once the process has ended within `timeout` seconds (None if it has not),
+        with every stderr line read."""
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if self._pump_thread is not None:
+            self._pump_thread.join(timeout=5)
+        return code
 
     def stop(self) -> None:
         if self.proc:

@@ -5,12 +5,12 @@
     async for delta in handle: ...
     await engine.stop()
 """
-from aotx.engine.engine import Engine, EngineConfig
+from aotx.engine.engine import ENGINE_STOPPED, Engine, EngineConfig
 from aotx.engine.request import RequestHandle, RequestRejected
 from aotx.engine.stats import EngineStats, HistogramSnapshot
 from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
 
 __all__ = [
-    "Delta", "Engine", "EngineConfig", "EngineStats", "HistogramSnapshot", "RequestHandle",
+    "Delta", "ENGINE_STOPPED", "Engine", "EngineConfig", "EngineStats", "HistogramSnapshot", "RequestHandle",
     "RequestRejected", "SamplingParams", "TokenLogprob", "TopLogprob",
 ]

@@ -28,6 +28,7 @@ from aotx.engine.stats import EngineStats, StatsCollector
 from aotx.engine.types import Delta, SamplingParams
 
 log = logging.getLogger(__name__)
+ENGINE_STOPPED = "engine stopped"   # the `error` of every request still unfinished when stop() ends it
 
 
 class Tokenizer(Protocol):
@@ -320,7 +321,7 @@ class Engine:
                 with self._cond:
                     self.scheduler.add(item, claim, borrow)
                 self._handles[item.seq_id] = handle
-        self._fail_all("engine stopped")
+        self._fail_all(ENGINE_STOPPED)
 
     def _fail_all(self, message: str) -> None:
         for seq in [*self.scheduler.running, *self.scheduler.waiting]:

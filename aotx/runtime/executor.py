@@ -39,6 +39,7 @@ from ..state import Execution, ExecutionContext, ModelCaps
 from ..state.execution import InputCompleted, LeaseApplied, OutputAppended
 from . import memory_work as mw
 from .grouping import Candidate, claim_group
+from .stopping import cancel_and_wait
 
 if TYPE_CHECKING:
     from .runtime import SharedRuntime
@@ -151,9 +152,7 @@ class Executor:
         for run in self.running.values():
             if run.handle is not None:
                 run.handle.cancel()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, what="shared input task")
         for run in self.running.values():
             self._release(run)
         self.service.engine.release_hold()

@@ -27,7 +27,7 @@ from typing import Any
 import msgpack
 import nats.errors
 
-from eventlog import NatsAuth, connect
+from eventlog import NatsAuth, OutageLog, close_connection, connect, drain_connection
 
 from ..state import Grants, MutationKind
 from ..state.rights import Actor
@@ -37,6 +37,7 @@ from .outcome import Outcome
 log = logging.getLogger("aotx.runtime.rpc")
 RPC_VERSION = 1
 QUEUE = "aotx-runtime"
+_STOP_TIMEOUT = 2.0        # seconds stop() waits for requests being answered
 ANNOUNCE_INTERVAL = 0.02   # seconds: state-change announcements are coalesced to at most one per interval
 # (RemoteRuntime id, announcements it had seen) when the current task last sent a request: wait_change
 # returns at once when one arrived since, so a change announced during a read is never waited for
@@ -51,13 +52,11 @@ def changed_subject(name: str) -> str:
     return f"aotx.rt.{name}.changed"
 
 
-async def _nats_error(exc: Exception) -> None:
-    log.warning("nats connection: %s: %s", type(exc).__name__, exc)
-
-
 async def _connect(url: str, name: str, auth: NatsAuth | None):
-    return await connect(url, auth, name=name, error_cb=_nats_error, max_reconnect_attempts=-1,
-                         reconnect_time_wait=0.2)
+    """A connection that reconnects forever; an outage is logged once, not once per attempt."""
+    outage = OutageLog(log, name, url)
+    return await connect(url, auth, name=name, error_cb=outage.error, reconnected_cb=outage.reconnected,
+                         max_reconnect_attempts=-1, reconnect_time_wait=0.2)
 
 
 class RuntimeRpcServer:
@@ -83,10 +82,12 @@ class RuntimeRpcServer:
             self._announcer.cancel()
             await asyncio.gather(self._announcer, return_exceptions=True)
             self._announcer = None
-        if self._nc is not None and not self._nc.is_closed:
-            await self._nc.drain()
+        await drain_connection(self._nc, name=self.subject)   # bounded, also when nats-server is gone
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            _, late = await asyncio.wait(list(self._tasks), timeout=_STOP_TIMEOUT)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         self._nc = None
 
     async def _announce(self) -> None:
@@ -183,8 +184,7 @@ class RemoteRuntime:
         return self
 
     async def stop(self) -> None:
-        if self._nc is not None and not self._nc.is_closed:
-            await self._nc.close()
+        await close_connection(self._nc, name="aotx-gateway")   # bounded, also when nats-server is gone
         self._nc = None
 
     async def _on_changed(self, _msg) -> None:

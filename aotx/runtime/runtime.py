@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 from tqdm import tqdm
 
 from eventlog import (ConcurrencyConflict, JetStreamRecorder, JournalFull, JournalHold, MessageTooLarge, NatsAuth,
-                      Recorder, StreamSpec)
+                      OutageLog, Recorder, StreamSpec)
 
 from ..journal import Emitter, Tick, TransferKind, lineage_hash
 from ..memory import MemoryOp, MemoryRetained, MemoryStore, decide_publication, encode_memory_event, memory_event_body
@@ -54,6 +54,7 @@ from .hold import HoldStatus
 from .outcome import Outcome
 from .replay import TICK_KIND, Projector, ReplayError, boot_control_body
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
+from .stopping import cancel_and_wait
 from .views import run_view
 
 log = logging.getLogger("aotx.runtime")
@@ -190,6 +191,8 @@ class SharedRuntime:
         self._owns_recorder = recorder is None
         self.timeout, self.progress = timeout, progress
         self.boot_id = boot_id or uuid.uuid4().hex
+        # one outage of the journal connection is one log line, across the fresh connections we open
+        self._outage = OutageLog(log, f"aotx-runtime-{self.boot_id[:8]}", nats_url)
         self.hold = HoldStatus()
         self.projector: Projector | None = None
         self.failed: Optional[str] = None
@@ -368,37 +371,24 @@ class SharedRuntime:
             pass
 
     async def stop(self) -> None:
+        """Stop executing, writing and probing, then close the log; bounded (cancel_and_wait, the
+        recorder's bounded close), also when nats-server is gone."""
         if self.executor is not None:
             await self.executor.stop()
-        if self._exec_writer is not None and not self._exec_writer.done():
-            self._exec_writer.cancel()
-            try:
-                await self._exec_writer
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._exec_writer], what="execution journal writer")
         for _, _, fut in self._exec_queue:
             if not fut.done():
                 fut.set_result(Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
         self._exec_queue = []
-        if self._writer is not None and not self._writer.done():
-            self._writer.cancel()
-            try:
-                await self._writer
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._writer], what="command writer")
         while self._queue:
             _answer(self._queue.popleft(), Outcome.error(503, "runtime_failed", "the shared runtime stopped"))
         self._writer = None
-        if self._prober is not None:
-            self._prober.cancel()
-            try:
-                await self._prober
-            except asyncio.CancelledError:
-                pass
-            self._prober = None
+        await cancel_and_wait([self._prober], what="journal prober")
+        self._prober = None
         if self.recorder is not None and self._owns_recorder:
-            await self.recorder.close()
-            self.recorder = None
+            recorder, self.recorder = self.recorder, None
+            await recorder.close()
 
     async def _replay(self) -> Projector:
         """Boot: every journal message through the recovery Reassembler and the same apply."""
@@ -822,7 +812,8 @@ class SharedRuntime:
             # bounded: the client library retries an unreachable server forever on its own
             self.recorder = await asyncio.wait_for(
                 JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout,
-                                          name=f"aotx-runtime-{self.boot_id[:8]}", auth=self.nats_auth),
+                                          name=f"aotx-runtime-{self.boot_id[:8]}", auth=self.nats_auth,
+                                          outage=self._outage),
                 timeout=max(4 * self.timeout, 2.0) if self.projector is not None else None)
         return self.recorder
 

@@ -9,27 +9,25 @@ from quart import Quart
 
 from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
 from api.app_common import install_common
-from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, connect
+from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, OutageLog, close_connection, connect
 
+from ..drain import drain_of
 from .auth import normalise
 from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
 
 log = logging.getLogger("aotx.shared.media")
 
 
-async def _nats_error(exc: Exception) -> None:  # reconnects are logged in one line, not as tracebacks
-    log.warning("media store nats connection: %s: %s", type(exc).__name__, exc)
-
-
 async def _connect_media(url: str, bucket: str, auth: NatsAuth | None) -> tuple[MediaStore, Any]:
     """The media store on a connection of its own that reconnects forever (a lone gateway outlives
-    nats-server restarts)."""
-    nc = await connect(url, auth, name="aotx-media", error_cb=_nats_error, max_reconnect_attempts=-1,
-                       reconnect_time_wait=0.2)
+    nats-server restarts); an outage is logged once, not once per attempt."""
+    outage = OutageLog(log, "aotx-media", url)
+    nc = await connect(url, auth, name="aotx-media", error_cb=outage.error, reconnected_cb=outage.reconnected,
+                       max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     try:
         return await MediaStore.attach(nc, bucket), nc
     except BaseException:
-        await nc.close()
+        await close_connection(nc, name="aotx-media")
         raise
 
 
@@ -71,10 +69,12 @@ def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRu
 
     @app.after_serving
     async def _stop_shared_runtime() -> None:
-        await runtime.stop()
-        nc, ext["media"], ext["media_nc"] = ext["media_nc"], None, None
-        if nc is not None and not nc.is_closed:
-            await nc.close()
+        await drain_of(app).finish()   # shared SSE streams have ended
+        try:
+            await runtime.stop()
+        finally:
+            nc, ext["media"], ext["media_nc"] = ext["media_nc"], None, None
+            await close_connection(nc, name="aotx-media")
 
 
 def replace_principals(app: Quart, principals: Mapping[str, tuple[str, Iterable[str]]]) -> None:

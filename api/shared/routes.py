@@ -14,6 +14,7 @@ from aotx.journal import LeaseRevision
 from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
 from aotx.state import SCHEMA, MutationKind, Refusal, parse_json_body, parse_mutation
 
+from ..drain import drain_of
 from .auth import Principal, bearer, token_sha256
 from .openapi import openapi_document
 
@@ -115,10 +116,12 @@ def _actor_now() -> Any:
     return now
 
 
-async def _waited(runtime: Any) -> float:
-    """Wait for the next state change (at most a second); the seconds waited, for keep-alive timing."""
+async def _waited(runtime: Any, drain) -> float | None:
+    """Wait for the next state change (at most a second); the seconds waited, for keep-alive timing,
+    or None when the server began closing its streams (the stream then ends cleanly)."""
     began = asyncio.get_running_loop().time()
-    await _wait_change(runtime, 1.0)
+    if not await drain.race(_wait_change(runtime, 1.0)):
+        return None
     return asyncio.get_running_loop().time() - began
 
 
@@ -243,6 +246,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         first = await runtime.query("conversation_events", actor, con=con, cursor=cursor, limit=limit)
         if stream_flag == "false" or first.status != 200:
             return _answer(first)
+        drain = drain_of(current_app)
 
         async def stream() -> AsyncIterator[bytes]:
             at, out, idle = cursor, first, 0.0
@@ -263,7 +267,10 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                     if idle >= _KEEPALIVE_SECONDS:
                         yield b": keep-alive\n\n"
                         idle = 0.0
-                    idle += await _waited(runtime)
+                    waited = await _waited(runtime, drain)
+                    if waited is None:
+                        return
+                    idle += waited
                 if (actor := actor_now()) is None:
                     yield _sse("error", _TOKEN_GONE)
                     return
@@ -291,6 +298,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         first = await runtime.query("result", actor, op=op, offset=start)
         if first.status != 200:
             return _answer(first)
+        drain = drain_of(current_app)
 
         async def stream() -> AsyncIterator[bytes]:
             offset, out, idle = start, first, 0.0
@@ -313,7 +321,10 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
                 if idle >= _KEEPALIVE_SECONDS:
                     yield b": keep-alive\n\n"
                     idle = 0.0
-                idle += await _waited(runtime)
+                waited = await _waited(runtime, drain)
+                if waited is None:
+                    return
+                idle += waited
                 if (actor := actor_now()) is None:
                     yield _sse("error", _TOKEN_GONE)
                     return

@@ -19,5 +19,5 @@ def build_response(deltas: Sequence[Delta], **projector_args) -> dict:
     if final is None:
         raise engine_failure("generation ended without a finish")
     if final["status"] == "failed":
-        raise engine_failure(final["error"]["message"])
+        raise projector.failure
     return final

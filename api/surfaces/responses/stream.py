@@ -9,6 +9,7 @@ import time
 
 from aotx.engine.types import Delta
 from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolArgs, ToolEnd, ToolStart
+from api.errors import engine_failure
 from api.ids import new_id
 from api.logprobs import chat_entry, responses_delta_entry
 from api.sse import ServerSentEvent
@@ -37,6 +38,7 @@ class ResponsesStreamProjector:
         self._lps: list = []
         self.done = False
         self.final: dict | None = None   # the terminal response object
+        self.failure = None              # the ApiError of a failed generation (fail())
 
     def _event(self, kind: str, **payload) -> ServerSentEvent:
         data = {"type": kind, "sequence_number": self._seq, **payload}
@@ -152,7 +154,8 @@ class ResponsesStreamProjector:
     def fail(self, message: str) -> list[ServerSentEvent]:
         """`error` (top-level code/message/param) then `response.failed`, numbering continued."""
         self.done = True
-        text = f"Generation failed: {message}"
+        self.failure = engine_failure(message)
+        text = self.failure.message
         d = self._decoder
         self.final = self.response("failed", error={"code": "server_error", "message": text},
                                    usage=usage_object(d.prompt_tokens, d.completion_tokens))
