@@ -11,15 +11,13 @@ import time
 import nats
 
 from eventlog import EmbeddedNats, OutageLog, close_connection, drain_connection
+from tests.waiting import wait_until_async
 
 LOGGER = "tests.eventlog.outage"
 
 
-async def _until(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
+async def _until(condition, what: str) -> None:
+    await wait_until_async(condition, what)
 
 
 def _client_tasks(nc) -> list[asyncio.Task]:
@@ -40,7 +38,7 @@ async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     server = await EmbeddedNats(tmp_path / "nats").start_async()
     outage = OutageLog(logging.getLogger(LOGGER), "t", server.url)
-    nc = await _connect(server.url, outage)
+    nc = await _connect(server.client_url(), outage)
     try:
         for round_ in (1, 2):
             server.kill()
@@ -59,7 +57,7 @@ async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
 async def test_close_is_bounded_when_the_server_is_gone(tmp_path):
     server = await EmbeddedNats(tmp_path / "nats").start_async()
     outage = OutageLog(logging.getLogger(LOGGER), "t", server.url)
-    nc = await _connect(server.url, outage)
+    nc = await _connect(server.client_url(), outage)
     await nc.subscribe("t.x")
     server.kill()
     await _until(lambda: outage.failures >= 10, "ten failed reconnect attempts")
@@ -76,7 +74,7 @@ async def test_close_is_bounded_when_the_server_is_gone(tmp_path):
 async def test_drain_falls_back_to_a_bounded_close_while_reconnecting(tmp_path):
     server = await EmbeddedNats(tmp_path / "nats").start_async()
     outage = OutageLog(logging.getLogger(LOGGER), "t", server.url)
-    nc = await _connect(server.url, outage)
+    nc = await _connect(server.client_url(), outage)
     await nc.subscribe("t.y")
     server.kill()
     await _until(lambda: nc.is_reconnecting, "the client to reconnect")
@@ -96,7 +94,7 @@ async def test_a_fresh_recorder_connection_ends_the_callers_outage(tmp_path, cap
         await outage.error(ConnectionRefusedError(111, "Connect call failed"))
     assert outage.in_outage and len(_warnings(caplog)) == 1
     rec = await JetStreamRecorder.connect(server.url, StreamSpec(name="TCONN", subject_prefix="tconn.j"),
-                                          outage=outage)
+                                          outage=outage, auth=server.auth())
     try:
         assert not outage.in_outage
         assert len(_warnings(caplog)) == 2 and "reconnected after" in _warnings(caplog)[-1]
