@@ -5,7 +5,8 @@ the reader cannot read answers 404, whatever it holds. A list shows the space's 
 the instance memory of spaces the reader may read now (a zero-rights row in an instance space
 hides its memory everywhere). An object is read in its owner space: it must be visible there
 (transitive visibility, current versions) and that space readable by the reader; otherwise 404,
-so a read reveals nothing of memory the reader may not see.
+so a read reveals nothing of memory the reader may not see. A reader without the shared_read
+grant gets the same 403 for every object ID, checked before the object is looked up.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from ..state.decision import Refusal, not_found
 from ..state.errors import IdError
 from ..state.ids import IdKind, format_id, parse_hex16, parse_id
-from ..state.queries import readable_space
+from ..state.queries import read_grant_refusal, readable_space
 from ..state.derive import lineage_for
 from ..state.rights import Actor, space_reader
 from ..state.state import State
@@ -37,6 +38,8 @@ def list_memory(state: State, store: MemoryStore, actor: Actor, space: str, curs
 
 
 def memory_object(state: State, store: MemoryStore, actor: Actor, obj: str, offset: int = 0) -> dict[str, Any] | Refusal:
+    if (refusal := read_grant_refusal(actor)) is not None:   # before the lookup: 403 for every object alike
+        return refusal
     try:
         key = parse_hex16(obj, "object")
     except IdError as exc:

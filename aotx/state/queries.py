@@ -24,7 +24,9 @@ from .vocab import Rights, Scope
 MAX_LIMIT = 1000
 
 
-def _reader(actor: Actor) -> Refusal | None:
+def read_grant_refusal(actor: Actor) -> Refusal | None:
+    """403 when the actor lacks the shared_read grant, else None. Every read asks this first, before it
+    looks anything up: the answer must not depend on whether the resource exists."""
     return None if actor.grants.shared_read else forbidden("reads need the shared_read grant")
 
 
@@ -35,7 +37,7 @@ def _bad_id(exc: IdError) -> Refusal:
 def participant_view(state: State, actor: Actor, participant: str | None = None) -> dict[str, Any] | Refusal:
     """Own record (participant=None), or another participant's with its counters null."""
     own = lineage_for(actor.principal)
-    if (refusal := _reader(actor)) is not None:
+    if (refusal := read_grant_refusal(actor)) is not None:
         return refusal
     if participant is None:
         prow = state.participant_row(own)
@@ -70,7 +72,7 @@ def _space_json(state: State, row: int, rights: Rights) -> dict[str, Any]:
 
 
 def readable_space(state: State, actor: Actor, space: str) -> tuple[int, Rights] | Refusal:
-    if (refusal := _reader(actor)) is not None:
+    if (refusal := read_grant_refusal(actor)) is not None:
         return refusal
     try:
         rid: ResourceId = parse_id(space, IdKind.SPACE)
@@ -95,7 +97,7 @@ def _page(items_total: int, cursor: int, limit: int) -> range:
 
 def list_spaces(state: State, actor: Actor, cursor: int = 0, limit: int = 100) -> dict[str, Any] | Refusal:
     """Spaces the actor can read, in creation order; `next_cursor` is a row cursor or None."""
-    if (refusal := _reader(actor)) is not None:
+    if (refusal := read_grant_refusal(actor)) is not None:
         return refusal
     prow = state.participant_row(lineage_for(actor.principal))
     out, row = [], max(cursor, 0)
@@ -154,7 +156,7 @@ def readable_operation(state: State, actor: Actor, operation: str) -> tuple[int,
     another member's input in a conversation whose space the actor can read (current grants ∩
     membership, checked on every read). Anything else is 404 (a retired own handle 410). What the
     input made (result bytes, events) needs more: see `_readable_result`."""
-    if (refusal := _reader(actor)) is not None:
+    if (refusal := read_grant_refusal(actor)) is not None:
         return refusal
     own = lineage_for(actor.principal)
     try:
@@ -238,7 +240,7 @@ def _own_result_unreadable(state: State, actor: Actor, slot: int, operation: str
 
 
 def _readable_conversation(state: State, actor: Actor, conversation: str) -> int | Refusal:
-    if (refusal := _reader(actor)) is not None:
+    if (refusal := read_grant_refusal(actor)) is not None:
         return refusal
     try:
         rid = parse_id(conversation, IdKind.CONVERSATION)

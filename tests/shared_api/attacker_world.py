@@ -15,7 +15,7 @@ The attackers, each with a private space `home` (+ conversation) of their own:
   nobody  holds every grant, never registered
   olga    a token with no shared action (the model surfaces' key); never registered
   stranger a bearer token the gateway does not know
-sam, uma, vic and tess are left for the open-stream test.
+sam, uma, vic and tess are left for the open-stream test, wendy for membership changes in I.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from .test_inputs import _wait
 ALL = ("shared_manage", "shared_read", "shared_write")
 ACTIONS: dict[str, tuple[str, ...]] = {
     **{name: ALL for name in ("alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan",
-                              "mallory", "nobody", "sam", "uma", "vic", "tess")},
+                              "mallory", "nobody", "sam", "uma", "vic", "tess", "wendy")},
     "olga": (),
 }
 REGISTERED = ("alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan", "mallory",
-              "sam", "uma", "vic", "tess")
+              "sam", "uma", "vic", "tess", "wendy")
 SECRETS = {"room": "The vault password is ZEBRA-4491.", "inst": "The launch code is OTTER-7720.",
            "priv": "My bank PIN is 8812."}
 QUESTION = "What is the vault password or the launch code?"
@@ -68,6 +68,7 @@ class Place:
     space: str
     con: str
     op: str                                   # alice's input in `con`
+    admin_op: str = ""                        # alice's operation that created `space` (not an input)
     objects: dict[str, str] = field(default_factory=dict)   # kind → memory object ID (text, source, embedding)
 
 
@@ -121,9 +122,14 @@ async def _set(w: World, space: str, name: str, permissions: list[str]) -> None:
 
 
 async def _space(who: Attacker, scope: str = "private") -> tuple[str, str]:
-    space = (await _ok(who, "/spaces", scope=scope))["resource"]
-    con = (await _ok(who, f"/spaces/{space}/conversations"))["resource"]
-    return space, con
+    return (await _space_ops(who, scope))[:2]
+
+
+async def _space_ops(who: Attacker, scope: str = "private") -> tuple[str, str, str]:
+    """(space, conversation, the operation that created the space)."""
+    created = await _ok(who, "/spaces", scope=scope)
+    con = (await _ok(who, f"/spaces/{created['resource']}/conversations"))["resource"]
+    return created["resource"], con, created["operation"]
 
 
 async def _say(who: Attacker, con: str, text: str, model: str) -> str:
@@ -161,8 +167,8 @@ async def populate(w: World, client: Any) -> None:
         w.pids[name] = (await who.sync())["participant"]
     alice = w["alice"]
     for kind, scope in (("room", "room"), ("inst", "instance"), ("priv", "private")):
-        space, con = await _space(alice, scope)
-        w.places[kind] = Place(space, con, "")
+        space, con, admin_op = await _space_ops(alice, scope)
+        w.places[kind] = Place(space, con, "", admin_op=admin_op)
     w.q = (await _space(alice, "room"))[0]
     room, inst = w.places["room"].space, w.places["inst"].space
     for name, rights in (("bob", ["read", "write"]), ("carol", []), ("dave", ["read"]), ("erin", ["write"]),

@@ -92,6 +92,8 @@ def _reads(place) -> list[tuple[str, str, dict | None]]:
                                    "/operations/{id}/result?offset=1&limit=1", "/operations/{id}/events",
                                    "/operations/{id}/events?offset=1")]
     out.append(("/operations/{id}/events", o, {"Last-Event-ID": f"{BASE}/operations/{{id}}/events@1"}))
+    out += [(p, place.admin_op, None) for p in ("/operations/{id}", "/operations/{id}/result",
+                                                "/operations/{id}/events")]
     for obj in place.objects.values():
         out += [("/memory/{id}", obj, None), ("/memory/{id}?offset=1", obj, None)]
     return out
@@ -138,21 +140,35 @@ ATTACKS = {
 
 
 # ------------------------------------------------------------------------- every route, every attacker
+@pytest.mark.parametrize("name", sorted(n for n, a in ATTACKS.items() if a.read is not None))
+async def test_every_read_answers_as_if_nothing_were_there(world, name):
+    """Every GET route (lists with cursor and limit, SSE with and without Last-Event-ID, results at
+    offsets, memory detail) on what alice holds answers as for an ID naming nothing."""
+    who, attack = world[name], ATTACKS[name]
+    before = world.state_hash()
+    for kind in attack.places:
+        for path, rid, headers in _reads(world.places[kind]):
+            status, body = await _same_as_missing(who, path, rid, headers=headers)
+            assert status == attack.read, (name, path, body)
+    if attack.read in (401, 403):   # a participant's existence, to one who may read nothing
+        status, body = await _same_as_missing(who, "/participant?participant={id}", world.pids["alice"])
+        assert status == attack.read, body
+    assert world.state_hash() == before
+
+
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-async def test_every_route_answers_as_if_nothing_were_there(world, name):
+async def test_every_write_is_refused_as_if_nothing_were_there(world, name):
+    """Every POST route aimed at what alice holds (membership, conversation, input, cancellation,
+    publication into her space, publication of her memory, at the right and a wrong version) is
+    refused as for an ID naming nothing, and changes nothing: state and sequence stay as they were."""
     who, attack = world[name], ATTACKS[name]
     before, sequence = world.state_hash(), who.next_sequence
     for kind in attack.places:
-        place = world.places[kind]
-        if attack.read is not None:
-            for path, rid, headers in _reads(place):
-                status, body = await _same_as_missing(who, path, rid, headers=headers)
-                assert status == attack.read, (name, path, body)
-        for grant, path, rid, fields in _writes(world, who, place):
+        for grant, path, rid, fields in _writes(world, who, world.places[kind]):
             if grant in attack.grants:
                 status, body = await _same_as_missing(who, path, rid, fields=fields)
                 assert status == attack.write, (name, path, body)
-    assert world.state_hash() == before and who.next_sequence == sequence   # every refusal changed nothing
+    assert world.state_hash() == before and who.next_sequence == sequence
 
 
 @pytest.mark.parametrize("name", ["bob", "carol", "erin", "frank", "mallory", "nobody"])
@@ -191,6 +207,10 @@ async def test_removed_member_keeps_his_receipt_and_nothing_else(world):
     lineage, ident = bytes.fromhex(room.op[3:35]), bytes.fromhex(room.op[36:])
     for kind in ("text", "source", "embedding"):   # an attacker can compute alice's object IDs
         assert memory_object_id(lineage, ident, MemoryKind[kind.upper()]).hex() == room.objects[kind]
+        # and those of his own input in R: R's memory now, hidden like the rest
+        own = memory_object_id(bytes.fromhex(op[3:35]), bytes.fromhex(op[36:]), MemoryKind[kind.upper()]).hex()
+        assert (await world["alice"].get(f"/memory/{own}"))[0] == 200
+        assert (await _same_as_missing(bob, "/memory/{id}", own))[0] == 404
 
 
 async def test_reader_member_reads_but_every_write_is_refused(world):
@@ -198,6 +218,9 @@ async def test_reader_member_reads_but_every_write_is_refused(world):
     dave, room, w = world["dave"], world.places["room"], world
     before = w.state_hash()
     for path, rid, headers in _reads(room):
+        if rid == room.admin_op:   # another member's operation that is not an input: never his to read
+            assert (await _same_as_missing(dave, path, rid))[0] == 404
+            continue
         if "stream=true" in path or path.startswith("/operations/{id}/events") or "/result?offset" in path:
             continue    # streams: see the streams test; an offset may pass a short output
         status, body = await dave.get(path.replace("{id}", rid),
@@ -325,3 +348,31 @@ async def test_open_streams_end_at_the_next_read_after_removal_block_or_reload(w
                                  alice.body(target_sequence=receipt["sequence"]))
     assert status == 201
     await _wait(alice, op)
+
+
+async def test_instance_memory_follows_the_owner_spaces_membership(world):
+    """wendy, registered, sees I's memory from her own space through implicit instance access; a
+    write-only row hides it, a read row shows it again, a zero-rights row hides it: on the list and
+    on the detail read, at each next read."""
+    w, alice, wendy = world, world["alice"], world["wendy"]
+    inst = w.places["inst"]
+    home, _ = await _space(wendy)
+    text = inst.objects["text"]
+
+    async def sees() -> bool:
+        status, body = await wendy.get(f"/spaces/{home}/memory")
+        assert status == 200, body
+        listed = text in {r["object"] for r in body["memory"]}
+        status, detail = await wendy.get(f"/memory/{text}")
+        assert listed == (status == 200), (listed, status)
+        if not listed:
+            assert (await _same_as_missing(wendy, "/memory/{id}", text))[0] == 404
+        return listed
+
+    assert await sees()
+    for permissions, visible in ((["write"], False), (["read"], True), (["manage"], False), ([], False),
+                                 (["read", "write"], True)):
+        status, _ = await alice.post(f"/spaces/{inst.space}/members",
+                                     alice.body(participant=w.pids["wendy"], permissions=permissions))
+        assert status == 201
+        assert await sees() is visible, permissions
