@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..state.decision import Refusal, not_found
+from ..state.derive import lineage_for
 from ..state.errors import IdError
 from ..state.ids import IdKind, format_id, parse_hex16, parse_id
 from ..state.queries import read_grant_refusal, readable_space
-from ..state.derive import lineage_for
 from ..state.rights import Actor, space_reader
 from ..state.state import State
 from .store import MemoryStore, Reader

@@ -29,11 +29,11 @@ from typing import Any
 
 from quart import Quart
 
+from aotx.runtime import GrantedRuntime, SharedRuntime
+from aotx.runtime_file import load_grants, write_grants
 from api.gateway_config import load_gateway_config
 from api.settings import GatewaySettings
 from api.shared import attach_shared
-from aotx.runtime import GrantedRuntime, SharedRuntime
-from aotx.runtime_file import load_grants, write_grants
 from ops.reload import serve_reloader
 
 from .harness import Party, fresh_spec

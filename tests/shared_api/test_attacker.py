@@ -366,7 +366,7 @@ async def test_instance_memory_follows_the_owner_spaces_membership(world):
         status, body = await wendy.get(f"/spaces/{home}/memory")
         assert status == 200, body
         listed = text in {r["object"] for r in body["memory"]}
-        status, detail = await wendy.get(f"/memory/{text}")
+        status, _ = await wendy.get(f"/memory/{text}")
         assert listed == (status == 200), (listed, status)
         if not listed:
             assert (await _same_as_missing(wendy, "/memory/{id}", text))[0] == 404
