@@ -121,7 +121,7 @@ async def _set(w: World, space: str, name: str, permissions: list[str]) -> None:
     await _ok(w["alice"], f"/spaces/{space}/members", participant=w.pids[name], permissions=permissions)
 
 
-async def _space(who: Attacker, scope: str = "private") -> tuple[str, str]:
+async def new_space(who: Attacker, scope: str = "private") -> tuple[str, str]:
     return (await _space_ops(who, scope))[:2]
 
 
@@ -169,7 +169,7 @@ async def populate(w: World, client: Any) -> None:
     for kind, scope in (("room", "room"), ("inst", "instance"), ("priv", "private")):
         space, con, admin_op = await _space_ops(alice, scope)
         w.places[kind] = Place(space, con, "", admin_op=admin_op)
-    w.q = (await _space(alice, "room"))[0]
+    w.q = (await new_space(alice, "room"))[0]
     room, inst = w.places["room"].space, w.places["inst"].space
     for name, rights in (("bob", ["read", "write"]), ("carol", []), ("dave", ["read"]), ("erin", ["write"]),
                          ("frank", ["manage"]), ("gina", ["read", "write", "manage"]),
@@ -179,7 +179,7 @@ async def populate(w: World, client: Any) -> None:
     await _set(w, inst, "carol", [])
     await _set(w, w.q, "mallory", ["read"])
     for name in ("bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan", "mallory"):
-        w.homes[name] = await _space(w[name])
+        w.homes[name] = await new_space(w[name])
     for kind, place in w.places.items():
         place.op = await _say(alice, place.con, SECRETS[kind], model)
     w.ops["bob"] = await _say(w["bob"], w.places["room"].con, "I like the sea.", model)

@@ -26,7 +26,7 @@ from aotx.state import lineage_for
 from aotx.state.memory_rows import MemoryKind
 from tests.waiting import open_stream, wait_until_async
 
-from .attacker_world import QUESTION, SECRETS, World, _space, build_app, populate
+from .attacker_world import QUESTION, SECRETS, World, build_app, new_space, populate
 from .harness import BASE
 from .test_inputs import _sse_events, _wait
 
@@ -309,7 +309,7 @@ async def test_open_streams_end_at_the_next_read_after_removal_block_or_reload(w
     conversation's), a participant blocked in the instance space (tess), a reader whose shared_read a
     reload revoked (uma) and one whose token it removed (vic) each get one error event and the end."""
     w, alice = world, world["alice"]
-    room, con = await _space(alice, "room")
+    room, con = await new_space(alice, "room")
     for name in ("sam", "uma", "vic"):
         status, _ = await alice.post(f"/spaces/{room}/members",
                                      alice.body(participant=w.pids[name], permissions=["read"]))
@@ -359,7 +359,7 @@ async def test_instance_memory_follows_the_owner_spaces_membership(world):
     on the detail read, at each next read."""
     w, alice, wendy = world, world["alice"], world["wendy"]
     inst = w.places["inst"]
-    home, _ = await _space(wendy)
+    home, _ = await new_space(wendy)
     text = inst.objects["text"]
 
     async def sees() -> bool:
