@@ -39,7 +39,7 @@ class OutageLog:
 
     def __init__(self, logger: logging.Logger, name: str, url: str, *, level: int = logging.WARNING,
                  summary_interval: float = SUMMARY_INTERVAL) -> None:
-        self.logger, self.name, self.url, self.level = logger, name, redact_url(url), level   # never a password
+        self.logger, self.name, self.url, self.level = logger, name, redact_url(url or ""), level   # never a password
         self.summary_interval = summary_interval
         self.failures = 0                    # errors seen in the current outage
         self._since: float | None = None     # monotonic time the current outage began
