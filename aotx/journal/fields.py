@@ -1,28 +1,27 @@
-"""Event fields → codecs: each dataclass field's wire type (aotx.journal.wire) compiled once, at
-registration, into an encoder and a decoder (for aotx.journal.registry).
+"""Event fields → codecs: a dataclass's fields and their wire types (aotx.journal.wire), compiled once,
+at registration, into a flat schema (for aotx.journal.registry).
 
-A leaf's `decode(wire value) -> field value` and `encode(field value) -> wire value` both refuse a
-value that is not of its wire type (`Refused`, with the phrase that says why); encoding runs the
-decoder's checks, so what is written decodes. A nested dataclass is flattened into the same map.
+A schema is the event's leaves in wire order — a nested dataclass (the operation header) is
+flattened in place — each with its wire key, an `encode(field value) -> wire value` and a
+`decode(wire value) -> field value`; both raise `Refused` for a value not of the field's wire type,
+and encoding runs the decoder's checks, so what is written decodes. `get(event)` reads every leaf
+value at once; `make(values)` builds the event (and its nested parts) back from them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from .wire import U64_MAX, Fixed, Packed, Require, Unsigned, Wire
 
 
 class Refused(Exception):
-    """A field's value is not what its wire type wants (`phrase` says why)."""
-
-    def __init__(self, phrase: str) -> None:
-        super().__init__(phrase)
-        self.phrase, self.key = phrase, ""
+    """A field's value is not what its wire type wants; the message says why."""
 
 
 def _got(want: str, value: Any) -> Refused:
@@ -30,28 +29,30 @@ def _got(want: str, value: Any) -> Refused:
 
 
 @dataclass(frozen=True)
+class Leaf:
+    key: str                        # on the wire
+    path: str                       # the attribute path in the event ("op.lineage")
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
 
 
-class Field:
-    """One field of an event class: a leaf (`key` on the wire, its codec) or a flattened dataclass."""
-
-    attr: str
-    key: str
-    hint: Any
-    encode: Optional[Callable[[Any], Any]] = None
-    decode: Optional[Callable[[Any], Any]] = None
-    nested: Optional[type] = None
-    children: tuple["Field", ...] = ()
+@dataclass(frozen=True)
+class Schema:
+    leaves: tuple[Leaf, ...]
+    get: Callable[[Any], Sequence[Any]]
+    make: Callable[[Sequence[Any]], Any]
 
 
 def _unsigned(w: Any) -> int:
-    if type(w) is not int or not 0 <= w <= U64_MAX:
+    if w.__class__ is not int or not 0 <= w <= U64_MAX:
         raise _got("an unsigned 64-bit integer", w)
     return w
 
 
-def _as_int(v: Any) -> Any:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else v
+def _to_unsigned(v: Any) -> int:
+    if v.__class__ is int and 0 <= v <= U64_MAX:
+        return v
+    return _unsigned(int(v) if isinstance(v, int) and v.__class__ is not bool else v)
 
 
 def _bytes(size: Optional[int]):
@@ -61,38 +62,42 @@ def _bytes(size: Optional[int]):
         if not isinstance(w, bytes) or (size is not None and len(w) != size):
             raise _got(want, w)
         return w
-    return (lambda v: decode(bytes(v) if isinstance(v, (bytearray, memoryview)) else v)), decode
+
+    def encode(v: Any) -> bytes:
+        if v.__class__ is bytes and (size is None or len(v) == size):
+            return v
+        return decode(bytes(v) if isinstance(v, (bytearray, memoryview)) else v)
+    return encode, decode
 
 
 def _string(w: Any) -> str:
-    if type(w) is not str:
+    if w.__class__ is not str:
         raise _got("a string", w)
     return w
 
 
-def _enum(cls: type[enum.IntEnum]):
-    values = [str(int(m)) for m in cls]
-    want = f"{cls.__name__.lower()} {', '.join(values[:-1])} or {values[-1]}"
+def _members(cls: type[enum.Enum], values: dict[int, Any], want: str):
+    def decode(w: Any) -> Any:
+        member = values.get(w) if w.__class__ is int else None
+        if member is None:
+            raise _got(want, w)
+        return member
+    return (lambda v: int(decode(_to_unsigned(v)))), decode
 
-    def decode(w: Any) -> enum.IntEnum:
-        try:
-            return cls(_unsigned(w))
-        except ValueError:
-            raise _got(want, w) from None
-    return (lambda v: int(decode(_as_int(v)))), decode
+
+def _enum(cls: type[enum.IntEnum]):
+    values = {int(m): m for m in cls}
+    names = [str(v) for v in values]
+    return _members(cls, values, f"{cls.__name__.lower()} {', '.join(names[:-1])} or {names[-1]}")
 
 
 def _flags(cls: type[enum.IntFlag]):
     mask = 0
     for member in cls:
         mask |= int(member)
-    want = f"{cls.__name__.lower()} bits within 0..{mask}"
-
-    def decode(w: Any) -> enum.IntFlag:
-        if _unsigned(w) & ~mask:
-            raise _got(want, w)
-        return cls(w)
-    return (lambda v: int(decode(_as_int(v)))), decode
+    if mask >= 1 << 12:
+        raise TypeError(f"{cls.__name__}: flags wider than 12 bits are not a wire type")
+    return _members(cls, {i: cls(i) for i in range(mask + 1)}, f"{cls.__name__.lower()} bits within 0..{mask}")
 
 
 def _packed(p: Packed):
@@ -113,27 +118,27 @@ def _packed(p: Packed):
 
 
 def _required(r: Require, encode: Callable, decode: Callable):
-    def check(w: Any) -> Any:
+    def checked(w: Any) -> Any:
         value = decode(w)
         if not r.test(value):
             raise Refused(f"{value.name.lower() if isinstance(value, enum.Enum) else repr(value)[:60]} is {r.why}")
         return value
-    return (lambda v: _pass(encode(v), check)), check
+
+    def encode_checked(v: Any) -> Any:
+        w = encode(v)
+        checked(w)
+        return w
+    return encode_checked, checked
 
 
-def _pass(w: Any, check: Callable) -> Any:
-    check(w)
-    return w
-
-
-def _leaf(owner: str, attr: str, base: Any, meta: tuple) -> tuple[Callable, Callable]:
+def _codec(owner: str, attr: str, base: Any, meta: tuple) -> tuple[Callable, Callable]:
     packed = next((m for m in meta if isinstance(m, Packed)), None)
     if packed is not None:
         return _packed(packed)
     if base is bytes:
         return _bytes(next((m.size for m in meta if isinstance(m, Fixed)), None))
     if base is int and any(isinstance(m, Unsigned) for m in meta):
-        return (lambda v: _unsigned(_as_int(v))), _unsigned
+        return _to_unsigned, _unsigned
     if base is str:
         return _string, _string
     if isinstance(base, type) and issubclass(base, enum.IntFlag):
@@ -143,54 +148,32 @@ def _leaf(owner: str, attr: str, base: Any, meta: tuple) -> tuple[Callable, Call
     raise TypeError(f"{owner}.{attr}: {base!r} {meta!r} is not a wire type (aotx.journal.wire)")
 
 
-def compile_fields(cls: type) -> tuple[Field, ...]:
+def _compile(cls: type, prefix: str) -> tuple[list[Leaf], Callable[[Sequence[Any]], Any]]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    out = []
+    leaves: list[Leaf] = []
+    parts: list[tuple[Optional[Callable], int, int]] = []   # (nested make or None, first leaf, end)
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         base, meta = (typing.get_args(hint)[0], typing.get_args(hint)[1:]) \
             if typing.get_origin(hint) is typing.Annotated else (hint, ())
-        key = next((m.name for m in meta if isinstance(m, Wire)), f.name)
+        start = len(leaves)
         if dataclasses.is_dataclass(base) and not meta:
-            out.append(Field(f.name, key, hint, nested=base, children=compile_fields(base)))
+            sub, sub_make = _compile(base, f"{prefix}{f.name}.")
+            leaves += sub
+            parts.append((sub_make, start, len(leaves)))
             continue
-        encode, decode = _leaf(cls.__name__, f.name, base, meta)
+        encode, decode = _codec(cls.__name__, f.name, base, meta)
         for r in (m for m in meta if isinstance(m, Require)):
             encode, decode = _required(r, encode, decode)
-        out.append(Field(f.name, key, hint, encode, decode))
-    return tuple(out)
+        key = next((m.name for m in meta if isinstance(m, Wire)), f.name)
+        leaves.append(Leaf(key, prefix + f.name, encode, decode))
+        parts.append((None, start, start + 1))
+    if all(nested is None for nested, _, _ in parts):
+        return leaves, lambda values: cls(*values)
+    return leaves, lambda values: cls(*[values[a] if nested is None else nested(values[a:b]) for nested, a, b in parts])
 
 
-def wire_keys(fields: tuple[Field, ...]) -> list[str]:
-    return [k for f in fields for k in (wire_keys(f.children) if f.nested else [f.key])]
-
-
-def fill(body: dict, fields: tuple[Field, ...], obj: Any) -> None:
-    for f in fields:
-        value = getattr(obj, f.attr)
-        if f.nested is not None:
-            if not isinstance(value, f.nested):
-                refused = _got(f"a {f.nested.__name__}", value)
-                refused.key = f.attr
-                raise refused
-            fill(body, f.children, value)
-            continue
-        try:
-            body[f.key] = f.encode(value)
-        except Refused as r:
-            r.key = r.key or f.key
-            raise
-
-
-def build(cls: type, fields: tuple[Field, ...], body: dict) -> Any:
-    args = {}
-    for f in fields:
-        if f.nested is not None:
-            args[f.attr] = build(f.nested, f.children, body)
-            continue
-        try:
-            args[f.attr] = f.decode(body[f.key])
-        except Refused as r:
-            r.key = f.key
-            raise
-    return cls(**args)
+def compile_schema(cls: type) -> Schema:
+    leaves, make = _compile(cls, "")
+    get = operator.attrgetter(*(leaf.path for leaf in leaves))
+    return Schema(tuple(leaves), get if len(leaves) > 1 else (lambda event: (get(event),)), make)

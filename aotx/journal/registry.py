@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .fields import Field, Refused, build, compile_fields, fill, wire_keys
+from .fields import Refused, Schema, compile_schema
 from .transfer import pack_body, unpack_body
 
 
@@ -40,7 +40,7 @@ class Kind:
     family: Family
     transfer: Optional[int]    # the transfer kind it is journalled as; None: carried inside another event
     version: int
-    fields: tuple[Field, ...]
+    schema: Schema
     keys: frozenset
 
 
@@ -55,11 +55,11 @@ class Registry:
         tag = getattr(cls, "KIND", None)
         if not isinstance(tag, str) or not tag or tag in self._by_tag:
             raise ValueError(f"{cls.__name__}: KIND {tag!r} is not a new, nonempty tag")
-        fields = compile_fields(cls)
-        keys = ["kind", "v", *wire_keys(fields)]
+        schema = compile_schema(cls)
+        keys = ["kind", "v", *(leaf.key for leaf in schema.leaves)]
         if len(set(keys)) != len(keys):
             raise ValueError(f"{tag}: two fields share a wire key in {keys}")
-        kind = Kind(tag, cls, family, transfer, version, fields, frozenset(keys))
+        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys))
         self._by_tag[tag], self._by_cls[cls] = kind, kind
         return kind
 
@@ -83,9 +83,10 @@ class Registry:
         kind = self.kind_of(event)
         body: dict[str, Any] = {"kind": kind.tag, "v": kind.version}
         try:
-            fill(body, kind.fields, event)
+            for leaf, value in zip(kind.schema.leaves, kind.schema.get(event)):
+                body[leaf.key] = leaf.encode(value)
         except Refused as r:
-            raise kind.family.error(f"{kind.tag} field {r.key!r}: {r.phrase}") from None
+            raise kind.family.error(f"{kind.tag} field {leaf.key!r}: {r}") from None
         return body
 
     def encode(self, event: Any) -> bytes:
@@ -108,10 +109,13 @@ class Registry:
         if body.keys() != kind.keys:
             extra, missing = sorted(set(body) - kind.keys, key=repr), sorted(kind.keys - set(body))
             raise error(f"{tag}: " + (f"unknown field {extra[0]!r:.60}" if extra else f"missing field {missing[0]!r}"))
+        values = []
         try:
-            return build(kind.cls, kind.fields, body)
+            for leaf in kind.schema.leaves:
+                values.append(leaf.decode(body[leaf.key]))
         except Refused as r:
-            raise error(f"{tag} field {r.key!r}: {r.phrase}") from None
+            raise error(f"{tag} field {leaf.key!r}: {r}") from None
+        return kind.schema.make(values)
 
     def decode(self, payload: bytes, family: Family, transfer: Optional[int] = None) -> Any:
         """The event of msgpack bytes of `family`."""

@@ -18,8 +18,9 @@ from aotx.journal.registry import REGISTRY, Kind
 from aotx.journal.wire import U64_MAX, Fixed, Packed, Require, Unsigned
 # importing aotx.state and aotx.memory registers their kinds
 from aotx.memory import MemoryCodecError, MemoryOp, MemoryRevised, memory_event_from_body
-from aotx.state import EventCodecError, OpHeader, ParticipantRegistered, from_body
-from aotx.state.execution import OutputAppended, execution_from_body
+from aotx.state import EventCodecError, OpHeader, ParticipantRegistered, Scope, SpaceCreated, from_body
+from aotx.state.execution import InputCompleted, LeaseApplied, OutputAppended, execution_from_body
+from aotx.state.vocab import Execution
 
 TAGS = {"participant.registered", "receipts.retired", "space.created", "member.rights_set", "conversation.created",
         "input.admitted", "input.cancelled", "memory.publication", "input.lease", "input.output",
@@ -166,3 +167,19 @@ def test_unhashable_kind_and_mixed_key_types_refuse_with_the_codec_error(decode,
         decode({"kind": {"a": 1}, "v": 1})
     with pytest.raises(error, match="unknown field"):
         decode({**REGISTRY.body(example), 7: 1, "zz": 2})
+
+
+@pytest.mark.parametrize("event, error, message", [
+    (SpaceCreated(H, b"short", Scope.ROOM), EventCodecError, "space.created field 'space': expected 16 bytes"),
+    (SpaceCreated(OpHeader(A, -1, A, A, b"{}"), A, Scope.ROOM), EventCodecError,
+     "field 'sequence': expected an unsigned"),
+    (SpaceCreated(H, A, 7), EventCodecError, "field 'scope': expected scope 1, 2 or 3"),
+    (InputCompleted(A, 4, Execution.RUNNING), EventCodecError, "field 'execution': running is not terminal"),
+    (InputCompleted(A, 4, Execution.FAILED, finish=None), EventCodecError, "field 'finish': expected a string"),
+    (LeaseApplied(A, Lease(LeaseRevision.R3, ())), EventCodecError, "field 'lease': lease header: row_count is 0"),
+    (OutputAppended(b"x" * 15, 4, 0, b""), EventCodecError, "input.output field 'actor': expected 16 bytes"),
+    (MemoryRevised(MemoryOp(A, 1, A), A, A, True, A, 2, b"t", b"e"), MemoryCodecError, "field 'text_version'"),
+])
+def test_what_is_written_decodes_an_event_its_fields_refuse_is_never_encoded(event, error, message):
+    with pytest.raises(error, match=message):
+        REGISTRY.encode(event)
