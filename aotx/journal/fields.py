@@ -153,6 +153,8 @@ def _compile(cls: type, prefix: str) -> tuple[list[Leaf], Callable[[Sequence[Any
     leaves: list[Leaf] = []
     parts: list[tuple[Optional[Callable], int, int]] = []   # (nested make or None, first leaf, end)
     for f in dataclasses.fields(cls):
+        if not f.init or f.kw_only:
+            raise TypeError(f"{cls.__name__}.{f.name}: event fields are positional __init__ fields")
         hint = hints[f.name]
         base, meta = (typing.get_args(hint)[0], typing.get_args(hint)[1:]) \
             if typing.get_origin(hint) is typing.Annotated else (hint, ())
