@@ -1,6 +1,6 @@
 """aotx.memory: retained memory of shared conversations (DESIGN §7), pure and event-driven.
 
-Payload byte formats (`payload`), memory events and their codec (`events`), the store with
+Payload byte formats (`payload`), memory events (`events`) and their kinds in the one codec registry (`codec`), the store with
 transitive visibility, current versions and the recall matrix (`store`), retention mode
 selection (`retention`), publication decisions (`publication`) and prompt rendering by
 lease revision (`render`). Embeddings come from `kernels.embedding` (the runtime runs the
@@ -8,8 +8,8 @@ model and records the vectors in the events; this package never runs a model).
 """
 
 from .errors import MemoryApplyError, MemoryCodecError, MemoryPayloadError
-from .events import (MemoryEvent, MemoryOp, MemoryPublished, MemoryRetained, MemoryRevised, decode_memory_event,
-                     encode_memory_event, memory_event_body, memory_event_from_body)
+from .codec import decode_memory_event, encode_memory_event, memory_event_body, memory_event_from_body
+from .events import MemoryEvent, MemoryOp, MemoryPublished, MemoryRetained, MemoryRevised
 from .ids import memory_object_id
 from .payload import (EMBEDDING_BYTES, EMBEDDING_DIM, LINK_BYTES, MAX_MEDIA, MEDIA_TYPES, TEXT_LIMIT, MediaRef,
                       SourceRecord, check_text_payload, compose_text, embedding_bytes, embedding_from_bytes,

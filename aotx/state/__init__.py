@@ -4,6 +4,7 @@ Pure: no I/O, no clock, no randomness. The runtime parses a body (`parse_json_bo
 `parse_mutation`), asks `decide(state, Command(actor, mutation))`, appends the events of an
 `Accepted` decision to the journal (`encode_event` → transfer payload) and, once the log
 acks them, `apply`s them; boot replays the journal through the same `apply` (`decode_event`).
+Event bodies: the one codec registry (aotx.journal.registry; this package's kinds in `codec`).
 """
 
 from .apply import apply
@@ -14,9 +15,10 @@ from .decision import Accepted, Command, Decision, ExecutionContext, ModelCaps, 
 from .derive import lineage_for, operation_id, operation_sequence
 from .errors import (ApplyError, CapacityFull, EventCodecError, IdError, MalformedMutation, MemoryRowError,
                      StateError)
+from .codec import decode_event, encode_event, from_body, to_body, transfer_kind
 from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet, MemoryPublicationRecorded,
                      OpHeader, ParticipantRegistered,
-                     ReceiptsRetired, SpaceCreated, decode_event, encode_event, from_body, to_body, transfer_kind)
+                     ReceiptsRetired, SpaceCreated)
 from .ids import IdKind, ResourceId, format_id, parse_hex16, parse_id
 from .memory_rows import (MEMORY_ROW_DTYPE, ROW_SIZE, MemoryKind, MemoryRow, decode_memory_row, encode_memory_row,
                           memory_row_from_json, memory_row_json)

@@ -1,17 +1,12 @@
-"""Input execution: the per-receipt execution record and the runtime's execution transfers.
+"""Input execution: the per-receipt execution record, and applying the execution events.
 
 An input's admission (`InputAdmitted`, an ADMISSION transfer) makes a receipt whose execution
-is `queued`. The runtime then journals, on the input author's lineage:
-
-* LEASE transfers — `{"kind": "input.lease", "v": 1, "lease": <lease bytes>}` (aotx.journal.lease,
-  revision 3 by default): each row assigns one queued input (actor = lineage, sequence) to an
-  execution slot → `running`. Every row is checked before any receipt changes.
-* OUTPUT transfers — `{"kind": "input.output", "v": 1, "actor", "sequence", "offset", "data"}`:
-  the next bytes of the result; `offset` must be the bytes already saved.
-* COMPLETION transfers — `{"kind": "input.completion", "v": 1, "actor", "sequence", "execution",
-  "input_tokens", "output_tokens", "finish", "error"}`: the terminal result. `interrupted` is
-  what a restart journals for an admission that had not finished (never re-executed);
-  `deadline_exceeded` ends an input past its execution deadline (its receipt's status becomes 504).
+is `queued`. The runtime then journals, on the input author's lineage, the execution events of
+aotx/state/execution_events.py (their bodies: aotx/state/codec.py, the one codec registry):
+a lease (→ `running`; every row is checked before any receipt changes), outputs (the next bytes
+of the result at the saved offset) and one completion (the terminal result). `interrupted` is
+what a restart journals for an admission that had not finished (never re-executed);
+`deadline_exceeded` ends an input past its execution deadline (its receipt's status becomes 504).
 
 `apply_execution_into` is pure over an owned State (as apply_into): it checks before it writes.
 """
@@ -19,19 +14,19 @@ is `queued`. The runtime then journals, on the input author's lineage:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Union
+from typing import Optional
 
-from ..journal.errors import LeaseError
-from ..journal.lease import Lease, LeaseRevision, RetentionMode, decode_lease
-from ..journal.transfer import TransferKind
-from .errors import ApplyError, EventCodecError
+from ..journal.lease import Lease, LeaseRevision, RetentionMode
+from .codec import TRANSFER_KIND, execution_body, execution_from_body
+from .errors import ApplyError
+from .execution_events import ExecutionEvent, InputCompleted, LeaseApplied, OutputAppended
 from .state import State
 from .vocab import Execution, MutationKind, Terminal
 
-VERSION = 1
-LEASE_KIND, OUTPUT_KIND, COMPLETION_KIND = "input.lease", "input.output", "input.completion"
 DEFAULT_LEASE_REVISION = LeaseRevision.R3
-_U64 = (1 << 64) - 1
+__all__ = ["DEFAULT_LEASE_REVISION", "TRANSFER_KIND", "ExecutionEvent", "ExecutionRecord", "InputCompleted",
+           "LeaseApplied", "OutputAppended", "apply_execution_into", "default_lease", "execution_body",
+           "execution_from_body", "input_slot"]
 
 
 @dataclass(frozen=True)
@@ -58,92 +53,6 @@ class ExecutionRecord:
         return pack_body([self.model_digest, self.page_limit, int(self.status), self.lease_slot, self.lease_revision,
                           self.retention_mode, self.output, self.input_tokens, self.output_tokens, self.finish,
                           self.error, self.cancel_requested, self.order])
-
-
-@dataclass(frozen=True)
-class LeaseApplied:
-    lineage: bytes
-    lease: Lease
-
-
-@dataclass(frozen=True)
-class OutputAppended:
-    lineage: bytes
-    sequence: int
-    offset: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class InputCompleted:
-    lineage: bytes
-    sequence: int
-    execution: Execution
-    input_tokens: int = 0
-    output_tokens: int = 0
-    finish: str = ""
-    error: str = ""
-
-
-ExecutionEvent = Union[LeaseApplied, OutputAppended, InputCompleted]
-TRANSFER_KIND = {LeaseApplied: TransferKind.LEASE, OutputAppended: TransferKind.OUTPUT,
-                 InputCompleted: TransferKind.COMPLETION}
-
-
-def execution_body(e: ExecutionEvent) -> dict[str, Any]:
-    if isinstance(e, LeaseApplied):
-        from ..journal.lease import encode_lease
-        return {"kind": LEASE_KIND, "v": VERSION, "actor": e.lineage, "lease": encode_lease(e.lease)}
-    if isinstance(e, OutputAppended):
-        return {"kind": OUTPUT_KIND, "v": VERSION, "actor": e.lineage, "sequence": e.sequence, "offset": e.offset,
-                "data": e.data}
-    return {"kind": COMPLETION_KIND, "v": VERSION, "actor": e.lineage, "sequence": e.sequence,
-            "execution": int(e.execution), "input_tokens": e.input_tokens, "output_tokens": e.output_tokens,
-            "finish": e.finish, "error": e.error}
-
-
-_SHAPES = {
-    LEASE_KIND: (TransferKind.LEASE, {"actor": bytes, "lease": bytes}),
-    OUTPUT_KIND: (TransferKind.OUTPUT, {"actor": bytes, "sequence": int, "offset": int, "data": bytes}),
-    COMPLETION_KIND: (TransferKind.COMPLETION, {"actor": bytes, "sequence": int, "execution": int,
-                                                "input_tokens": int, "output_tokens": int, "finish": str,
-                                                "error": str}),
-}
-
-
-def execution_from_body(transfer_kind: int, body: Any) -> ExecutionEvent:
-    """Decode an execution transfer body; any unknown, missing, extra or mistyped field refuses."""
-    if not isinstance(body, dict) or body.get("kind") not in _SHAPES:
-        raise EventCodecError(f"not an execution transfer body: {body!r:.80}")
-    kind = body["kind"]
-    want_kind, fields = _SHAPES[kind]
-    if int(transfer_kind) != want_kind:
-        raise EventCodecError(f"a {kind} body in a kind {transfer_kind} transfer")
-    if body.get("v") != VERSION:
-        raise EventCodecError(f"{kind}: unknown encoding version {body.get('v')!r}")
-    if set(body) != {"kind", "v", *fields}:
-        raise EventCodecError(f"{kind}: fields {sorted(body)} are not {sorted({'kind', 'v', *fields})}")
-    for name, typ in fields.items():
-        value = body[name]
-        if type(value) is not typ or (typ is int and not 0 <= value <= _U64):
-            raise EventCodecError(f"{kind} field {name!r}: expected {typ.__name__}, got {value!r:.60}")
-    if len(body["actor"]) != 16:
-        raise EventCodecError(f"{kind}: actor must be 16 bytes")
-    if kind == LEASE_KIND:
-        try:
-            return LeaseApplied(body["actor"], decode_lease(body["lease"]))
-        except LeaseError as exc:
-            raise EventCodecError(f"{kind}: {exc}") from None
-    if kind == OUTPUT_KIND:
-        return OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
-    try:
-        status = Execution(body["execution"])
-    except ValueError:
-        raise EventCodecError(f"{kind}: unknown execution status {body['execution']}") from None
-    if not status.terminal:
-        raise EventCodecError(f"{kind}: execution {status.label} is not terminal")
-    return InputCompleted(body["actor"], body["sequence"], status, body["input_tokens"], body["output_tokens"],
-                          body["finish"], body["error"])
 
 
 def input_slot(state: State, lineage: bytes, sequence: int, where: str) -> int:

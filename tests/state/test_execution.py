@@ -10,7 +10,7 @@ from aotx.journal import TransferKind
 from aotx.journal.lease import Lease, LeaseRevision, LeaseRow
 from aotx.state import (Accepted, ApplyError, Command, EventCodecError, ExecutionContext, InputAdmitted,
                         InputCancelled, ModelCaps, MutationKind, Refusal, apply, decide, decode_event, encode_event,
-                        lineage_for, parse_mutation, result_view, state_hash)
+                        lineage_for, parse_mutation, result_view, state_hash, transfer_kind)
 from aotx.state.apply import freeze, owned_copy
 from aotx.state.execution import (InputCompleted, LeaseApplied, OutputAppended, apply_execution_into,
                                   default_lease, execution_body, execution_from_body)
@@ -52,7 +52,7 @@ def test_admission_records_digest_and_page_limit_apart_from_the_callers_bytes():
     assert isinstance(decision, Accepted) and decision.status == 202
     (event,) = decision.events
     assert isinstance(event, InputAdmitted) and event.page_limit == 64 and event.model_digest == bytes(range(32))
-    assert decode_event(encode_event(event)) == event and event.transfer_kind == TransferKind.ADMISSION
+    assert decode_event(encode_event(event)) == event and transfer_kind(event) == TransferKind.ADMISSION
     assert b'"pages":null' in event.op.command and bytes(range(32)) not in event.op.command
     slot = d.state.receipt_slot(ALICE, 4)
     assert d.state.executions[slot].status is Execution.QUEUED

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from aotx.state import (Accepted, Capacities, Grants, MutationKind, Refusal, Replayed, apply, empty_state,
-                        list_spaces, lineage_for, receipt_json, state_hash)
+from aotx.state import (Accepted, Capacities, Grants, MutationKind, Refusal, Replayed, apply, decode_event,
+                        empty_state, encode_event, list_spaces, lineage_for, receipt_json, state_hash)
 
 from .helpers import Driver
 
@@ -196,7 +196,7 @@ class StateMachine(RuleBasedStateMachine):
     def restart(self):
         replayed = empty_state(CAPS)
         for event in self.driver.log:
-            replayed = apply(replayed, type(event).from_body(event.to_body()))
+            replayed = apply(replayed, decode_event(encode_event(event)))
         assert state_hash(replayed) == state_hash(self.driver.state)
         self.driver.state = replayed
 

@@ -1,0 +1,137 @@
+"""The one codec registry of journalled events: kind tag → class → transfer kind, one generic codec.
+
+Every event is a plain frozen dataclass with a `KIND` tag; its family module registers it here
+(`REGISTRY.register(cls, family, transfer)`): aotx/state/codec.py (state and execution events),
+aotx/memory/codec.py (memory events). Its body is a msgpack map, keys in this fixed order: `kind`
+(the tag), `v` (the kind's encoding version), then the class's fields in declaration order, a
+nested dataclass (the operation header) flattened in place; each field is encoded as its
+annotation says (aotx.journal.wire). Decoding is strict, within one family: an unknown kind or
+version, a missing, extra or mistyped field raises the family's error (EventCodecError,
+MemoryCodecError), naming the kind and field. Encoding runs the same checks, so what is written
+decodes. Every kind is at version 1; a kind whose fields change gets a new version, and the old
+one must stay readable (old records decode forever).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .fields import Refused, Schema, compile_schema
+from .transfer import pack_body, unpack_body
+
+
+@dataclass(frozen=True)
+
+
+class Family:
+    """Events decoded together: `name` starts every refusal's message, `error` is what refuses."""
+
+    name: str
+    error: type[Exception]
+
+
+@dataclass(frozen=True)
+
+
+class Kind:
+    tag: str
+    cls: type
+    family: Family
+    transfer: Optional[int]    # the transfer kind it is journalled as; None: carried inside another event
+    version: int
+    schema: Schema
+    keys: frozenset
+
+
+class Registry:
+    """Kind tag → class → transfer kind, and the one encoder/decoder they share."""
+
+    def __init__(self) -> None:
+        self._by_tag: dict[str, Kind] = {}
+        self._by_cls: dict[type, Kind] = {}
+
+    def register(self, cls: type, family: Family, transfer: Optional[int] = None, version: int = 1) -> Kind:
+        tag = getattr(cls, "KIND", None)
+        if not isinstance(tag, str) or not tag or tag in self._by_tag:
+            raise ValueError(f"{cls.__name__}: KIND {tag!r} is not a new, nonempty tag")
+        schema = compile_schema(cls)
+        keys = ["kind", "v", *(leaf.key for leaf in schema.leaves)]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{tag}: two fields share a wire key in {keys}")
+        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys))
+        self._by_tag[tag], self._by_cls[cls] = kind, kind
+        return kind
+
+    def kinds(self, family: Optional[Family] = None) -> list[Kind]:
+        return [k for k in self._by_tag.values() if family is None or k.family is family]
+
+    def kind_of(self, event: Any) -> Kind:
+        kind = self._by_cls.get(type(event))
+        if kind is None:
+            raise TypeError(f"{type(event).__name__} is not a registered event class")
+        return kind
+
+    def transfer_kind(self, event: Any) -> int:
+        kind = self.kind_of(event)
+        if kind.transfer is None:
+            raise TypeError(f"{kind.tag} is not journalled as a transfer of its own")
+        return kind.transfer
+
+    def body(self, event: Any) -> dict[str, Any]:
+        """The event's msgpack map; a value its field refuses raises the family's error."""
+        kind = self.kind_of(event)
+        body: dict[str, Any] = {"kind": kind.tag, "v": kind.version}
+        try:
+            for leaf, value in zip(kind.schema.leaves, kind.schema.get(event)):
+                body[leaf.key] = leaf.encode(value)
+        except Refused as r:
+            raise kind.family.error(f"{kind.tag} field {leaf.key!r}: {r}") from None
+        return body
+
+    def encode(self, event: Any) -> bytes:
+        return pack_body(self.body(event))
+
+    def decode_body(self, body: Any, family: Family, transfer: Optional[int] = None) -> Any:
+        """The event of an unpacked body of `family` (and, given `transfer`, of that transfer kind)."""
+        error = family.error
+        if not isinstance(body, dict):
+            raise error(f"{family.name} body must be a map, got {type(body).__name__}")
+        tag = body.get("kind")
+        kind = self._by_tag.get(tag) if isinstance(tag, str) else None
+        if kind is None or kind.family is not family:
+            raise error(f"unknown {family.name} kind {tag!r:.60}")
+        if transfer is not None and kind.transfer != transfer:
+            raise error(f"a {tag} body in a kind {int(transfer)} transfer")
+        v = body.get("v")
+        if type(v) is not int or v != kind.version:
+            raise error(f"{tag}: unknown encoding version {v!r:.20} (this reader knows {kind.version})")
+        if body.keys() != kind.keys:
+            extra, missing = sorted(set(body) - kind.keys, key=repr), sorted(kind.keys - set(body))
+            raise error(f"{tag}: " + (f"unknown field {extra[0]!r:.60}" if extra else f"missing field {missing[0]!r}"))
+        values = []
+        try:
+            for leaf in kind.schema.leaves:
+                values.append(leaf.decode(body[leaf.key]))
+        except Refused as r:
+            raise error(f"{tag} field {leaf.key!r}: {r}") from None
+        return kind.schema.make(values)
+
+    def decode(self, payload: bytes, family: Family, transfer: Optional[int] = None) -> Any:
+        """The event of msgpack bytes of `family`."""
+        try:
+            body = unpack_body(payload)
+        except (ValueError, TypeError) as exc:  # msgpack: FormatError, ExtraData, StackError, unhashable keys
+            raise family.error(f"{family.name} payload is not msgpack: {exc}") from None
+        return self.decode_body(body, family, transfer)
+
+    def decode_as(self, cls: type, body: Any) -> Any:
+        """The event of a body that must be a `cls` event."""
+        kind = self._by_cls[cls]
+        event = self.decode_body(body, kind.family)
+        if type(event) is not cls:
+            raise kind.family.error(f"expected a {kind.tag} event, got {event.KIND}")
+        return event
+
+
+REGISTRY = Registry()
