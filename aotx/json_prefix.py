@@ -5,8 +5,19 @@ a prefix of some valid JSON document, so a reader can pass accepted text on at
 once (a streamed tool call's arguments) and know where the value ends
 (`complete`). `closers()` says which closing brackets would complete the text
 now, when only brackets are missing. Pure: no I/O.
+
+Valid means what aotx.strict_json.loads accepts: besides RFC 8259's grammar (so
+no NaN or Infinity), no number that overflows a double (`1e999`), no integer of
+more than MAX_INT_DIGITS digits, no nesting deeper than MAX_JSON_DEPTH. The
+character that breaks one of those bounds is refused and the text can no longer
+be completed (`closers()` is None from then on): closing the brackets after
+`1e99` would hand on a number the text never said.
 """
 from __future__ import annotations
+
+import math
+
+from aotx.strict_json import MAX_INT_DIGITS, MAX_JSON_DEPTH
 
 WHITESPACE = " \t\n\r"
 _CLOSE = {"{": "}", "[": "]"}
@@ -61,6 +72,8 @@ class JsonPrefix:
         self._code = ""               # _UNICODE: the hex digits read so far
         self._high = False            # a high surrogate escape waits for its low half
         self._num = _N_MINUS          # _NUMBER: sub-state
+        self._number = ""             # _NUMBER: its text so far
+        self.broken = False           # a bound was broken: the text cannot be completed
 
     @property
     def complete(self) -> bool:
@@ -71,18 +84,23 @@ class JsonPrefix:
         return self._state in (_STRING, _ESCAPE, _UNICODE)
 
     def feed(self, c: str) -> bool:
-        """Accept `c` (True) when the text stays a valid JSON prefix; else change nothing."""
+        """Accept `c` (True) when the text stays a valid JSON prefix; else change nothing
+        (but a broken bound: `broken`, and nothing is accepted any more)."""
+        if self.broken:
+            return False
         saved = (list(self._stack), self._state, self._key, self._rest, self._code, self._high,
-                 self._num)
+                 self._num, self._number)
         if self._step(c):
             return True
         (self._stack, self._state, self._key, self._rest, self._code, self._high,
-         self._num) = saved
+         self._num, self._number) = saved
         return False
 
     def closers(self) -> str | None:
         """The closing brackets that complete the text now, or None when more than
         brackets is missing (an open string, a dangling "," or ":", a half literal)."""
+        if self.broken:
+            return None
         if self._state == _DONE:
             return ""
         closable = self._state in (_AFTER, _KEY_OR_END, _VALUE_OR_END) or (
@@ -127,7 +145,8 @@ class JsonPrefix:
             nxt = _number_step(self._num, c)
             if nxt is not None:
                 self._num = nxt
-                return True
+                self._number += c
+                return self._number_in_bounds()
             if self._num not in _NUMBER_ENDS:
                 return False
             self._end_value()
@@ -160,6 +179,8 @@ class JsonPrefix:
 
     def _start_value(self, c: str) -> bool:
         if c in "{[":
+            if len(self._stack) >= MAX_JSON_DEPTH:
+                return self._break()
             self._stack.append(c)
             self._state = _KEY_OR_END if c == "{" else _VALUE_OR_END
         elif c == '"':
@@ -167,10 +188,24 @@ class JsonPrefix:
         elif c in _LITERALS:
             self._state, self._rest = _LITERAL, _LITERALS[c][1:]
         elif c == "-" or (c.isascii() and c.isdigit()):
-            self._state = _NUMBER
+            self._state, self._number = _NUMBER, c
             self._num = _N_MINUS if c == "-" else _N_ZERO if c == "0" else _N_INT
         else:
             return False
+        return True
+
+    def _break(self) -> bool:
+        self.broken = True
+        return False
+
+    def _number_in_bounds(self) -> bool:
+        """strict_json's number bounds, checked on every character: an integer part of at most
+        MAX_INT_DIGITS digits; a number with a fraction or exponent finite as a double."""
+        text = self._number
+        if self._num in (_N_ZERO, _N_INT):
+            return len(text) - text.startswith("-") <= MAX_INT_DIGITS or self._break()
+        if self._num in _NUMBER_ENDS and math.isinf(float(text)):
+            return self._break()
         return True
 
     def _close(self, c: str) -> bool:

@@ -98,9 +98,11 @@ def render_tools_system(tools: Sequence[ToolSpec], tool_choice: str | None = Non
 
 
 def _arguments_object(arguments: str) -> object:
+    """An earlier call's arguments (a client's string) as the object to render; read as strict
+    JSON, so NaN, overflowing numbers and hostile nesting stay the string they were."""
     try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
+        return strict_json.loads(arguments) if arguments.strip() else {}
+    except (json.JSONDecodeError, strict_json.JsonInputError):
         return arguments  # shown as the string it was; never invented
 
 
@@ -148,7 +150,7 @@ def _call_object(body: str) -> object:
     try:
         strict_json.check_depth(text)
         obj, end = strict_json.decoder().raw_decode(text)
-    except (json.JSONDecodeError, strict_json.JsonInputError):
+    except ValueError:   # not JSON, a strict_json bound, or an integer past int()'s digit bound
         return None
     rest = text[end:].strip()
     return obj if rest and set(rest) == {"}"} and len(rest) <= MAX_REPAIRED_BRACES else None

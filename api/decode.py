@@ -5,9 +5,15 @@ finish mapping, logprob placement and error detection live in one place:
     TextOut(text, logprobs)       returned text; logprobs: exactly the tokens that spell it
     ToolStart(index, name)        a tool call begins
     ToolArgs(index, fragment)     the next fragment of its arguments, as generated
-    ToolEnd(index, name, arguments, cut)  its arguments are complete (cut: by the budget)
+    ToolEnd(index, name, arguments, broken)  its arguments end (broken: not complete JSON)
     FinishOut(reason, ...)        "stop" | "length" | "tool_calls", with usage
     ErrorOut(message)             the engine failed (or cancelled) after output began
+
+`buffered=True` (the buffered builders) passes each call on only once its arguments are
+complete and returns a broken one (cut by the budget beyond repair, or left unfinished by
+the model) as its raw text, as seed 001 returns an unrepairable cut; streams pass the
+fragments on as generated, so there a broken call ends `broken` (aotx.tool_stream). A budget
+cut inside a call is logged ("tool call cut by token budget", logger aotx.tool_calls, info).
 
 With logprobs on, text is released at token boundaries (a token's text is held
 until all of it is known, at most one token), so each TextOut's logprob entries
@@ -17,11 +23,15 @@ the end of the returned text is cut to its returned bytes (api.token_spans).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from aotx.engine.types import Delta, TokenLogprob
 from aotx.tool_stream import CallArgs, CallEnd, CallStart, TextPiece, ToolCallStream
+from api.request_ids import current_request_id
 from api.token_spans import TokenSpans
+
+log = logging.getLogger("aotx.tool_calls")
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class ToolEnd:
     index: int
     name: str
     arguments: str                   # every fragment, joined
-    cut: bool = False                # the budget ended the arguments
+    broken: bool = False             # not complete JSON (streams only: buffered has it as text)
 
 
 @dataclass(frozen=True)
@@ -67,8 +77,10 @@ Out = TextOut | ToolStart | ToolArgs | ToolEnd | FinishOut | ErrorOut
 
 
 class ChoiceDecoder:
-    def __init__(self, parse_tools: bool, tool_primer: str = "", logprobs: bool = False) -> None:
-        self._tools = ToolCallStream() if parse_tools else None
+    def __init__(self, parse_tools: bool, tool_primer: str = "", logprobs: bool = False, *,
+                 buffered: bool = False) -> None:
+        self._tools = ToolCallStream(broken_as_text=buffered) if parse_tools else None
+        self._buffered = buffered
         self._origin = 0             # offset of the first generated character in the parsed text
         if self._tools is not None and tool_primer:
             # the prompt already holds the opening of a forced call: read it as output
@@ -120,16 +132,26 @@ class ChoiceDecoder:
                 out.append(ToolArgs(len(self._calls) - 1, piece.text))
             elif isinstance(piece, CallEnd):
                 name, arguments = self._calls[-1]
-                out.append(ToolEnd(len(self._calls) - 1, name, arguments, piece.cut))
+                out.append(ToolEnd(len(self._calls) - 1, name, arguments, piece.broken))
         if final:
             self.finished = True
             out += self._release()
             reason = delta.finish_reason
-            if reason == "stop" and self._calls:
-                reason = "tool_calls"
+            if self._tools is not None:
+                reason = self._tools.finish_reason
+                self._log_cut()
             out.append(FinishOut(reason, delta.stop_sequence if reason == "stop" else None,
                                  self.prompt_tokens, self.completion_tokens))
         return out
+
+    def _log_cut(self) -> None:
+        cut = self._tools.budget_cut
+        if cut is None:
+            return
+        returned = "call" if cut.complete else "text" if self._buffered else "broken call"
+        log.info("tool call cut by token budget", extra={"fields": {
+            "request_id": current_request_id(), "tool": cut.name, "complete": cut.complete,
+            "returned_as": returned, "completion_tokens": self.completion_tokens}})
 
     # -- text and its logprobs -------------------------------------------------
     def _text(self, piece: TextPiece) -> list[Out]:

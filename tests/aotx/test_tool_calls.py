@@ -2,10 +2,12 @@ import json
 
 import pytest
 
+from aotx import strict_json
 from aotx.chat_types import ToolCall, ToolSpec
 from aotx.tool_calls import (ToolCallPiece, named_choice, render_assistant_tool_calls,
                              render_tool_result, render_tools_system)
-from tests.aotx.test_tool_stream import run
+from aotx.tool_stream import ToolCallStream
+from tests.aotx.test_tool_stream import both, run
 
 TOOLS = [ToolSpec("f", "does f", {"type": "object", "properties": {"a": {"type": "integer"}}})]
 
@@ -59,16 +61,51 @@ def test_other_malformed_bodies_stay_text(body):
     assert parse_call_body(body) is None
 
 
-@pytest.mark.parametrize("body", [
+HOSTILE_BODIES = [
     '{"name": "f", "arguments": {"a": NaN}}',       # not JSON: a call with it would put NaN on the wire
     '{"name": "f", "arguments": {"a": -Infinity}}',
     '{"name": "f", "arguments": {"a": 1e999}}',     # overflows to an infinite float
+    '{"name": "f", "arguments": {"a": [1, 2.5e400]}}',
     '{"name": "f", "arguments": {"a": ' + "[" * 2000 + "]" * 2000 + "}}",   # would recurse past the stack
     '{"name": "f", "arguments": {"a": ' + "[" * 2000 + "]" * 2000 + "}}}",  # the same, on the repair path
-])
+    '{"arguments": {"a": NaN}, "name": "f"}',        # another opening: read whole, by parse_call_body
+    '{"name": "f", "arguments": {"a": ' + "1" * 4301 + "}}}",   # past int()'s digit bound, repair path
+    '{"arguments": {"a": ' + "1" * 4301 + '}, "name": "f"}}',    # the same, read whole
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_BODIES)
 def test_non_json_numbers_and_deep_nesting_stay_text(body):
+    """Such arguments are not JSON (aotx.json_prefix refuses the literal, the overflowing
+    digit, the bracket past MAX_JSON_DEPTH) and no bracket repair completes them: buffered, the
+    call comes back as the text the model wrote; a stream ends it broken, after fragments that
+    are a strict JSON prefix (never NaN, never an infinite number)."""
     from aotx.tool_calls import parse_call_body
     assert parse_call_body(body) is None
-    stream = ToolCallStream()
-    pieces = stream.feed(f"<tool_call>\n{body}\n</tool_call>") + stream.finish("stop")
-    assert all(isinstance(p, TextPiece) for p in pieces)
+    raw = f"<tool_call>\n{body}\n</tool_call>"
+    streamed, buffered, reason = both([raw[k:k + 7] for k in range(0, len(raw), 7)], "stop")
+    assert buffered == [("text", raw)] and reason == "stop"
+    if streamed == buffered:
+        return                                   # read whole at </tool_call>: text in both
+    for kind, *rest in streamed:
+        assert kind == "call" and rest[2] is True, "broken, never a complete call"
+        args = rest[1]
+        assert "NaN" not in args and "Infinity" not in args and "e999" not in args
+        assert strict_json.nesting_depth(args) <= strict_json.MAX_JSON_DEPTH
+
+
+@pytest.mark.parametrize("arguments", ['{"a": NaN}', '{"a": 1e999}', "[" * 100_000,
+                                       '{"a": ' + "[" * 2000 + "]" * 2000 + "}"])
+def test_hostile_history_arguments_are_rendered_as_their_string(arguments):
+    """An earlier call's arguments are a client's string: read as strict JSON, so NaN and
+    nesting that would recurse past the stack stay the string (no RecursionError, no NaN)."""
+    text = render_assistant_tool_calls([ToolCall("call_1", "f", arguments)])
+    assert strict_json.loads(text.split("\n")[1])["arguments"] == arguments
+
+
+def test_the_stream_reads_history_it_rendered():
+    s = ToolCallStream(broken_as_text=True)
+    text = render_assistant_tool_calls([ToolCall("call_1", "f", '{"a": [1, {"b": null}]}')])
+    pieces = s.feed(text) + s.finish("stop")
+    assert [type(p).__name__ for p in pieces] == ["CallStart", "CallArgs", "CallEnd"]
+    assert s.finish_reason == "tool_calls"

@@ -6,24 +6,43 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jiter import from_json
 
+from aotx import strict_json
 from aotx.chat_types import ToolSpec
 from aotx.tool_calls import forced_call_primer
-from aotx.tool_stream import CallArgs, CallEnd, CallStart, TextPiece, ToolCallStream
+from aotx.tool_stream import BudgetCut, CallArgs, CallEnd, CallStart, TextPiece, ToolCallStream
+from tests.aotx.model_text import model_text, split
 
 CALL = '<tool_call>\n{"name": "f", "arguments": {"a": 1, "s": "é"}}\n</tool_call>'
 ARGS = '{"a": 1, "s": "é"}'
 
 
-def pieces_of(chunks, finish="stop", primer=""):
-    s = ToolCallStream()
+def pieces_of(chunks, finish="stop", primer="", as_text=False):
+    s = ToolCallStream(broken_as_text=as_text)
     assert s.feed(primer) == []
-    return [p for chunk in chunks for p in s.feed(chunk)] + s.finish(finish), primer
+    return [p for chunk in chunks for p in s.feed(chunk)] + s.finish(finish), s
 
 
-def run(chunks, finish="stop", primer=""):
-    """("text", s) with adjacent text merged, ("call", name, arguments, cut) per call."""
-    pieces, primer = pieces_of(chunks, finish, primer)
+def run(chunks, finish="stop", primer="", as_text=False):
+    """("text", s) with adjacent text merged, ("call", name, arguments, broken) per call."""
+    return _assemble(chunks, finish, primer, as_text)[0]
+
+
+def both(chunks, finish="stop", primer=""):
+    """The stream's and the buffered reading (broken_as_text) of the same output, and the
+    finish reason they share."""
+    streamed, reason = _assemble(chunks, finish, primer, False)
+    buffered, same = _assemble(chunks, finish, primer, True)
+    assert same == reason, "both readings finish alike"
+    assert not any(o[0] == "call" and o[3] for o in buffered), "no broken call when buffered"
+    assert [o for o in buffered if o[0] == "call"] == [
+        o for o in streamed if o[0] == "call" and not o[3]], "the complete calls are the same"
+    return streamed, buffered, reason
+
+
+def _assemble(chunks, finish, primer, as_text):
+    pieces, stream = pieces_of(chunks, finish, primer, as_text)
     fed = primer + "".join(chunks)
     out = []
     for p in pieces:
@@ -40,9 +59,9 @@ def run(chunks, finish="stop", primer=""):
             out[-1][2] += p.text
         else:
             assert isinstance(p, CallEnd) and out[-1][3] is None
-            out[-1][3] = p.cut
+            out[-1][3] = p.broken
     assert all(o[0] == "text" or o[3] is not None for o in out), "every call ends"
-    return [tuple(o) for o in out]
+    return [tuple(o) for o in out], stream.finish_reason
 
 
 def test_whole_call_in_one_feed():
@@ -102,12 +121,44 @@ def test_malformed_body_is_text(body):
 
 def test_call_cut_before_it_started_is_raw_text():
     raw = '<tool_call>{"name": "f", "argu'
-    assert run([raw[:5], raw[5:]], "length") == [("text", raw)]
+    streamed, buffered, reason = both([raw[:5], raw[5:]], "length")
+    assert streamed == buffered == [("text", raw)] and reason == "length"
 
 
-def test_call_cut_by_the_budget_ends_with_the_arguments_so_far():
-    assert run(['<tool_call>{"name": "f", "arguments": {"a": "Par'], "length") == [
-        ("call", "f", '{"a": "Par', True)]
+def test_unrepairable_budget_cut_streams_a_broken_call_and_buffers_the_raw_text():
+    """Seed 001: the partial call returns as assistant content, the finish stays "length".
+    A stream has sent the fragments already: there the call ends broken."""
+    raw = '<tool_call>{"name": "f", "arguments": {"a": "Par'
+    streamed, buffered, reason = both(["Sure. ", raw[:20], raw[20:]], "length")
+    assert streamed == [("text", "Sure."), ("call", "f", '{"a": "Par', True)]
+    assert buffered == [("text", "Sure. " + raw)] and reason == "length"
+
+
+@pytest.mark.parametrize("tail,args", [
+    ('{"a": 1', '{"a": 1}'),                       # one bracket closes it
+    ('{"a": [1, {"b": 2}', '{"a": [1, {"b": 2}]}'),  # two do
+    ('{"a": 1}', '{"a": 1}'),                      # the arguments were complete: the outer } missing
+    ('{"a": 1}}\n</tool', '{"a": 1}'),            # cut inside the close tag
+])
+def test_repairable_budget_cut_completes_to_tool_calls(tail, args):
+    """Seed 001: "a repairable one still ... completes to tool_calls"."""
+    chunks = ['<tool_call>{"name": "f", "arguments": ', tail]
+    streamed, buffered, reason = both(chunks, "length")
+    assert streamed == buffered == [("call", "f", args, False)] and reason == "tool_calls"
+    s = ToolCallStream()
+    s.feed("".join(chunks))
+    s.finish("length")
+    assert s.budget_cut == BudgetCut("f", True)
+
+
+def test_budget_cut_outside_a_call_stays_length():
+    streamed, buffered, reason = both([CALL, "\nDone and"], "length")
+    assert streamed == buffered == [("call", "f", ARGS, False), ("text", "Done and")]
+    assert reason == "length"
+    s = ToolCallStream()
+    s.feed(CALL)
+    s.finish("length")
+    assert s.budget_cut is None
 
 
 def test_tag_prefix_at_finish_is_text():
@@ -141,8 +192,22 @@ def test_repair_is_the_last_fragment(tail, args):
     ('{"a": "x\ny"}</tool_call>', '{"a": "x'),                       # not JSON: a raw newline
     ('{"a": \n</tool_call>', '{"a":'),                               # a missing value
 ])
-def test_beyond_repair_the_arguments_stay_as_written(tail, args):
-    assert run(['<tool_call>{"name": "f", "arguments": ', tail]) == [("call", "f", args, False)]
+def test_beyond_repair_a_stream_ends_the_call_broken_and_buffered_has_the_text(tail, args):
+    head = '<tool_call>{"name": "f", "arguments": '
+    streamed, buffered, reason = both(["Hi ", head, tail, "\nok"])
+    assert streamed == [("text", "Hi"), ("call", "f", args, True), ("text", "ok")]
+    assert buffered == [("text", "Hi " + head + tail + "\nok")]    # all of it, as written
+    assert reason == "stop", "no complete call was made"
+
+
+def test_a_broken_call_beside_a_complete_one():
+    broken = '<tool_call>{"name": "g", "arguments": {"a": tru}}</tool_call>'
+    streamed, buffered, reason = both([CALL, "\n", broken, "\n", CALL])
+    assert streamed == [("call", "f", ARGS, False), ("call", "g", '{"a": tru', True),
+                        ("call", "f", ARGS, False)]
+    # whitespace right before a call is dropped, as after any text
+    assert buffered == [("call", "f", ARGS, False), ("text", broken), ("call", "f", ARGS, False)]
+    assert reason == "tool_calls"
 
 
 def test_text_after_a_call_and_a_new_call_without_a_close():
@@ -154,7 +219,8 @@ def test_text_after_a_call_and_a_new_call_without_a_close():
 
 def test_close_tag_ends_the_call_even_inside_a_string():
     chunks = ['<tool_call>{"name": "f", "arguments": {"a": "x</tool', '_call>ok']
-    assert run(chunks) == [("call", "f", '{"a": "x', False), ("text", "ok")]
+    assert run(chunks) == [("call", "f", '{"a": "x', True), ("text", "ok")]
+    assert run(chunks, as_text=True) == [("text", "".join(chunks))]
 
 
 def test_forced_primer_plus_model_output_is_one_call():
@@ -180,5 +246,36 @@ def test_any_split_gives_the_calls_of_the_whole_text(before, calls, after, data)
     chunks = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
     whole = run([text])
     assert run(chunks) == whole
+    assert run(chunks, as_text=True) == whole
     assert [o[2] for o in whole if o[0] == "call"] == [json.dumps(a, ensure_ascii=False)
                                                         for a in calls]
+
+
+@settings(max_examples=200, deadline=None)
+@given(model_text, st.data(), st.sampled_from(["stop", "length", None]))
+def test_any_model_text_split_anywhere_reads_alike_streamed_and_buffered(text, data, finish):
+    """Hostile text inside calls, split anywhere: no exception; every fragment stream keeps
+    the arguments a strict JSON prefix; the buffered reading's calls are the stream's complete
+    ones and their arguments are strict JSON (a broken call is text there); both finish alike;
+    the buffered text, broken calls and all, is at the offsets it was fed."""
+    chunks = split(data, text)
+    streamed, buffered, reason = both(chunks, finish)
+    for kind, *rest in buffered:
+        if kind == "call":
+            assert isinstance(strict_json.loads(rest[1]), dict)
+    for kind, *rest in streamed:
+        if kind == "call":
+            # the SDKs' reading never fails, and finds no NaN or infinite number
+            strict_json.dumps(from_json(rest[1].encode(), partial_mode=True))
+            assert strict_json.nesting_depth(rest[1]) <= strict_json.MAX_JSON_DEPTH
+            assert rest[2] == (not _strict(rest[1])), "broken exactly when not strict JSON"
+    assert run(chunks, finish) == run(["".join(chunks)], finish), "the split changes nothing"
+    assert reason in ("stop", "length", "tool_calls", None)
+
+
+def _strict(text: str) -> bool:
+    try:
+        strict_json.loads(text)
+    except ValueError:
+        return False
+    return True

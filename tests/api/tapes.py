@@ -10,6 +10,9 @@ PROMPT_TOKENS = 7
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "°C"}}\n</tool_call>'
 CALL_ARGS = '{"city": "Paris", "unit": "°C"}'
 # the arguments' own closing brace missing: the repair adds it as the last fragment
+CUT_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Pa'
+BROKEN_CALL = CUT_CALL + '</tool_call>'
+NAN_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "temp": NaN}}</tool_call>'
 REPAIRED_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"\n</tool_call>'
 
 
@@ -41,6 +44,11 @@ class Case:
     stop_sequence: str | None = None
     logprobs: bool = False
     blocks: tuple | None = None   # Anthropic content, when not (text, then the calls)
+    streamed: tuple | None = None  # (text, calls) of the stream, where it differs: a broken call
+
+    def shape(self, streamed: bool) -> tuple[str, tuple]:
+        """(text, calls) of the buffered answer, or of the stream."""
+        return self.streamed if streamed and self.streamed is not None else (self.text, self.calls)
 
 
 def _split(s: str, k: int) -> list[str]:
@@ -60,9 +68,20 @@ CASES = [
          "tool_calls"),
     Case("tool_cut_by_budget", tape(['<tool_call>{"name": "get_weather", "argu'], "length"),
          True, '<tool_call>{"name": "get_weather", "argu', (), "length"),
-    Case("tool_cut_in_arguments",
-         tape(_split('<tool_call>{"name": "get_weather", "arguments": {"city": "Pa', 4), "length"),
-         True, "", (("get_weather", '{"city": "Pa'),), "length"),
+    # seed 001: an unrepairable cut returns as assistant content, finish length; a stream has
+    # sent the fragments already, so there the call ends with them (and finish length)
+    Case("tool_cut_in_arguments", tape(["Sure.\n", *_split(CUT_CALL, 4)], "length"), True,
+         "Sure.\n" + CUT_CALL, (), "length",
+         streamed=("Sure.", (("get_weather", '{"city": "Pa'),))),
+    # a cut that at most two closing brackets complete is a call: "completes to tool_calls"
+    Case("tool_cut_repaired", tape(_split(CUT_CALL + 'ris", "days": [1, 2', 4), "length"), True,
+         "", (("get_weather", '{"city": "Paris", "days": [1, 2]}'),), "tool_calls"),
+    # the model closed the call inside a string: the same two shapes, the finish is "stop"
+    Case("tool_broken_by_the_model", tape(["Sorry. ", *_split(BROKEN_CALL, 5)]), True,
+         "Sorry. " + BROKEN_CALL, (), "stop",
+         streamed=("Sorry.", (("get_weather", '{"city": "Pa'),))),
+    Case("tool_nan_arguments", tape(_split(NAN_CALL, 6)), True, NAN_CALL, (), "stop",
+         streamed=("", (("get_weather", '{"city": "Paris", "temp":'),))),
     Case("tool_repaired", tape(_split(REPAIRED_CALL, 4)), True, "",
          (("get_weather", '{"city": "Paris"}'),), "tool_calls"),
     Case("text_tool_text", tape(["Let me check.\n", *_split(CALL, 5), "\nDone."]), True,

@@ -2,10 +2,9 @@
 event-automaton validators and by the official SDK types."""
 from __future__ import annotations
 
-import json
-
 import anthropic.types as at
 import pytest
+from jiter import from_json
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
@@ -57,8 +56,9 @@ def test_chat_stream(case, include_usage):
         assert result["error"]["type"] == "server_error" and "device lost" in result["error"]["message"]
         return
     choice = result["choices"][0]
-    assert choice["content"] == case.text and choice["finish"] == case.finish
-    assert [(c["name"], c["arguments"]) for c in choice["tool_calls"]] == list(case.calls)
+    text, calls = case.shape(streamed=True)
+    assert choice["content"] == text and choice["finish"] == case.finish
+    assert [(c["name"], c["arguments"]) for c in choice["tool_calls"]] == list(calls)
     if case.logprobs:
         assert [lp["token"] for lp in choice["logprobs"]] == ["Hi", " there"]
         assert choice["logprobs"][0]["bytes"] == list(b"Hi") and len(choice["logprobs"][0]["top_logprobs"]) == 2
@@ -186,11 +186,14 @@ def messages_args(case):
     return dict(id="msg_x", model="m", input_tokens=PROMPT_TOKENS, parse_tools=case.tools)
 
 
-def blocks_of(case):
+def blocks_of(case, streamed=False):
     if case.blocks is not None:
         return list(case.blocks)
-    blocks = [("text", case.text)] if case.text else []
-    return blocks + [("tool_use", name, tool_input(args)) for name, args in case.calls]
+    text, calls = case.shape(streamed)
+    blocks = [("text", text)] if text else []
+    # a stream's tool_use input is what the SDK's partial parser reads from the fragments
+    return blocks + [("tool_use", name, from_json(args.encode(), partial_mode=True) if streamed
+                      else tool_input(args)) for name, args in calls]
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -205,7 +208,7 @@ def test_messages_stream(case):
         return
     got = [("text", b["text"]) if b["type"] == "text" else ("tool_use", b["name"], b["input"])
            for b in result["blocks"]]
-    assert got == blocks_of(case)
+    assert got == blocks_of(case, streamed=True)
     assert result["stop_reason"] == anthropic_stop(case)
     assert result["stop_sequence"] == case.stop_sequence
     assert result["usage"]["output_tokens"] == case.deltas[-1].completion_tokens
@@ -234,11 +237,15 @@ def responses_args(case):
                       "user": None})
 
 
-def check_response(final: dict, case) -> Response:
+def check_response(final: dict, case, streamed: bool = False) -> Response:
     parsed = Response.model_validate(final)
-    assert parsed.output_text == case.text
-    calls = [(i.name, i.arguments) for i in parsed.output if i.type == "function_call"]
-    assert calls == list(case.calls)
+    text, calls = case.shape(streamed)
+    assert parsed.output_text == text
+    assert [(i.name, i.arguments) for i in parsed.output if i.type == "function_call"] == list(calls)
+    # a broken call (streams only) is "incomplete"; every other item "completed"
+    broken = [i.status == "incomplete" for i in parsed.output]
+    assert broken == [i.type == "function_call" and (i.name, i.arguments) not in case.calls
+                      for i in parsed.output]
     if case.finish == "length":
         assert parsed.status == "incomplete" and parsed.incomplete_details.reason == "max_output_tokens"
     else:
@@ -262,7 +269,7 @@ def test_responses_stream(case):
         assert result["terminal"] == "response.failed" and result["error"]["code"] == "server_error"
         assert result["final"]["status"] == "failed"
         return
-    check_response(result["final"], case)
+    check_response(result["final"], case, streamed=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -9,11 +9,14 @@ import json
 
 from jiter import from_json
 
+from aotx import strict_json
+
 
 def _is_json(text: str) -> bool:
+    """Strict JSON (aotx.strict_json: no NaN, no overflowing number, bounded nesting)."""
     try:
-        json.loads(text)
-    except json.JSONDecodeError:
+        strict_json.loads(text)
+    except (json.JSONDecodeError, strict_json.JsonInputError):
         return False
     return True
 
@@ -168,7 +171,8 @@ def validate_messages_stream(raw: bytes) -> dict:
             assert data["index"] == open_index
             block = blocks[open_index]
             if block["type"] == "tool_use":
-                # as the SDK reads it (jiter, partial mode); whole JSON unless the budget cut it
+                # as the SDK reads it (jiter, partial mode): whole JSON, or (a call the budget cut
+                # or the model left unfinished) a JSON prefix, which partial mode always reads
                 raw = block.pop("partial_json")
                 block["input"] = from_json(raw.encode(), partial_mode=True) if raw else {}
                 assert isinstance(block["input"], dict)
@@ -179,8 +183,8 @@ def validate_messages_stream(raw: bytes) -> dict:
             assert set(data["delta"]) >= {"stop_reason", "stop_sequence"}
             assert isinstance(data["usage"]["output_tokens"], int)
             result["stop_reason"] = data["delta"]["stop_reason"]
-            if data["delta"]["stop_reason"] != "max_tokens":
-                assert all(b.get("complete", True) for b in blocks), "tool input is whole JSON"
+            if data["delta"]["stop_reason"] == "tool_use":
+                assert any(b.get("complete") for b in blocks), "tool_use: a call with whole JSON"
             result["stop_sequence"] = data["delta"]["stop_sequence"]
             result["usage"] = data["usage"]
             seen_delta = True
@@ -243,10 +247,11 @@ def validate_responses_stream(raw: bytes) -> dict:
         elif name == "response.output_item.done":
             assert data["output_index"] not in done
             status = data["item"]["status"]
-            # a call the budget cut is "incomplete", in an incomplete response only
+            # a broken call (cut by the budget or left unfinished: its arguments are not whole
+            # JSON) is "incomplete"; every other item "completed"
             assert status == "completed" or (
                 status == "incomplete" and data["item"]["type"] == "function_call"
-                and names[-1] == "response.incomplete")
+                and not _is_json(data["item"]["arguments"]))
             if data["item"]["type"] == "function_call":
                 assert data["item"]["arguments"] == items[data["output_index"]]["arguments"]
             done.add(data["output_index"])

@@ -111,14 +111,18 @@ def test_forced_tool_use_buffered_and_streamed(anthropic_client):
     assert partials > 5, "input_json_delta events as the arguments are written"
 
 
-def test_tool_use_cut_by_budget_is_max_tokens_with_the_input_so_far(anthropic_client):
-    kw = dict(model=MODEL, max_tokens=4, tools=[WEATHER], tool_choice={"type": "any"},
+def test_tool_use_cut_by_budget_is_max_tokens_text(anthropic_client):
+    """Seed 001: a budget cut inside a tool call that no repair completes returns as text (as
+    the model wrote it), stop_reason "max_tokens". The stream has sent the input as it was
+    written: there the tool_use block ends with it, "max_tokens" too."""
+    kw = dict(model=MODEL, max_tokens=3, tools=[WEATHER], tool_choice={"type": "any"},
               extra_body={"temperature": 0}, messages=[{"role": "user", "content": "Weather in Paris?"}])
     m = anthropic_client.messages.create(**kw)
     assert m.stop_reason == "max_tokens"
-    assert [b.type for b in m.content] == ["tool_use"] and isinstance(m.content[0].input, dict)
+    assert [b.type for b in m.content] == ["text"]
+    assert m.content[0].text.startswith('<tool_call>\n{"name": "get_weather", "arguments": ')
     with anthropic_client.messages.stream(**kw) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "max_tokens"
-    assert [(b.type, b.name, b.input) for b in final.content] == \
-           [(b.type, b.name, b.input) for b in m.content]
+    assert [(b.type, b.name) for b in final.content] == [("tool_use", "get_weather")]
+    assert isinstance(final.content[0].input, dict)

@@ -13,7 +13,7 @@ from api.surfaces.openai_chunks import usage_object
 
 def _choice(index: int, deltas: Sequence[Delta], parse_tools: bool, logprobs: bool,
             tool_primer: str = "") -> tuple:
-    decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs)
+    decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs, buffered=True)
     text, calls, lps, finish = [], [], [], None
     for delta in deltas:
         for out in decoder.feed(delta):

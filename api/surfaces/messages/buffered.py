@@ -1,33 +1,39 @@
 """Anthropic Messages buffered builder: Deltas -> a `message` object."""
 from __future__ import annotations
 
+import json
+import logging
 from typing import Sequence
 
-from jiter import from_json
-
+from aotx import strict_json
 from aotx.engine.types import Delta
 from api.decode import ChoiceDecoder, ErrorOut, FinishOut, TextOut, ToolEnd
 from api.errors import engine_failure
 from api.ids import new_id
 from api.surfaces.messages.stream import message_object, stop_reason
 
+log = logging.getLogger("aotx.tool_calls")
+
 
 def tool_input(arguments: str) -> dict:
-    """A tool_use block's `input`: its arguments read as the SDK reads the streamed
-    `input_json_delta`s (jiter, partial mode), so a call cut by the budget comes back
-    with what its arguments had so far, and buffered and streamed blocks agree."""
+    """A tool_use block's `input`: its arguments, read as strict JSON. A buffered answer has
+    only complete calls (a broken one comes back as text, api.decode), whose arguments the
+    reader (aotx.json_prefix) kept within strict_json's bounds; should any still fail, the
+    input is {} and a warning is logged, never a NaN on the wire or a 500."""
     if not arguments:
         return {}
     try:
-        value = from_json(arguments.encode(), partial_mode=True)
-    except ValueError:   # not JSON text (the model's own): no input can be read from it
+        value = strict_json.loads(arguments)
+    except (json.JSONDecodeError, strict_json.JsonInputError) as exc:
+        log.warning("tool arguments are not strict JSON; input {}", extra={"fields": {
+            "error": str(exc), "arguments_chars": len(arguments)}})
         return {}
     return value if isinstance(value, dict) else {}
 
 
 def build_message(deltas: Sequence[Delta], *, id: str, model: str, input_tokens: int,
                   parse_tools: bool, tool_primer: str = "") -> dict:
-    decoder = ChoiceDecoder(parse_tools, tool_primer)
+    decoder = ChoiceDecoder(parse_tools, tool_primer, buffered=True)
     content: list[dict] = []
     finish = None
     for delta in deltas:

@@ -9,7 +9,8 @@ from api.surfaces.responses.stream import ResponsesStreamProjector
 
 
 def build_response(deltas: Sequence[Delta], **projector_args) -> dict:
-    projector = ResponsesStreamProjector(**projector_args)
+    """A call the stream would end broken comes back as text here (api.decode, buffered)."""
+    projector = ResponsesStreamProjector(**projector_args, buffered=True)
     projector.open()
     for delta in deltas:
         projector.feed(0, delta)

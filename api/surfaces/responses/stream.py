@@ -24,11 +24,12 @@ def usage_object(input_tokens: int, output_tokens: int) -> dict:
 
 class ResponsesStreamProjector:
     def __init__(self, *, id: str, created_at: int, model: str, echo: dict,
-                 parse_tools: bool, logprobs: bool, tool_primer: str = "") -> None:
+                 parse_tools: bool, logprobs: bool, tool_primer: str = "",
+                 buffered: bool = False) -> None:
         self._base = {"id": id, "object": "response", "created_at": created_at, "model": model,
                       "previous_response_id": None, "text": {"format": {"type": "text"}},
                       "truncation": "disabled", "store": False, "background": False, **echo}
-        self._decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs)
+        self._decoder = ChoiceDecoder(parse_tools, tool_primer, logprobs, buffered=buffered)
         self._logprobs = logprobs
         self._seq = 0
         self._output: list[dict] = []
@@ -118,7 +119,7 @@ class ResponsesStreamProjector:
     def _call_end(self, out: ToolEnd) -> list[ServerSentEvent]:
         item, ids = self._call, self._call_ids()
         self._call = None
-        item.update(status="incomplete" if out.cut else "completed")
+        item.update(status="incomplete" if out.broken else "completed")
         return [self._event("response.function_call_arguments.done", **ids,
                             arguments=item["arguments"], name=item["name"]),
                 self._event("response.output_item.done", output_index=ids["output_index"],
