@@ -68,6 +68,9 @@ class FakeService:
     def token_text(self, token_id):
         return chr(token_id)
 
+    async def stop(self):
+        """Nothing runs in the background of a fake: the shutdown drain's engine stop is a no-op."""
+
     def submit(self, prompt_ids, params, *, surface, lane):
         if self.reject:
             raise RequestRejected(*self.reject)
