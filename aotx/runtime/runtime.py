@@ -192,7 +192,8 @@ class SharedRuntime:
         self.timeout, self.progress = timeout, progress
         self.boot_id = boot_id or uuid.uuid4().hex
         # one outage of the journal connection is one log line, across the fresh connections we open
-        self._outage = OutageLog(log, f"aotx-runtime-{self.boot_id[:8]}", nats_url)
+        # (only for the connections we open ourselves: a runtime given a recorder has no URL)
+        self._outage = None if nats_url is None else OutageLog(log, f"aotx-runtime-{self.boot_id[:8]}", nats_url)
         self.hold = HoldStatus()
         self.projector: Projector | None = None
         self.failed: Optional[str] = None
