@@ -23,7 +23,7 @@ log = logging.getLogger("aotx.runtime")
 NO_MUTATIONS: Mapping[tuple[bytes, int], Mutation] = {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Applied:
     """One applied journal message. `mutations`: (lineage, sequence) → the parsed mutation of a
     command this round wrote (a live write; empty for execution writes and read-backs, where the

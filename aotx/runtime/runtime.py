@@ -92,9 +92,10 @@ class SharedRuntime(RuntimePort):
         self.embedder = embedder
         self.observers = Observers()       # told of every applied journal message (live)
         self._changes = self.observers.add(ChangeSignal())
-        self.connection = JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
-                                            name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth)
-        self.writer = JournalWriter(self.connection, self.spec, self.boot_id, self.observers)
+        # the writer owns the journal connection
+        self.writer = JournalWriter(JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
+                                                      name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth),
+                                    self.spec, self.boot_id, self.observers)
         self.reads = ProjectionView(lambda: self.writer.projector)
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)
@@ -143,7 +144,7 @@ class SharedRuntime(RuntimePort):
     async def start(self) -> "SharedRuntime":
         if self.started:
             return self
-        recorder = await self.connection.ensure(booted=False)
+        recorder = await self.writer.connection.ensure(booted=False)
         try:
             self.writer.projector = await boot.replay(recorder, self.capacities, progress=self.progress,
                                                       start=self.boot_start)
@@ -165,7 +166,7 @@ class SharedRuntime(RuntimePort):
         await self.commands.stop(_STOPPED)
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
-        await self.connection.close()
+        await self.writer.connection.close()
 
     async def probe(self) -> bool:
         """Lift a hold once the log is back in sync and has room again; True when no hold is left."""
@@ -178,7 +179,7 @@ class SharedRuntime(RuntimePort):
 
     @property
     def recorder(self) -> Recorder | None:
-        return self.connection.recorder
+        return self.writer.connection.recorder
 
     @property
     def hold(self) -> HoldStatus:
