@@ -2,9 +2,10 @@
 
 `replay` feeds every journal message from `from_seq` on through the recovery Reassembler and the
 same apply as live writes (aotx.runtime.replay.Projector), in batches, with a progress bar on
-stderr. It starts from a fresh projector at sequence 1 by default; a `BootPoint` gives another
-start: a projector that already covers the log up to `from_seq - 1` (a snapshot's). A start of
-another stream (name or incarnation) is refused (ReplayError), as is one beyond the log's end.
+stderr. It starts from a fresh projector at sequence 1 by default, or from a given projector that
+already covers the log up to `from_seq - 1` (a snapshot's: the runtime's `boot_start` supplies a
+`BootPoint`). A start of another stream (name or incarnation) is refused (ReplayError), as is one
+beyond the log's end.
 
 `interrupt_unfinished`: an admission without a completion (this runtime never runs it again) is
 journalled `interrupted` through the execution journal, so its receipt gets a saved terminal result.
@@ -20,7 +21,7 @@ from typing import Awaitable, Callable, Optional
 
 from tqdm import tqdm
 
-from eventlog import Recorder, StreamStatus
+from eventlog import Recorder
 
 from ..state import Capacities, State
 from ..state.execution import InputCompleted
@@ -40,32 +41,32 @@ class BootPoint:
     from_seq: int = 1
 
 
-# what supplies a start other than sequence 1 (e.g. the newest valid snapshot), given the log's status
-StartPoint = Callable[[Recorder, StreamStatus], Awaitable[BootPoint]]
+# what supplies a start other than a fresh projector at sequence 1 (e.g. the newest valid snapshot)
+StartPoint = Callable[[Recorder], Awaitable[BootPoint]]
 
 
 async def replay(recorder: Recorder, capacities: Capacities | None = None, *, progress: bool = True,
-                 start: StartPoint | None = None) -> Projector:
-    """The projector of the whole log: `start`'s projector (default: a fresh one) fed every message
-    from its `from_seq` on, then checked complete (a transfer left partial fails closed)."""
+                 projector: Projector | None = None, from_seq: int = 1) -> Projector:
+    """The projector of the whole log: `projector` (default: a fresh one, of this stream, with
+    `capacities`) fed every message from `from_seq` on, then checked complete (a transfer left
+    partial fails closed)."""
     info = await recorder.stream_info()
-    point = BootPoint() if start is None else await start(recorder, info)
     incarnation = info.created.isoformat()
-    proj = point.projector
+    proj = projector
     if proj is None:
         proj = Projector(source=info.name, incarnation=incarnation, capacities=capacities)
-        if point.from_seq != 1:
-            raise ReplayError(f"a fresh projector replays from sequence 1, not {point.from_seq}")
+        if from_seq != 1:
+            raise ReplayError(f"a fresh projector replays from sequence 1, not {from_seq}")
     elif (proj.source, proj.incarnation) != (info.name, incarnation):
         raise ReplayError(f"the boot start is of stream {proj.source} ({proj.incarnation}), "
                           f"not of {info.name} ({incarnation})")
-    if not 1 <= point.from_seq <= info.last_seq + 1:
-        raise ReplayError(f"the boot start reads from sequence {point.from_seq}; the log ends at {info.last_seq}")
-    total = info.messages if point.from_seq == 1 else info.last_seq - point.from_seq + 1
+    if not 1 <= from_seq <= info.last_seq + 1:
+        raise ReplayError(f"the boot start reads from sequence {from_seq}; the log ends at {info.last_seq}")
+    total = info.messages if from_seq == 1 else info.last_seq - from_seq + 1
     with tqdm(total=total, desc="aotx journal replay", unit="msg", file=sys.stderr,
               disable=not progress, leave=False) as bar:
         batch: list[tuple[str, int, bytes]] = []
-        async for msg in recorder.read(point.from_seq):
+        async for msg in recorder.read(from_seq):
             batch.append((msg.subject, msg.seq, msg.data))
             if len(batch) >= REPLAY_BATCH:
                 bar.update(proj.feed_many(batch))

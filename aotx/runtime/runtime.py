@@ -146,8 +146,9 @@ class SharedRuntime(RuntimePort):
             return self
         recorder = await self.writer.connection.ensure(booted=False)
         try:
+            point = boot.BootPoint() if self.boot_start is None else await self.boot_start(recorder)
             self.writer.projector = await boot.replay(recorder, self.capacities, progress=self.progress,
-                                                      start=self.boot_start)
+                                                      projector=point.projector, from_seq=point.from_seq)
         except BaseException:
             await self.stop()  # fail closed: no state, no connection left behind
             raise

@@ -40,10 +40,11 @@ async def test_a_boot_from_a_prefix_and_its_tail_equals_a_full_replay():
     rec = await written()
     info = await rec.stream_info()
     for n, upto in enumerate((0, 1, info.last_seq // 2, info.last_seq)):
-        async def start(recorder, status, upto=upto):
-            return BootPoint(prefix(rec, status, upto), upto + 1)
+        async def start(recorder, upto=upto):
+            return BootPoint(prefix(rec, await recorder.stream_info(), upto), upto + 1)
         full = await replay(rec, progress=False)
-        proj = await replay(rec, start=start, progress=False)
+        point = await start(rec)
+        proj = await replay(rec, projector=point.projector, from_seq=point.from_seq, progress=False)
         assert (proj.messages, proj.transfers, proj.chains, proj.last_subject_seq) == \
             (full.messages, full.transfers, full.chains, full.last_subject_seq)
         assert state_hash(proj.state) == state_hash(full.state)
@@ -61,17 +62,13 @@ async def test_a_boot_from_a_prefix_and_its_tail_equals_a_full_replay():
 async def test_a_start_of_another_stream_or_past_the_log_is_refused():
     rec = await written()
     info = await rec.stream_info()
-
-    async def foreign(recorder, status):
-        return BootPoint(Projector(source="OTHER", incarnation=status.created.isoformat()), 1)
-
-    async def ahead(recorder, status):
-        return BootPoint(prefix(rec, status, status.last_seq), status.last_seq + 2)
-
-    async def fresh_later(recorder, status):
-        return BootPoint(None, 3)
-
-    for start, message in ((foreign, "not of"), (ahead, "the log ends at"), (fresh_later, "from sequence 1")):
+    foreign = dict(projector=Projector(source="OTHER", incarnation=info.created.isoformat()))
+    ahead = dict(projector=prefix(rec, info, info.last_seq), from_seq=info.last_seq + 2)
+    for start, message in ((foreign, "not of"), (ahead, "the log ends at"), (dict(from_seq=3), "from sequence 1")):
         with pytest.raises(ReplayError, match=message):
-            await replay(rec, start=start, progress=False)
-    assert info.last_seq > 0
+            await replay(rec, progress=False, **start)
+
+    async def other_stream(recorder):
+        return BootPoint(**foreign)
+    with pytest.raises(ReplayError, match="not of"):   # the runtime's boot fails closed on it
+        await SharedRuntime(recorder=rec, progress=False, boot_start=other_stream).start()
