@@ -1,11 +1,13 @@
 """The shared runtime: decide → journal append → apply on ack; boot = replay through the same apply.
 
-See runtime.py for the write path, replay.py for the one absorb path used by boot and live,
-hold.py for the journal hold (429) state.
+runtime.py is the facade (its docstring maps the parts: planner, writer, group commit, boot,
+executor); replay.py is the one absorb path used by boot and live; port.py what a gateway needs
+from a runtime (RuntimePort), declared by SharedRuntime, GrantedRuntime and RemoteRuntime.
 """
 
 from .hold import HoldStatus
 from .outcome import Outcome
+from .port import RuntimePort, parse_submission, submit_body
 from .replay import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
 from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
@@ -13,4 +15,5 @@ from .runtime import SharedRuntime
 from .views import VIEWS
 
 __all__ = ["BOOT_CONTROL", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
-           "RuntimeRpcServer", "SharedRuntime", "VIEWS", "changed_subject", "grants_of", "rpc_subject"]
+           "RuntimePort", "RuntimeRpcServer", "SharedRuntime", "VIEWS", "changed_subject", "grants_of",
+           "parse_submission", "rpc_subject", "submit_body"]

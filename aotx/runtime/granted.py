@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..runtime_file import GrantFile
-from ..state import Grants, MutationKind, lineage_for
+from ..state import Grants, lineage_for
+from ..state.mutations import Mutation
 from ..state.rights import Actor
 from .outcome import Outcome
+from .port import RuntimePort
 from .runtime import SharedRuntime
 
 
@@ -26,7 +28,7 @@ def actions_of(grants: Grants) -> list[str]:
     return [name for name in ("shared_manage", "shared_read", "shared_write") if getattr(grants, name)]
 
 
-class GrantedRuntime:
+class GrantedRuntime(RuntimePort):
     def __init__(self, runtime: SharedRuntime, grants: GrantFile) -> None:
         self.runtime, self.grants = runtime, grants
         runtime.author_grants = self.author_grants   # recall reads an author's grants from the same file
@@ -62,8 +64,8 @@ class GrantedRuntime:
         allowed = self.grants.actions_of(actor.principal)
         return Actor(actor.principal, grants_of(set(actions_of(actor.grants)) & allowed))
 
-    async def submit(self, actor: Actor, kind: MutationKind, raw: bytes, space: str | None = None) -> Outcome:
-        return await self.runtime.submit(self.actor(actor), kind, raw, space)
+    async def submit(self, actor: Actor, mutation: Mutation) -> Outcome:
+        return await self.runtime.submit(self.actor(actor), mutation)
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         return await self.runtime.query(view, self.actor(actor), **args)

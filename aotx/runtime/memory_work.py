@@ -28,7 +28,7 @@ import numpy as np
 from ..chat_types import ChatMessage
 from ..memory import (CONTEXT_LIMIT, HISTORICAL_DATA_RULE, MediaRef, MemoryOp, MemoryRetained, MemoryStore,
                       RenderedMemory, compose_text, embedding_text, render_memory, retention_event)
-from ..state import Grants, State, space_reader
+from ..state import Grants, State, SubmitInput, space_reader
 from ..state.tables import raw
 from ..state.vocab import Scope
 
@@ -85,8 +85,9 @@ def memory_prompt_bound(entry_bytes: int) -> int:
     return min(CONTEXT_LIMIT, len(HEADER.encode("utf-8")) + entry_bytes) + SYSTEM_OVERHEAD
 
 
-def retained_text(request: dict[str, Any]) -> bytes:
-    return compose_text(request["text"], [MediaRef(m["type"], m["sha256"]) for m in request.get("media", [])])
+def retained_text(request: SubmitInput) -> bytes:
+    """An input's retained text: its text plus one link per media row."""
+    return compose_text(request.text, [MediaRef(m.type, m.sha256) for m in request.media])
 
 
 def embed(embedder: Any, text: bytes) -> np.ndarray:

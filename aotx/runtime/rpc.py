@@ -7,6 +7,9 @@ Subject `aotx.rt.<name>.cmd` (queue group `aotx-runtime`). Request and reply are
              submit: "kind": int, "raw": bytes, "space": str | None; query: "view": str, "args": {}}
     reply   {"status": int, "body": {...}}
 
+A submit's `raw` is a mutation body as a client POSTs it (the gateway sends the body of the
+mutation it parsed: aotx.state.mutation_forms.request_body); the server parses it once, at its edge.
+
 After each change of its state (a journal message applied) the runtime publishes an empty message
 on `aotx.rt.<name>.changed` (at most one per ANNOUNCE_INTERVAL); a RemoteRuntime's wait_change
 returns on it, so a gateway's SSE streams read again as soon as there is something new (and at
@@ -29,10 +32,13 @@ import nats.errors
 
 from eventlog import NatsAuth, OutageLog, close_connection, connect, drain_connection
 
-from ..state import Grants, MutationKind
+from ..state import Grants, MutationKind, canonical_json
+from ..state.mutation_forms import request_body
+from ..state.mutations import Mutation
 from ..state.rights import Actor
 from .granted import GrantedRuntime, actions_of, grants_of
 from .outcome import Outcome
+from .port import RuntimePort, parse_submission
 
 log = logging.getLogger("aotx.runtime.rpc")
 RPC_VERSION = 1
@@ -151,7 +157,8 @@ class RuntimeRpcServer:
                 return Outcome.error(400, "invalid_request", f"unknown mutation kind {req.get('kind')!r}")
             if not isinstance(raw, bytes) or not (space is None or isinstance(space, str)):
                 return Outcome.error(400, "invalid_request", "submit needs raw bytes and an optional space")
-            return await self.target.submit(actor, kind, raw, space)
+            parsed = parse_submission(kind, raw, space)   # the body is parsed once in this process
+            return parsed if isinstance(parsed, Outcome) else await self.target.submit(actor, parsed)
         if op == "query":
             view, args = req.get("view"), req.get("args") or {}
             if not isinstance(view, str) or not isinstance(args, dict):
@@ -160,7 +167,7 @@ class RuntimeRpcServer:
         return Outcome.error(400, "invalid_request", f"unknown runtime operation {op!r}")
 
 
-class RemoteRuntime:
+class RemoteRuntime(RuntimePort):
     """The gateway's side: the same surface as SharedRuntime for the shared blueprint."""
 
     def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0,
@@ -231,8 +238,11 @@ class RemoteRuntime:
         reply = msgpack.unpackb(msg.data, raw=False)
         return Outcome(int(reply["status"]), reply["body"])
 
-    async def submit(self, actor: Actor, kind: MutationKind, raw: bytes, space: str | None = None) -> Outcome:
-        return await self._call(actor, "submit", kind=int(kind), raw=bytes(raw), space=space)
+    async def submit(self, actor: Actor, mutation: Mutation) -> Outcome:
+        """The parsed mutation travels as the request body a client would POST (+ its route's
+        resource): the runtime parses it once on its side."""
+        body, resource = request_body(mutation)
+        return await self._call(actor, "submit", kind=int(mutation.kind), raw=canonical_json(body), space=resource)
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         return await self._call(actor, "query", view=view, args=args)

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from quart import Quart
 
-from aotx.runtime import GrantedRuntime, RemoteRuntime, SharedRuntime
+from aotx.runtime import RuntimePort
 from api.app_common import install_common
 from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, OutageLog, close_connection, connect
 
@@ -31,7 +31,7 @@ async def _connect_media(url: str, bucket: str, auth: NatsAuth | None) -> tuple[
         raise
 
 
-def attach_shared(app: Quart, runtime: SharedRuntime | GrantedRuntime | RemoteRuntime,
+def attach_shared(app: Quart, runtime: RuntimePort,
                   principals: Mapping[str, tuple[str, Iterable[str]]], *,
                   models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None,
                   media_url: str | None = None, media_bucket: str = MEDIA_BUCKET,

@@ -11,8 +11,8 @@ from werkzeug.exceptions import HTTPException
 
 from aotx import strict_json
 from aotx.journal import LeaseRevision
-from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
-from aotx.state import SCHEMA, MutationKind, Refusal, parse_json_body, parse_mutation
+from aotx.runtime import Outcome, RuntimePort, parse_submission
+from aotx.state import SCHEMA, MutationKind, Refusal, SubmitInput
 
 from ..drain import drain_of
 from .auth import Principal, bearer, token_sha256
@@ -94,7 +94,7 @@ def _resume_cursor(path: str, name: str) -> int:
     return value
 
 
-async def _wait_change(runtime: Any, timeout: float) -> None:
+async def _wait_change(runtime: RuntimePort, timeout: float) -> None:
     waiter = getattr(runtime, "wait_change", None)
     if waiter is None:  # a remote runtime: poll
         await asyncio.sleep(min(timeout, 0.1))
@@ -116,7 +116,7 @@ def _actor_now() -> Any:
     return now
 
 
-async def _waited(runtime: Any, drain) -> float | None:
+async def _waited(runtime: RuntimePort, drain) -> float | None:
     """Wait for the next state change (at most a second); the seconds waited, for keep-alive timing,
     or None when the server began closing its streams (the stream then ends cleanly)."""
     began = asyncio.get_running_loop().time()
@@ -128,7 +128,7 @@ async def _waited(runtime: Any, drain) -> float | None:
 def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int | None = None) -> Blueprint:
     bp = Blueprint("aotx_shared", __name__, url_prefix=BASE_PATH)
 
-    def ctx() -> tuple[SharedRuntime | GrantedRuntime | RemoteRuntime, Mapping[str, Principal]]:
+    def ctx() -> tuple[RuntimePort, Mapping[str, Principal]]:
         ext = current_app.extensions[_EXT]
         return ext["runtime"], ext["principals"]
 
@@ -165,15 +165,11 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
             return _answer(await runtime.query(view, g.shared_actor, **kwargs))
         return handler
 
-    async def _foreign_media(raw: bytes, con: str | None) -> Any:
+    async def _foreign_media(mutation: SubmitInput) -> Any:
         """Source ownership, checked before the model-capability refusal: a well-formed input may
-        reference only media its author uploaded. Malformed bodies are left to submit (400)."""
-        try:
-            mutation = parse_mutation(MutationKind.INPUT, parse_json_body(raw), con)
-        except Exception:  # noqa: BLE001 — submit answers the same parse failure with 400
-            return None
+        reference only media its author uploaded."""
         store = current_app.extensions[_EXT]["media"]
-        for ref in getattr(mutation, "media", ()):
+        for ref in mutation.media:
             if store is None or not await store.uploaded_by(ref.sha256, g.shared_actor.principal):
                 return _error(409, "media_not_owned", f"media {ref.sha256} was not uploaded by you: an input may "
                               "reference only media its author uploaded (POST /media)")
@@ -183,11 +179,14 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         async def handler(space: str | None = None, con: str | None = None):
             runtime, _ = ctx()
             raw = await request.get_data(cache=False, as_text=False)
-            if kind is MutationKind.INPUT:
-                refused = await _foreign_media(raw, con)
+            mutation = parse_submission(kind, raw, space if con is None else con)   # parsed once, here
+            if isinstance(mutation, Outcome):   # malformed: 400, no runtime sees it
+                return _answer(mutation)
+            if isinstance(mutation, SubmitInput):
+                refused = await _foreign_media(mutation)
                 if refused is not None:
                     return refused
-            return _answer(await runtime.submit(g.shared_actor, kind, raw, space if con is None else con))
+            return _answer(await runtime.submit(g.shared_actor, mutation))
         return handler
 
     @bp.get("/capabilities")

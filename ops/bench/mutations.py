@@ -31,7 +31,7 @@ from quart import Quart
 
 from api.server import serve_app
 from api.shared import attach_shared, token_sha256
-from aotx.runtime import SharedRuntime
+from aotx.runtime import SharedRuntime, submit_body
 from aotx.state import Capacities, Grants, MutationKind
 from aotx.state.derive import lineage_for
 from aotx.state.rights import Actor
@@ -112,7 +112,7 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
         await runtime.start()
 
         async def submit(name, kind, raw, space):
-            out = await runtime.submit(Actor(name, Grants.all()), kind, raw, space)
+            out = await submit_body(runtime, Actor(name, Grants.all()), kind, raw, space)
             if out.status != 201:
                 raise RuntimeError(f"{kind}: {out.status} {out.body}")
             return out.body

@@ -10,7 +10,7 @@ import time
 import nats.errors
 import pytest
 
-from aotx.runtime import SharedRuntime, rpc_subject
+from aotx.runtime import SharedRuntime, rpc_subject, submit_body
 from aotx.runtime_file import pack_shared
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
@@ -36,7 +36,7 @@ async def _boot_hash(srv: EmbeddedNats, spec, register: bool = False) -> tuple[s
             alice = Actor("alice", Grants.all())
             me = (await runtime.query("participant", alice)).body
             body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "01" * 16, "sequence": "1"}
-            assert (await runtime.submit(alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+            assert (await submit_body(runtime, alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
         return runtime.state_hash(), (await runtime.recorder.stream_info()).last_seq
     finally:
         await runtime.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aotx.runtime import SharedRuntime
+from aotx.runtime import SharedRuntime, submit_body
 from aotx.state import Actor, Grants, MutationKind, lineage_for
 from eventlog import JournalFull
 from eventlog.memory import MemoryRecorder
@@ -51,7 +51,7 @@ async def test_batches_pack_a_lineage_and_fly_lineages_together_and_replay_equal
     rec = SlowRecorder()
     rt = await started(rec)
     names = ["alice", "bob", "carol", "dave"]
-    sub = lambda who, kind, raw, space=None: rt.submit(Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
+    sub = lambda who, kind, raw, space=None: submit_body(rt, Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
     out = await asyncio.gather(*(sub(n, M.REGISTER, body(n, 1, 1)) for n in names))
     assert [o.status for o in out] == [201] * 4
     # several commands of one lineage in flight at once, plus the other lineages, plus exact retries
@@ -91,7 +91,7 @@ async def test_batches_pack_a_lineage_and_fly_lineages_together_and_replay_equal
 async def test_a_failed_append_refuses_its_lineage_and_applies_nothing_of_it():
     rec = SlowRecorder()
     rt = await started(rec)
-    sub = lambda who, kind, raw, space=None: rt.submit(Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
+    sub = lambda who, kind, raw, space=None: submit_body(rt, Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
     assert [o.status for o in await asyncio.gather(sub("alice", M.REGISTER, body("alice", 1, 1)),
                                                    sub("bob", M.REGISTER, body("bob", 1, 1)))] == [201, 201]
     rec.fail_subjects.add(rt.spec.subject(lineage_for("alice").hex(), "tick"))
@@ -115,7 +115,7 @@ async def test_near_full_tables_decide_on_the_pending_state():
     from aotx.state import Capacities
     rec = SlowRecorder()
     rt = await SharedRuntime(recorder=rec, capacities=Capacities(receipts=6, spaces=5), progress=False).start()
-    sub = lambda who, kind, raw, space=None: rt.submit(Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
+    sub = lambda who, kind, raw, space=None: submit_body(rt, Actor(who, Grants.all()), kind, raw, space)  # noqa: E731
     names = ["alice", "bob", "carol", "dave"]
     assert [o.status for o in await asyncio.gather(*(sub(n, M.REGISTER, body(n, 1, 1)) for n in names))] == [201] * 4
     # two receipts left: the third command of another lineage is decided on the pending state

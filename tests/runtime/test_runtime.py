@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aotx.journal import Emitter, TransferKind, lineage_hash
-from aotx.runtime import ReplayError, SharedRuntime
+from aotx.runtime import ReplayError, SharedRuntime, submit_body
 from aotx.state import Actor, Grants, MutationKind, lineage_for
 from eventlog import EmbeddedNats, StreamSpec
 
@@ -30,14 +30,14 @@ async def test_second_writer_conflicts_then_sees_the_first(nats_url):
     a = await SharedRuntime(nats_url, spec, progress=False).start()
     b = await SharedRuntime(nats_url, spec, progress=False).start()
     try:
-        first = await a.submit(ALICE, MutationKind.REGISTER, body(1))
+        first = await submit_body(a, ALICE, MutationKind.REGISTER, body(1))
         assert first.status == 201
-        clash = await b.submit(ALICE, MutationKind.REGISTER, body(1))
+        clash = await submit_body(b, ALICE, MutationKind.REGISTER, body(1))
         assert clash.status == 409 and "another writer" in clash.body["error"]["message"]
         assert b.state_hash() == a.state_hash()              # b read the log back
-        again = await b.submit(ALICE, MutationKind.REGISTER, body(1))
+        again = await submit_body(b, ALICE, MutationKind.REGISTER, body(1))
         assert (again.status, again.body) == (200, first.body)
-        nxt = await b.submit(ALICE, MutationKind.CREATE_SPACE, body(2, key=2))
+        nxt = await submit_body(b, ALICE, MutationKind.CREATE_SPACE, body(2, key=2))
         assert nxt.status == 201 and nxt.body["save"]["boot"] == b.boot_id
         c = await SharedRuntime(nats_url, spec, progress=False).start()
         assert c.state_hash() == b.state_hash()
@@ -51,7 +51,7 @@ async def test_boot_fails_closed_on_a_partial_transfer(nats_url):
     spec = StreamSpec(name="RT_CUT", subject_prefix="rtc.j")
     a = await SharedRuntime(nats_url, spec, progress=False).start()
     try:
-        assert (await a.submit(ALICE, MutationKind.REGISTER, body(1))).status == 201
+        assert (await submit_body(a, ALICE, MutationKind.REGISTER, body(1))).status == 201
         lh = lineage_hash(lineage_for("alice"))
         em = Emitter(lh, next_transfer_id=a.projector.last_transfer[lh] + 1)
         em.submit(TransferKind.MUTATION, {"pad": "z" * 4000})   # 26 records: 2 ticks; only the first lands

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from api.gateway_config import ensure_dev_config, load_gateway_config
-from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, submit_body
 from aotx.runtime_file import load_grants, pack_shared, write_grants
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
@@ -118,7 +118,7 @@ async def test_remote_wait_change_wakes_on_announcements(tmp_path):
             body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "01" * 16, "sequence": "1"}
 
             async def register() -> None:   # runs once the wait below has begun (it never yields before)
-                assert (await remote.submit(alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+                assert (await submit_body(remote, alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
 
             writer = loop.create_task(register())
             await asyncio.wait_for(remote.wait_change(LONG), DEFAULT_TIMEOUT)  # woken by the announcement
@@ -127,7 +127,7 @@ async def test_remote_wait_change_wakes_on_announcements(tmp_path):
             # announced after this task's last request was sent: no waiting at all
             await remote.query("participant", alice)
             heard = remote._announced
-            other = loop.create_task(remote.submit(alice, MutationKind.CREATE_SPACE, json.dumps(
+            other = loop.create_task(submit_body(remote, alice, MutationKind.CREATE_SPACE, json.dumps(
                 {**body, "operation_key": "02" * 16, "sequence": "2", "scope": "private"}).encode()))
             await other
             await wait_until_async(lambda: remote._announced > heard, "the create-space announcement")

@@ -1,0 +1,100 @@
+"""Boot: replay the journal into a projector, then close what this runtime will never finish.
+
+`replay` feeds every journal message from `from_seq` on through the recovery Reassembler and the
+same apply as live writes (aotx.runtime.replay.Projector), in batches, with a progress bar on
+stderr. It starts from a fresh projector at sequence 1 by default, or from a given projector that
+already covers the log up to `from_seq - 1` (a snapshot's: the runtime's `boot_start` supplies a
+`BootPoint`). A start of another stream (name or incarnation) is refused (ReplayError), as is one
+beyond the log's end.
+
+`interrupt_unfinished`: an admission without a completion (this runtime never runs it again) is
+journalled `interrupted` through the execution journal, so its receipt gets a saved terminal result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Optional
+
+from tqdm import tqdm
+
+from eventlog import Recorder
+
+from ..state import Capacities, State
+from ..state.execution import InputCompleted
+from ..state.vocab import Execution
+from .execution_port import ExecutionJournal
+from .replay import Projector, ReplayError
+
+log = logging.getLogger("aotx.runtime")
+REPLAY_BATCH = 256   # journal messages fed to the projector at once
+
+
+@dataclass(frozen=True)
+class BootPoint:
+    """Where a boot starts reading: `projector` covers the log before `from_seq` (None: a fresh one)."""
+
+    projector: Optional[Projector] = None
+    from_seq: int = 1
+
+
+# what supplies a start other than a fresh projector at sequence 1 (e.g. the newest valid snapshot)
+StartPoint = Callable[[Recorder], Awaitable[BootPoint]]
+
+
+async def replay(recorder: Recorder, capacities: Capacities | None = None, *, progress: bool = True,
+                 projector: Projector | None = None, from_seq: int = 1) -> Projector:
+    """The projector of the whole log: `projector` (default: a fresh one, of this stream, with
+    `capacities`) fed every message from `from_seq` on, then checked complete (a transfer left
+    partial fails closed)."""
+    info = await recorder.stream_info()
+    incarnation = info.created.isoformat()
+    proj = projector
+    if proj is None:
+        proj = Projector(source=info.name, incarnation=incarnation, capacities=capacities)
+        if from_seq != 1:
+            raise ReplayError(f"a fresh projector replays from sequence 1, not {from_seq}")
+    elif (proj.source, proj.incarnation) != (info.name, incarnation):
+        raise ReplayError(f"the boot start is of stream {proj.source} ({proj.incarnation}), "
+                          f"not of {info.name} ({incarnation})")
+    if not 1 <= from_seq <= info.last_seq + 1:
+        raise ReplayError(f"the boot start reads from sequence {from_seq}; the log ends at {info.last_seq}")
+    total = info.messages if from_seq == 1 else info.last_seq - from_seq + 1
+    with tqdm(total=total, desc="aotx journal replay", unit="msg", file=sys.stderr,
+              disable=not progress, leave=False) as bar:
+        batch: list[tuple[str, int, bytes]] = []
+        async for msg in recorder.read(from_seq):
+            batch.append((msg.subject, msg.seq, msg.data))
+            if len(batch) >= REPLAY_BATCH:
+                bar.update(proj.feed_many(batch))
+                batch.clear()
+        bar.update(proj.feed_many(batch))
+    proj.finish()
+    return proj
+
+
+def unfinished_inputs(state: State) -> list[tuple[bytes, int]]:
+    """(lineage, sequence) of every admitted input without a terminal execution."""
+    out = []
+    for slot, record in enumerate(state.executions):
+        if record is None or record.status.terminal:
+            continue
+        row = state.receipts[slot]
+        out.append((row["lineage"].tobytes(), int(row["sequence"])))
+    return out
+
+
+async def interrupt_unfinished(state: State, journal: ExecutionJournal) -> None:
+    """Journal every unfinished input `interrupted` (all at once: one round); a failure is logged
+    (the input stays unfinished, and the next boot tries again)."""
+    unfinished = unfinished_inputs(state)
+    failures = await asyncio.gather(*(journal.journal(lineage, [InputCompleted(
+        lineage, sequence, Execution.INTERRUPTED, output_tokens=0, finish="interrupted",
+        error="the runtime restarted before this input finished; it is not executed again")])
+        for lineage, sequence in unfinished))
+    for (lineage, sequence), failure in zip(unfinished, failures):
+        if failure is not None:
+            log.warning("could not journal input %s/%d as interrupted: %s", lineage.hex(), sequence, failure.body)

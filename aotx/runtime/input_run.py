@@ -1,0 +1,189 @@
+"""One leased input's run: memory work, the engine request, its output and its end, journalled.
+
+After its lease is applied: memory work (aotx.runtime.memory_work: recall into the prompt by the
+lease revision, mode 2 interpretation by the same model; the MEMORY transfer retaining the input is
+written with its first OUTPUT) → the engine request (the same Engine and paged KV pool as the
+stateless surfaces) → OUTPUT transfers, batches of result bytes as they come → the last bytes and
+one COMPLETION transfer (final token counts, finish) in one write. Only a saved cancellation or
+the execution deadline stops it; a bug ends it `failed`, never looking alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any, Awaitable, Callable
+
+from ..state import Execution
+from ..state.execution import InputCompleted, OutputAppended
+from . import memory_work as mw
+from .execution_port import ExecutionSettings, ProjectionReads
+from .input_journal import InputJournal
+from .running import Running
+
+log = logging.getLogger("aotx.runtime.executor")
+FLUSH_BYTES = 256        # an output transfer is journalled once this many bytes wait …
+FLUSH_SECONDS = 0.1      # … or this long after the previous one
+
+
+class InputRunner:
+    def __init__(self, service: Any, reads: ProjectionReads, settings: ExecutionSettings, journal: InputJournal,
+                 embed: Callable[[bytes], Awaitable[Any]], author_grants: Callable[[bytes], Any],
+                 kick: Callable[[], None]) -> None:
+        self.service, self.reads, self.settings, self.journal = service, reads, settings, journal
+        self.embed, self.author_grants, self.kick = embed, author_grants, kick
+
+    async def run(self, run: Running, ended: Callable[[Running], None]) -> None:
+        try:
+            await self._execute(run)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must not leave the input looking alive: record it as failed
+            log.exception("input %s/%d failed", run.lineage.hex(), run.sequence)
+            record = run.record(self.reads.state)
+            if record is not None and not record.status.terminal:
+                await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
+                                                             error="internal error while executing the input"))
+        finally:
+            ended(run)
+
+    async def _execute(self, run: Running) -> None:
+        record = run.record(self.reads.state)
+        if record is None or record.status.terminal:
+            return
+        if record.cancel_requested or run.stopped:
+            await self.journal.write(run, self.stopped(run, 0, 0))
+            return
+        request = run.request
+        memory = await self._memory(run, record)
+        if memory is None:
+            return
+        prompt = self.service.chat_prompt(mw.prompt_messages(memory, request.text))
+        page_size = int(self.service.engine.config.page_size)
+        room = record.page_limit * page_size - len(prompt)
+        if room < 1:
+            await self.journal.write(run, InputCompleted(
+                run.lineage, run.sequence, Execution.FAILED, input_tokens=len(prompt), finish="error",
+                error=f"the prompt needs {math.ceil((len(prompt) + 1) / page_size)} KV pages; "
+                      f"this input's page limit is {record.page_limit}"))
+            return
+        from aotx.engine import SamplingParams
+        params = SamplingParams(max_tokens=min(int(request.max_output_tokens), room),
+                                temperature=float(request.temperature), top_p=float(request.top_p))
+        if run.record(self.reads.state).cancel_requested or run.stopped:
+            await self.journal.write(run, self.stopped(run, len(prompt), 0))
+            return
+        claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
+        try:
+            run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)
+        except Exception as exc:  # RequestRejected (queue full, engine stopping, …)
+            self.service.engine.release_claim(claim)   # (idempotent: a refusal has released it)
+            await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
+                                                         input_tokens=len(prompt), finish="error",
+                                                         error=f"the engine refused the input: {exc}"))
+            return
+        finally:
+            self.kick()
+        if run.stopped:
+            run.handle.cancel()
+        await self._stream(run, len(prompt))
+
+    async def _memory(self, run: Running, record):
+        """Embed, recall, interpret (mode 2) and retain. The rendered memory for the prompt, or None
+        when the input ended here (cancelled, past its deadline, or its journal failed)."""
+        state = self.reads.state
+        place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
+        text = mw.retained_text(run.request)
+        vector = await (run.embedding if run.embedding is not None else self.embed(text))
+        # the author's rights now, after the wait (not those at admission)
+        rendered = mw.recall_for(self.reads.state, self.reads.memory, place.space, run.lineage,
+                                 self.author_grants(run.lineage), vector, int(record.lease_revision))
+        mode = int(record.retention_mode)
+        interpretation = None
+        if mode == 2:
+            interpretation = await self._interpret(run)
+            if interpretation is None:
+                await self.journal.write(run, self.stopped(run, 0, 0))
+                return None
+        if run.record(self.reads.state).cancel_requested or run.stopped:
+            await self.journal.write(run, self.stopped(run, 0, 0))
+            return None
+        if not self.reads.memory.has_retained(place.op.lineage, place.op.operation):
+            # its prompt does not depend on its own memory: generation starts now, and the memory
+            # input goes into the log with the input's next write (its first output, or its end)
+            run.memory_event = mw.retention(place, run.lineage, mode, text, vector, interpretation)
+        else:
+            run.retained = True
+        return rendered
+
+    async def _interpret(self, run: Running) -> bytes | None:
+        """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""
+        from aotx.engine import SamplingParams
+        prompt = self.service.chat_prompt(mw.interpretation_messages(run.request.text or "(media only)"))
+        # it runs on the input's claim (borrowed: its pages stay promised to the input's own request)
+        run.handle = self.service.submit(prompt, SamplingParams(max_tokens=mw.INTERPRET_MAX_TOKENS, temperature=0.0),
+                                         surface="shared", lane="buffered", claim=run.claim, borrow=True)
+        if run.stopped:
+            run.handle.cancel()
+        parts, finish = [], None
+        async for delta in run.handle:
+            parts.append(delta.text)
+            finish = delta.finish_reason
+        run.handle = None
+        if finish == "cancelled" or run.stopped:
+            return None
+        return mw.interpretation_bytes("".join(parts))
+
+    def stopped(self, run: Running, input_tokens: int, output_tokens: int) -> InputCompleted:
+        """The completion of an input stopped before its end: past its deadline (504), else cancelled."""
+        if run.expired:
+            return InputCompleted(run.lineage, run.sequence, Execution.DEADLINE_EXCEEDED, input_tokens,
+                                  output_tokens, finish="deadline",
+                                  error=f"the execution deadline of {self.settings.deadline:g} s passed")
+        return InputCompleted(run.lineage, run.sequence, Execution.CANCELLED, input_tokens, output_tokens,
+                              finish="cancelled")
+
+    async def _stream(self, run: Running, prompt_len: int) -> None:
+        cap = self.settings.result_bytes
+        saved, pending = 0, bytearray()
+        last_flush = float("-inf")  # the first bytes go out at once (time to first byte), later ones batched
+        final = None
+        over = False
+        async for delta in run.handle:
+            if not run.cancelled and run.record(self.reads.state).cancel_requested:  # however it was saved
+                run.cancelled = True
+                run.handle.cancel()
+            piece = delta.text.encode("utf-8")
+            if saved + len(pending) + len(piece) > cap:
+                piece = piece[:cap - saved - len(pending)]
+                over = True
+            pending += piece
+            if delta.finish_reason is not None:
+                final = delta
+            elif over:
+                run.handle.cancel()
+            if pending and final is None and (len(pending) >= FLUSH_BYTES
+                                              or time.monotonic() - last_flush >= FLUSH_SECONDS):
+                if not await self.journal.write(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
+                    run.handle.cancel()
+                    return
+                saved += len(pending)
+                pending.clear()
+                last_flush = time.monotonic()
+        assert final is not None
+        if over:
+            status, finish, error = Execution.COMPLETED, "result_limit", ""
+        elif final.finish_reason == "error":
+            status, finish, error = Execution.FAILED, "error", final.error or "engine error"
+        else:
+            status, finish, error = Execution.COMPLETED, final.finish_reason, ""
+        if final.finish_reason == "cancelled" and not over:
+            done = self.stopped(run, final.prompt_tokens or prompt_len, final.completion_tokens)
+        else:
+            done = InputCompleted(run.lineage, run.sequence, status, input_tokens=final.prompt_tokens or prompt_len,
+                                  output_tokens=final.completion_tokens, finish=finish, error=error)
+        # the last bytes and the terminal result in one write
+        tail = [OutputAppended(run.lineage, run.sequence, saved, bytes(pending))] if pending else []
+        await self.journal.write(run, *tail, done)

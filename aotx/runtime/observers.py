@@ -1,0 +1,82 @@
+"""Who hears of applied journal messages, live (never during boot replay).
+
+The journal writer applies every acknowledged message (or one a read-back found landed) through
+the projector and then tells each observer what it applied: an `Applied` (its subject and stream
+sequence, the transfers it completed, and the parsed mutations of the commands those transfers
+carry, where the writer has them at hand). Observers are registered with `Observers.add`; the
+writer knows none of them. One observer's failure is logged and never reaches the writer or the
+other observers. The executor is one (a saved admission starts an input, a saved cancellation
+stops one), the runtime's change signal (readers waiting for new state) another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..journal import Transfer
+from ..state.mutations import Mutation
+
+log = logging.getLogger("aotx.runtime")
+NO_MUTATIONS: Mapping[tuple[bytes, int], Mutation] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One applied journal message. `mutations`: (lineage, sequence) → the parsed mutation of a
+    command this round wrote (a live write; empty for execution writes and read-backs, where the
+    stored canonical bytes are the source)."""
+
+    subject: str
+    seq: int
+    transfers: tuple[Transfer, ...]
+    mutations: Mapping[tuple[bytes, int], Mutation] = field(default_factory=lambda: NO_MUTATIONS)
+
+
+Observer = Callable[[Applied], None]
+
+
+class Observers:
+    """The observers of applied messages, told in the order they were added."""
+
+    def __init__(self) -> None:
+        self._observers: list[Observer] = []
+
+    def add(self, observer: Observer) -> Observer:
+        self._observers.append(observer)
+        return observer
+
+    def remove(self, observer: Observer) -> None:
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    def notify(self, applied: Applied) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(applied)
+            except Exception:  # an observer's bug must not stop the writer (the message is applied)
+                log.exception("observer %r failed on journal message %d of %s", observer, applied.seq,
+                              applied.subject)
+
+
+class ChangeSignal:
+    """An observer waking every reader that waits for the next applied message (wait_change)."""
+
+    def __init__(self) -> None:
+        self._changed: asyncio.Event | None = None
+
+    def __call__(self, applied: Applied) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait(self, timeout: float) -> None:
+        """Return after the next journal message is applied, or after `timeout` seconds."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass

@@ -1,0 +1,53 @@
+"""One admitted input as the executor holds it, from its saved admission to its end."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..state import State, SubmitInput
+from ..state.execution import ExecutionRecord
+
+
+@dataclass
+class Running:
+    lineage: bytes
+    sequence: int
+    request: SubmitInput        # its parsed input (the admitted command's, or from its stored canonical bytes)
+    pages: int = 0              # bound of the pages it will hold (what it claims)
+    since: float = field(default_factory=time.monotonic)   # its place in the admission line
+    claim: Any = None           # its page claim (aotx.engine), from its group until its request takes it over
+    space: bytes = b""          # its conversation's space
+    user_tokens: int = 0        # its prompt without recalled memory
+    max_tokens: int = 0         # its output budget
+    page_limit: int = 0         # its effective page limit (from its admission)
+    entry: int = 0              # bytes its own memory may add to later recalls in that space
+    retained: bool = False      # its memory input is committed (or it ended without one)
+    embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
+    memory_event: Any = None    # its memory input, journalled with its next write (first output or completion)
+    task: Optional[asyncio.Task] = None
+    handle: Any = None
+    slot: int = -1
+    cancelled: bool = False
+    expired: bool = False
+    timer: Optional[asyncio.TimerHandle] = None
+
+    @property
+    def key(self) -> tuple[bytes, int]:
+        return self.lineage, self.sequence
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.handle is not None:
+            self.handle.cancel()
+
+    @property
+    def stopped(self) -> bool:
+        return self.cancelled or self.expired
+
+    def record(self, state: State) -> ExecutionRecord | None:
+        """Its execution record in `state` (None once its receipt is gone)."""
+        slot = state.receipt_slot(self.lineage, self.sequence)
+        return None if slot is None else state.executions[slot]
