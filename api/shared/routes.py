@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from aotx import strict_json
 from aotx.journal import LeaseRevision
 from aotx.runtime import GrantedRuntime, Outcome, RemoteRuntime, SharedRuntime
-from aotx.state import SCHEMA, MutationKind, Refusal, parse_json_body, parse_mutation
+from aotx.state import SCHEMA, MalformedMutation, MutationKind, Refusal, parse_json_body, parse_mutation
 
 from ..drain import drain_of
 from .auth import Principal, bearer, token_sha256
@@ -170,7 +170,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
         reference only media its author uploaded. Malformed bodies are left to submit (400)."""
         try:
             mutation = parse_mutation(MutationKind.INPUT, parse_json_body(raw), con)
-        except Exception:  # noqa: BLE001 — submit answers the same parse failure with 400
+        except MalformedMutation:  # submit answers the same parse failure with 400
             return None
         store = current_app.extensions[_EXT]["media"]
         for ref in getattr(mutation, "media", ()):
