@@ -181,7 +181,7 @@ class SharedRuntime:
                  probe_interval: float = 1.0, service: Any = None,
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
-                 nats_auth: NatsAuth | None = None) -> None:
+                 nats_auth: NatsAuth | None = None, snapshots: Any = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         self.nats_url, self.spec = nats_url, spec or StreamSpec()
@@ -189,6 +189,10 @@ class SharedRuntime:
         self.capacities = capacities or Capacities()
         self.recorder: Recorder | None = recorder
         self._owns_recorder = recorder is None
+        self.snapshots = None   # aotx.snapshot.SnapshotKeeper of `snapshots` (a SnapshotPolicy; None: off)
+        if snapshots is not None and nats_url is not None:
+            from ..snapshot import SnapshotKeeper   # not at the top: aotx.snapshot imports this package's projector
+            self.snapshots = SnapshotKeeper(nats_url, nats_auth, self.spec, self.capacities, snapshots)
         self.timeout, self.progress = timeout, progress
         self.boot_id = boot_id or uuid.uuid4().hex
         # one outage of the journal connection is one log line, across the fresh connections we open
@@ -386,6 +390,8 @@ class SharedRuntime:
         self._writer = None
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
+        if self.snapshots is not None:
+            await self.snapshots.close()
         if self.recorder is not None and self._owns_recorder:
             recorder, self.recorder = self.recorder, None
             await recorder.close()
@@ -396,16 +402,21 @@ class SharedRuntime:
         info = await self.recorder.stream_info()
         self._max_bytes = info.max_bytes
         proj = Projector(source=info.name, incarnation=info.created.isoformat(), capacities=self.capacities)
-        with tqdm(total=info.messages, desc="aotx journal replay", unit="msg", file=sys.stderr,
+        start = 1
+        if self.snapshots is not None:   # the newest valid snapshot and the sequence after it, else a full replay
+            proj, start = await self.snapshots.boot(info, proj)
+        with tqdm(total=max(info.messages - proj.messages, 0), desc="aotx journal replay", unit="msg", file=sys.stderr,
                   disable=not self.progress, leave=False) as bar:
             batch: list[tuple[str, int, bytes]] = []
-            async for msg in self.recorder.read(1):
+            async for msg in self.recorder.read(start):
                 batch.append((msg.subject, msg.seq, msg.data))
                 if len(batch) >= _REPLAY_BATCH:
                     bar.update(proj.feed_many(batch))
                     batch.clear()
             bar.update(proj.feed_many(batch))
         proj.finish()
+        if self.snapshots is not None:
+            self.snapshots.booted(proj)
         return proj
 
     async def probe(self) -> bool:
@@ -825,6 +836,8 @@ class SharedRuntime:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
             return False
+        if self.snapshots is not None:   # a snapshot when due: encoded now (a consistent point), saved in the background
+            self.snapshots.fed(self.projector, seq)
         if self.executor is not None:
             self._after_saved(done)
         if self._changed is not None:  # wake every reader waiting for new state (SSE streams)
