@@ -17,7 +17,7 @@ import pytest
 from api.gateway_config import ensure_dev_config, load_gateway_config
 from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime
 from aotx.runtime_file import load_grants, pack_shared, write_grants
-from aotx.snapshot import SnapshotPolicy
+from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
 from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
@@ -89,7 +89,7 @@ def test_boot_flags_reach_the_runtime_options():
                                      "automatic_memory": True, "snapshots": None}
     args = build_parser().parse_args(["serve"])
     assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
-                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=10_000)}
+                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY)}
     args = build_parser().parse_args(["serve", "--snapshot-every", "500", "--snapshot-interval", "60"])
     assert runtime_options(args)["snapshots"] == SnapshotPolicy(every=500, interval=60.0)
     for bad in (["--retention-mode", "3"], ["--lease-revision", "2"]):
