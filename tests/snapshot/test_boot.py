@@ -12,13 +12,14 @@ import pytest
 from aotx.runtime import ReplayError, SharedRuntime
 from aotx.runtime.memory_work import input_place, retention
 from aotx.runtime.replay import Projector
-from aotx.memory import compose_text
+from aotx.memory import compose_text, memory_object_id
 from aotx.snapshot import (SnapshotKeeper, SnapshotPolicy, SnapshotStore, pack_snapshot, snapshot_name,
                            unpack_snapshot)
-from aotx.state import Actor, Capacities, Grants, MutationKind, lineage_for
+from aotx.state import Actor, Capacities, Grants, MemoryKind, MutationKind, lineage_for
 from aotx.state.execution import InputCompleted, LeaseApplied, OutputAppended, default_lease
 from aotx.state.vocab import Execution
-from eventlog import StreamSpec, connect
+from eventlog import EmbeddedNats, StreamSpec, connect
+from tests.waiting import wait_until_async
 
 from .compare import fingerprint
 from .journal import CTX, INCARNATION, MODEL, SOURCE, rich_log, unit
@@ -73,12 +74,17 @@ async def workload(w: Writer, rounds: int = 3) -> None:
     bob = (await w.do("bob", MutationKind.REGISTER))["resource"]
     room = (await w.do("alice", MutationKind.CREATE_SPACE, scope="room"))["resource"]
     con = (await w.do("alice", MutationKind.CREATE_CONVERSATION, room))["resource"]
+    first = None
     for i in range(rounds):
         await w.do("alice", MutationKind.SET_MEMBER, room, participant=bob, permissions=["read"] if i % 2 else
                    ["read", "write"])
         receipt = await w.do("alice", MutationKind.INPUT, con, text=f"note {i}", model=MODEL)
         await w.execute("alice", receipt, f"note {i}")
+        first = first or receipt
         await w.do("bob", MutationKind.CREATE_SPACE, scope="private")
+    text = memory_object_id(lineage_for("alice"), bytes.fromhex(first["operation"].split("-")[2]), MemoryKind.TEXT)
+    shared = (await w.do("alice", MutationKind.CREATE_SPACE, scope="instance"))["resource"]
+    await w.do("alice", MutationKind.PUBLISH, shared, object=text.hex(), source_version="1")
     await w.do("alice", MutationKind.RETIRE, retry_floor=str(w.seq["alice"] - 2))
     unfinished = await w.do("alice", MutationKind.INPUT, con, text="still running", model=MODEL)
     await w.execute("alice", unfinished, "still running", finish=False)   # a restart interrupts it
@@ -256,10 +262,10 @@ async def test_a_stream_that_lost_the_messages_after_every_snapshot_fails_closed
     assert [reason for _, reason in _refusals(caplog)] == ["gap", "gap"]
 
 
-async def _keep(nats_url: str, messages) -> int:
+async def _keep(nats_url: str, messages, policy: SnapshotPolicy = SnapshotPolicy(every=4)) -> int:
     """Feed `messages` (subject, seq, data) to a booted keeper as the runtime would; the snapshots it saved."""
     keeper = SnapshotKeeper(nats_url, None, StreamSpec(name="SNAPORDER", subject_prefix="so.j"), Capacities(),
-                            SnapshotPolicy(every=4))
+                            policy)
     p, start = await keeper.boot(status(0, first_seq=0), Projector(SOURCE, INCARNATION))
     assert start == 1
     keeper.booted(p)
@@ -278,3 +284,51 @@ async def test_snapshots_pause_when_messages_are_applied_out_of_stream_order(nat
     assert await _keep(nats_url, messages) >= 1
     swapped = [messages[1], messages[0], *messages[2:]]   # a read-back applies 1 after 2 (other lineages)
     assert await _keep(nats_url, swapped) == 0
+
+
+async def test_snapshots_by_time_alone(nats_url):
+    messages = rich_log().messages[:3]
+    assert await _keep(nats_url, messages, SnapshotPolicy(every=0, interval=1e-9)) >= 1   # due at once, by time
+    assert await _keep(nats_url, messages, SnapshotPolicy(every=0, interval=3600.0)) == 0
+
+
+async def test_a_journal_hold_on_the_way_then_a_snapshot_boot_is_the_full_replay(tmp_path, caplog):
+    """nats-server killed -9 mid-workload: the runtime holds (429), resyncs and lifts once it is back; the
+    snapshots taken before and after give the full replay's state."""
+    sp = spec()
+    server = EmbeddedNats(tmp_path / "nats").start()
+    try:
+        url = server.client_url()
+        rt = await runtime(url, sp, probe_interval=0.1)
+        w = Writer(rt)
+        try:
+            await workload(w, rounds=2)
+            server.kill()
+            alice = Actor("alice", Grants.all())
+            held = body("alice", w.seq["alice"], 10_000, scope="room")
+            out = await rt.submit(alice, MutationKind.CREATE_SPACE, held)
+            assert out.status == 429 and out.body["error"]["type"] == "journal_hold"
+            server.start()
+            out = await wait_until_async(lambda: rt.submit(alice, MutationKind.CREATE_SPACE, held),
+                                         "the hold to lift", done=lambda o: o.status != 429)
+            assert out.status == 201, out.body
+            w.seq["alice"] += 1
+            w.ops[out.body["operation"]] = "alice"
+            for _ in range(2 * EVERY):
+                await w.do("bob", MutationKind.CREATE_SPACE, scope="private")
+            await rt.snapshots.settled()
+        finally:
+            await rt.stop()
+        caplog.set_level(logging.INFO, logger="aotx.snapshot")
+        fast = await runtime(url, sp)
+        full = await runtime(url, sp, every=None)
+        try:
+            assert fast.snapshots.stats.booted_from is not None
+            assert fast.state_hash() == full.state_hash()
+            assert fingerprint(fast.projector) == fingerprint(full.projector)
+            assert await w.receipts(fast) == await w.receipts(full)
+        finally:
+            await full.stop()
+            await fast.stop()
+    finally:
+        server.stop()
