@@ -81,7 +81,8 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
             model = ("no model: shared inputs answer 409" if service is None else
                      f"inputs run on {service.model_id} (backend {service.backend_name})")
             print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers; "
-                  f"{boot_summary(target.runtime)}); serving shared commands on nats subject {rpc_subject(name)}; {model}",
+                  f"{boot_summary(target.runtime)}); serving shared commands on nats subject {rpc_subject(name)}; "
+                  f"{model}",
                   file=sys.stderr, flush=True)
             await stop.wait()
         finally:

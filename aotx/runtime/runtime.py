@@ -405,8 +405,8 @@ class SharedRuntime:
         start = 1
         if self.snapshots is not None:   # the newest valid snapshot and the sequence after it, else a full replay
             proj, start = await self.snapshots.boot(info, proj)
-        with tqdm(total=max(info.messages - proj.messages, 0), desc="aotx journal replay", unit="msg", file=sys.stderr,
-                  disable=not self.progress, leave=False) as bar:
+        with tqdm(total=max(info.messages - proj.messages, 0), desc="aotx journal replay", unit="msg",
+                  file=sys.stderr, disable=not self.progress, leave=False) as bar:
             batch: list[tuple[str, int, bytes]] = []
             async for msg in self.recorder.read(start):
                 batch.append((msg.subject, msg.seq, msg.data))
@@ -836,7 +836,7 @@ class SharedRuntime:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
             return False
-        if self.snapshots is not None:   # a snapshot when due: encoded now (a consistent point), saved in the background
+        if self.snapshots is not None:   # a snapshot when due: encoded now (a consistent point), saved later
             self.snapshots.fed(self.projector, seq)
         if self.executor is not None:
             self._after_saved(done)

@@ -98,7 +98,8 @@ def _bad(message: str) -> SnapshotRefused:
 
 def _keys(doc: Any, want: set[str], where: str) -> dict:
     if not isinstance(doc, dict) or set(doc) != want:
-        raise _bad(f"{where} has keys {sorted(doc) if isinstance(doc, dict) else type(doc).__name__}, not {sorted(want)}")
+        got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        raise _bad(f"{where} has keys {got}, not {sorted(want)}")
     return doc
 
 

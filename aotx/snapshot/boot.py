@@ -59,6 +59,17 @@ def check_fits(header: SnapshotHeader, entry_covered: int, info: StreamStatus, c
                                             f"file's {capacities.as_tuple()}")
 
 
+def _decoded(header: SnapshotHeader, body) -> Projector:
+    """The body's projection; a decoder fault on bytes that passed the checksum refuses this snapshot
+    (reason body) instead of stopping the boot: the journal can still be replayed."""
+    try:
+        return decode_projection(header, body)
+    except SnapshotRefused:
+        raise
+    except Exception as exc:  # noqa: BLE001 — any fault decoding stored bytes refuses them, logged by the caller
+        raise SnapshotRefused("body", f"decoding failed: {type(exc).__name__}: {exc}") from exc
+
+
 async def load_newest(store: SnapshotStore, info: StreamStatus,
                       capacities: Capacities) -> tuple[Projector, int] | None:
     tag = incarnation_tag(info.name, info.created.isoformat())
@@ -71,7 +82,7 @@ async def load_newest(store: SnapshotStore, info: StreamStatus,
                 raise SnapshotRefused("unreadable", exc.reason) from None
             header, body = unpack_snapshot(blob)
             check_fits(header, entry.covered, info, capacities)
-            projector = decode_projection(header, body)
+            projector = _decoded(header, body)
         except SnapshotRefused as exc:
             log.warning("snapshot %s refused (%s): %s; trying the next older one, else a full replay",
                         entry.name, exc.reason, exc.message)

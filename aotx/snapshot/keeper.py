@@ -24,8 +24,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
-
 import nats.errors
 
 from eventlog import EventLogError, NatsAuth, StreamSpec, StreamStatus
@@ -150,6 +148,9 @@ class SnapshotKeeper:
             log.warning("snapshot at seq %d (%d bytes) not saved: %s: %s; the next one is due after %d more messages",
                         covered, len(blob), type(exc).__name__, exc, self.policy.every)
             return
+        except Exception:  # a background task: any other fault is logged here, with its traceback
+            log.exception("snapshot at seq %d (%d bytes) not saved", covered, len(blob))
+            return
         s = self.stats
         s.saved, s.covered, s.bytes, s.upload_s = s.saved + 1, covered, len(blob), time.perf_counter() - started
         log.info("snapshot %s saved: seq %d, %d bytes, encoded in %.1f ms, uploaded in %.1f ms; removed %s",
@@ -176,8 +177,3 @@ class SnapshotKeeper:
         store, self.store = self.store, None
         if store is not None:
             await store.close()
-
-    def describe(self) -> dict[str, Any]:
-        s = self.stats
-        return {"every": self.policy.every, "interval": self.policy.interval, "booted_from": s.booted_from,
-                "tail": s.tail, "saved": s.saved, "last_covered": s.covered}

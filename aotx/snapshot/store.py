@@ -55,7 +55,8 @@ class SnapshotStore:
     async def get(self, name: str) -> bytes:
         return await self.bucket.get(name)
 
-    async def save(self, blob: bytes, stream: str, incarnation: str, covered: int, keep: int = 2) -> tuple[str, list[str]]:
+    async def save(self, blob: bytes, stream: str, incarnation: str, covered: int,
+                   keep: int = 2) -> tuple[str, list[str]]:
         """Write the snapshot, then prune; (its name, the names removed)."""
         name = snapshot_name(stream, incarnation, covered)
         await self.bucket.put(name, blob)

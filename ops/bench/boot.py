@@ -129,7 +129,8 @@ async def raw_read(url: str, auth, spec: StreamSpec, total: int) -> float:
     return wall
 
 
-async def timed_boot(url: str, auth, spec: StreamSpec, caps: Capacities, snapshots: bool) -> tuple[float, SharedRuntime]:
+async def timed_boot(url: str, auth, spec: StreamSpec, caps: Capacities,
+                     snapshots: bool) -> tuple[float, SharedRuntime]:
     t = time.perf_counter()
     rt = SharedRuntime(url, spec, caps, progress=False, nats_auth=auth,
                        snapshots=SnapshotPolicy(every=10 ** 9) if snapshots else None)
@@ -175,7 +176,8 @@ async def bench(n: int, k: int, every: int, tmp: Path) -> None:
         t = time.perf_counter()
         decode_snapshot(got)
         decode_s = time.perf_counter() - t
-        print(f"  snapshot of {covered_seq(full.projector)} messages: {len(blob)} bytes; encode {encode_s * 1e3:.1f} ms, "
+        print(f"  snapshot of {covered_seq(full.projector)} messages: {len(blob)} bytes; "
+              f"encode {encode_s * 1e3:.1f} ms, "
               f"upload {upload_s * 1e3:.1f} ms, download {download_s * 1e3:.1f} ms, decode {decode_s * 1e3:.1f} ms",
               flush=True)
         snap_s, rt = await timed_boot(url, auth, spec, caps, snapshots=True)
@@ -204,9 +206,11 @@ async def bench(n: int, k: int, every: int, tmp: Path) -> None:
         assert rt.snapshots.stats.booted_from == cut and rt.state_hash() == reference
         await rt.stop()
         print(f"  snapshot boot, tail {every - 1} (the worst case of --snapshot-every {every}): {worst_s:6.2f} s "
-              f"(list + download + decode {load_s * 1e3:.0f} ms) — {full_s / worst_s:.1f}× faster than the full replay",
+              f"(list + download + decode {load_s * 1e3:.0f} ms) — {full_s / worst_s:.1f}× faster than the full "
+              "replay",
               flush=True)
-        print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3), "full_replay_s": round(full_s, 3),
+        print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3),
+                          "full_replay_s": round(full_s, 3),
                           "snapshot_bytes": len(blob), "encode_ms": round(encode_s * 1e3, 1),
                           "upload_ms": round(upload_s * 1e3, 1), "download_ms": round(download_s * 1e3, 1),
                           "decode_ms": round(decode_s * 1e3, 1), "snapshot_boot_s": round(snap_s, 3),

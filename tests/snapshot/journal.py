@@ -126,7 +126,8 @@ def rich_log(capacities: Capacities | None = None) -> LogBuilder:
     seq = int(second["sequence"])
     b.write(alice, [(TransferKind.LEASE, pack_body(execution_body(LeaseApplied(alice, default_lease(alice, seq, 1)))))])
     # a long output spans several ticks, with bob's message landing between them (what a resumed hold leaves)
-    split = b.ticks(alice, [(TransferKind.OUTPUT, pack_body(execution_body(OutputAppended(alice, seq, 0, b"y" * 5000))))])
+    long_output = OutputAppended(alice, seq, 0, b"y" * 5000)
+    split = b.ticks(alice, [(TransferKind.OUTPUT, pack_body(execution_body(long_output)))])
     assert len(split) >= 2, "the long output spans several ticks"
     b.put(*split[0])
     bob_space = b.do("bob", MutationKind.CREATE_SPACE, scope="private")["resource"]

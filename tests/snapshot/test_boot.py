@@ -157,7 +157,8 @@ async def _tamper(url: str, sp: StreamSpec, change) -> tuple[int, int]:
 
 
 def _refusals(caplog) -> list[tuple[str, str]]:
-    return [(r.args[0], r.args[1]) for r in caplog.records if r.name == "aotx.snapshot" and r.levelno == logging.WARNING]
+    return [(r.args[0], r.args[1]) for r in caplog.records
+            if r.name == "aotx.snapshot" and r.levelno == logging.WARNING]
 
 
 @pytest.mark.parametrize("reason, change", [
