@@ -36,7 +36,7 @@ from .codec import covered_seq, encode_snapshot
 from .store import SnapshotStore
 
 log = logging.getLogger("aotx.snapshot")
-DEFAULT_EVERY = 5_000
+DEFAULT_EVERY = 2_000
 CLOSE_WAIT = 5.0       # seconds stop() waits for an upload under way
 _TRANSPORT = (nats.errors.Error, EventLogError, OSError, asyncio.TimeoutError)
 
