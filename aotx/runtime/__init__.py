@@ -8,7 +8,7 @@ from a runtime (RuntimePort), declared by SharedRuntime, GrantedRuntime and Remo
 from .hold import HoldStatus
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission, submit_body
-from .replay import BOOT_CONTROL, Projector, ReplayError
+from ..projection import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
 from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
 from .runtime import SharedRuntime

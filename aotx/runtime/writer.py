@@ -33,7 +33,7 @@ from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
-from .replay import TICK_KIND, Projector, ReplayError
+from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
 MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
