@@ -1,8 +1,9 @@
 """The shared runtime: decide → journal append → apply on ack; boot = replay through the same apply.
 
 runtime.py is the facade (its docstring maps the parts: planner, writer, group commit, boot,
-executor); replay.py is the one absorb path used by boot and live; port.py what a gateway needs
-from a runtime (RuntimePort), declared by SharedRuntime, GrantedRuntime and RemoteRuntime.
+executor, snapshots); the projector (aotx.projection, re-exported by replay.py) is the one absorb
+path used by boot and live; port.py what a gateway needs from a runtime (RuntimePort), declared by
+SharedRuntime, GrantedRuntime and RemoteRuntime.
 """
 
 from .hold import HoldStatus

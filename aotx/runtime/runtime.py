@@ -18,6 +18,11 @@ Journal hold (HoldStatus, writer): JournalFull / JournalUnavailable put the runt
 mutation answers 429 and changes nothing; reads, exact retries and refusals keep working; the hold
 lifts once space returns and the log is in sync again (read back). Boot (boot): replay, then every
 unfinished input is journalled `interrupted`.
+
+Snapshots (aotx.snapshot, optional): a SnapshotKeeper is the boot start (boot.snapshot_start: the
+newest valid snapshot, then only the tail is replayed) and an observer of applied messages (it
+encodes a snapshot when due, at the consistent point right after an apply); the runtime tells it
+when boot is done and closes it in stop.
 """
 
 from __future__ import annotations

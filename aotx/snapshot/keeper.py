@@ -16,8 +16,9 @@
 
 A snapshot covers a prefix of the stream: the keeper checks that the projection applied every stream
 message up to its covered sequence, in stream order (sequence = base + messages applied, where base
-is the sequences before the projection's first message). A message applied out of order (a read-back
-after a write whose ack was lost) or a gap pauses snapshots until the next boot, which checks again.
+is the sequences before the projection's first message). A message applied out of order (the writer
+applies in stream order, also after a lost ack: a safety net) or a gap pauses snapshots until the next
+boot, which checks again.
 No snapshot is taken while a transfer is open (format 1 holds none).
 """
 
