@@ -106,7 +106,7 @@ async def test_the_runtime_user_writes_its_journals_snapshots_and_the_gateway_us
             alice = Actor("alice", Grants.all())
             me = (await runtime.query("participant", alice)).body
             body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "02" * 16, "sequence": "1"}
-            assert (await runtime.submit(alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+            assert (await submit_body(runtime, alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
             await runtime.snapshots.settled()
             assert runtime.snapshots.stats.saved == 1
         finally:
