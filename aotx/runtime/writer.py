@@ -116,7 +116,6 @@ class JournalWriter:
                 f.error = self.held()
             return True
         await self.connection.ensure()
-        applied = self.applied_seq()
         self._attempt += 1
         self._drop_after = False
         if len(flights) == 1:  # one lineage: no task per flight
@@ -133,8 +132,9 @@ class JournalWriter:
                 self._unknown(f, result)
         if self._drop_after:
             await self.connection.drop()
-        bound = min((f.landed[-1][0] if f.landed else applied for f in flights if f.gap), default=None)
-        if bound is not None:   # apply only below the first message whose landing is unknown
+        gaps = [f for f in flights if f.gap]
+        if gaps:   # apply only up to the first message whose landing is unknown (nothing is applied yet)
+            bound = min(f.landed[-1][0] if f.landed else self.applied_seq() for f in gaps)
             for f in flights:
                 self._defer(f, bound)
         landed = sorted((seq, f.subject, tick.data) for f in flights for seq, tick in f.landed)
