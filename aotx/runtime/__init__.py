@@ -1,14 +1,15 @@
 """The shared runtime: decide → journal append → apply on ack; boot = replay through the same apply.
 
 runtime.py is the facade (its docstring maps the parts: planner, writer, group commit, boot,
-executor); replay.py is the one absorb path used by boot and live; port.py what a gateway needs
-from a runtime (RuntimePort), declared by SharedRuntime, GrantedRuntime and RemoteRuntime.
+executor, snapshots); the projector (aotx.projection, re-exported by replay.py) is the one absorb
+path used by boot and live; port.py what a gateway needs from a runtime (RuntimePort), declared by
+SharedRuntime, GrantedRuntime and RemoteRuntime.
 """
 
 from .hold import HoldStatus
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission, submit_body
-from .replay import BOOT_CONTROL, Projector, ReplayError
+from ..projection import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
 from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
 from .runtime import SharedRuntime

@@ -6,7 +6,13 @@ sequence, the transfers it completed, and the parsed mutations of the commands t
 carry, where the writer has them at hand). Observers are registered with `Observers.add`; the
 writer knows none of them. One observer's failure is logged and never reaches the writer or the
 other observers. The executor is one (a saved admission starts an input, a saved cancellation
-stops one), the runtime's change signal (readers waiting for new state) another.
+stops one), the runtime's change signal (readers waiting for new state) another, the snapshot
+keeper (aotx.snapshot) a third.
+
+An observer is called synchronously, right after the projector applied that message and before
+anything else is applied (the writer feeds and notifies on the event loop without awaiting in
+between): it may read the projector, which then holds exactly the stream up to that message, but
+must not change it, nor block; slow work goes to a task of its own.
 """
 
 from __future__ import annotations

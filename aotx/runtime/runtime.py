@@ -18,6 +18,11 @@ Journal hold (HoldStatus, writer): JournalFull / JournalUnavailable put the runt
 mutation answers 429 and changes nothing; reads, exact retries and refusals keep working; the hold
 lifts once space returns and the log is in sync again (read back). Boot (boot): replay, then every
 unfinished input is journalled `interrupted`.
+
+Snapshots (aotx.snapshot, optional): a SnapshotKeeper is the boot start (boot.snapshot_start: the
+newest valid snapshot, then only the tail is replayed) and an observer of applied messages (it
+encodes a snapshot when due, at the consistent point right after an apply); the runtime tells it
+when boot is done and closes it in stop.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from typing import Any, Callable
 from eventlog import NatsAuth, Recorder, StreamSpec
 
 from ..memory import MemoryStore
+from ..projection import Projector
+from ..snapshot import SnapshotKeeper, SnapshotPolicy
 from ..state import Capacities, State, state_hash
 from ..state.mutations import Mutation
 from ..state.rights import Actor, Grants
@@ -48,7 +55,6 @@ from .outcome import Outcome
 from .planner import Cmd
 from .port import RuntimePort
 from .projection import ProjectionView
-from .replay import Projector
 from .stopping import cancel_and_wait
 from .views import run_view
 from .writer import JournalWriter
@@ -62,7 +68,9 @@ class SharedRuntime(RuntimePort):
     """Construct, `await start()` (connects if given a URL, then boots by replay), use, `await stop()`.
 
     `boot_start` (aotx.runtime.boot.StartPoint): where boot starts reading (default: a fresh
-    projector at sequence 1)."""
+    projector at sequence 1). `snapshots` (a SnapshotPolicy; None: off; needs `nats_url`): a
+    SnapshotKeeper supplies the boot start (the newest valid snapshot) and, as an observer of applied
+    messages, writes one when due; the two are exclusive."""
 
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
@@ -70,7 +78,8 @@ class SharedRuntime(RuntimePort):
                  probe_interval: float = 1.0, service: Any = None,
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
-                 nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None) -> None:
+                 nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
+                 snapshots: SnapshotPolicy | None = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -100,6 +109,13 @@ class SharedRuntime(RuntimePort):
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)
+        self.snapshots: SnapshotKeeper | None = None
+        if snapshots is not None and nats_url is not None:
+            if boot_start is not None:
+                raise ValueError("give snapshots or boot_start, not both: the keeper supplies the boot start")
+            self.snapshots = SnapshotKeeper(nats_url, nats_auth, self.spec, self.capacities, snapshots)
+            self.boot_start = boot.snapshot_start(self.snapshots, self.capacities)
+            self.observers.add(self.snapshots.applied)
         self._prober: asyncio.Task | None = None
         self.service: Any = None
         self.context = None
@@ -152,6 +168,8 @@ class SharedRuntime(RuntimePort):
         except BaseException:
             await self.stop()  # fail closed: no state, no connection left behind
             raise
+        if self.snapshots is not None:   # its boot line; from here on it snapshots what is applied live
+            self.snapshots.booted(self.writer.projector)
         await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
         self._prober = asyncio.get_running_loop().create_task(self.writer.probe_forever(self.probe_interval))
         log.info("shared runtime booted", extra={"fields": {
@@ -167,6 +185,8 @@ class SharedRuntime(RuntimePort):
         await self.commands.stop(_STOPPED)
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
+        if self.snapshots is not None:   # nothing is applied any more: wait (bounded) for an upload under way
+            await self.snapshots.close()
         await self.writer.connection.close()
 
     async def probe(self) -> bool:

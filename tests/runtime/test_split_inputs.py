@@ -17,6 +17,7 @@ import pytest
 from api.gateway_config import ensure_dev_config, load_gateway_config
 from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, submit_body
 from aotx.runtime_file import load_grants, pack_shared, write_grants
+from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
 from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
@@ -83,12 +84,14 @@ def _boot(rf, srv: EmbeddedNats, grants, *extra: str) -> Proc:
 def test_boot_flags_reach_the_runtime_options():
     args = build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g",
                                       "--retention-mode", "2", "--lease-revision", "5", "--automatic-memory",
-                                      "--execution-deadline", "7"])
+                                      "--execution-deadline", "7", "--snapshot-every", "0"])
     assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
-                                     "automatic_memory": True}
+                                     "automatic_memory": True, "snapshots": None}
     args = build_parser().parse_args(["serve"])
     assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
-                                     "automatic_memory": False}
+                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY)}
+    args = build_parser().parse_args(["serve", "--snapshot-every", "500", "--snapshot-interval", "60"])
+    assert runtime_options(args)["snapshots"] == SnapshotPolicy(every=500, interval=60.0)
     for bad in (["--retention-mode", "3"], ["--lease-revision", "2"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g", *bad])
