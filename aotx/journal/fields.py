@@ -76,6 +76,28 @@ def _string(w: Any) -> str:
     return w
 
 
+def _boolean(w: Any) -> bool:
+    if w.__class__ is not bool:
+        raise _got("true or false", w)
+    return w
+
+
+def _array(item: tuple[Callable, Callable], want: str):
+    """A msgpack array of one wire type, as a tuple."""
+    encode_item, decode_item = item
+
+    def decode(w: Any) -> tuple:
+        if w.__class__ is not list:
+            raise _got(f"an array of {want}", w)
+        return tuple(decode_item(x) for x in w)
+
+    def encode(v: Any) -> list:
+        if not isinstance(v, (tuple, list)):
+            raise _got(f"an array of {want}", v)
+        return [encode_item(x) for x in v]
+    return encode, decode
+
+
 def _members(cls: type[enum.Enum], values: dict[int, Any], want: str):
     def decode(w: Any) -> Any:
         member = values.get(w) if w.__class__ is int else None
@@ -141,6 +163,12 @@ def _codec(owner: str, attr: str, base: Any, meta: tuple) -> tuple[Callable, Cal
         return _to_unsigned, _unsigned
     if base is str:
         return _string, _string
+    if base is bool:
+        return _boolean, _boolean
+    if typing.get_origin(base) is tuple:
+        args = typing.get_args(base)
+        if len(args) == 2 and args[1] is Ellipsis and args[0] in (bytes, str):
+            return _array(_bytes(None) if args[0] is bytes else (_string, _string), args[0].__name__)
     if isinstance(base, type) and issubclass(base, enum.IntFlag):
         return _flags(base)
     if isinstance(base, type) and issubclass(base, enum.IntEnum):

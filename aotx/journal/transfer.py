@@ -37,6 +37,7 @@ class TransferKind(enum.IntEnum):
     RETIREMENT = 6
     CONTROL = 7
     MEMORY = 8       # retained memory of an input (aotx.memory MemoryRetained)
+    STORED = 9       # stored state of the standard surfaces (aotx.stored: responses, conversations, keys)
 
 
 def lineage_hash(lineage: str | bytes) -> int:

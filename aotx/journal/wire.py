@@ -5,7 +5,8 @@ their annotations to encode and decode its msgpack body. What an annotation mean
 
 * `bytes` — bin of any length; `B16` / `B32` (`Annotated[bytes, Fixed(n)]`) — bin of exactly n bytes;
 * `U64` (`Annotated[int, Unsigned()]`) — an unsigned 64-bit integer;
-* `str` — a msgpack str;
+* `str` — a msgpack str; `bool` — msgpack true / false;
+* `tuple[bytes, ...]` / `tuple[str, ...]` — a msgpack array of bin / of str (decoded as a tuple);
 * an `enum.IntFlag` — an unsigned integer whose bits are all members' (e.g. Rights);
   an `enum.IntEnum` — an unsigned integer that is one of its values (e.g. Scope);
 * another dataclass (e.g. OpHeader) — its fields, flattened into the same map, in their order;
