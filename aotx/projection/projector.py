@@ -10,7 +10,9 @@ transfers that follow it on that lineage. An ADMISSION transfer is an input's mu
 (aotx.state.execution), a completion also renewing its receipt's save fields. A MEMORY transfer
 is an input's retained memory (aotx.memory MemoryRetained), applied to the memory store; a
 publication (a MUTATION transfer holding `memory.publication`) changes both the state (its
-receipt) and the memory store (the published copies). Anything else fails closed (ReplayError).
+receipt) and the memory store (the published copies). A STORED transfer is an event of the
+standard surfaces' stored state (aotx.stored: responses, conversations, idempotency keys), applied
+to `stored`; it must be on its identity's lineage subject. Anything else fails closed (ReplayError).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..state import (Capacities, MemoryPublicationRecorded, Save, State, StateEr
                      transfer_kind)
 from ..state.apply import apply_into, owned_copy, record_save_into
 from ..state.execution import InputCompleted, apply_execution_into, execution_from_body, input_slot
+from ..stored import StoredState, apply_stored_into, identity_lineage, stored_from_body
 
 BOOT_CONTROL = "runtime.boot"
 _CHAIN_PERSON = b"aotx-commit"
@@ -52,6 +55,7 @@ class Projector:
     capacities: Capacities | None = None
     state: State = field(init=False)
     memory: MemoryStore = field(default_factory=MemoryStore)
+    stored: StoredState = field(default_factory=StoredState)
     reassembler: Reassembler = field(default_factory=lambda: Reassembler(recovery=True))
     last_transfer: dict[int, int] = field(default_factory=dict)      # lineage hash -> last transfer id
     last_subject_seq: dict[str, int] = field(default_factory=dict)   # subject -> last stream seq
@@ -158,6 +162,13 @@ class Projector:
                 if self.state.receipt_slot(mem.op.lineage, mem.op.sequence) is None:
                     raise ReplayError(f"{where}: memory of sequence {mem.op.sequence}, which has no receipt")
                 self.memory.apply(mem)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+        elif t.kind == TransferKind.STORED:
+            try:
+                stored = stored_from_body(t.body)
+                self._check_lineage(where, subject, lh, identity_lineage(stored.identity))
+                apply_stored_into(self.stored, stored)   # checks everything before it writes
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
         elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION):

@@ -19,6 +19,11 @@ mutation answers 429 and changes nothing; reads, exact retries and refusals keep
 lifts once space returns and the log is in sync again (read back). Boot (boot): replay, then every
 unfinished input is journalled `interrupted`.
 
+Stored state of the standard surfaces (aotx.stored; `runtime.stored`, a StoredWrites: the
+StoredJournal port the API uses): stored commands have their own group commit on the same writer
+(stored_round: decide against the acknowledged state, journal on the identity's lineage, apply on
+ack); at boot what the previous run left unfinished is journalled interrupted, then retention is swept.
+
 Snapshots (aotx.snapshot, optional): a SnapshotKeeper is the boot start (boot.snapshot_start: the
 newest valid snapshot, then only the tail is replayed) and an observer of applied messages (it
 encodes a snapshot when due, at the consistent point right after an apply); the runtime tells it
@@ -42,6 +47,7 @@ from ..snapshot import SnapshotKeeper, SnapshotPolicy
 from ..state import Capacities, State, state_hash
 from ..state.mutations import Mutation
 from ..state.rights import Actor, Grants
+from ..stored import StoredLimits, stored_digest
 from . import boot
 from .command_round import command_round
 from .connection import JournalConnection
@@ -56,6 +62,7 @@ from .planner import Cmd
 from .port import RuntimePort
 from .projection import ProjectionView
 from .stopping import cancel_and_wait
+from .stored_writes import StoredWrites
 from .views import run_view
 from .writer import JournalWriter
 
@@ -79,7 +86,8 @@ class SharedRuntime(RuntimePort):
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
                  nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
-                 snapshots: SnapshotPolicy | None = None) -> None:
+                 snapshots: SnapshotPolicy | None = None, stored_limits: StoredLimits | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -109,6 +117,8 @@ class SharedRuntime(RuntimePort):
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)
+        # stored responses, conversations and idempotency keys (aotx.stored), on the same writer
+        self.stored = StoredWrites(self.writer, self.observers, stored_limits, **({"clock": clock} if clock else {}))
         self.snapshots: SnapshotKeeper | None = None
         if snapshots is not None and nats_url is not None:
             if boot_start is not None:
@@ -171,6 +181,7 @@ class SharedRuntime(RuntimePort):
         if self.snapshots is not None:   # its boot line; from here on it snapshots what is applied live
             self.snapshots.booted(self.writer.projector)
         await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
+        await self.stored.booted()
         self._prober = asyncio.get_running_loop().create_task(self.writer.probe_forever(self.probe_interval))
         log.info("shared runtime booted", extra={"fields": {
             "boot": self.boot_id, "messages": self.projector.messages, "transfers": self.projector.transfers}})
@@ -182,6 +193,7 @@ class SharedRuntime(RuntimePort):
         if self.executor is not None:
             await self.executor.stop()
         await self.executions.commit.stop(_STOPPED)
+        await self.stored.stop()
         await self.commands.stop(_STOPPED)
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
@@ -220,8 +232,12 @@ class SharedRuntime(RuntimePort):
         return self.reads.memory
 
     def state_hash(self) -> str:
-        """The state's hash combined with the memory store's digest: live = replay covers both."""
-        return hashlib.blake2b(f"{state_hash(self.state)}:{self.memory.digest()}".encode(), digest_size=32).hexdigest()
+        """The state's hash combined with the memory store's and the stored state's digests: live = replay
+        covers all three (a runtime with nothing stored hashes as before the stored state existed)."""
+        text = f"{state_hash(self.state)}:{self.memory.digest()}"
+        if self.projector.stored.books:
+            text += f":{stored_digest(self.projector.stored)}"
+        return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
 
     async def wait_change(self, timeout: float) -> None:
         """Return after the next journal message is applied, or after `timeout` seconds."""

@@ -1,4 +1,4 @@
-"""The body of a format-1 snapshot: the Projector as one msgpack map (aotx.snapshot.format frames it).
+"""The body of a snapshot: the Projector as one msgpack map (aotx.snapshot.format frames it).
 
     {"state": {"tables": [[name, dtype descr, rows, raw bytes] × 5 in TABLES order],
                "counts": [participants, spaces, conversations, members], "applied": n,
@@ -12,12 +12,16 @@
      "projector": {"last_transfer": [[lineage hash, id]…], "last_subject_seq": [[subject, seq]…],
                    "chains": [[lineage hash, digest]…], "boots": [[lineage hash, boot]…], "messages": n,
                    "transfers": n},
-     "reassembler": {"last_id": [[lineage hash, id]…]}}
+     "reassembler": {"last_id": [[lineage hash, id]…]},
+     "stored": the stored state (aotx.stored.export: books of responses, conversations, keys) — format 2}
+
+Format 1 has no "stored" key and decodes as a projection with an empty stored state; format 2 must
+have it.
 
 Per-slot lists are sparse (only slots that differ from an empty state's b"", None, None, 0) and
 every list of pairs is sorted, so encoding is a pure function of the projection and
 decode∘encode is the identity. A snapshot is taken only where no transfer is open (a partial
-transfer's parts are not part of format 1): `encode_body` refuses otherwise. Decoding checks every
+transfer's parts are not part of formats 1 and 2): `encode_body` refuses otherwise. Decoding checks every
 key, type, length and index and raises SnapshotRefused("body", …) for anything else.
 """
 
@@ -37,7 +41,8 @@ from ..state.tables import DTYPES, TABLES
 from ..state.vocab import Execution
 from ..memory.errors import MemoryApplyError
 from ..projection import Projector
-from .format import SnapshotRefused
+from ..stored import StoredState, export_stored, import_stored
+from .format import VERSION, SnapshotRefused
 
 EXECUTION_FIELDS = ("model_digest", "page_limit", "status", "lease_slot", "lease_revision", "retention_mode",
                     "output", "input_tokens", "output_tokens", "finish", "error", "cancel_requested", "order")
@@ -88,6 +93,7 @@ def encode_body(p: Projector) -> bytes:
             "boots": sorted([k, v] for k, v in p.boots.items()),
             "messages": p.messages, "transfers": p.transfers},
         "reassembler": {"last_id": sorted([k, v] for k, v in p.reassembler.last_ids.items())},
+        "stored": export_stored(p.stored),
     }
     return msgpack.packb(doc, use_bin_type=True)
 
@@ -146,13 +152,17 @@ def _save(values: Any) -> Save:
     return Save(**dict(zip(SAVE_FIELDS, values)))
 
 
-def decode_body(body: bytes | memoryview, source: str, incarnation: str, capacities: Capacities) -> Projector:
+def decode_body(body: bytes | memoryview, source: str, incarnation: str, capacities: Capacities,
+                version: int = VERSION) -> Projector:
     try:
         doc = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:  # msgpack raises these for a bad body
         raise _bad(f"not one msgpack value: {type(exc).__name__}: {exc}") from None
     try:
-        return _projector(_keys(doc, set(_KEYS), "the body"), source, incarnation, capacities)
+        keys = set(_KEYS) | ({"stored"} if version >= 2 else set())
+        p = _projector(_keys(doc, keys, "the body"), source, incarnation, capacities)
+        p.stored = import_stored(doc["stored"]) if version >= 2 else StoredState()
+        return p
     except (StateError, MemoryApplyError, ValueError, TypeError, KeyError) as exc:
         raise _bad(f"{type(exc).__name__}: {exc}") from None
 

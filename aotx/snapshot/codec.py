@@ -1,6 +1,6 @@
 """A whole snapshot: encode = a pure function of the Projector, decode = the Projector back.
 
-`encode_snapshot(p)` frames `encode_body(p)` with the format-1 header (aotx.snapshot.format): the
+`encode_snapshot(p)` frames `encode_body(p)` with the format-2 header (aotx.snapshot.format): the
 projection's stream and incarnation, the last stream sequence it covers (the highest it applied:
 the keeper takes a snapshot only where the projection holds every message up to it, in order), the
 messages it applied and its capacities. `decode_snapshot(blob)` checks the header, then decodes the
@@ -38,7 +38,7 @@ def decode_snapshot(blob: bytes) -> tuple[SnapshotHeader, Projector]:
 
 
 def decode_projection(header: SnapshotHeader, body) -> Projector:
-    p = decode_body(body, header.stream, header.incarnation, header.capacities)
+    p = decode_body(body, header.stream, header.incarnation, header.capacities, header.version)
     if (p.messages, covered_seq(p)) != (header.messages, header.covered):
         raise SnapshotRefused("body", f"the body applied {p.messages} messages up to sequence {covered_seq(p)}, "
                                       f"the header says {header.messages} up to {header.covered}")

@@ -1,11 +1,13 @@
 """The snapshot byte format: a versioned, checksummed header, then the body (aotx.snapshot.body).
 
-Header, format version 1 (little-endian; pinned by golden bytes in tests/snapshot):
+Header, format versions 1 and 2 (the same layout; little-endian; pinned by golden bytes in tests/snapshot).
+Version 2 (issue 11) adds the stored state of the standard surfaces to the body (aotx.snapshot.body);
+a version-1 snapshot still decodes, as a projection with no stored state:
 
 | offset | size | field |
 |---:|---:|---|
 | 0 | 8 | magic `AOTXSNAP` |
-| 8 | 2 | u16 format version (1) |
+| 8 | 2 | u16 format version (1 or 2; this writer writes 2) |
 | 10 | 2 | u16 header length H (bytes 0..H, the digest included) |
 | 12 | 4 | u32 reserved, zero |
 | 16 | 8 | u64 covered: the last stream sequence the snapshot covers (every message ≤ it is applied) |
@@ -33,8 +35,8 @@ from dataclasses import dataclass
 from ..state import Capacities, StateError
 
 MAGIC = b"AOTXSNAP"
-VERSION = 1
-KNOWN_VERSIONS = (1,)
+VERSION = 2
+KNOWN_VERSIONS = (1, 2)
 DIGEST_SIZE = 32
 _PERSON = b"aotx-snapshot"
 _FIXED = struct.Struct("<8sHHIQQ7IIQ")   # magic … body length: 72 bytes
@@ -108,10 +110,10 @@ def unpack_snapshot(blob: bytes) -> tuple[SnapshotHeader, memoryview]:
     version = _U16.unpack_from(view, 8)[0]
     if version not in KNOWN_VERSIONS:
         raise SnapshotRefused("version", f"format version {version} is not one this runtime reads {KNOWN_VERSIONS}")
-    return _unpack_v1(view)
+    return _unpack_header(view)
 
 
-def _unpack_v1(view: memoryview) -> tuple[SnapshotHeader, memoryview]:
+def _unpack_header(view: memoryview) -> tuple[SnapshotHeader, memoryview]:
     if len(view) < _FIXED.size:
         raise SnapshotRefused("format", f"{len(view)} bytes cannot hold the {_FIXED.size}-byte header")
     (_, version, length, reserved, covered, messages, *caps, reserved2, body_length) = _FIXED.unpack_from(view, 0)

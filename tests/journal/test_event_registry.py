@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from aotx.journal import Lease, LeaseRevision, LeaseRow, pack_body
 from aotx.journal.registry import REGISTRY, Kind
 from aotx.journal.wire import U64_MAX, Fixed, Packed, Require, Unsigned
-# importing aotx.state and aotx.memory registers their kinds
+# importing aotx.state, aotx.memory and aotx.stored registers their kinds
+import aotx.stored  # noqa: F401
+from aotx.stored import ids as stored_ids
 from aotx.memory import MemoryCodecError, MemoryOp, MemoryRevised, memory_event_from_body
 from aotx.state import EventCodecError, OpHeader, ParticipantRegistered, Scope, SpaceCreated, from_body
 from aotx.state.execution import InputCompleted, LeaseApplied, OutputAppended, execution_from_body
@@ -24,7 +26,12 @@ from aotx.state.vocab import Execution
 
 TAGS = {"participant.registered", "receipts.retired", "space.created", "member.rights_set", "conversation.created",
         "input.admitted", "input.cancelled", "memory.publication", "input.lease", "input.output",
-        "input.completion", "memory.retained", "memory.published", "memory.revised"}
+        "input.completion", "memory.retained", "memory.published", "memory.revised",
+        "stored.response.created", "stored.response.events", "stored.response.cancel_requested",
+        "stored.response.finished", "stored.response.deleted", "stored.conversation.created",
+        "stored.conversation.items_added", "stored.conversation.item_deleted", "stored.conversation.metadata_set",
+        "stored.conversation.deleted", "stored.key.started", "stored.key.answered", "stored.key.finished",
+        "stored.expired"}
 KINDS = sorted(REGISTRY.kinds(), key=lambda k: k.tag)
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -39,14 +46,41 @@ def leases() -> st.SearchStrategy[Lease]:
 
 
 PACKED = {Lease: leases()}
+_HEX = st.text("0123456789abcdef", min_size=24, max_size=64)
+_IDS = {"response": _HEX.map("resp_{}".format), "conversation": _HEX.map("conv_{}".format),
+        "item": st.tuples(st.text("abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=12), _HEX).map("_".join)}
+# the stored ids' wire types test their values (Require): draw values they accept, then let the filter check
+REQUIRED = {
+    stored_ids.is_identity: st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]),
+                                    min_size=1, max_size=24),
+    stored_ids.is_response_id: _IDS["response"], stored_ids.is_conversation_id: _IDS["conversation"],
+    stored_ids.is_item_id: _IDS["item"], stored_ids.is_surface: st.sampled_from(stored_ids.SURFACES),
+    stored_ids.is_key: st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), min_size=1, max_size=40),
+}
+REQUIRED_BY_WHY = {
+    "not a response id or \"\"": st.just("") | _IDS["response"],
+    "not a conversation id or \"\"": st.just("") | _IDS["conversation"],
+    "not a list of distinct item ids": st.lists(_IDS["item"], max_size=3, unique=True).map(tuple),
+    "not a list of distinct response ids": st.lists(_IDS["response"], max_size=3, unique=True).map(tuple),
+    "not a list of surfaces": st.lists(st.sampled_from(stored_ids.SURFACES), max_size=3).map(tuple),
+    "not a list of idempotency keys": st.lists(REQUIRED[stored_ids.is_key], max_size=3).map(tuple),
+}
 
 
 def of(hint: typing.Any) -> st.SearchStrategy:
     """A strategy for one field, from its wire type alone."""
     base, meta = (typing.get_args(hint)[0], typing.get_args(hint)[1:]) \
         if typing.get_origin(hint) is typing.Annotated else (hint, ())
+    required = [m for m in meta if isinstance(m, Require)]
     if any(isinstance(m, Packed) for m in meta):
         out = PACKED[base]
+    elif required and (required[0].test in REQUIRED or required[0].why in REQUIRED_BY_WHY):
+        out = REQUIRED[required[0].test] if required[0].test in REQUIRED else REQUIRED_BY_WHY[required[0].why]
+    elif base is bool:
+        out = st.booleans()
+    elif typing.get_origin(base) is tuple:
+        item = typing.get_args(base)[0]
+        out = st.lists(st.binary(max_size=24) if item is bytes else st.text(max_size=12), max_size=3).map(tuple)
     elif dataclasses.is_dataclass(base):
         hints = typing.get_type_hints(base, include_extras=True)
         out = st.builds(base, **{f.name: of(hints[f.name]) for f in dataclasses.fields(base)})
@@ -75,7 +109,7 @@ def events(kind: Kind) -> st.SearchStrategy:
 def test_every_journalled_kind_is_registered_once_with_its_family():
     assert {k.tag for k in KINDS} == TAGS
     assert all(k.version == 1 for k in KINDS)
-    assert {k.family.name for k in KINDS} == {"event", "execution event", "memory event"}
+    assert {k.family.name for k in KINDS} == {"event", "execution event", "memory event", "stored event"}
 
 
 def _valid(event, kind: Kind) -> None:

@@ -6,6 +6,7 @@ from aotx.memory.store_parts import export_parts
 from aotx.runtime.replay import Projector
 from aotx.state import state_hash
 from aotx.state.tables import TABLES
+from aotx.stored import export_stored, stored_digest
 
 
 def fingerprint(p: Projector) -> dict:
@@ -22,6 +23,7 @@ def fingerprint(p: Projector) -> dict:
         "memory": {**mem, "matrix": mem["matrix"].tobytes(), "matrix_capacity": p.memory._matrix.shape},
         "positions": (p.source, p.incarnation, p.last_transfer, p.last_subject_seq, p.chains, p.boots,
                       p.messages, p.transfers),
+        "stored": (stored_digest(p.stored), export_stored(p.stored), p.stored.totals),
         "reassembler": (p.reassembler.recovery, p.reassembler.last_ids, p.reassembler.open_transfers,
                         p.reassembler.faults),
     }

@@ -5,7 +5,10 @@
 of an input (lease, retained memory, output, completion bodies), each tick fed to the live projector
 at its stream sequence. `rich_log()` is a log with registrations, spaces of every scope, members,
 conversations, inputs with memory, a publication, a cancellation, retirements and a transfer split
-over two messages with another lineage's message between them (what a resumed hold leaves).
+over two messages with another lineage's message between them (what a resumed hold leaves); then
+stored records of the standard surfaces (`store`: aotx.stored decide → STORED transfers): a
+conversation, responses (one continuing another, one left unfinished, one with events split over
+several ticks), idempotency keys.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from aotx.state import (SCHEMA, Accepted, MemoryKind, Actor, Capacities, Command
                         transfer_kind)
 from aotx.state.execution import (InputCompleted, LeaseApplied, OutputAppended, default_lease, execution_body)
 from aotx.state.vocab import Execution
+from aotx.stored import Accepted as StoredAccepted
+from aotx.stored import (AppendKeyAnswer, AppendResponseEvents, BeginKey, CreateConversation, CreateResponse,
+                         FinishKey, FinishResponse, ResponseStatus, StoredLimits, decide as decide_stored,
+                         encode_stored, identity_lineage, identity_of_key)
 
 MODEL = "m"
 CTX = ExecutionContext({MODEL: ModelCaps(bytes(range(32)))}, page_grant=64)
@@ -69,6 +76,12 @@ class LogBuilder:
     def write(self, lineage: bytes, items: list[tuple[int, bytes]]) -> None:
         for subject, data in self.ticks(lineage, items):
             self.put(subject, data)
+
+    def store(self, identity: str, command, now: int = 1_800_000_000) -> None:
+        """One accepted stored command, journalled on the identity's lineage."""
+        d = decide_stored(self.live.stored, identity, command, now, StoredLimits())
+        assert isinstance(d, StoredAccepted), d
+        self.write(identity_lineage(identity), [(TransferKind.STORED, encode_stored(e)) for e in d.events])
 
     # ---- mutations ----
     def _publisher(self, state, actor, header, m):
@@ -145,4 +158,34 @@ def rich_log(capacities: Capacities | None = None) -> LogBuilder:
     b.do("alice", MutationKind.RETIRE, retry_floor="4")
     b.do("bob", MutationKind.CREATE_CONVERSATION, bob_space)
     b.do("bob", MutationKind.RETIRE, retry_floor="3")
+    stored_records(b)
     return b
+
+
+def _hex(prefix: str, n: int) -> str:
+    return f"{prefix}_{n:048x}"
+
+
+def stored_records(b: LogBuilder) -> None:
+    """Stored records of the standard surfaces, for alice (a principal) and a loopback API key."""
+    key = identity_of_key("sk-loopback")
+    msg = lambda n, text, role="user": {"id": _hex("msg", n), "type": "message", "role": role,  # noqa: E731
+                                        "content": [{"type": "input_text", "text": text}]}
+    conv, r1, r2, r3 = _hex("conv", 1), _hex("resp", 1), _hex("resp", 2), _hex("resp", 3)
+    b.store("alice", CreateConversation(conv, 1_800_000_000, {"topic": "deploys"}, [msg(1, "hello")]))
+    b.store("alice", CreateResponse(r1, 1_800_000_000, MODEL, [msg(2, "when is deploy day?")], conversation=conv,
+                                    instructions="be brief", params={"temperature": 0.2}))
+    b.store("alice", AppendResponseEvents(r1, 0, [b'{"type":"response.created","sequence_number":0}',
+                                                  b'{"type":"response.output_text.delta","sequence_number":1}']))
+    b.store("alice", FinishResponse(r1, ResponseStatus.COMPLETED, [msg(3, "Thursday.", "assistant")],
+                                    usage={"input_tokens": 5, "output_tokens": 2}))
+    b.store(key, BeginKey("responses", "retry-1", bytes(range(32)), bound=r2))
+    b.store(key, CreateResponse(r2, 1_800_000_001, MODEL, [msg(4, "long one")], background=True))
+    b.store(key, AppendResponseEvents(r2, 0, [b"e" * 3000]))        # one event over several ticks
+    b.store(key, CreateResponse(r3, 1_800_000_002, MODEL, [msg(5, "again")]))
+    b.store(key, FinishResponse(r3, ResponseStatus.FAILED, error={"code": "server_error", "message": "x"}))
+    b.store(key, BeginKey("chat.completions", "k", bytes(32)))
+    b.store(key, AppendKeyAnswer("chat.completions", "k", 0, [b'{"id":"chatcmpl-1"}']))
+    b.store(key, FinishKey("chat.completions", "k", 200, {"content-type": "application/json"}))
+    b.store("alice", CreateResponse(_hex("resp", 4), 1_800_000_003, MODEL, [msg(6, "and then?")],
+                                    previous_response_id=r1))   # left unfinished

@@ -21,9 +21,11 @@ from aotx.snapshot.body import EXECUTION_FIELDS, SAVE_FIELDS, encode_body
 from aotx.state import Capacities, MutationKind, Save
 from aotx.state.execution import ExecutionRecord
 from aotx.state.state import State
+from aotx.stored import stored_digest
+from aotx.stored.state import Book, ConversationRecord, KeyRecord, ResponseRecord, StoredState
 
 from .compare import fingerprint, replay
-from .journal import LogBuilder, rich_log
+from .journal import LogBuilder, rich_log, stored_records
 
 GOLDEN = Path(__file__).with_name("golden")
 TINY = Capacities(participants=2, spaces=2, conversations=2, members=2, receipts=2, command_bytes=1024,
@@ -75,7 +77,7 @@ def test_encode_is_a_pure_function_and_decode_its_inverse(log):
         [(r.score, r.text.id) for r in log.live.memory.recall(space, query, 5)]
 
 
-def test_format_1_carries_every_field_of_what_it_stores():
+def test_the_format_carries_every_field_of_what_it_stores():
     """A field added to any of these changes what a snapshot must hold: give the format a new version."""
     assert tuple(f.name for f in dataclasses.fields(ExecutionRecord)) == EXECUTION_FIELDS
     assert tuple(f.name for f in dataclasses.fields(Save)) == SAVE_FIELDS
@@ -86,8 +88,16 @@ def test_format_1_carries_every_field_of_what_it_stores():
         "n_spaces", "n_conversations", "n_members", "commands", "saves", "executions", "input_counts", "applied",
         "_index"]
     assert [f.name for f in dataclasses.fields(Projector)] == [
-        "source", "incarnation", "capacities", "state", "memory", "reassembler", "last_transfer",
+        "source", "incarnation", "capacities", "state", "memory", "stored", "reassembler", "last_transfer",
         "last_subject_seq", "chains", "boots", "messages", "transfers"]
+    # format 2: the stored state (aotx.stored.export writes each of these; sizes and totals are derived)
+    assert [f.name for f in dataclasses.fields(StoredState)] == ["books", "totals", "applied", "_owned"]
+    assert [f.name for f in dataclasses.fields(Book)] == ["responses", "conversations", "keys"]
+    assert [f.name for f in dataclasses.fields(ResponseRecord)] == [
+        "created", "status", "events", "finished", "cancel_requested", "size"]
+    assert [f.name for f in dataclasses.fields(ConversationRecord)] == [
+        "id", "created_at", "metadata", "item_ids", "items", "size"]
+    assert [f.name for f in dataclasses.fields(KeyRecord)] == ["started", "chunks", "finished", "size"]
 
 
 HEADER_HEX = (
@@ -101,12 +111,16 @@ HEADER_HEX = (
 
 
 def test_header_golden_bytes():
+    """Format 2 has format 1's header layout; a version-1 header keeps decoding."""
     header = SnapshotHeader("AOTX_JOURNAL", "2026-12-01T10:00:00.123456+00:00", 100_000, 99_990, Capacities(), 1)
     blob = pack_snapshot(header, b"\x80")
-    assert blob[:120].hex() == HEADER_HEX
+    assert header.version == 2 and blob[:120].hex() == HEADER_HEX.replace("0100" "9800", "0200" "9800", 1)
     assert len(blob) == 152 + 1 and blob[-1:] == b"\x80"
     assert unpack_snapshot(blob)[0] == header and header.base == 10
     assert blob[120:152] == hashlib.blake2b(blob[:120] + b"\x80", digest_size=32, person=b"aotx-snapshot").digest()
+    v1 = bytes.fromhex(HEADER_HEX)
+    v1 += hashlib.blake2b(v1 + b"\x80", digest_size=32, person=b"aotx-snapshot").digest() + b"\x80"
+    assert unpack_snapshot(v1)[0] == dataclasses.replace(header, version=1)
 
 
 def _tiny() -> LogBuilder:
@@ -117,14 +131,45 @@ def _tiny() -> LogBuilder:
 
 
 def test_small_snapshot_golden_bytes():
-    """Format 1 as written on 2026-12-02: it must keep decoding to the same projection forever."""
-    golden = (GOLDEN / "v1-small.aotxsnap").read_bytes()
+    """Format 1 as written on 2026-12-02 decodes forever, to the same projection (with no stored state);
+    format 2 as written on 2026-12-08 (issue 11) is what the encoder writes now."""
     b = _tiny()
+    header, restored = decode_snapshot((GOLDEN / "v1-small.aotxsnap").read_bytes())
+    assert (header.version, header.stream, header.incarnation, header.covered, header.messages, header.capacities) \
+        == (1, "SNAPTEST", "2026-12-01T00:00:00+00:00", 2, 2, TINY)
+    assert fingerprint(restored) == fingerprint(b.live) and not restored.stored.books
+    golden = (GOLDEN / "v2-small.aotxsnap").read_bytes()
     assert encode_snapshot(b.live) == golden
     header, restored = decode_snapshot(golden)
-    assert (header.stream, header.incarnation, header.covered, header.messages, header.capacities) == (
-        "SNAPTEST", "2026-12-01T00:00:00+00:00", 2, 2, TINY)
+    assert (header.version, header.covered, header.messages) == (2, 2, 2)
     assert fingerprint(restored) == fingerprint(b.live)
+
+
+def _tiny_stored() -> LogBuilder:
+    b = _tiny()
+    stored_records(b)
+    return b
+
+
+def test_stored_snapshot_golden_bytes():
+    """Format 2 with stored responses, a conversation and idempotency keys, as written on 2026-12-08."""
+    b = _tiny_stored()
+    golden = (GOLDEN / "v2-stored.aotxsnap").read_bytes()
+    assert encode_snapshot(b.live) == golden
+    header, restored = decode_snapshot(golden)
+    assert fingerprint(restored) == fingerprint(b.live) and restored.stored.totals.responses == 4
+    assert stored_digest(restored.stored) == stored_digest(replay(b.messages, TINY).stored)
+
+
+def _as_version(blob: bytes, version: int) -> bytes:
+    """The same snapshot under another header version (digest renewed): only the body's checks refuse it."""
+    length = int.from_bytes(blob[10:12], "little")
+    head = blob[:8] + version.to_bytes(2, "little") + blob[10:length - 32]
+    return head + hashlib.blake2b(head + blob[length:], digest_size=32, person=b"aotx-snapshot").digest() + blob[length:]
+
+
+def json_copy(doc):
+    return msgpack.unpackb(msgpack.packb(doc, use_bin_type=True), raw=False)
 
 
 def _reframe(blob: bytes, body: bytes) -> bytes:
@@ -137,7 +182,7 @@ def test_what_is_not_a_valid_snapshot_is_refused_with_its_reason(log):
     blob = encode_snapshot(_tiny().live)
     cases = {
         "format": [b"", b"AOTXSNA", b"NOTASNAP" + blob[8:], blob[:100], blob + b"\x00"],
-        "version": [blob[:8] + b"\x02\x00" + blob[10:], blob[:8] + b"\x00\x00" + blob[10:]],
+        "version": [blob[:8] + b"\x03\x00" + blob[10:], blob[:8] + b"\x00\x00" + blob[10:]],
         "checksum": [blob[:20] + bytes([blob[20] ^ 1]) + blob[21:],            # covered, in the header
                      blob[:-5] + bytes([blob[-5] ^ 0x40]) + blob[-4:]],        # a byte of the body
     }
@@ -145,6 +190,15 @@ def test_what_is_not_a_valid_snapshot_is_refused_with_its_reason(log):
     doc["state"]["tables"][0][1] = "[('lineage', '|u1', (8,))]"
     cases["body"] = [_reframe(blob, b"\xc1"), _reframe(blob, msgpack.packb({"state": {}})),
                      _reframe(blob, msgpack.packb(doc, use_bin_type=True))]
+    # format 2 must carry the stored state, and only a well-formed one; format 1 must not carry it
+    stored = msgpack.unpackb(unpack_snapshot(encode_snapshot(_tiny_stored().live))[1], raw=False)
+    without = {k: v for k, v in stored.items() if k != "stored"}
+    bad_record = json_copy(stored)
+    bad_record["stored"]["books"][0][1]["responses"][0][1] = 99              # no such status
+    twice = json_copy(stored)
+    twice["stored"]["books"][0][1]["keys"] *= 2                              # a key named twice
+    cases["body"] += [_reframe(blob, msgpack.packb(d, use_bin_type=True)) for d in (without, bad_record, twice)]
+    cases["body"].append(_as_version(_reframe(blob, msgpack.packb(stored, use_bin_type=True)), 1))
     for reason, blobs in cases.items():
         for bad in blobs:
             with pytest.raises(SnapshotRefused) as refused:
@@ -164,4 +218,4 @@ def test_any_flipped_bit_is_refused(data):
 
 
 def test_the_magic_opens_every_snapshot(log):
-    assert encode_snapshot(log.live).startswith(MAGIC) and encode_body(log.live)[:1] == b"\x84"   # a 4-key map
+    assert encode_snapshot(log.live).startswith(MAGIC) and encode_body(log.live)[:1] == b"\x85"   # a 5-key map
