@@ -12,13 +12,15 @@ from aotx.state import MutationKind, SubmitInput
 
 from .test_group_commit import body
 
-METHODS = ("start", "stop", "submit", "query", "describe", "wait_change")
+METHODS = ("start", "stop", "submit", "query", "describe")
 
 
 @pytest.mark.parametrize("cls", [SharedRuntime, GrantedRuntime, RemoteRuntime])
 def test_each_runtime_declares_the_port_with_callable_signatures(cls):
     assert RuntimePort in cls.__mro__   # declared, not only shaped alike
     assert isinstance(inspect.getattr_static(cls, "started"), property)
+    assert not hasattr(cls, "wait_change")   # readers wait on the broker, never on one global change
+    assert "broker" in RuntimePort.__annotations__
     for name in METHODS:
         want, got = inspect.signature(getattr(RuntimePort, name)), inspect.signature(getattr(cls, name))
         assert inspect.iscoroutinefunction(getattr(cls, name)), name
