@@ -55,6 +55,7 @@ class Subscription:
         self.wakeups = 0        # takes (test hook)
         self.resyncs = 0        # takes that were to read again because the queue overflowed
         self.reads = 0          # reads its reader made (the reader counts them)
+        self.pushes = 0         # of which delivered bytes the broker pushed (a rights-and-status read)
 
     def __enter__(self) -> "Subscription":
         return self

@@ -164,6 +164,7 @@ async def operation_stream(rt: RuntimePort, sub: Subscription, op: str, start: i
                 out = await rt.query("result", actor, op=op, offset=offset)
                 continue
             # the bytes came with the change: read the rights and the status only, then deliver them
+            sub.pushes += 1
             out = await rt.query("result", actor, op=op, offset=offset, limit=0)
             if out.status == 200:
                 out = Outcome(200, {**out.body, **span_fields(offset, pushed)})
