@@ -25,6 +25,11 @@ DEFAULT_QUEUE = 64      # queued deltas or wake-ups per reader before it must re
 _WAKE = object()        # "read again" (the queue then holds nothing else that matters)
 
 
+def _settle(waiter: asyncio.Future, value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)
+
+
 @dataclass
 class BrokerStats:
     """Counters for tests and benchmarks."""
@@ -48,7 +53,7 @@ class Subscription:
     def __init__(self, broker: "Broker", label: str, op: OpKey | None, con: ConKey | None, size: int) -> None:
         self._broker, self.label, self.op, self.con = broker, label, op, con
         self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, size))
-        self._held: list = []
+        self._waiter: asyncio.Future | None = None   # the reader's wait, settled by the next push
         self._wake_queued = False
         self.overflowed = False
         self.closed = False
@@ -65,7 +70,7 @@ class Subscription:
 
     @property
     def pending(self) -> bool:
-        return bool(self._held) or not self._queue.empty()
+        return not self._queue.empty()
 
     def push(self, item: object) -> None:
         """Queue a delta (or _WAKE); never blocks. After a queued wake-up nothing more is needed."""
@@ -78,11 +83,12 @@ class Subscription:
             self._queue.put_nowait(item)
         except asyncio.QueueFull:
             self._broker.stats.overflows += 1
-            self._held.clear()
             while not self._queue.empty():
                 self._queue.get_nowait()
             self.overflowed = self._wake_queued = True
             self._queue.put_nowait(_WAKE)
+        if self._waiter is not None:
+            _settle(self._waiter, True)
 
     def wake(self) -> None:
         self.push(_WAKE)
@@ -91,24 +97,28 @@ class Subscription:
         """Until something is queued (True) or `timeout` seconds passed (False); takes nothing."""
         if self.pending:
             return True
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _settle, waiter, False)
         try:
-            self._held.append(await asyncio.wait_for(self._queue.get(), timeout))
-        except asyncio.TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     def take(self) -> Batch:
         """Everything queued, at once."""
-        items, self._held = self._held, []
-        while not self._queue.empty():
-            items.append(self._queue.get_nowait())
-        resync = self.overflowed or any(item is _WAKE for item in items)
+        queue = self._queue
+        items = []
+        while not queue.empty():
+            items.append(queue.get_nowait())
+        resync = self.overflowed or self._wake_queued
         if self.overflowed:
             self.resyncs += 1
         self.overflowed = self._wake_queued = False
         self.wakeups += 1
         self._broker.stats.wakeups += 1
-        return Batch(resync, [item for item in items if item is not _WAKE])
+        return Batch(resync, [item for item in items if item is not _WAKE] if resync else items)
 
     def close(self) -> None:
         if not self.closed:

@@ -77,9 +77,13 @@ def targets_of(applied: Applied, state: State) -> Targets:
     out = Targets()
     for t in applied.transfers:
         kind = t.kind
-        if kind in (TransferKind.OUTPUT, TransferKind.COMPLETION):
+        if kind == TransferKind.OUTPUT:   # the hot path: the projector has just checked this body
+            body = t.body
+            ev = OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
+            out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
+        elif kind == TransferKind.COMPLETION:
             ev = execution_from_body(kind, t.body)
-            assert isinstance(ev, (OutputAppended, InputCompleted))
+            assert isinstance(ev, InputCompleted)
             out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
         elif kind == TransferKind.ADMISSION:
             ev = from_body(t.body)
