@@ -50,10 +50,11 @@ class Counted:
     """Counts the calls of an async method of the runtime (the routes call it through the instance)."""
 
     def __init__(self, fn) -> None:
-        self.fn, self.calls = fn, 0
+        self.fn, self.calls, self.checks = fn, 0, 0
 
     async def __call__(self, *args, **kwargs):
         self.calls += 1
+        self.checks += kwargs.get("limit") == 0   # a read of rights and status only (bytes pushed)
         return await self.fn(*args, **kwargs)
 
 
@@ -138,7 +139,7 @@ async def bench(args, tmp: Path) -> None:
                 client, f"{BASE}/operations/{inputs[i % len(inputs)][1]['operation']}/events", headers,
                 b"event: end")) for i in range(args.readers)]
             await asyncio.sleep(0.5)   # every reader is open and waiting (not timed)
-            queries0 = query.calls
+            queries0, checks0 = query.calls, query.checks
             wakeups0 = broker.stats.wakeups if broker is not None else waits.calls
             messages0 = runtime.projector.messages
             cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -161,7 +162,7 @@ async def bench(args, tmp: Path) -> None:
             bodies = await asyncio.gather(*op_readers)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
             messages = runtime.projector.messages - messages0
-            queries = query.calls - queries0
+            queries, checks = query.calls - queries0, query.checks - checks0
             wakeups = (broker.stats.wakeups if broker is not None else waits.calls) - wakeups0
             for con in cons:   # one more input each ends the conversation readers (not timed)
                 await submit("alice", MutationKind.INPUT, con, text="last", model=MODEL, max_output_tokens=16)
@@ -179,7 +180,8 @@ async def bench(args, tmp: Path) -> None:
           f"inputs {'one after another' if args.sequential else 'all at once'}")
     print(f"  applied journal messages   {messages}")
     print(f"  reader wake-ups            {wakeups:6d}  ({wakeups / messages:.2f} per message)")
-    print(f"  reader queries             {queries:6d}  ({queries / messages:.2f} per message)")
+    print(f"  reader queries             {queries:6d}  ({queries / messages:.2f} per message; {checks} of them "
+          "rights-and-status reads delivering pushed bytes)")
     print(f"  process CPU                {cpu * 1000:8.1f} ms  ({cpu / messages * 1000:.3f} ms per message)")
     print(f"  wall                       {wall * 1000:8.1f} ms")
     print(f"  load average               {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
