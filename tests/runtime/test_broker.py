@@ -168,3 +168,20 @@ def test_broker_without_a_loop_running_subscribes_and_delivers():
     broker.deliver(Targets(conversations={bytes.fromhex(con[4:36]) + (1).to_bytes(16, "big")}))
     assert sub.pending and sub.take().resync
     assert broker.operation("op-nonsense").op is None
+
+
+async def test_a_new_boots_first_write_on_a_lineage_wakes_everyone(world):
+    """A runtime.boot control record (a new boot's first write on a lineage) concerns every reader."""
+    w = world
+    recorder = w.rt.recorder
+    await w.rt.stop()
+    rt = await SharedRuntime(recorder=recorder, progress=False).start()
+    try:
+        subs = [rt.broker.conversation(c) for c in (w.con_a, w.con_c)]
+        w.rt = rt
+        await w.submit("alice", M.CREATE_SPACE, scope="room")   # nothing a stream shows, but a new boot's record
+        assert all(s.pending and s.take().resync for s in subs)
+        await w.submit("alice", M.CREATE_SPACE, scope="room")   # the same boot again: nobody
+        assert not any(s.pending for s in subs)
+    finally:
+        await rt.stop()
