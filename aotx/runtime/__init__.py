@@ -6,6 +6,7 @@ path used by boot and live; port.py what a gateway needs from a runtime (Runtime
 SharedRuntime, GrantedRuntime and RemoteRuntime.
 """
 
+from .broker import Broker, Subscription
 from .hold import HoldStatus
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission, submit_body
@@ -13,8 +14,9 @@ from ..projection import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
 from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
 from .runtime import SharedRuntime
+from .targets import ChangeFeed, Targets
 from .views import VIEWS
 
-__all__ = ["BOOT_CONTROL", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
-           "RuntimePort", "RuntimeRpcServer", "SharedRuntime", "VIEWS", "changed_subject", "grants_of",
+__all__ = ["BOOT_CONTROL", "Broker", "ChangeFeed", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
+           "RuntimePort", "RuntimeRpcServer", "SharedRuntime", "Subscription", "Targets", "VIEWS", "changed_subject", "grants_of",
            "parse_submission", "rpc_subject", "submit_body"]

@@ -12,7 +12,8 @@ message; a command is answered after the ack of the tick that completes it.
 Execution writes (the executor's leases, memory, output, completions) go through their own group
 commit on the same writer (execution_round); the executor reaches the runtime only through that
 port (execution_port) and hears of saved admissions and cancellations as an observer of applied
-messages (observers) — as do the readers waiting in wait_change.
+messages (observers) — as does the change feed (targets), which tells the broker (broker) what each
+applied message concerns, so that only the stream readers it concerns read again.
 
 Journal hold (HoldStatus, writer): JournalFull / JournalUnavailable put the runtime on hold: a new
 mutation answers 429 and changes nothing; reads, exact retries and refusals keep working; the hold
@@ -56,13 +57,15 @@ from .execution_round import ExecutionWrites
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .group_commit import GroupCommit
 from .hold import HoldStatus
-from .observers import ChangeSignal, Observers
+from .broker import Broker
+from .observers import Observers
 from .outcome import Outcome
 from .planner import Cmd
 from .port import RuntimePort
 from .projection import ProjectionView
 from .stopping import cancel_and_wait
 from .stored_writes import StoredWrites
+from .targets import ChangeFeed
 from .views import run_view
 from .writer import JournalWriter
 
@@ -108,12 +111,17 @@ class SharedRuntime(RuntimePort):
         self.automatic_memory = bool(automatic_memory)   # the served model's automatic-memory qualification
         self.embedder = embedder
         self.observers = Observers()       # told of every applied journal message (live)
-        self._changes = self.observers.add(ChangeSignal())
         # the writer owns the journal connection
         self.writer = JournalWriter(JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
                                                       name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth),
                                     self.spec, self.boot_id, self.observers)
         self.reads = ProjectionView(lambda: self.writer.projector)
+        # stream readers: what each applied message concerns (changes) goes to the broker (and the
+        # split deployment's announcer, a sink of its own)
+        self.broker = Broker()
+        self.changes = ChangeFeed(lambda: self.reads.state)
+        self.changes.sinks.append(self.broker.deliver)
+        self.observers.add(self.changes)
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)
@@ -238,10 +246,6 @@ class SharedRuntime(RuntimePort):
         if self.projector.stored.books:
             text += f":{stored_digest(self.projector.stored)}"
         return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
-
-    async def wait_change(self, timeout: float) -> None:
-        """Return after the next journal message is applied, or after `timeout` seconds."""
-        await self._changes.wait(timeout)
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         """A named read (views.VIEWS) of the current state."""

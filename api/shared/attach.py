@@ -64,5 +64,7 @@ def attach_shared(app: Quart, runtime: RuntimePort,
 def replace_principals(app: Quart, principals: Mapping[str, tuple[str, Iterable[str]]]) -> None:
     """Swap the shared routes' principals (same mapping as attach_shared's) on a running app: the
     next request, and the next read of every open SSE stream, authenticate and grant by these.
-    Malformed input raises ValueError and changes nothing."""
-    app.extensions[_EXT]["principals"] = normalise(principals)
+    Malformed input raises ValueError and changes nothing. Every open stream reads again now."""
+    ext = app.extensions[_EXT]
+    ext["principals"] = normalise(principals)
+    ext["runtime"].broker.resync_all()
