@@ -26,6 +26,7 @@ from api.gateway_config import GatewayConfig, GatewayConfigError, ensure_dev_con
 from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings, is_loopback
 from api.shared import attach_shared
+from api.stored_access import attach_stored
 from aotx.runtime import GrantedRuntime
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService
@@ -155,6 +156,7 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
     app = create_app(service, settings)
     attach_shared(app, shared, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
+    attach_stored(app, shared.runtime.stored)   # stored Responses, Conversations, Idempotency-Key (issue 11)
     stop = asyncio.Event()
     install_shutdown_signals(stop, drain_of(app))   # stop serving, then drain (api.drain)
     on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
