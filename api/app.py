@@ -17,8 +17,9 @@ log = logging.getLogger("aotx.gateway")
 
 
 def _surface_blueprints():
-    from api.surfaces import chat, completions, messages, responses
-    return (chat.blueprint, completions.blueprint, messages.blueprint, responses.blueprint)
+    from api.surfaces import chat, completions, conversations, messages, responses
+    return (chat.blueprint, completions.blueprint, messages.blueprint, responses.blueprint,
+            conversations.blueprint)
 
 
 def create_app(service, settings: GatewaySettings | None = None) -> Quart:

@@ -61,14 +61,6 @@ def check_output_format(body: dict) -> None:
                             "constrains decoding to a schema.", param="output_config.format")
 
 
-def check_durable_references(body: dict) -> None:
-    """Responses: stored responses and conversations do not exist on this server."""
-    for key in ("previous_response_id", "conversation"):
-        if body.get(key) is not None:
-            raise ApiError(400, f"'{key}' is not supported; replay full input instead.",
-                           param=key, code="unsupported_parameter")
-
-
 def refuse_media(part_type: str, param: str) -> ApiError:
     kind = MEDIA_PARTS.get(part_type, "non-text content")
     return ApiError(400, f"Content of type '{part_type}' is not supported: the model is "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
@@ -10,7 +11,9 @@ from api import fields
 from api.budgets import decode_budget
 from api.fields import bad
 from api.surfaces.openai_messages import content_text, parse_tool_choice, parse_tools
-from api.unsupported import check_durable_references, check_text_format
+from api.surfaces.response_items import as_items
+from api.stored_http import check_metadata
+from api.unsupported import check_text_format
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -43,15 +46,16 @@ def _output_text(raw: object, param: str) -> str:
     return content_text(raw, param, text_types=_TEXT_PARTS)
 
 
-def parse_input(raw: object) -> list[ChatMessage]:
+def parse_input(raw: object, *, name: str = "input", allow_empty: bool = False) -> list[ChatMessage]:
+    """The chat messages of a response's input (a string or an array of items); errors name `name[k]`."""
     if isinstance(raw, str):
         return [ChatMessage("user", raw)]
-    if not isinstance(raw, list) or not raw:
-        raise bad("input", "'input' must be a string or a non-empty array of items.")
+    if not isinstance(raw, list) or not (raw or allow_empty):
+        raise bad(name, f"'{name}' must be a string or a non-empty array of items.")
     out: list[ChatMessage] = []
     names: dict[str, str] = {}
     for k, item in enumerate(raw):
-        where = f"input[{k}]"
+        where = f"{name}[{k}]"
         if not isinstance(item, dict):
             raise bad(where, f"'{where}' must be an object.")
         kind = item.get("type", "message")
@@ -92,11 +96,14 @@ def _echo_tools(tools: list[ToolSpec]) -> list[dict]:
              "parameters": t.parameters, "strict": None} for t in tools]
 
 
-def parse_responses_request(body: dict, service) -> ResponsesRequest:
+def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -> ResponsesRequest:
+    """`context`: the stored items the response continues (previous_response_id's chain, or the
+    conversation's items; api.surfaces.responses.stored_run), parsed before the input as one history."""
     model = fields.known_model(body, service)
-    check_durable_references(body)
     check_text_format(body)
     messages = parse_input(body.get("input"))
+    if context:
+        messages = parse_input(list(context) + as_items(body.get("input")))
     instructions = fields.opt_str(body, "instructions")
     if instructions:
         messages = [ChatMessage("system", instructions)] + messages
@@ -109,7 +116,7 @@ def parse_responses_request(body: dict, service) -> ResponsesRequest:
     top = fields.opt_int(body, "top_logprobs", None, 0, 20)
     temperature, top_p = fields.sampling_numbers(body)
     budget = decode_budget(body, "max_output_tokens", service.default_max_tokens)
-    metadata = fields.opt_object(body, "metadata") or {}
+    metadata = check_metadata(body.get("metadata"))
     params = SamplingParams(max_tokens=budget, temperature=temperature, top_p=top_p,
                             logprobs=(top or 0) if logprobs else None)
     raw_choice = body.get("tool_choice")

@@ -1,15 +1,15 @@
-"""POST /v1/responses."""
+"""POST /v1/responses (stored responses: api.surfaces.responses.stored_plan / stored_run; their reads:
+stored_routes)."""
 from __future__ import annotations
 
 import time
 
-from api.budgets import context_fit
-from api.errors import OPENAI
+from api.errors import OPENAI, ApiError
 from api.ids import new_id
-from api.runner import collect, stream_events, submit_all
+from api.runner import stream_events, submit_all
 from api.sse import sse_response
-from api.surfaces.responses.buffered import build_response
-from api.surfaces.responses.request import parse_responses_request
+from api.surfaces.responses.stored_plan import fit_prompt, plan_for
+from api.surfaces.responses.stored_run import run_for
 from api.surfaces.responses.stream import ResponsesStreamProjector
 from api.surfaces.route_kit import json_body, json_response, service, surface_blueprint
 
@@ -20,16 +20,20 @@ blueprint = surface_blueprint("responses", OPENAI)
 async def responses():
     svc = service()
     body = await json_body()
-    req = parse_responses_request(body, svc)
-    fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
-    prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
-                                  primer=req.tool_primer)
-    lane = "stream" if req.stream else "buffered"
-    handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
+    plan = await plan_for(body)
+    req, prompt = await fit_prompt(plan, body, svc)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
-                 echo=req.echo, parse_tools=req.parse_tools, logprobs=req.logprobs,
+                 echo={**req.echo, **plan.echo}, parse_tools=req.parse_tools, logprobs=req.logprobs,
                  tool_primer=req.tool_primer)
+    projector = ResponsesStreamProjector(**ident)
+    run = run_for(plan, ident)
+    await run.begin(projector.base)
+    lane = "stream" if req.stream else "buffered"
+    try:
+        handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
+    except ApiError:
+        await run.abandon()
+        raise
     if req.stream:
-        return sse_response(stream_events(handles, ResponsesStreamProjector(**ident)))
-    deltas = await collect(handles)
-    return json_response(build_response(deltas[0], **ident))
+        return sse_response(run.stream(stream_events(handles, projector), projector))
+    return json_response(await run.buffered(handles, ident))

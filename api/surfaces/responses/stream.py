@@ -41,6 +41,11 @@ class ResponsesStreamProjector:
         self.final: dict | None = None   # the terminal response object
         self.failure = None              # the ApiError of a failed generation (fail())
 
+    @property
+    def base(self) -> dict:
+        """The fields every response object of this run carries besides its status and output."""
+        return dict(self._base)
+
     def _event(self, kind: str, **payload) -> ServerSentEvent:
         data = {"type": kind, "sequence_number": self._seq, **payload}
         self._seq += 1

@@ -1,0 +1,154 @@
+"""A stored (`store: true`) response's life in the stored state, around its generation.
+
+`begin` records CreateResponse (the input items with ids, instructions, tools, the other echoed fields
+as `params`, metadata, previous_response_id, conversation) before the engine is asked; a refusal (a
+journal hold: 429; limits) stores nothing and runs nothing. `abandon` deletes it again when the
+engine refuses the request at admission. `buffered` and `stream` run the generation and record
+FinishResponse (output items, usage, status, error) before the client sees the end: the buffered JSON
+is answered, and a stream's terminal event is sent, only once the store has the finished response. A
+stream cut by the client (or a buffered request whose client left) is finished `failed` with error code
+`client_disconnected` and the output produced so far; an engine failure is finished `failed` with it.
+
+Not stored (`store: false`, or no stored port): every call here is a no-op (`NOT_STORED`).
+Resumable streams (issue 11 part 4) plug in at `stream`: the events pass through it one by one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from contextlib import aclosing
+from typing import AsyncIterator, Optional
+
+from aotx.stored import CreateResponse, DeleteResponse, FinishResponse, ResponseStatus, Saved
+from api.errors import ApiError
+from api.runner import collect
+from api.stored_http import checked
+from api.surfaces.responses.buffered import build_response
+from api.surfaces.responses.stored_plan import StoredPlan
+from api.surfaces.responses.stream import ResponsesStreamProjector
+
+log = logging.getLogger("aotx.stored_responses")
+SEPARATE = ("id", "object", "created_at", "model", "instructions", "tools", "metadata", "previous_response_id",
+            "conversation", "background")   # stored as fields of their own; the rest of the base is `params`
+STATUS = {"completed": ResponseStatus.COMPLETED, "incomplete": ResponseStatus.INCOMPLETE,
+          "failed": ResponseStatus.FAILED, "cancelled": ResponseStatus.CANCELLED}
+DISCONNECTED = {"code": "client_disconnected",
+                "message": "The client disconnected before the response finished; it was not completed."}
+_PENDING: set[asyncio.Task] = set()   # finishes recorded after their request ended (kept referenced)
+
+
+class StoredRun:
+    def __init__(self, plan: StoredPlan, ident: dict) -> None:
+        self.plan, self.ident = plan, ident
+        self.response_id: str = ident["id"]
+        self.finished = False
+
+    async def begin(self, base: dict) -> None:
+        plan = self.plan
+        cmd = CreateResponse(self.response_id, base["created_at"], base["model"], plan.input_items,
+                             instructions=base.get("instructions"), tools=list(base.get("tools") or ()),
+                             params={k: v for k, v in base.items() if k not in SEPARATE},
+                             metadata=base.get("metadata") or {}, previous_response_id=plan.previous_response_id,
+                             conversation=plan.conversation)
+        checked(await plan.port.record(plan.identity, cmd))
+
+    async def abandon(self) -> None:
+        self.finished = True
+        out = await self.plan.port.record(self.plan.identity, DeleteResponse(self.response_id))
+        if not isinstance(out, Saved):
+            log.warning("could not delete the refused response %s: %s", self.response_id, out)
+
+    async def finish(self, final: dict) -> None:
+        """Record the terminal response object `final` (as the projector built it)."""
+        if self.finished:
+            return
+        self.finished = True
+        status = STATUS[final["status"]]
+        cmd = FinishResponse(self.response_id, status, [dict(item) for item in final["output"]],
+                             usage=final.get("usage"), error=final.get("error"),
+                             incomplete_details=final.get("incomplete_details"),
+                             finished_at=final.get("completed_at"))
+        out = await asyncio.shield(self.plan.port.record(self.plan.identity, cmd))   # a cancelled caller
+        if not isinstance(out, Saved):   # it stays in progress until the next boot closes it as interrupted
+            log.warning("could not record the end of response %s: %s", self.response_id, out)
+
+    def finish_soon(self, final: dict) -> None:
+        """`finish` in a task of its own: the request that ran it is gone (cancelled, or dropped)."""
+        if self.finished:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            log.warning("response %s was dropped outside the event loop; the next boot closes it", self.response_id)
+            return
+        task = loop.create_task(self.finish(final))
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
+
+    def cut(self, projector: ResponsesStreamProjector) -> dict:
+        return projector.final or projector.response("failed", error=DISCONNECTED)
+
+    async def buffered(self, handles, ident: dict) -> dict:
+        projector_for_cut = ResponsesStreamProjector(**ident)
+        try:
+            deltas = await collect(handles)
+        except ApiError as err:
+            await self.finish(projector_for_cut.response(
+                "failed", error={"code": "server_error", "message": err.message}))
+            raise
+        except BaseException:
+            self.finish_soon(projector_for_cut.response("failed", error=DISCONNECTED))
+            raise
+        try:
+            final = build_response(deltas[0], **ident)
+        except ApiError as err:
+            await self.finish(projector_for_cut.response(
+                "failed", error={"code": "server_error", "message": err.message}))
+            raise
+        await self.finish(final)
+        return final
+
+    def stream(self, events: AsyncIterator[bytes], projector: ResponsesStreamProjector) -> AsyncIterator[bytes]:
+        wrapped = self._stream(events, projector)
+        weakref.finalize(wrapped, self.finish_soon, projector.response("failed", error=DISCONNECTED))
+        return wrapped
+
+    async def _stream(self, events: AsyncIterator[bytes], projector: ResponsesStreamProjector) -> AsyncIterator[bytes]:
+        last: Optional[bytes] = None
+        try:
+            async with aclosing(events) as inner:
+                async for chunk in inner:      # one behind: the terminal event waits for the store
+                    if last is not None:
+                        yield last
+                    last = chunk
+            if projector.final is not None:
+                await self.finish(projector.final)
+            if last is not None:
+                yield last
+        finally:
+            if not self.finished:
+                self.finish_soon(self.cut(projector))
+
+
+class _NotStored:
+    finished = True
+
+    async def begin(self, base: dict) -> None:
+        return None
+
+    async def abandon(self) -> None:
+        return None
+
+    async def buffered(self, handles, ident: dict) -> dict:
+        return build_response((await collect(handles))[0], **ident)
+
+    def stream(self, events: AsyncIterator[bytes], projector) -> AsyncIterator[bytes]:
+        return events
+
+
+NOT_STORED = _NotStored()
+
+
+def run_for(plan: StoredPlan, ident: dict):
+    return StoredRun(plan, ident) if plan.store else NOT_STORED
