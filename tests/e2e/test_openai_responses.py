@@ -48,12 +48,13 @@ def test_instructions_and_message_items(openai_client):
     assert r.output and r.output[0].type == "message"
 
 
-def test_durable_references_refused(openai_client):
-    with pytest.raises(openai.BadRequestError) as exc:
+def test_unknown_durable_references_are_404(openai_client):
+    with pytest.raises(openai.NotFoundError) as exc:
         openai_client.responses.create(model=MODEL, input="hi", previous_response_id="resp_123")
-    assert "previous_response_id" in exc.value.message
-    with pytest.raises(openai.BadRequestError):
+    assert "resp_123" in exc.value.message and exc.value.body["param"] == "previous_response_id"
+    with pytest.raises(openai.NotFoundError) as exc:
         openai_client.responses.create(model=MODEL, input="hi", conversation="conv_1")
+    assert exc.value.body["param"] == "conversation"
 
 
 def test_negative_budget_names_field(openai_client):

@@ -74,7 +74,7 @@ async def test_conversation_refusals_store_nothing(client, service, runtime):
         ("POST", "/v1/responses", {"model": MODEL, "input": "hi", "conversation": conv["id"], "store": False},
          400, "store"),
         ("POST", "/v1/responses", {"model": MODEL, "input": "hi", "conversation": "conv_" + "0" * 24}, 404,
-         "conversation_id"),
+         "conversation"),
         ("POST", "/v1/responses", {"model": MODEL, "input": "hi", "conversation": 7}, 400, "conversation"),
         ("POST", "/v1/conversations", {"items": [user("x")] * 21}, 400, "items"),
         ("POST", "/v1/conversations", {"items": [{"type": "bogus"}]}, 400, "items[0].type"),

@@ -15,9 +15,10 @@ what it continues, and the prompt that fits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from aotx.stored import StoredRefusal
 from aotx.stored.port import StoredJournal
 from api import fields
 from api.budgets import context_fit
@@ -89,7 +90,8 @@ async def plan_for(body: dict) -> StoredPlan:
     if previous is not None:
         context = checked(port.reads.chain(identity, previous))
     elif conversation is not None:
-        context = checked(port.reads.all_conversation_items(identity, conversation))
+        found = port.reads.all_conversation_items(identity, conversation)
+        context = checked(replace(found, param="conversation") if isinstance(found, StoredRefusal) else found)
     plan = StoredPlan(port, identity, store, previous, conversation, truncation, context)
     if store:
         taken = [item["id"] for item in context] if conversation else ()
