@@ -53,13 +53,20 @@ async def test_store_false_keeps_nothing(client, runtime):
 
 
 async def test_a_stream_is_finished_in_the_store_before_its_terminal_event(client, runtime):
-    resp = await client.post("/v1/responses", json=ask(stream=True), headers={"Authorization": "Bearer key-a"})
-    events = sse_events((await resp.get_data()).decode())
-    final = events[-1]["response"]
-    assert events[-1]["type"] == "response.completed" and final["store"] is True
+    conn = client.request("/v1/responses", method="POST", headers={"Authorization": "Bearer key-a",
+                                                                  "content-type": "application/json"})
+    await conn.__aenter__()
+    await conn.send(json.dumps(ask(stream=True)).encode())
+    await conn.send_complete()
+    text = ""
+    while "response.completed" not in text:
+        text += (await conn.receive()).decode()
+    # the terminal event has arrived (the stream itself may not have ended yet): the store has the end
+    final = [e for e in sse_events(text) if e["type"] == "response.completed"][0]["response"]
     status, got = await call(client, "GET", f"/v1/responses/{final['id']}")
-    assert status == 200 and got["status"] == "completed" and got["output"] == final["output"]
-    assert got["usage"] == final["usage"]
+    assert final["store"] is True and status == 200
+    assert (got["status"], got["output"], got["usage"]) == ("completed", final["output"], final["usage"])
+    await conn.__aexit__(None, None, None)
 
 
 async def test_input_items_page_both_ways(client):

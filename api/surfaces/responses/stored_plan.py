@@ -102,10 +102,9 @@ async def plan_for(body: dict) -> StoredPlan:
 async def fit_prompt(plan: StoredPlan, body: dict, svc) -> tuple[ResponsesRequest, list[int]]:
     """The request and its prompt ids: the context (all of it, or with `truncation: "auto"` the newest
     part that fits) then the input."""
-    fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
-
     async def build(dropped: int) -> tuple[ResponsesRequest, list[int]]:
-        req = parse_responses_request(body, svc, context=plan.context[dropped:])
+        req = parse_responses_request(body, svc, context=plan.context[dropped:])   # validates the budget first
+        fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
         return req, await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
                                          primer=req.tool_primer)
 

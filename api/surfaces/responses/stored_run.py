@@ -18,7 +18,7 @@ import asyncio
 import logging
 import weakref
 from contextlib import aclosing
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator
 
 from aotx.stored import CreateResponse, DeleteResponse, FinishResponse, ResponseStatus, Saved
 from api.errors import ApiError
@@ -115,17 +115,18 @@ class StoredRun:
         return wrapped
 
     async def _stream(self, events: AsyncIterator[bytes], projector: ResponsesStreamProjector) -> AsyncIterator[bytes]:
-        last: Optional[bytes] = None
+        held: list[bytes] = []   # the events of the last feed (the terminal one among them) wait for the store
         try:
             async with aclosing(events) as inner:
-                async for chunk in inner:      # one behind: the terminal event waits for the store
-                    if last is not None:
-                        yield last
-                    last = chunk
+                async for chunk in inner:
+                    if projector.done:
+                        held.append(chunk)
+                    else:
+                        yield chunk
             if projector.final is not None:
                 await self.finish(projector.final)
-            if last is not None:
-                yield last
+            for chunk in held:
+                yield chunk
         finally:
             if not self.finished:
                 self.finish_soon(self.cut(projector))
