@@ -10,7 +10,7 @@ that are no fault of the server's code: a full stored table or byte budget is a 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from quart import request
 
@@ -28,7 +28,7 @@ _CODES = {Reason.UNKNOWN: "not_found", Reason.HOLD: "rate_limit_exceeded", Reaso
           Reason.TOO_LARGE: "request_too_large", Reason.BAD_CURSOR: "invalid_cursor"}
 
 
-def require_port(param: Optional[str] = None) -> StoredJournal:
+def require_port(param: str | None = None) -> StoredJournal:
     """The stored port, or a 400 naming `param` that says this app stores nothing."""
     port = stored_port()
     if port is None:

@@ -10,7 +10,7 @@ of its type's prefix (`msg_`, `fc_`, `fco_`, `rs_`, …) unless it brings a vali
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from aotx.stored import is_item_id
 from api.ids import new_id

@@ -104,3 +104,11 @@ async def test_another_callers_conversation_is_404_everywhere(client, service, r
     openai_error(await call(client, "POST", "/v1/responses", {"model": MODEL, "input": "hi",
                                                              "conversation": conv["id"]}, headers=B), 404)
     assert (await call(client, "GET", f"{base}/items/{item['id']}"))[1] == item
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/v1/conversations", {"items": [{"role": []}]}, "items[0].role"),
+    ("/v1/responses", {"model": MODEL, "input": [{"role": {"a": 1}, "content": "x"}]}, "input[0].role")])
+async def test_an_unhashable_role_is_a_400_naming_it(client, runtime, path, body, param):
+    openai_error(await call(client, "POST", path, body), 400, param)
+    assert not runtime.projector.stored.books

@@ -62,7 +62,7 @@ async def test_a_stream_is_finished_in_the_store_before_its_terminal_event(clien
     while "response.completed" not in text:
         text += (await conn.receive()).decode()
     # the terminal event has arrived (the stream itself may not have ended yet): the store has the end
-    final = [e for e in sse_events(text) if e["type"] == "response.completed"][0]["response"]
+    final = next(e for e in sse_events(text) if e["type"] == "response.completed")["response"]
     status, got = await call(client, "GET", f"/v1/responses/{final['id']}")
     assert final["store"] is True and status == 200
     assert (got["status"], got["output"], got["usage"]) == ("completed", final["output"], final["usage"])

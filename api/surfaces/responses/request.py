@@ -60,7 +60,7 @@ def parse_input(raw: object, *, name: str = "input", allow_empty: bool = False) 
             raise bad(where, f"'{where}' must be an object.")
         kind = item.get("type", "message")
         if kind == "message":
-            role = _ROLES.get(item.get("role"))
+            role = _ROLES.get(item.get("role")) if isinstance(item.get("role"), str) else None
             if role is None:
                 raise bad(f"{where}.role", f"'{where}.role' must be one of {sorted(_ROLES)}.")
             text = content_text(item.get("content"), f"{where}.content", text_types=_TEXT_PARTS)

@@ -16,7 +16,6 @@ what it continues, and the prompt that fits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
 
 from aotx.stored import StoredRefusal
 from aotx.stored.port import StoredJournal
@@ -33,11 +32,11 @@ TRUNCATION = ("auto", "disabled")
 
 @dataclass
 class StoredPlan:
-    port: Optional[StoredJournal]
-    identity: Optional[str]
+    port: StoredJournal | None
+    identity: str | None
     store: bool
-    previous_response_id: Optional[str] = None
-    conversation: Optional[str] = None
+    previous_response_id: str | None = None
+    conversation: str | None = None
     truncation: str = "disabled"
     context: list[dict] = field(default_factory=list)      # the stored items this response continues
     input_items: list[dict] = field(default_factory=list)  # the input as items with ids (stored ones)
@@ -53,7 +52,7 @@ class StoredPlan:
         return "conversation" if self.conversation else "previous_response_id"
 
 
-def _conversation_id(body: dict) -> Optional[str]:
+def _conversation_id(body: dict) -> str | None:
     raw = body.get("conversation")
     if isinstance(raw, dict):
         raw = raw.get("id")

@@ -17,10 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import AsyncIterator
 
-from aotx.stored import CreateResponse, DeleteResponse, FinishResponse, ResponseStatus, Saved
+from aotx.stored import (
+    CreateResponse,
+    DeleteResponse,
+    FinishResponse,
+    ResponseStatus,
+    Saved,
+)
 from api.errors import ApiError
 from api.runner import collect
 from api.stored_http import checked
