@@ -31,8 +31,10 @@ def _bad(message: str) -> ApiError:
 
 def _unquote(value: str) -> str:
     """A Structured Field string's content (RFC 8941 §3.3.3); a bare token as it is."""
-    if len(value) < 2 or not (value[0] == value[-1] == '"'):
+    if not value.startswith('"'):
         return value
+    if len(value) < 2 or not value.endswith('"'):
+        raise _bad(f"'{HEADER}' is a malformed quoted string (no closing quote)")
     out, chars = [], iter(value[1:-1])
     for ch in chars:
         if ch == "\\":

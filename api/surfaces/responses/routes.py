@@ -5,6 +5,7 @@ import time
 
 from api.budgets import context_fit
 from api.errors import OPENAI
+from api.idempotency import admit_key, idempotent
 from api.ids import new_id
 from api.runner import collect, stream_events, submit_all
 from api.sse import sse_response
@@ -17,6 +18,7 @@ blueprint = surface_blueprint("responses", OPENAI)
 
 
 @blueprint.post("/v1/responses")
+@idempotent("responses")
 async def responses():
     svc = service()
     body = await json_body()
@@ -24,6 +26,7 @@ async def responses():
     fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
     prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
                                   primer=req.tool_primer)
+    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
