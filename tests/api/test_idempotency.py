@@ -11,7 +11,7 @@ import json
 import pytest
 
 from aotx.runtime import SharedRuntime
-from aotx.stored import FinishKey, KeyEnd, KeyState, identity_of_key
+from aotx.stored import FinishKey, KeyEnd, KeyState, StoredLimits, identity_of_key
 from api.idempotency.header import body_digest
 from api.settings import GatewaySettings
 from api.stored_access import attach_stored
@@ -52,9 +52,10 @@ class GatedService(FakeService):
 
 
 @contextlib.asynccontextmanager
-async def running(nats_url):
+async def running(nats_url, **runtime_kw):
     n = next(_names)
-    runtime = SharedRuntime(nats_url, StreamSpec(name=f"IDEM{n}", subject_prefix=f"idem{n}.j"), progress=False)
+    runtime = SharedRuntime(nats_url, StreamSpec(name=f"IDEM{n}", subject_prefix=f"idem{n}.j"), progress=False,
+                            **runtime_kw)
     await runtime.start()
     service = GatedService()
     app = make_app(service)
@@ -193,3 +194,16 @@ async def test_without_a_stored_port_a_key_is_a_precise_400_and_no_key_is_served
     r, data = await post(client, path, body, "k")
     assert r.status_code == 400 and json.loads(data)["error"]["code"] == "idempotency_unavailable"
     assert (await post(client, path, body))[0].status_code == 200
+
+
+async def test_a_finished_answer_is_replayed_for_the_retention_then_the_key_runs_afresh(nats_url):
+    now = [1_800_000_000.0]
+    async with running(nats_url, stored_limits=StoredLimits(idempotency_ttl=60), clock=lambda: now[0]) as rig:
+        client, service, _ = rig
+        path, body = BODIES["completions"]
+        first, data = await post(client, path, body, "ttl")
+        now[0] += 59
+        assert (await post(client, path, body, "ttl"))[0].headers[REPLAYED] == "true"
+        now[0] += 1                                   # past --idempotency-ttl: the key reads as absent
+        fresh, _ = await post(client, path, {**body, "max_tokens": 4}, "ttl")
+        assert fresh.status_code == 200 and REPLAYED not in fresh.headers and len(service.submitted) == 2
