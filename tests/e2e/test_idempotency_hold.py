@@ -69,6 +69,10 @@ def test_a_keyed_request_during_a_hold_is_a_429_that_stores_nothing(nats_url):
         served = o.chat.completions.create(model=MODEL, messages=ASK, max_tokens=4)        # no key: served
         assert served.choices[0].finish_reason in ("stop", "length")
         assert a.messages.create(model=MODEL, messages=ASK, max_tokens=4).type == "message"
+        assert o.responses.create(model=MODEL, input="Name a colour.", max_output_tokens=4, store=False).id
+        with pytest.raises(openai.RateLimitError):
+            o.responses.create(model=MODEL, input="Name a colour.", max_output_tokens=4, store=False,
+                               extra_headers={"Idempotency-Key": "h"})
 
         asyncio.run(_make_room(nats_url))
 
