@@ -16,7 +16,7 @@ from api.idempotency.header import body_digest
 from api.settings import GatewaySettings
 from api.stored_access import attach_stored
 from eventlog import StreamSpec
-from tests.api.fake_service import FakeHandle, FakeService, make_app
+from tests.api.fake_service import FakeService, make_app
 from tests.waiting import wait_until_async
 
 MODEL = FakeService.model_id
@@ -201,7 +201,7 @@ async def test_a_finished_answer_is_replayed_for_the_retention_then_the_key_runs
     async with running(nats_url, stored_limits=StoredLimits(idempotency_ttl=60), clock=lambda: now[0]) as rig:
         client, service, _ = rig
         path, body = BODIES["completions"]
-        first, data = await post(client, path, body, "ttl")
+        assert (await post(client, path, body, "ttl"))[0].status_code == 200
         now[0] += 59
         assert (await post(client, path, body, "ttl"))[0].headers[REPLAYED] == "true"
         now[0] += 1                                   # past --idempotency-ttl: the key reads as absent

@@ -118,7 +118,7 @@ def test_a_repeat_is_the_saved_answer_with_the_replay_header(served, name):
     else:
         assert body["code"] == "idempotency_key_reused" and body["param"] == "Idempotency-Key"
     o2, a2 = clients(served, api_key="key-b")           # another API key: its own keys, a fresh run
-    other_headers, other = call(o2, a2, h)
+    other_headers, _ = call(o2, a2, h)
     assert REPLAYED not in other_headers and generations(served) == before + 2
 
 
