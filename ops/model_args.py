@@ -12,6 +12,7 @@ from typing import Any
 
 from aotx.serving import ModelService, ServiceConfig
 from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
+from ops.stored_args import add_stored_arguments, stored_limits
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +42,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
+    add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
 
 
 def check_model_arguments(args: argparse.Namespace) -> str | None:
@@ -66,7 +68,7 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
         every=int(args.snapshot_every), interval=float(args.snapshot_interval))
     return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
             "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory),
-            "snapshots": snapshots}
+            "snapshots": snapshots, "stored_limits": stored_limits(args)}
 
 
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:

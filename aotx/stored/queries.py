@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 from .limits import StoredLimits
 from .outcomes import KeyLookup, StoredRefusal, refuse
 from .state import Book, ConversationRecord, ResponseRecord, StoredState
-from .vocab import KeyState, Reason, ResponseStatus
+from .vocab import KeyEnd, KeyState, Reason, ResponseStatus
 
 MAX_PAGE = 100
 
@@ -212,7 +212,8 @@ def all_conversation_items(state: StoredState, identity: str, conversation_id: s
 
 def key_lookup(book: Book, surface: str, key: str, digest: bytes, now: int, limits: StoredLimits) -> KeyLookup:
     record = book.keys.get((surface, key))
-    if record is None or (record.finished is not None and limits.key_expired(record.started.started_at, now)):
+    if record is None or (record.finished is not None and (record.finished.end is KeyEnd.RELEASED
+                                                           or limits.key_expired(record.started.started_at, now))):
         return KeyLookup(KeyState.ABSENT)
     s = record.started
     if s.digest != digest:

@@ -29,6 +29,9 @@ class KeyEnd(enum.IntEnum):
 
     COMPLETE = 1       # its whole answer is saved: a repeat replays it
     INTERRUPTED = 2    # cut by a restart (journalled at boot): a repeat is told so, never run again
+    RELEASED = 3       # refused before it ran (a 4xx/5xx raised before any answer): nothing saved, the key
+                       # reads as absent again and the next request with it runs (Stripe saves no result of a
+                       # request that did not begin executing)
 
 
 class KeyState(enum.Enum):

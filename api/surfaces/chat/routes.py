@@ -5,6 +5,7 @@ import time
 
 from api.budgets import context_fit
 from api.errors import OPENAI
+from api.idempotency import admit_key, idempotent
 from api.ids import new_id, system_fingerprint
 from api.runner import collect, stream_events, submit_all
 from api.sse import sse_response
@@ -17,6 +18,7 @@ blueprint = surface_blueprint("chat", OPENAI)
 
 
 @blueprint.post("/v1/chat/completions")
+@idempotent("chat.completions")
 async def chat_completions():
     svc = service()
     body = await json_body()
@@ -24,6 +26,7 @@ async def chat_completions():
     fit = context_fit(svc, body, "max_tokens", "max_completion_tokens")
     prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
                                   primer=req.tool_primer)
+    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
     ident = dict(id=new_id("chatcmpl-"), created=int(time.time()), model=req.model,

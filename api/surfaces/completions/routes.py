@@ -5,6 +5,7 @@ import time
 
 from api.budgets import ContextFit, context_fit
 from api.errors import OPENAI, ApiError
+from api.idempotency import admit_key, idempotent
 from api.ids import new_id, system_fingerprint
 from api.runner import collect, stream_events, submit_all
 from api.sse import sse_response
@@ -34,6 +35,7 @@ def _echo_text(svc, prompt: PromptInput) -> str:
 
 
 @blueprint.post("/v1/completions")
+@idempotent("completions")
 async def completions():
     svc = service()
     body = await json_body()
@@ -44,6 +46,7 @@ async def completions():
     flat_ids = [ids for ids in prompt_ids for _ in range(req.n)]
     flat_echo = [e for e in echo for _ in range(req.n)]
     flat_params = req.params * len(req.prompts)
+    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, flat_ids, flat_params, surface="completions", lane=lane)
     ident = dict(id=new_id("cmpl-"), created=int(time.time()), model=req.model,

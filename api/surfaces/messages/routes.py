@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from api.budgets import context_fit
 from api.errors import ANTHROPIC
+from api.idempotency import admit_key, idempotent
 from api.ids import new_id
 from api.runner import collect, stream_events, submit_all
 from api.sse import sse_response
@@ -24,11 +25,13 @@ async def _prompt_ids(svc, body: dict, req: MessagesRequest) -> list[int]:
 
 
 @blueprint.post("/v1/messages")
+@idempotent("messages")
 async def messages():
     svc = service()
     body = await json_body()
     req = parse_messages_request(body, svc)
     prompt = await _prompt_ids(svc, body, req)
+    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
     handles = submit_all(svc, [prompt], [req.params], surface="messages", lane=lane)
     ident = dict(id=new_id("msg_"), model=req.model, input_tokens=len(prompt),

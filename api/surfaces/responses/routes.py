@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from api.errors import OPENAI, ApiError
+from api.idempotency import admit_key, idempotent
 from api.ids import new_id
 from api.runner import stream_events, submit_all
 from api.sse import sse_response
@@ -17,11 +18,13 @@ blueprint = surface_blueprint("responses", OPENAI)
 
 
 @blueprint.post("/v1/responses")
+@idempotent("responses")
 async def responses():
     svc = service()
     body = await json_body()
     plan = await plan_for(body)
     req, prompt = await fit_prompt(plan, body, svc)
+    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
                  echo={**req.echo, **plan.echo}, parse_tools=req.parse_tools, logprobs=req.logprobs,
                  tool_primer=req.tool_primer)

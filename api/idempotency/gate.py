@@ -1,0 +1,93 @@
+"""The key gate of one request: where a keyed request is admitted, once its input has been checked.
+
+The wrapper (api.idempotency.wrap) opens a gate for a request that sends an Idempotency-Key; the route
+calls `admit_key(body, stream=...)` after it validated the body and built the prompt, right before it
+hands the work to the engine. Without a key that is a no-op. With one it records BeginKey:
+
+* STARTED: this request is the first attempt — the route runs it (the wrapper saves its answer);
+* FINISHED: raise Replay — the wrapper answers the saved answer (or that it was interrupted);
+* RUNNING: the first attempt still runs; wait until it shows which way it goes (a stream: its first
+  saved event; a buffered answer: its end), then raise Replay (the wrapper follows or replays it). A
+  first attempt refused meanwhile freed the key (KeyEnd.RELEASED): this request starts it instead.
+
+A refusal of the core is an ApiError in the surface's envelope: another body with this key 422, a
+journal hold 429 (nothing stored), a full key table or byte budget its own status.
+Input that fails validation never reaches admit_key: nothing is recorded for it.
+"""
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Optional
+
+from aotx.stored import BeginKey, KeyLookup, KeyState, Reason, StoredRefusal
+from aotx.stored.port import StoredJournal
+from api.errors import ApiError
+from api.idempotency.header import HEADER, body_digest
+
+FOLLOW_WAIT = 30.0     # seconds one wait for the first attempt's progress lasts before looking again
+_CODES = {Reason.MISMATCH: "idempotency_key_reused", Reason.HOLD: "journal_hold"}
+
+
+@dataclass(eq=False)
+class KeyGate:
+    port: StoredJournal
+    identity: str
+    surface: str
+    key: str
+    admitted: bool = False            # BeginKey started the key for this request
+    digest: bytes = b""
+
+    def lookup(self) -> KeyLookup:
+        return self.port.reads.key(self.identity, self.surface, self.key, self.digest)
+
+    async def wait(self, seen: int) -> None:
+        await self.port.wait_key(self.identity, self.surface, self.key, seen, FOLLOW_WAIT)
+
+
+GATE: ContextVar[Optional[KeyGate]] = ContextVar("aotx_idempotency_gate", default=None)
+
+
+class Replay(Exception):
+    """The request is a repeat: answer from the first attempt (raised through the route to the wrapper)."""
+
+    def __init__(self, gate: KeyGate, lookup: KeyLookup) -> None:
+        super().__init__(lookup.state.value)
+        self.gate, self.lookup = gate, lookup
+
+
+def refusal_error(refusal: StoredRefusal) -> ApiError:
+    return ApiError(refusal.status, refusal.message, param=refusal.param or HEADER,
+                    code=_CODES.get(refusal.reason, f"stored_{refusal.reason.word}"))
+
+
+async def _first_sign(gate: KeyGate, stream: bool) -> KeyLookup:
+    while True:
+        found = gate.lookup()
+        if found.state is not KeyState.RUNNING or (stream and found.chunks):
+            return found
+        await gate.wait(len(found.chunks))
+
+
+async def admit_key(body: dict, *, stream: bool) -> None:
+    """Admit this request under its Idempotency-Key (no-op without one); see the module doc."""
+    gate = GATE.get()
+    if gate is None:
+        return
+    gate.digest = body_digest(body)
+    while True:
+        out = await gate.port.record(gate.identity, BeginKey(gate.surface, gate.key, gate.digest))
+        if isinstance(out, StoredRefusal):
+            raise refusal_error(out)
+        found = out.key
+        if found.state is KeyState.STARTED:
+            gate.admitted = True
+            return
+        if found.state is KeyState.RUNNING:
+            found = await _first_sign(gate, stream)
+        if found.state is KeyState.ABSENT:       # the first attempt was refused before it ran: run this one
+            continue
+        if found.state is KeyState.MISMATCH:     # ... and another body took the key since
+            raise ApiError(422, "this Idempotency-Key was used with another request body", param=HEADER,
+                           code=_CODES[Reason.MISMATCH])
+        raise Replay(gate, found)

@@ -1,0 +1,69 @@
+"""Answers from a key's first attempt: the saved answer again (byte for byte), a live stream followed,
+or the honest "interrupted". Every one carries `Idempotent-Replayed: true`.
+
+A finished answer is replayed with its saved status and headers: a buffered one as its exact body, a
+stream as its saved events, one by one. A stream still running is followed: its saved events, then
+each new one as the journal saves it (wait_key), to its end. A first attempt that ended INTERRUPTED
+(cut by a restart, journalled at boot; or an answer that could not be saved) is a 409 naming the
+key: it is never run again under this key, and never answered with a partial answer as if whole.
+"""
+from __future__ import annotations
+
+import json
+from typing import AsyncIterator
+
+from quart import Response
+
+from aotx.stored import KeyEnd, KeyLookup, KeyState
+from api.errors import ApiError
+from api.idempotency.gate import KeyGate, Replay
+from api.idempotency.header import HEADER, REPLAYED
+
+SSE = "text/event-stream"
+
+
+def interrupted() -> ApiError:
+    return ApiError(409, f"The first request with this {HEADER} was interrupted before its answer was complete "
+                         "(the server restarted, or the answer could not be saved); it is not run again. "
+                         f"Send the request with a new {HEADER} to run it.", param=HEADER,
+                    code="idempotency_key_interrupted")
+
+
+def answer(status: int, headers: dict, body) -> Response:
+    """A response with exactly these headers (Content-Type included), streamed when `body` is an iterator."""
+    out = dict(headers)
+    content_type = out.pop("Content-Type", None) or out.pop("content-type", None)
+    response = Response(body, status=status, content_type=content_type, headers=out)
+    if not isinstance(body, (bytes, str)):
+        response.timeout = None
+    return response
+
+
+async def _saved(chunks: tuple[bytes, ...]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def _follow(gate: KeyGate, found: KeyLookup) -> AsyncIterator[bytes]:
+    seen = 0
+    while True:
+        for chunk in found.chunks[seen:]:
+            yield chunk
+        seen = max(seen, len(found.chunks))
+        if found.state is not KeyState.RUNNING:
+            return           # finished (an interrupted one ends here, short), or gone
+        await gate.wait(seen)
+        found = gate.lookup()
+
+
+def replay(rep: Replay) -> Response:
+    found = rep.lookup
+    if found.state is KeyState.FINISHED:
+        if found.end is not KeyEnd.COMPLETE:
+            raise interrupted()
+        headers = {**json.loads(found.headers), REPLAYED: "true"}
+        stream = headers.get("Content-Type", "").startswith(SSE)
+        return answer(found.status or 200, headers, _saved(found.chunks) if stream else b"".join(found.chunks))
+    # running: a stream with at least one saved event (admit_key waited for it)
+    return answer(200, {"Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                        REPLAYED: "true"}, _follow(rep.gate, found))
