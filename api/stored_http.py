@@ -24,7 +24,7 @@ NO_STORE = ("this gateway keeps no stored state (it was started without a stored
 MAX_METADATA_PAIRS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512
 MAX_PAGE = 100
 
-_CODES = {Reason.UNKNOWN: "not_found", Reason.HOLD: "rate_limit_exceeded", Reason.MISMATCH: "idempotency_mismatch",
+_CODES = {Reason.UNKNOWN: "not_found", Reason.HOLD: "journal_hold", Reason.MISMATCH: "idempotency_mismatch",
           Reason.TOO_LARGE: "request_too_large", Reason.BAD_CURSOR: "invalid_cursor"}
 
 
@@ -54,7 +54,7 @@ def refusal_error(refusal: StoredRefusal) -> ApiError:
         return shutting_down(f"Stored state is unavailable: {refusal.message}.")
     if refusal.reason is Reason.HOLD:
         return ApiError(429, "The journal is on hold: nothing was stored; retry later. "
-                             f"({refusal.message})", param=refusal.param, code="rate_limit_exceeded")
+                             f"({refusal.message})", param=refusal.param, code="journal_hold")
     return ApiError(refusal.status, refusal.message, param=refusal.param, code=_CODES.get(refusal.reason))
 
 

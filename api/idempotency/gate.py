@@ -11,22 +11,23 @@ hands the work to the engine. Without a key that is a no-op. With one it records
   first attempt refused meanwhile freed the key (KeyEnd.RELEASED): this request starts it instead.
 
 A refusal of the core is an ApiError in the surface's envelope: another body with this key 422, a
-journal hold 429 (nothing stored), a full key table or byte budget its own status.
+journal hold 429 (nothing stored), a full key table or byte budget a 400 (api.stored_http's mapping).
 Input that fails validation never reaches admit_key: nothing is recorded for it.
 """
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from aotx.stored import BeginKey, KeyLookup, KeyState, Reason, StoredRefusal
 from aotx.stored.port import StoredJournal
 from api.errors import ApiError
+from api.stored_http import refusal_error as stored_refusal_error
 from api.idempotency.header import HEADER, body_digest
 
 FOLLOW_WAIT = 30.0     # seconds one wait for the first attempt's progress lasts before looking again
-_CODES = {Reason.MISMATCH: "idempotency_key_reused", Reason.HOLD: "journal_hold"}
+_CODES = {Reason.MISMATCH: "idempotency_key_reused"}
 
 
 @dataclass(eq=False)
@@ -57,8 +58,11 @@ class Replay(Exception):
 
 
 def refusal_error(refusal: StoredRefusal) -> ApiError:
-    return ApiError(refusal.status, refusal.message, param=refusal.param or HEADER,
-                    code=_CODES.get(refusal.reason, f"stored_{refusal.reason.word}"))
+    """The one mapping of the stored surfaces (api.stored_http: a full table is a 400, never a 5xx; a
+    hold 429), about the Idempotency-Key header where the refusal names no other field."""
+    if refusal.reason is Reason.MISMATCH:
+        return ApiError(422, refusal.message, param=refusal.param or HEADER, code=_CODES[Reason.MISMATCH])
+    return stored_refusal_error(replace(refusal, param=refusal.param or HEADER))
 
 
 async def _first_sign(gate: KeyGate, stream: bool) -> KeyLookup:

@@ -207,3 +207,18 @@ async def test_a_finished_answer_is_replayed_for_the_retention_then_the_key_runs
         now[0] += 1                                   # past --idempotency-ttl: the key reads as absent
         fresh, _ = await post(client, path, {**body, "max_tokens": 4}, "ttl")
         assert fresh.status_code == 200 and REPLAYED not in fresh.headers and len(service.submitted) == 2
+
+
+async def test_a_full_key_table_is_a_native_400_and_the_request_does_not_run(nats_url):
+    async with running(nats_url, stored_limits=StoredLimits(keys=1)) as rig:
+        client, service, runtime = rig
+        path, body = BODIES["chat.completions"]
+        first, _ = await post(client, path, body, "one")
+        assert first.status_code == 200
+        for surface, (path, body) in BODIES.items():
+            r, data = await post(client, path, body, "two")
+            assert r.status_code == 400, (surface, r.status_code, data)      # never a 5xx (it was 507)
+            err = json.loads(data)
+            text = err["error"]["message"]
+            assert "full" in text, err
+        assert len(service.submitted) == 1

@@ -160,7 +160,7 @@ async def test_during_a_hold_store_true_is_429_store_false_served_reads_work(nat
         submitted, books = len(service.submitted), runtime.projector.stored.totals
         for _ in range(2):                   # the hold begins, then is predicted from the stream's room
             err = openai_error(await call(client, "POST", "/v1/responses", ask()), 429)
-            assert err["code"] == "rate_limit_exceeded" and "hold" in err["message"]
+            assert err["code"] == "journal_hold" and "hold" in err["message"]
         assert openai_error(await call(client, "POST", "/v1/conversations", {}), 429)
         assert (len(service.submitted), runtime.projector.stored.totals) == (submitted, books)
         status, served = await call(client, "POST", "/v1/responses", ask(store=False))
