@@ -13,6 +13,7 @@ from aotx.projection import Projector
 from aotx.runtime import SharedRuntime
 from aotx.runtime.boot import replay
 from aotx.runtime.stored_reads import StoredView
+from aotx.stored.port import StoredReads
 from aotx.snapshot import SnapshotPolicy
 from aotx.stored import (AppendKeyAnswer, BeginKey, CreateConversation, CreateResponse, FinishKey, FinishResponse,
                          KeyEnd, KeyState, Reason, ResponseStatus, Saved, StoredLimits, StoredRefusal, export_stored,
@@ -132,7 +133,12 @@ async def test_a_hold_refuses_a_stored_write_changes_nothing_and_reads_go_on(nat
             assert isinstance(out, StoredRefusal) and out.reason is Reason.HOLD and out.status == 429, out
         assert rt.stored.on_hold()
         assert (rt.state_hash(), await messages(rt)) == (before, count)
-        assert rt.stored.reads.response(ALICE, rid(1)).status is ResponseStatus.IN_PROGRESS   # reads keep working
+        reads = rt.stored.reads                                    # reads keep working
+        assert reads.response(ALICE, rid(1)).status is ResponseStatus.IN_PROGRESS
+        assert reads.input_items(ALICE, rid(1)).data == [msg(1)]
+        assert reads.key(ALICE, "responses", "k", D1).state is KeyState.ABSENT
+        assert isinstance(await rt.stored.append_events(ALICE, rid(1), 0, [b"{}"]), StoredRefusal)
+        assert (rt.state_hash(), await messages(rt)) == (before, count)
         await rt.recorder.js.purge_stream(sp.name, subject=filler)
         await wait_until_async(lambda: not rt.stored.on_hold(), "the hold to lift after the purge")
         await ok(rt, ALICE, CreateResponse(rid(2), T0, "m", [msg(2)]))
@@ -209,6 +215,32 @@ async def test_a_waiting_reader_wakes_on_new_events_and_on_the_finish(nats_url):
         await wait_until_async(lambda: len(rt.stored.signals) == 1, "the key follower to wait again")
         await ok(rt, ALICE, FinishKey("completions", "k", 200))
         await asyncio.wait_for(waiter, 30)
+    finally:
+        await rt.stop()
+
+
+async def test_every_read_of_another_identitys_records_answers_as_for_an_id_nobody_stored(nats_url):
+    rt = await start(nats_url, spec())
+    conv, item = f"conv_{1:048x}", msg(2)["id"]
+    try:
+        await ok(rt, ALICE, CreateResponse(rid(1), T0, "m", [msg(1)]))
+        await rt.stored.append_events(ALICE, rid(1), 0, [b"{}"])
+        await ok(rt, ALICE, FinishResponse(rid(1), ResponseStatus.COMPLETED))
+        await ok(rt, ALICE, CreateConversation(conv, T0, {}, [msg(2)]))
+        await ok(rt, ALICE, BeginKey("responses", "k", D1))
+        reads, nothing = rt.stored.reads, nothing_stored()
+        calls = {"response": (rid(1),), "input_items": (rid(1),), "chain": (rid(1),), "response_events": (rid(1), 0),
+                 "conversation": (conv,), "conversation_items": (conv,), "conversation_item": (conv, item),
+                 "all_conversation_items": (conv,), "key": ("responses", "k", D1)}
+        port_reads = {name for name in dir(StoredReads) if not name.startswith("_")}
+        assert set(calls) == port_reads                              # every read of the port is checked
+        for name, args in calls.items():
+            mine, foreign = getattr(reads, name)(ALICE, *args), getattr(reads, name)(KEYED, *args)
+            assert not isinstance(mine, StoredRefusal) and getattr(mine, "state", None) is not KeyState.ABSENT, name
+            assert foreign == getattr(nothing, name)(KEYED, *args), name
+            assert foreign == getattr(nothing, name)(ALICE, *args), name
+            assert isinstance(foreign, StoredRefusal) and foreign.reason is Reason.UNKNOWN or \
+                foreign.state is KeyState.ABSENT, name
     finally:
         await rt.stop()
 
