@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import sys
 
 import pytest
 
@@ -176,6 +177,35 @@ async def test_boot_interrupts_what_a_stop_cut_and_never_runs_it_again(nats_url)
         assert third.state_hash() == booted and await messages(third) == count   # nothing left to interrupt
     finally:
         await third.stop()
+
+
+async def test_after_a_kill_9_the_boot_fails_the_cut_response_and_finishes_the_keys_as_interrupted(nats_url):
+    from tests.runtime import stored_child as child
+    sp = spec()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.runtime.stored_child", nats_url, sp.name,
+                                                sp.subject_prefix, stdout=asyncio.subprocess.PIPE)
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+        assert line == b"READY\n", line
+    finally:
+        proc.kill()                                             # SIGKILL: nothing is stopped, nothing finished
+        await proc.wait()
+    after = await SharedRuntime(nats_url, sp, progress=False, probe_interval=0.05).start()   # the child's clock
+    try:
+        view = after.stored.reads.response(child.KEYED, child.RESPONSE)
+        assert view.status is ResponseStatus.FAILED and "interrupted by a restart" in view.error["message"]
+        saved = after.stored.reads.response_events(child.KEYED, child.RESPONSE)
+        assert ([n for n, _ in saved.events], [e for _, e in saved.events], saved.finished) == \
+            ([0, 1], child.EVENTS, True)
+        key = after.stored.reads.key(child.KEYED, "responses", "retry", child.D1)
+        assert (key.state, key.end, key.status, key.bound) == \
+            (KeyState.FINISHED, KeyEnd.INTERRUPTED, 503, child.RESPONSE)
+        chat = after.stored.reads.key(child.ALICE, "chat.completions", "c", child.D2)
+        assert (chat.state, chat.chunks, chat.end) == (KeyState.FINISHED, (b"data: {}\n\n",), KeyEnd.INTERRUPTED)
+        again = await after.stored.record(child.KEYED, BeginKey("responses", "retry", child.D1, bound=rid(2)))
+        assert (again.key.state, again.key.bound) == (KeyState.FINISHED, child.RESPONSE)     # never run again
+    finally:
+        await after.stop()
 
 
 async def test_concurrent_requests_with_one_key_start_it_once(nats_url):
