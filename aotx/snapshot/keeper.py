@@ -19,7 +19,7 @@ message up to its covered sequence, in stream order (sequence = base + messages 
 is the sequences before the projection's first message). A message applied out of order (the writer
 applies in stream order, also after a lost ack: a safety net) or a gap pauses snapshots until the next
 boot, which checks again.
-No snapshot is taken while a transfer is open (format 1 holds none).
+No snapshot is taken while a transfer is open (formats 1 and 2 hold none).
 """
 
 from __future__ import annotations
