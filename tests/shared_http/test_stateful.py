@@ -146,7 +146,8 @@ class SharedHttpMachine(journal_core_rules(actors, back)):
         if "write" not in m.rights(name, sid):
             self.step(actor=name, do="conversation", space=i, expect=404 if "read" not in m.rights(name, sid) else 403)
         else:
-            self.step(actor=name, do="member", space=i, target=name, permissions=["read"], expect=403)
+            self.step(actor=name, do="member", space=i, target=name, permissions=["read"],
+                      expect=404 if "read" not in m.rights(name, sid) else 403)
 
     @precondition(lambda self: self.steps >= 5)
     @rule()
