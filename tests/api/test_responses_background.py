@@ -3,6 +3,7 @@ serving engine-only requests); during a journal hold (a real nats-server whose s
 background request answers 429 and stores nothing, while reads and store-less requests go on."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 
@@ -13,6 +14,7 @@ from api.stored_access import attach_stored
 from aotx.runtime import SharedRuntime
 from eventlog import JournalFull
 from tests.api.fake_service import FakeService, make_app
+from tests.api.tapes import tape
 from tests.shared_api.harness import fresh_spec
 from tests.waiting import wait_until_async
 
@@ -44,9 +46,9 @@ async def test_no_stored_state_refuses_background_and_serves_the_rest():
 
 
 @contextlib.asynccontextmanager
-async def small_runtime(nats_url):
+async def small_runtime(nats_url, max_bytes: int | None = 32 * 1024):
     """(runtime, client): a runtime on a small stream, and an app whose stored port is its own."""
-    runtime = await SharedRuntime(nats_url, fresh_spec(max_bytes=32 * 1024), progress=False,
+    runtime = await SharedRuntime(nats_url, fresh_spec(max_bytes=max_bytes), progress=False,
                                   probe_interval=0.1).start()
     try:
         yield runtime, _app(FakeService(), runtime.stored).test_client()
@@ -92,3 +94,64 @@ async def _hold_refuses_background(runtime, client) -> None:
     # a request that stores nothing is still served
     resp = await client.post("/v1/responses", json={**BODY, "store": False})
     assert resp.status_code == 200 and (await resp.get_json())["status"] == "completed"
+
+
+class _Yielding(FakeService):
+    """Deltas one at a time, the event loop running between them (as the engine's do)."""
+
+    def submit(self, prompt_ids, params, *, surface, lane):
+        handle = super().submit(prompt_ids, params, surface=surface, lane=lane)
+        deltas = handle._deltas
+
+        async def gen():
+            for delta in deltas:
+                if handle.cancelled:
+                    return
+                await asyncio.sleep(0)
+                yield delta
+        return _Iter(handle, gen)
+
+
+class _Iter:
+    def __init__(self, handle, gen):
+        self._handle, self._gen = handle, gen
+
+    def cancel(self):
+        self._handle.cancel()
+
+    def __aiter__(self):
+        return self._gen()
+
+
+class _CountingPort:
+    """The runtime's stored port, counting the appends a run makes."""
+
+    def __init__(self, port):
+        self._port, self.appends = port, []
+
+    def __getattr__(self, name):
+        return getattr(self._port, name)
+
+    async def append_events(self, identity, response_id, first, events):
+        self.appends.append(len(events))
+        return await self._port.append_events(identity, response_id, first, events)
+
+
+async def test_a_run_saves_its_events_in_batches_numbered_by_position(nats_url):
+    async with small_runtime(nats_url, None) as (runtime, _):
+        service = _Yielding()
+        service.tapes = [tape([f" w{k}" for k in range(300)], finish="length")]
+        port = _CountingPort(runtime.stored)
+        client = _app(service, port).test_client()
+        resp = await client.post("/v1/responses", json={**BODY, "background": True, "stream": True})
+        assert resp.status_code == 200
+        frames = [json.loads(line[6:]) for line in (await resp.get_data(as_text=True)).splitlines()
+                  if line.startswith("data: ")]
+        assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
+        assert frames[-1]["type"] == "response.incomplete" and len(frames) > 300
+        assert sum(port.appends) == len(frames)
+        assert len(port.appends) < len(frames) / 4, port.appends   # batched, never one append per token
+        text = "".join(f["delta"] for f in frames if f["type"] == "response.output_text.delta")
+        assert text == "".join(f" w{k}" for k in range(300))
+        final = await (await client.get(f"/v1/responses/{frames[0]['response']['id']}")).get_json()
+        assert final["status"] == "incomplete" and final["output"][0]["content"][0]["text"] == text
