@@ -155,3 +155,27 @@ async def test_a_run_saves_its_events_in_batches_numbered_by_position(nats_url):
         assert text == "".join(f" w{k}" for k in range(300))
         final = await (await client.get(f"/v1/responses/{frames[0]['response']['id']}")).get_json()
         assert final["status"] == "incomplete" and final["output"][0]["content"][0]["text"] == text
+
+
+async def test_off_loopback_another_bearer_token_gets_404(nats_url):
+    from api.app import create_app
+    from api.settings import token_digest
+
+    tokens = {"alice": "tok-alice-" + "a" * 32, "bob": "tok-bob-" + "b" * 32}
+    settings = GatewaySettings(host="10.0.0.1", token_digests={token_digest(t): n for n, t in tokens.items()})
+    async with small_runtime(nats_url, None) as (runtime, _):
+        app = create_app(FakeService(), settings)
+        attach_stored(app, runtime.stored)
+        client = app.test_client()
+        alice, bob = ({"Authorization": f"Bearer {tokens[n]}"} for n in ("alice", "bob"))
+        resp = await client.post("/v1/responses", json={**BODY, "background": True}, headers=alice)
+        rid = (await resp.get_json())["id"]
+        assert resp.status_code == 200
+        for method, path in (("GET", f"/v1/responses/{rid}"), ("GET", f"/v1/responses/{rid}?stream=true"),
+                             ("POST", f"/v1/responses/{rid}/cancel")):
+            resp = await client.open(path, method=method, headers=bob)
+            assert resp.status_code == 404, (method, path, await resp.get_data(as_text=True))
+            resp = await client.open(path, method=method)
+            assert resp.status_code == 401
+        resp = await client.get(f"/v1/responses/{rid}", headers=alice)
+        assert resp.status_code == 200 and (await resp.get_json())["id"] == rid
