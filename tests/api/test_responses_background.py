@@ -12,6 +12,7 @@ import pytest
 from api.settings import GatewaySettings
 from api.stored_access import attach_stored
 from aotx.runtime import SharedRuntime
+from aotx.stored import identity_of_key
 from eventlog import JournalFull
 from tests.api.fake_service import FakeService, make_app
 from tests.api.tapes import tape
@@ -179,3 +180,52 @@ async def test_off_loopback_another_bearer_token_gets_404(nats_url):
             assert resp.status_code == 401
         resp = await client.get(f"/v1/responses/{rid}", headers=alice)
         assert resp.status_code == 200 and (await resp.get_json())["id"] == rid
+
+
+class _Gated(_Yielding):
+    """The first `free` deltas at once, the rest once `gate` is set."""
+
+    def __init__(self, free: int):
+        super().__init__()
+        self.free, self.gate = free, asyncio.Event()
+
+    def submit(self, prompt_ids, params, *, surface, lane):
+        handle = FakeService.submit(self, prompt_ids, params, surface=surface, lane=lane)
+        deltas = handle._deltas
+
+        async def gen():
+            for k, delta in enumerate(deltas):
+                if k >= self.free:
+                    await self.gate.wait()
+                if handle.cancelled:
+                    return
+                await asyncio.sleep(0)
+                yield delta
+        return _Iter(handle, gen)
+
+
+async def test_a_hold_mid_run_delays_its_events_and_loses_none(nats_url):
+    async with small_runtime(nats_url) as (runtime, _):
+        service = _Gated(free=5)
+        service.tapes = [tape([f" w{k}" for k in range(60)], finish="length")]
+        client = _app(service, runtime.stored).test_client()
+        resp = await client.post("/v1/responses", json={**BODY, "background": True})
+        rid = (await resp.get_json())["id"]
+        identity = identity_of_key("")   # on loopback with no API key presented
+
+        def saved():
+            return runtime.stored.reads.response(identity, rid)
+        await wait_until_async(saved, "the first events to be saved", done=lambda v: v.events >= 5)
+        await _fill(runtime)
+        service.gate.set()   # the rest of the generation, while the journal is full
+        await wait_until_async(runtime.stored.on_hold, "the run's next append to meet the hold")
+        assert saved().status.wire == "in_progress"
+        await runtime.recorder.js.purge_stream(runtime.spec.name, subject=runtime.spec.subject("f" * 32, "filler"))
+        done = await wait_until_async(saved, "the run to finish once the hold lifted",
+                                      done=lambda v: v.status.terminal)
+        assert done.status.wire == "incomplete"
+        events = runtime.stored.reads.response_events(identity, rid)
+        frames = [json.loads(data.split(b"data: ", 1)[1]) for _, data in events.events]
+        assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
+        text = "".join(f["delta"] for f in frames if f["type"] == "response.output_text.delta")
+        assert text == "".join(f" w{k}" for k in range(60)) == done.output[0]["content"][0]["text"]
