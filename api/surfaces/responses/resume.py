@@ -45,7 +45,7 @@ def follow(port: StoredJournal, identity: str, response_id: str, after: Optional
 
 async def _follow(port: StoredJournal, identity: str, response_id: str, after: Optional[int],
                   drain: Drain) -> AsyncIterator[bytes]:
-    last = -1 if after is None else after
+    last, waited = (-1 if after is None else after), False
     while True:
         got = port.reads.response_events(identity, response_id, None if last < 0 else last)
         if isinstance(got, StoredRefusal):   # deleted or expired meanwhile: nothing more to read
@@ -55,11 +55,11 @@ async def _follow(port: StoredJournal, identity: str, response_id: str, after: O
             last = n
         if got.finished:
             return
-        woke = await drain.race(port.wait_events(identity, response_id, last + 1, KEEPALIVE_SECONDS))
-        if not woke:
-            return
-        if not port.reads.response_events(identity, response_id, last if last >= 0 else None).events:
+        if waited and not got.events:        # woken by the timeout (or a cancellation notice)
             yield KEEPALIVE
+        if not await drain.race(port.wait_events(identity, response_id, last + 1, KEEPALIVE_SECONDS)):
+            return
+        waited = True
 
 
 async def resume_stream(response_id: str) -> Response:
