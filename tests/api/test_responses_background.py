@@ -12,7 +12,7 @@ import pytest
 from api.settings import GatewaySettings
 from api.stored_access import attach_stored
 from aotx.runtime import SharedRuntime
-from aotx.stored import identity_of_key
+from aotx.stored import Saved, identity_of_key
 from eventlog import JournalFull
 from tests.api.fake_service import FakeService, make_app
 from tests.api.tapes import tape
@@ -229,3 +229,25 @@ async def test_a_hold_mid_run_delays_its_events_and_loses_none(nats_url):
         assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
         text = "".join(f["delta"] for f in frames if f["type"] == "response.output_text.delta")
         assert text == "".join(f" w{k}" for k in range(60)) == done.output[0]["content"][0]["text"]
+
+
+async def test_a_reader_of_a_response_deleted_mid_run_ends_cleanly(nats_url):
+    from aotx.stored import DeleteResponse
+
+    async with small_runtime(nats_url, None) as (runtime, _):
+        service = _Gated(free=5)
+        service.tapes = [tape([f" w{k}" for k in range(40)], finish="length")]
+        client = _app(service, runtime.stored).test_client()
+        rid = (await (await client.post("/v1/responses", json={**BODY, "background": True})).get_json())["id"]
+        identity = identity_of_key("")
+        await wait_until_async(lambda: runtime.stored.reads.response(identity, rid), "the first events",
+                               done=lambda v: v.events >= 5)
+        reader = asyncio.ensure_future(client.get(f"/v1/responses/{rid}?stream=true"))
+        await wait_until_async(lambda: len(runtime.stored.signals), "the reader to wait for the next event")
+        assert isinstance(await runtime.stored.record(identity, DeleteResponse(rid)), Saved)
+        resp = await reader
+        assert resp.status_code == 200
+        frames = [line for line in (await resp.get_data(as_text=True)).splitlines() if line.startswith("data: ")]
+        assert len(frames) >= 5
+        service.gate.set()   # the run's next append is refused (the response is gone): it stops
+        await wait_until_async(lambda: service.handles[0].cancelled, "the run to stop generating")
