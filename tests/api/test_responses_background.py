@@ -251,3 +251,21 @@ async def test_a_reader_of_a_response_deleted_mid_run_ends_cleanly(nats_url):
         assert len(frames) >= 5
         service.gate.set()   # the run's next append is refused (the response is gone): it stops
         await wait_until_async(lambda: service.handles[0].cancelled, "the run to stop generating")
+
+
+async def test_a_foreground_stored_response_is_neither_cancelled_nor_streamed_again(nats_url):
+    from aotx.stored import CreateResponse
+
+    async with small_runtime(nats_url, None) as (runtime, _):
+        client = _app(FakeService(), runtime.stored).test_client()
+        rid = "resp_" + "1" * 48
+        item = {"id": "msg_" + "2" * 48, "type": "message", "role": "user", "content": "hi"}
+        assert isinstance(await runtime.stored.record(identity_of_key(""), CreateResponse(rid, 1, MODEL, [item])),
+                          Saved)
+        resp = await client.post(f"/v1/responses/{rid}/cancel")
+        assert resp.status_code == 400 and (await resp.get_json())["error"]["param"] == "response_id"
+        resp = await client.get(f"/v1/responses/{rid}?stream=true")
+        assert resp.status_code == 400 and (await resp.get_json())["error"]["param"] == "stream"
+        resp = await client.get(f"/v1/responses/{rid}")
+        assert resp.status_code == 200 and (await resp.get_json())["status"] == "in_progress"
+        assert runtime.stored.reads.response(identity_of_key(""), rid).cancel_requested is False
