@@ -1,14 +1,20 @@
-"""POST /v1/responses (stored responses: api.surfaces.responses.stored_plan / stored_run; their reads:
-stored_routes)."""
+"""POST /v1/responses and POST /v1/responses/{id}/cancel. Stored responses: what a request continues and
+whether it is stored in stored_plan / stored_run, their reads in stored_routes; background runs and
+resumable streams in background / runs / resume / cancel; Idempotency-Key in api.idempotency."""
 from __future__ import annotations
 
 import time
+
+from quart import current_app
 
 from api.errors import OPENAI, ApiError
 from api.idempotency import admit_key, idempotent
 from api.ids import new_id
 from api.runner import stream_events, submit_all
 from api.sse import sse_response
+from api.surfaces.responses.background import start_background, wants_background
+from api.surfaces.responses.cancel import cancel_response
+from api.surfaces.responses.runs import runs_of
 from api.surfaces.responses.stored_plan import fit_prompt, plan_for
 from api.surfaces.responses.stored_run import run_for
 from api.surfaces.responses.stream import ResponsesStreamProjector
@@ -24,7 +30,12 @@ async def responses():
     body = await json_body()
     plan = await plan_for(body)
     req, prompt = await fit_prompt(plan, body, svc)
+    background = wants_background(body)
     await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
+    if background:
+        return await start_background(svc, body, req, prompt, items=plan.input_items or None,
+                                      previous_response_id=plan.previous_response_id,
+                                      conversation=plan.conversation, echo=plan.echo)
     ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
                  echo={**req.echo, **plan.echo}, parse_tools=req.parse_tools, logprobs=req.logprobs,
                  tool_primer=req.tool_primer)
@@ -40,3 +51,14 @@ async def responses():
     if req.stream:
         return sse_response(run.stream(stream_events(handles, projector), projector))
     return json_response(await run.buffered(handles, ident))
+
+
+@blueprint.post("/v1/responses/<response_id>/cancel")
+async def cancel(response_id: str):
+    return await cancel_response(response_id)
+
+
+@blueprint.after_app_serving
+async def _finish_background_runs():
+    """After the drain stopped the engine: every background run journals its end (api.surfaces.responses.runs)."""
+    await runs_of(current_app).finish()

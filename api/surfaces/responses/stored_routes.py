@@ -6,25 +6,13 @@ from __future__ import annotations
 
 from quart import request
 
-from aotx.stored import DeleteResponse, ResponseStatus
-from aotx.stored.queries import ResponseView
-from api.errors import ApiError
+from aotx.stored import DeleteResponse
 from api.stored_access import caller_identity
 from api.stored_http import checked, page_args, page_object, read_port
+from api.surfaces.responses.resume import resume_stream
 from api.surfaces.responses.routes import blueprint
+from api.surfaces.responses.stored_object import response_object
 from api.surfaces.route_kit import json_response
-
-
-def response_object(view: ResponseView) -> dict:
-    """The stored response as OpenAI's `response` object (the fields POST answered, rebuilt)."""
-    return {"id": view.id, "object": "response", "created_at": view.created_at, "model": view.model,
-            **view.params, "instructions": view.instructions, "metadata": view.metadata, "tools": view.tools,
-            "previous_response_id": view.previous_response_id,
-            "conversation": {"id": view.conversation} if view.conversation else None,
-            "background": view.background, "status": view.status.wire, "error": view.error,
-            "incomplete_details": view.incomplete_details,
-            "completed_at": view.finished_at if view.status is ResponseStatus.COMPLETED else None,
-            "output": view.output, "usage": view.usage}
 
 
 def _wants_stream() -> bool:
@@ -33,13 +21,10 @@ def _wants_stream() -> bool:
 
 @blueprint.get("/v1/responses/<response_id>")
 async def retrieve_response(response_id: str):
+    if _wants_stream():   # a resumable stream: `?stream=true&starting_after=N` (api.surfaces.responses.resume)
+        return await resume_stream(response_id)
     port = read_port()
-    identity = caller_identity()
-    view = checked(port.reads.response(identity, response_id))
-    if _wants_stream():
-        # Resumable streams (issue 11 part 4, `?stream=true&starting_after=N`) plug in here.
-        raise ApiError(400, "'stream' is not supported on a stored response here yet; retrieve it without "
-                            "'stream'.", param="stream", code="unsupported_parameter")
+    view = checked(port.reads.response(caller_identity(), response_id))
     return json_response(response_object(view))
 
 

@@ -1,0 +1,156 @@
+"""Stored Responses against store-less ones, and a resumed stream's first replayed event, in one run
+(a benchmark, not a test).
+
+    .venv/bin/python -m ops.bench.stored_responses [--backend auto] [--levels 1,8,32] [--max-tokens 32]
+                                                   [--resumes 20]
+
+Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
+directory. For each concurrency level N: N streaming POST /v1/responses with `store: true`, all at
+once, then the same N prompts with `store: false`, each read to its terminal event. Reports
+responses/s (N over the wall time to the last terminal event) for both and the overhead as the ratio
+store:false responses/s ÷ store:true responses/s (issue 11's target ≤ 1.15), and the first
+`response.output_text.delta` latency p50 of each.
+
+Then `--resumes` times: a background streamed response (`background: true, stream: true`) read for
+`--cut` events, the connection dropped, and GET /v1/responses/{id}?stream=true&starting_after=N
+(N: four events before the last one read, so the event replayed first is saved) timed from the
+request to its first replayed event (the event N + 1, checked) — while the run is live and once it
+has finished. Reports p50 and max (target: within 20 ms of the request).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+
+import httpx
+import numpy as np
+
+from ops.gpu.serve_bench import start_server
+
+MODEL = "smollm2-135m-instruct"
+PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in one sentence.",
+           "Give two uses of copper.", "Why is the sky blue?", "List three fruits.",
+           "What does a compiler do?", "Say something about the moon."]
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def _body(i: int, max_tokens: int, **extra) -> dict:
+    return {"model": MODEL, "input": PROMPTS[i % len(PROMPTS)], "max_output_tokens": max_tokens,
+            "temperature": 0, "stream": True, **extra}
+
+
+async def one(client: httpx.AsyncClient, i: int, max_tokens: int, store: bool) -> float:
+    t0, first = time.perf_counter(), None
+    async with client.stream("POST", "/v1/responses", json=_body(i, max_tokens, store=store)) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[6:])
+            if first is None and event["type"] == "response.output_text.delta":
+                first = time.perf_counter()
+            if event["type"] in TERMINAL:
+                break
+    return (first or time.perf_counter()) - t0
+
+
+async def level(client: httpx.AsyncClient, n: int, max_tokens: int, store: bool) -> dict:
+    start = time.perf_counter()
+    firsts = await asyncio.gather(*(one(client, i, max_tokens, store) for i in range(n)))
+    wall = time.perf_counter() - start
+    return {"per_s": n / wall, "first_p50": float(np.median(firsts))}
+
+
+async def _events(r: httpx.Response):
+    async for line in r.aiter_lines():
+        if line.startswith("data: "):
+            yield json.loads(line[6:])
+
+
+async def resumed_first(client: httpx.AsyncClient, rid: str, after: int) -> float:
+    t0 = time.perf_counter()
+    async with client.stream("GET", f"/v1/responses/{rid}",
+                             params={"stream": "true", "starting_after": str(after)}) as r:
+        r.raise_for_status()
+        async for event in _events(r):
+            assert event["sequence_number"] == after + 1, event
+            return time.perf_counter() - t0
+    raise AssertionError(f"no event after {after} in {rid}")
+
+
+async def resume_once(client: httpx.AsyncClient, i: int, max_tokens: int, cut: int) -> tuple[float, float]:
+    """(live, finished): the first replayed event's latency while the run goes on, and after its end."""
+    seen = []
+    async with client.stream("POST", "/v1/responses", json=_body(i, max_tokens, background=True)) as r:
+        r.raise_for_status()
+        async for event in _events(r):
+            seen.append(event)
+            if len(seen) == cut:
+                break   # the connection drops here
+    # resume a few events back (as a client whose last events were lost in flight): the first event to
+    # send is saved already, so this times the replay, not the model's next token
+    rid, after = seen[0]["response"]["id"], seen[-1]["sequence_number"] - 4
+    live = await resumed_first(client, rid, after)
+    while (await client.get(f"/v1/responses/{rid}")).json()["status"] in ("queued", "in_progress"):
+        async with client.stream("GET", f"/v1/responses/{rid}", params={"stream": "true"}) as r:
+            async for _ in r.aiter_bytes():   # follow the run to its end (a condition, not a sleep)
+                pass
+    return live, await resumed_first(client, rid, after)
+
+
+async def run(base: str, levels: list[int], max_tokens: int, resumes: int, cut: int) -> tuple[list[dict], dict]:
+    limits = httpx.Limits(max_connections=2 * max(levels) + 8)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
+        await level(client, 2, 4, True)     # warm-up, both paths
+        await level(client, 2, 4, False)
+        rows = []
+        for n in levels:
+            stored = await level(client, n, max_tokens, True)
+            plain = await level(client, n, max_tokens, False)
+            rows.append({"n": n, "stored": stored, "plain": plain, "ratio": plain["per_s"] / stored["per_s"]})
+            sys.stderr.write(f"[stored_responses] {n}: store:true {stored['per_s']:.2f}/s "
+                             f"store:false {plain['per_s']:.2f}/s\n")
+        pairs = [await resume_once(client, i, max(max_tokens, 2 * cut), cut) for i in range(resumes)]
+    live, done = [p[0] for p in pairs], [p[1] for p in pairs]
+    return rows, {"live_p50": float(np.median(live)), "live_max": max(live),
+                  "done_p50": float(np.median(done)), "done_max": max(done)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--resumes", type=int, default=20)
+    ap.add_argument("--cut", type=int, default=8, help="events read before the connection drops (≥ 5)")
+    args = ap.parse_args(argv)
+    if args.cut < 5:
+        ap.error("--cut must be at least 5")
+    levels = [int(x) for x in args.levels.split(",")]
+    with tempfile.TemporaryDirectory(prefix="aotx-stored-bench-") as var:
+        proc, base = start_server(args.backend, max(levels), max(args.max_tokens, 2 * args.cut), var)
+        try:
+            rows, resumed = asyncio.run(run(base, levels, args.max_tokens, args.resumes, args.cut))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    print(f"\n## /v1/responses store:true vs store:false ({args.backend}, max {args.max_tokens} output tokens)\n")
+    print("| concurrent | store:true resp/s | store:false resp/s | overhead (false ÷ true) "
+          "| store:true first delta p50 ms | store:false first delta p50 ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['n']} | {r['stored']['per_s']:.2f} | {r['plain']['per_s']:.2f} | {r['ratio']:.2f}× | "
+              f"{r['stored']['first_p50'] * 1e3:.0f} | {r['plain']['first_p50'] * 1e3:.0f} |")
+    print(f"\nresumed stream (GET ?stream=true&starting_after=N, {args.resumes} runs, cut after {args.cut} events): "
+          f"first replayed event p50 {resumed['live_p50'] * 1e3:.1f} ms (max {resumed['live_max'] * 1e3:.1f}) "
+          f"while the run is live, p50 {resumed['done_p50'] * 1e3:.1f} ms (max {resumed['done_max'] * 1e3:.1f}) "
+          f"once it has finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
