@@ -1,11 +1,13 @@
 """The journal writer: the one append path, the hold, and the read-back of unsynced subjects.
 
 A round's ticks are grouped per lineage into flights (one subject each). `write` appends every
-flight — lineages in parallel, each flight's ticks in order, each expecting the previous one's
-stream sequence — then applies every acknowledged tick through the projector in stream order,
-exactly as a replay would, and tells the observers what it applied (aotx.runtime.observers).
+flight — where the log takes atomic batches, every lineage of the round in ONE batch (one ack, one
+fsync: aotx.runtime.batch_append), else lineages in parallel, each flight's ticks one append at a
+time; either way each flight's ticks in order, guarded by the expected last subject sequence —
+then applies every acknowledged tick through the projector in stream order, exactly as a replay
+would, and tells the observers what it applied (aotx.runtime.observers).
 
-Error mapping (one place, `_append`): JournalFull → hold "full" (a transfer left partial keeps its
+Error mapping (one place, `refuse`): JournalFull → hold "full" (a transfer left partial keeps its
 remaining ticks, unsynced); JournalUnavailable or any unexpected error → hold "unavailable", the
 write's landing unknown: unsynced, and the connection is dropped once every append of the round
 has its answer; ConcurrencyConflict → 409, the subject read back before answering; MessageTooLarge
@@ -25,10 +27,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from eventlog import ConcurrencyConflict, JournalFull, JournalHold, MessageTooLarge, StreamSpec
+from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, JournalFull, JournalHold, MessageTooLarge,
+                      StreamSpec)
 
 from ..journal import Tick, lineage_hash
 from ..state.mutations import Mutation
+from .batch_append import append_batched
 from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
@@ -50,7 +54,8 @@ class Unsynced:
 
 @dataclass(eq=False)
 class Flight:
-    """One lineage's ticks of a round, appended in order on its subject."""
+    """One lineage's ticks of a round, appended in order on its subject. `continuation`: the ticks
+    complete a transfer already partial in the log (a read-back's resend): none is a first tick."""
 
     subject: str
     lh: int
@@ -58,6 +63,16 @@ class Flight:
     landed: list[tuple[int, Tick]] = field(default_factory=list)   # (stream sequence, tick), acked
     error: Optional[Outcome] = None
     conflict: bool = False
+    continuation: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """Would a refusal now leave part of a transfer in the log?"""
+        return bool(self.landed) or self.continuation
+
+    @property
+    def rest(self) -> list[Tick]:
+        return self.ticks[len(self.landed):]
 
 
 class JournalWriter:
@@ -106,21 +121,10 @@ class JournalWriter:
             for f in flights:
                 f.error = self.held()
             return True
-        await self.connection.ensure()
+        recorder = await self.connection.ensure()
         self._attempt += 1
         self._drop_after = False
-        if len(flights) == 1:  # one lineage: no task per flight
-            try:
-                results: list = [await self._append(flights[0])]
-            except Exception as exc:
-                results = [exc]
-        else:
-            results = await asyncio.gather(*(self._append(f) for f in flights), return_exceptions=True)
-        for f, result in zip(flights, results):
-            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
-                if not isinstance(result, Exception):
-                    raise result
-                self._unknown(f, result)
+        await self._append_all(recorder, flights)
         if self._drop_after:
             await self.connection.drop()
         landed = sorted((seq, f.subject, tick.data) for f in flights for seq, tick in f.landed)
@@ -134,42 +138,41 @@ class JournalWriter:
         if conflicts:  # read the other writer's messages back before answering 409
             await self.resync(conflicts)
 
-    async def _append(self, f: Flight, *, continuation: bool = False) -> None:
-        """Append a flight's ticks in order; the acked ones go to `f.landed`. Stops at the first
-        failure, mapped to `f.error`. `continuation`: the ticks complete a transfer already partial
-        in the log (a read-back's resend), so none of them is a first tick."""
-        assert self.projector is not None and self.connection.recorder is not None
-        recorder = self.connection.recorder
-        for i, tick in enumerate(f.ticks):
-            expected = f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
-            msg_id = f"{tick.msg_id}-{self.boot_id[:12]}-{self._attempt}"
-            rest, partial = f.ticks[i:], i > 0 or continuation
+    def msg_id(self, tick: Tick) -> str:
+        """Fresh per write attempt: a re-sent tick after a read-back is a new message, never a duplicate."""
+        return f"{tick.msg_id}-{self.boot_id[:12]}-{self._attempt}"
+
+    def expected(self, f: Flight) -> int:
+        """The stream sequence the flight's next tick expects as its subject's last."""
+        assert self.projector is not None
+        return f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
+
+    async def _append_all(self, recorder, flights: list[Flight]) -> None:
+        """Every flight: as atomic batches where the log takes them, else one append per tick."""
+        if getattr(recorder, "atomic_batches", False):
+            flights = await append_batched(self, recorder, flights)   # those left to append one by one
+        if len(flights) == 1:  # one lineage: no task per flight
             try:
-                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
-            except JournalFull as exc:
-                self.hold.begin("full", str(exc), pending_bytes=_size(rest) if partial else 0, unsynced=partial)
-                if partial:  # part of a transfer may be in the log: keep the rest to complete it
-                    self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
-                f.error = self.held()
-                return
-            except JournalHold as exc:  # JournalUnavailable: the write may or may not have landed
-                self.hold.begin("unavailable", str(exc), pending_bytes=_size(rest), unsynced=True)
-                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
-                self._drop_after = True   # after every append of the round has its answer
-                f.error = self.held()
-                return
-            except ConcurrencyConflict as exc:
-                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest if partial else [])
-                f.conflict = True
-                f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
-                                        "read /participant and retry")
-                return
-            except MessageTooLarge as exc:
-                if not partial:
-                    f.error = Outcome.error(413, "too_large", str(exc))
-                    return
-                self.failed = f"tick {i} of a command is too large after earlier ticks landed: {exc}"
-                f.error = self.failed_outcome()
+                results: list = [await self._append(recorder, flights[0])]
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(*(self._append(recorder, f) for f in flights), return_exceptions=True)
+        for f, result in zip(flights, results):
+            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
+                if not isinstance(result, Exception):
+                    raise result
+                self.unknown(f, result)
+
+    async def _append(self, recorder, f: Flight) -> None:
+        """Append a flight's remaining ticks one by one, in order; the acked ones go to `f.landed`.
+        Stops at the first failure, mapped to `f.error`."""
+        for tick in f.rest:
+            msg_id = self.msg_id(tick)
+            try:
+                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=self.expected(f))
+            except (JournalHold, ConcurrencyConflict, MessageTooLarge) as exc:
+                self.refuse(f, exc)
                 return
             if ack.duplicate:
                 self.failed = f"journal answered a fresh message id {msg_id} as a duplicate (seq {ack.seq})"
@@ -177,11 +180,37 @@ class JournalWriter:
                 return
             f.landed.append((ack.seq, tick))
 
-    def _unknown(self, f: Flight, exc: Exception) -> None:
+    def refuse(self, f: Flight, exc: EventLogError) -> None:
+        """Map a journal refusal of the flight's remaining ticks onto it (the one error mapping)."""
+        rest, partial = f.rest, f.partial
+        if isinstance(exc, JournalFull):
+            self.hold.begin("full", str(exc), pending_bytes=_size(rest) if partial else 0, unsynced=partial)
+            if partial:  # part of a transfer may be in the log: keep the rest to complete it
+                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
+            f.error = self.held()
+        elif isinstance(exc, JournalHold):  # JournalUnavailable: the write may or may not have landed
+            self.hold.begin("unavailable", str(exc), pending_bytes=_size(rest), unsynced=True)
+            self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
+            self._drop_after = True   # after every append of the round has its answer
+            f.error = self.held()
+        elif isinstance(exc, ConcurrencyConflict):
+            self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest if partial else [])
+            f.conflict = True
+            f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
+                                    "read /participant and retry")
+        elif isinstance(exc, (MessageTooLarge, BatchTooLarge)) and not partial:
+            f.error = Outcome.error(413, "too_large", str(exc))
+        elif isinstance(exc, (MessageTooLarge, BatchTooLarge)):
+            self.failed = f"a tick of a command is too large after earlier ticks landed: {exc}"
+            f.error = self.failed_outcome()
+        else:
+            self.unknown(f, exc)
+
+    def unknown(self, f: Flight, exc: Exception) -> None:
         """An append failed with an error the journal does not map: its landing is unknown."""
         log.warning("journal append on %s failed (%s: %s); reading it back before the next write",
                     f.subject, type(exc).__name__, exc)
-        rest = f.ticks[len(f.landed):]
+        rest = f.rest
         self.hold.begin("unavailable", f"append: {type(exc).__name__}: {exc}", pending_bytes=_size(rest),
                         unsynced=True)
         self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
@@ -248,17 +277,25 @@ class JournalWriter:
         if not self.unsynced:
             self.hold.lift()
 
-    async def _resync_one(self, u: Unsynced) -> bool:
+    async def catch_up(self, subject: str) -> bool:
+        """Read a subject back after the last message known and apply what is there, in order. False
+        when the log did not answer (the hold's last error says why) or applying failed (stopped)."""
         assert self.projector is not None
-        proj = self.projector
         try:
             recorder = await self.connection.ensure()
-            start = proj.last_subject_seq.get(u.subject, 0) + 1
-            async for msg in recorder.read(start, subject=u.subject):
+            start = self.projector.last_subject_seq.get(subject, 0) + 1
+            async for msg in recorder.read(start, subject=subject):
                 if not self._feed(msg.subject, msg.seq, msg.data):
                     return False
         except Exception as exc:  # server still away: stay on hold, try again on the next mutation
             self.hold.last_error = f"read-back: {type(exc).__name__}: {exc}"
+            return False
+        return True
+
+    async def _resync_one(self, u: Unsynced) -> bool:
+        assert self.projector is not None
+        proj = self.projector
+        if not await self.catch_up(u.subject):
             return False
         open_parts = proj.open_parts(u.lineage_hash)
         rest: list[Tick] = []
@@ -271,16 +308,16 @@ class JournalWriter:
                 return False
         # else: every transfer in the log is complete; ticks that did not land are dropped (nothing changed)
         del self.unsynced[u.subject]
-        return not rest or await self._complete(Flight(u.subject, u.lineage_hash, rest))
+        return not rest or await self._complete(Flight(u.subject, u.lineage_hash, rest, continuation=True))
 
     async def _complete(self, f: Flight) -> bool:
         """Resend the remaining ticks of a transfer left partial, through the one append path."""
         self._attempt += 1
         self._drop_after = False
         try:
-            await self._append(f, continuation=True)
+            await self._append_all(await self.connection.ensure(), [f])
         except Exception as exc:
-            self._unknown(f, exc)
+            self.unknown(f, exc)
         if self._drop_after:
             await self.connection.drop()
         if not all(self._feed(f.subject, seq, tick.data) for seq, tick in f.landed):
