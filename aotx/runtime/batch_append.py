@@ -1,7 +1,13 @@
 """A round's flights as atomic batches: every lineage of a round in one append, one ack, one fsync.
 
 JetStream atomic batch publish (eventlog `append_batch`, ADR-50) stores a batch whole or not at
-all. The writer (aotx.runtime.writer) hands its flights here when the log takes batches. They are
+all. The writer (aotx.runtime.writer) hands its flights here when the log takes batches and the
+round holds at least BATCH_MIN_MESSAGES ticks: nats-server 2.15 stages each atomic batch of an R1
+file-storage stream in a temporary file store of its own (a directory and block file created,
+flushed and removed: server/jetstream_batching.go newBatchStore), which costs 3.5–20 ms a batch on
+this sandbox's disk whatever its size, against 0.2–1.5 ms a message for parallel single appends
+(docs/PERFORMANCE.md); the two meet around 16 messages. Smaller rounds go message by message
+(lineages in parallel), as before. They are
 packed in order into batches of at most the log's `batch_limit` messages and MAX_BATCH_BYTES; a
 flight stays within one batch unless it alone is larger (then its ticks continue, in order, in the
 next batch, guarded by the sequence its last acknowledged tick got). Batches go out one after the
@@ -41,7 +47,8 @@ from ..journal import Tick
 if TYPE_CHECKING:
     from .writer import Flight, JournalWriter
 
-MAX_BATCH_BYTES = 4 << 20     # ours, not the server's: what one batch asks nats-server to stage in memory
+MAX_BATCH_BYTES = 4 << 20     # ours, not the server's: what one batch asks nats-server to stage
+BATCH_MIN_MESSAGES = 16       # a round with fewer ticks appends them one by one (see above)
 _WHOLE = (ConcurrencyConflict, JournalFull, MessageTooLarge, BatchTooLarge)   # refused whole, nothing stored
 
 

@@ -51,6 +51,7 @@ from .projection import ProjectionView
 from .replay import Projector
 from .stopping import cancel_and_wait
 from .views import run_view
+from .batch_append import BATCH_MIN_MESSAGES
 from .writer import JournalWriter
 
 log = logging.getLogger("aotx.runtime")
@@ -62,7 +63,8 @@ class SharedRuntime(RuntimePort):
     """Construct, `await start()` (connects if given a URL, then boots by replay), use, `await stop()`.
 
     `boot_start` (aotx.runtime.boot.StartPoint): where boot starts reading (default: a fresh
-    projector at sequence 1)."""
+    projector at sequence 1). `batch_min_messages`: a write round with at least this many journal
+    messages goes out as one atomic batch where the log takes them (aotx.runtime.batch_append)."""
 
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
@@ -70,7 +72,8 @@ class SharedRuntime(RuntimePort):
                  probe_interval: float = 1.0, service: Any = None,
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
-                 nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None) -> None:
+                 nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
+                 batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -95,7 +98,7 @@ class SharedRuntime(RuntimePort):
         # the writer owns the journal connection
         self.writer = JournalWriter(JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
                                                       name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth),
-                                    self.spec, self.boot_id, self.observers)
+                                    self.spec, self.boot_id, self.observers, batch_min_messages)
         self.reads = ProjectionView(lambda: self.writer.projector)
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)

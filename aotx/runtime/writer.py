@@ -1,9 +1,9 @@
 """The journal writer: the one append path, the hold, and the read-back of unsynced subjects.
 
 A round's ticks are grouped per lineage into flights (one subject each). `write` appends every
-flight — where the log takes atomic batches, every lineage of the round in ONE batch (one ack, one
-fsync: aotx.runtime.batch_append), else lineages in parallel, each flight's ticks one append at a
-time; either way each flight's ticks in order, guarded by the expected last subject sequence —
+flight — where the log takes atomic batches and the round is large enough to gain from one, every
+lineage of the round in ONE batch (one ack: aotx.runtime.batch_append), else lineages in parallel,
+each flight's ticks one append at a time; either way each flight's ticks in order, guarded by the expected last subject sequence —
 then applies every acknowledged tick through the projector in stream order, exactly as a replay
 would, and tells the observers what it applied (aotx.runtime.observers).
 
@@ -32,7 +32,7 @@ from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, Journal
 
 from ..journal import Tick, lineage_hash
 from ..state.mutations import Mutation
-from .batch_append import append_batched
+from .batch_append import BATCH_MIN_MESSAGES, append_batched
 from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
@@ -78,8 +78,10 @@ class Flight:
 class JournalWriter:
     """Owns the connection, the hold, the unsynced subjects and the one lock every write holds."""
 
-    def __init__(self, connection: JournalConnection, spec: StreamSpec, boot_id: str, observers: Observers) -> None:
+    def __init__(self, connection: JournalConnection, spec: StreamSpec, boot_id: str, observers: Observers,
+                 batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
         self.connection, self.spec, self.boot_id, self.observers = connection, spec, boot_id, observers
+        self.batch_min_messages = max(1, int(batch_min_messages))   # a round this large goes as one batch
         self.hold = HoldStatus()
         self.projector: Projector | None = None   # set by boot
         self.failed: Optional[str] = None
@@ -148,8 +150,10 @@ class JournalWriter:
         return f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
 
     async def _append_all(self, recorder, flights: list[Flight]) -> None:
-        """Every flight: as atomic batches where the log takes them, else one append per tick."""
-        if getattr(recorder, "atomic_batches", False):
+        """Every flight: as atomic batches where the log takes them and the round has at least
+        `batch_min_messages` ticks (aotx.runtime.batch_append says why), else one append per tick."""
+        if getattr(recorder, "atomic_batches", False) and \
+                sum(len(f.ticks) - len(f.landed) for f in flights) >= self.batch_min_messages:
             flights = await append_batched(self, recorder, flights)   # those left to append one by one
         if len(flights) == 1:  # one lineage: no task per flight
             try:

@@ -57,8 +57,8 @@ def body(who: str, seq: int, key: int, **fields) -> bytes:
 NAMES = ["alice", "bob", "carol", "dave"]
 
 
-async def started(rec, names=NAMES) -> tuple[SharedRuntime, callable]:
-    rt = await SharedRuntime(recorder=rec, progress=False).start()
+async def started(rec, names=NAMES, batch_min_messages=1) -> tuple[SharedRuntime, callable]:
+    rt = await SharedRuntime(recorder=rec, progress=False, batch_min_messages=batch_min_messages).start()
 
     def sub(who, kind, raw, space=None):
         return submit_body(rt, Actor(who, Grants.all()), kind, raw, space)
@@ -83,6 +83,17 @@ async def test_every_lineage_of_a_round_commits_as_one_batch():
     assert len(rec.batches) == before + 1          # one append, one fsync for the four lineages
     assert sorted(set(rec.batches[-1])) == sorted(rt.spec.subject(lineage_for(n).hex(), "tick") for n in NAMES)
     assert rec.singles == []
+    await replays_equal(rec, rt)
+    await rt.stop()
+
+
+async def test_a_round_smaller_than_the_threshold_appends_message_by_message():
+    rec = CountingRecorder()
+    rt, sub = await started(rec, batch_min_messages=5)
+    singles, batches = len(rec.singles), len(rec.batches)
+    out = await asyncio.gather(*(sub(n, M.CREATE_SPACE, body(n, 2, 2)) for n in NAMES))   # 4 messages
+    assert [o.status for o in out] == [201] * 4
+    assert (len(rec.singles) - singles, len(rec.batches)) == (4, batches)
     await replays_equal(rec, rt)
     await rt.stop()
 
