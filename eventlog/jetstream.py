@@ -12,17 +12,17 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from .connect import NatsAuth, connect
 from .connection import OutageLog, close_connection
-from .errors import AtomicBatchUnsupported, BatchTooLarge, EventLogError, JournalUnavailable, map_publish_error
+from .direct_read import read_direct
+from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
 from .stream import StreamSpec, ensure_stream
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
-_READ_BATCH = 256
 _log = logging.getLogger("eventlog")
 
 
@@ -179,32 +179,11 @@ class JetStreamRecorder:
         return [Ack(stream=stream, seq=last - n + i) for i in range(1, n + 1)]
 
     async def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq),
-            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=60.0,
-            num_replicas=1,
-        )
-        sub = await self.js.pull_subscribe(subject or self.spec.subjects[0], stream=self.spec.name, config=config)
-        try:
-            remaining = (await sub.consumer_info()).num_pending
-            while remaining > 0:
-                try:
-                    msgs = await sub.fetch(min(_READ_BATCH, remaining), timeout=self.timeout)
-                except nats.errors.TimeoutError:
-                    return  # the stream shrank under us (purge): what existed has been read
-                for msg in msgs:
-                    yield _stored(msg)
-                    remaining = msg.metadata.num_pending
-        finally:
-            await self._drop_consumer(sub)
-
-    async def _drop_consumer(self, sub) -> None:
-        try:
-            info = await sub.consumer_info()
-            await sub.unsubscribe()
-            await self.js.delete_consumer(self.spec.name, info.name)
-        except (nats.errors.Error, EventLogError):
-            pass  # the consumer expires by itself (inactive_threshold)
+        """Through batched direct gets (eventlog.direct_read), up to the last message stored now."""
+        info = await self.js.stream_info(self.spec.name)
+        async for msg in read_direct(self.nc, self.spec.name, info.state.last_seq, from_seq, subject,
+                                     timeout=self.timeout):
+            yield msg
 
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import datetime
+import itertools
 import time
 from typing import AsyncIterator, Callable, Sequence
 
@@ -89,7 +90,13 @@ class MemoryRecorder:
         return self._messages[i] if i < len(self._messages) else None
 
     def _expire(self, now: float) -> None:
-        self._dedup = {k: v for k, v in self._dedup.items() if now - v[1] < self.duplicate_window_s}
+        """Drop ids older than the window (the dict is in insertion order: oldest first)."""
+        for k, (_, at) in list(itertools.islice(self._dedup.items(), 64)):
+            if now - at < self.duplicate_window_s:
+                return
+            del self._dedup[k]
+        if self._dedup and now - next(iter(self._dedup.values()))[1] >= self.duplicate_window_s:
+            self._dedup = {k: v for k, v in self._dedup.items() if now - v[1] < self.duplicate_window_s}
 
     @staticmethod
     def _stored(seq: int, subject: str, payload: bytes, msg_id: str | None, expected: int | None) -> StoredMessage:

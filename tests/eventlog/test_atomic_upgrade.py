@@ -37,3 +37,15 @@ async def test_an_old_stream_is_upgraded_on_connect(nats_server):
         assert [m.seq async for m in rec.read(1)] == [1, 2, 3]
     finally:
         await rec.close()
+
+
+async def test_a_read_makes_no_consumer(nats_server):
+    spec = StreamSpec(name="RD1", subject_prefix="rd1.j")
+    rec = await JetStreamRecorder.connect(nats_server.client_url(), spec)
+    try:
+        for i in range(5):
+            await rec.append(spec.subject("a", "t"), b"x")
+        async for _ in rec.read(1):
+            assert (await rec.js.stream_info(spec.name)).state.consumer_count == 0
+    finally:
+        await rec.close()

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from eventlog import Ack, ConcurrencyConflict, JournalFull, JournalHold, Recorder
+from eventlog import Ack, BatchMessage, ConcurrencyConflict, JournalFull, JournalHold, Recorder
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -199,3 +199,23 @@ async def test_batch_that_does_not_fit_stores_nothing(open_recorder):
     assert (await o.recorder.stream_info()).messages == 0
     acks = await o.recorder.append_batch([_msg(a, b"p" * 600), _msg(a, b"q" * 600)])
     assert [x.seq for x in acks] == [1, 2]
+
+
+async def test_read_spans_many_batches_in_order_and_stops_at_what_existed(open_recorder):
+    o = await open_recorder()
+    subjects = [o.subject(f"s{i % 5}") for i in range(2300)]
+    for i in range(0, 2300, 100):
+        await o.recorder.append_batch([BatchMessage(s, f"m{i + j}".encode(), f"id{i + j}")
+                                       for j, s in enumerate(subjects[i:i + 100])])
+    got = []
+    async for m in o.recorder.read(7):
+        got.append(m)
+        if len(got) == 1:   # appended during the read: not part of it
+            await o.recorder.append(o.subject("late"), b"late")
+    assert [m.seq for m in got] == list(range(7, 2301))
+    assert got[0].data == b"m6" and got[-1].headers.get("Nats-Msg-Id") == "id2299"
+    assert "Nats-Sequence" not in got[0].headers
+    only = [m.seq async for m in o.recorder.read(1, o.subject("s3"))]
+    assert only == list(range(4, 2301, 5))
+    assert [m.data async for m in o.recorder.read(1, o.spec.subject("late", "t"))] == [b"late"]
+    assert [m async for m in o.recorder.read(2302)] == []
