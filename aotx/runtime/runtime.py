@@ -242,4 +242,4 @@ class SharedRuntime(RuntimePort):
         return await self.commands.submit(cmd)
 
     async def _command_round(self, batch: list[Cmd]) -> list[Cmd]:
-        return await command_round(self.writer, batch, self.context)
+        return await command_round(self.writer, batch, self.context, self.executor)
