@@ -11,7 +11,6 @@ transfer is dropped, the fault is kept in `faults`, and reading goes on.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from .crc32c import crc32c
@@ -58,6 +57,20 @@ class Reassembler:
             self.faults.append(exc)  # the rest of this message cannot be framed
         return done
 
+    def accept_whole(self, lh: int, transfers: tuple[Transfer, ...]) -> bool:
+        """Take whole transfers of lineage `lh` as if fed from their records (a writer's own tick,
+        Tick.transfers): only where nothing is open on the lineage and their ids increase from the
+        last one applied; False (nothing taken) otherwise — feed the message's bytes instead."""
+        if not transfers or lh in self._open:
+            return False
+        last = self._last_id.get(lh)
+        for t in transfers:
+            if t.lineage_hash != lh or (last is not None and t.transfer_id <= last):
+                return False
+            last = t.transfer_id
+        self._last_id[lh] = last
+        return True
+
     def feed_record(self, record: Record, position: int | None = None) -> Transfer | None:
         try:
             return self._feed(record, position)
@@ -83,7 +96,9 @@ class Reassembler:
 
     def _feed(self, r: Record, position: int | None) -> Transfer | None:
         lh = r.lineage_hash
-        fault = functools.partial(_fault, r, position)
+
+        def fault(code: str, reason: str, tid: int | None = None) -> TransferError:
+            return _fault(r, position, code, reason, tid)
 
         if r.crc is not None and crc32c(r.body) != r.crc:
             raise fault("checksum", f"header crc32c {r.crc:#010x}, body crc32c {crc32c(r.body):#010x}")

@@ -71,11 +71,14 @@ class Projector:
         for arr in (s.participants, s.spaces, s.conversations, s.members, s.receipts):
             arr.flags.writeable = on
 
-    def feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
-        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed."""
+    def feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed.
+        `own`: the writer's own acknowledged tick's whole transfers (aotx.journal Tick.transfers,
+        what reassembling `data` yields): taken as they are where the reassembler agrees, so the
+        writer's own bytes are not framed and verified again; the same absorb follows."""
         self._writable(True)
         try:
-            return self._feed(subject, seq, data)
+            return self._feed(subject, seq, data, own)
         finally:
             self._writable(False)
 
@@ -92,11 +95,14 @@ class Projector:
             self._writable(False)
         return n
 
-    def _feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
-        try:
-            done = self.reassembler.feed_message(data, position=seq)
-        except ValueError as exc:  # RecordError / TransferError: fail closed
-            raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
+    def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        if own and self.reassembler.accept_whole(own[0].lineage_hash, own):
+            done = list(own)
+        else:
+            try:
+                done = self.reassembler.feed_message(data, position=seq)
+            except ValueError as exc:  # RecordError / TransferError: fail closed
+                raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
         self.last_subject_seq[subject] = seq
         self.messages += 1
         for transfer in done:

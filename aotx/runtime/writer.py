@@ -89,9 +89,13 @@ class JournalWriter:
         self.unsynced: dict[str, Unsynced] = {}
         self._attempt = 0
         self._drop_after = False
+        self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
 
     def flight(self, lineage: bytes, ticks: list[Tick]) -> Flight:
-        return Flight(self.spec.subject(lineage.hex(), TICK_KIND), lineage_hash(lineage), ticks)
+        at = self._subjects.get(lineage)
+        if at is None:
+            at = self._subjects[lineage] = (self.spec.subject(lineage.hex(), TICK_KIND), lineage_hash(lineage))
+        return Flight(at[0], at[1], ticks)
 
     # ---- answers -----------------------------------------------------------------------------
     def held(self) -> Outcome:
@@ -129,8 +133,8 @@ class JournalWriter:
         await self._append_all(recorder, flights)
         if self._drop_after:
             await self.connection.drop()
-        landed = sorted((seq, f.subject, tick.data) for f in flights for seq, tick in f.landed)
-        return all(self._feed(subject, seq, data, mutations) for seq, subject, data in landed)
+        landed = sorted(((seq, f.subject, tick) for f in flights for seq, tick in f.landed), key=lambda x: x[0])
+        return all(self._feed(subject, seq, tick.data, mutations, tick.transfers) for seq, subject, tick in landed)
 
     async def settle(self, flights: list[Flight]) -> None:
         """After a round is applied: lift the hold when everything landed; read a conflicting subject back."""
@@ -222,10 +226,11 @@ class JournalWriter:
         f.error = self.held()
 
     def _feed(self, subject: str, seq: int, data: bytes,
-              mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS) -> bool:
+              mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS, own: tuple = ()) -> bool:
+        """Apply one acknowledged message (`own`: its tick's whole transfers, where it is ours)."""
         assert self.projector is not None
         try:
-            done = self.projector.feed(subject, seq, data)
+            done = self.projector.feed(subject, seq, data, own)
         except ReplayError as exc:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
@@ -324,7 +329,7 @@ class JournalWriter:
             self.unknown(f, exc)
         if self._drop_after:
             await self.connection.drop()
-        if not all(self._feed(f.subject, seq, tick.data) for seq, tick in f.landed):
+        if not all(self._feed(f.subject, seq, tick.data, own=tick.transfers) for seq, tick in f.landed):
             return False
         if f.conflict:
             await self.resync([f.subject])

@@ -13,7 +13,6 @@ State untouched too. `apply` is a copy of the state followed by `apply_into`.
 from __future__ import annotations
 
 import heapq
-import struct
 from dataclasses import replace
 from typing import Callable
 
@@ -26,7 +25,7 @@ from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, 
 from .execution import ExecutionRecord, input_slot
 from .ids import IdKind, format_id
 from .state import Save, State
-from .tables import RECEIPT
+from .tables import RECEIPT, RECEIPT_ROW
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -35,12 +34,9 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
-# used, lineage, sequence, operation, operation_key, kind, http_status, transport, commit, admission,
-# terminal, resource_kind, resource_lineage, resource_ident, command_len, result_len
-_RECEIPT_ROW = struct.Struct("<B16sQ16s16sBHBBBBB16s16sII")
-assert _RECEIPT_ROW.size == RECEIPT.itemsize and RECEIPT.names == (
-    "used", "lineage", "sequence", "operation", "operation_key", "kind", "http_status", "transport", "commit",
-    "admission", "terminal", "resource_kind", "resource_lineage", "resource_ident", "command_len", "result_len")
+_RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
+#                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
+#                              command_len, result_len (aotx.state.tables)
 
 
 def apply(state: State, event: Event) -> State:
