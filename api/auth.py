@@ -10,10 +10,19 @@ OPEN_PATHS = frozenset({"/health"})
 SHARED_PREFIX = "/aotx/v1/shared"
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value; None for anything else."""
+    if not header or header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip() or None
+
+
 def presented_token() -> str | None:
+    """The model surfaces' token: a Bearer Authorization header, else x-api-key (the shared routes
+    take the Bearer header only)."""
     auth = request.headers.get("Authorization", "")
     if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
+        return bearer_token(auth)
     return request.headers.get("x-api-key") or None
 
 

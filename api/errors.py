@@ -4,9 +4,11 @@ OpenAI surfaces (chat, completions, responses, and the ops routes):
     {"error": {"message", "type", "param", "code"}}
 Anthropic Messages (paths under /v1/messages), with the request id as Anthropic's API sends it:
     {"type": "error", "error": {"type", "message"}, "request_id"}
-Shared conversations (paths under /aotx/v1/shared; framework errors such as 405 only, the shared
-routes render their own):
+Shared conversations (paths under /aotx/v1/shared):
     {"error": {"type", "message"}}
+  framework errors such as 405 through error_response; the shared routes raise ApiError with their
+  `type` and render it with shared_error_response, through the app's JSON provider like every other
+  shared answer.
 Framework errors keep their headers (a 405's `Allow`, RFC 9110 §15.5.6).
 """
 from __future__ import annotations
@@ -85,6 +87,16 @@ def shared_body(err: ApiError) -> dict:
         phrase = "error"
     return {"error": {"type": err.type or phrase.lower().replace(" ", "_").replace("-", "_"),
                       "message": err.message}}
+
+
+def shared_error_response(err: ApiError, headers: dict[str, str] | None = None) -> Response:
+    """A shared route's error: the shared envelope, rendered as every shared answer is (jsonify)."""
+    from quart import current_app
+    response = current_app.json.response(shared_body(err))
+    response.status_code = err.status
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
 
 
 def envelope_for_path(path: str) -> str:

@@ -7,12 +7,14 @@ and a `done` flag (set once its terminal event has been produced).
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from typing import AsyncIterator, Sequence
 
 from aotx.engine.types import Delta, SamplingParams
 from api.errors import ApiError, rejection_error
 
+log = logging.getLogger("aotx.runner")
 _END = object()
 _PROMPT_PARAM = {"completions": "prompt", "responses": "input"}   # else "messages"
 
@@ -37,12 +39,18 @@ def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingP
     return handles
 
 
+def _ids(handles) -> list:
+    return [getattr(h, "request_id", None) for h in handles]
+
+
 def cancel_all(handles) -> None:
+    """Cancel every handle (a no-op for a finished one). It runs in `finally` blocks and finalizers, so one
+    that raises is logged and the others are still cancelled."""
     for handle in handles:
         try:
             handle.cancel()
-        except Exception:  # a finished handle may refuse; cancelling is best effort
-            pass
+        except Exception:
+            log.exception("could not cancel a request", extra={"fields": {"request_id": _ids([handle])[0]}})
 
 
 async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
@@ -99,7 +107,8 @@ async def _stream_events(handles, projector) -> AsyncIterator[bytes]:
                 if projector.done:
                     break
             else_events = [] if projector.done else projector.fail("generation ended early")
-        except Exception as exc:  # the engine raised after the stream started
+        except Exception as exc:  # the engine raised after the stream started: the stream ends with an error
+            log.exception("generation failed mid-stream", extra={"fields": {"request_ids": _ids(handles)}})
             else_events = projector.fail(f"generation failed: {exc}")
         for event in else_events:
             yield event.encode()
@@ -115,7 +124,8 @@ async def collect(handles) -> list[list[Delta]]:
             out[i].append(delta)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # the engine raised: a 500 in the surface's envelope
+        log.exception("generation failed", extra={"fields": {"request_ids": _ids(handles)}})
         raise ApiError(500, f"Generation failed: {exc}") from None
     finally:
         cancel_all(handles)

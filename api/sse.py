@@ -9,6 +9,7 @@ from quart import Response
 from aotx import strict_json
 
 DONE = "[DONE]"
+KEEPALIVE = b": keep-alive\n\n"   # a comment line: keeps an idle stream's connection open
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,18 @@ from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, Recorder, StoredMes
 from .server import EmbeddedNats, NatsServerError
 from .server_auth import DEFAULT_USER, NatsPermissions, NatsUser, stored_auth
 from .server_config import ServerSettings, render_config
+from .snapshot_bucket import BlobUnreadable, SnapshotBucket, snapshot_bucket_name, snapshot_publish_subjects
 from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
-    "Ack", "AtomicBatchUnsupported", "BatchMessage", "BatchTooLarge", "ConcurrencyConflict", "DuplicateInBatch",
-    "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
+    "Ack", "AtomicBatchUnsupported", "BatchMessage", "BatchTooLarge", "BlobUnreadable", "ConcurrencyConflict",
+    "DuplicateInBatch", "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats",
+    "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
     "NatsServerError", "NatsUser", "NatsServerNotFound", "OutageLog", "Recorder",
-    "SUBJECT_PREFIX", "ServerSettings", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
+    "SUBJECT_PREFIX", "ServerSettings", "SnapshotBucket", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
     "close_connection", "connect", "drain_connection", "ensure_stream", "find_nats_server", "journal_subject",
-    "map_publish_error", "media_publish_subjects", "redact_url", "render_config", "stored_auth",
+    "map_publish_error", "media_publish_subjects", "redact_url", "render_config", "snapshot_bucket_name", "snapshot_publish_subjects",
+    "stored_auth",
 ]

@@ -21,7 +21,7 @@ from eventlog import NatsAuth
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import boot_reloader, on_sighup
-from ops.shared_stack import granted_runtime
+from ops.shared_stack import boot_summary, granted_runtime
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,8 +80,9 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
             proj = target.runtime.projector
             model = ("no model: shared inputs answer 409" if service is None else
                      f"inputs run on {service.model_id} (backend {service.backend_name})")
-            print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
-                  f"replayed); serving shared commands on nats subject {rpc_subject(name)}; {model}",
+            print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers; "
+                  f"{boot_summary(target.runtime)}); serving shared commands on nats subject {rpc_subject(name)}; "
+                  f"{model}",
                   file=sys.stderr, flush=True)
             await stop.wait()
         finally:

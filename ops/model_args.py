@@ -1,8 +1,8 @@
 """The model and runtime flags `aotx serve` and `aotx boot` share, their checks, and the model load.
 
 Model: --backend, --max-batch, --kv-pages, --default-max-tokens, --model (the ModelService).
-Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory (SharedRuntime's
-constructor options).
+Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
+--snapshot-interval (SharedRuntime's constructor options).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from aotx.serving import ModelService, ServiceConfig
+from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +34,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "is rendered into the prompt")
     p.add_argument("--automatic-memory", action="store_true",
                    help="the served model is qualified for automatic memory interpretation (retention mode 2)")
+    p.add_argument("--snapshot-every", type=int, default=DEFAULT_EVERY, metavar="N",
+                   help=f"write a snapshot of the shared state every N applied journal messages (default "
+                        f"{DEFAULT_EVERY}; 0 = by count never); boot starts from the newest valid one and replays "
+                        "only the journal after it")
+    p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
+                   help="also write one when this many seconds passed since the last while messages arrive "
+                        "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
 
 
 def check_model_arguments(args: argparse.Namespace) -> str | None:
@@ -42,6 +50,8 @@ def check_model_arguments(args: argparse.Namespace) -> str | None:
             return f"--{name.replace('_', '-')} must be at least {least}"
     if not args.execution_deadline > 0:
         return "--execution-deadline must be positive"
+    if args.snapshot_every < 0 or not args.snapshot_interval >= 0:
+        return "--snapshot-every and --snapshot-interval must not be negative"
     return None
 
 
@@ -52,8 +62,11 @@ def service_config(args: argparse.Namespace) -> ServiceConfig:
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
     """SharedRuntime's constructor options from the flags."""
+    snapshots = None if not (args.snapshot_every or args.snapshot_interval) else SnapshotPolicy(
+        every=int(args.snapshot_every), interval=float(args.snapshot_interval))
     return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
-            "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory)}
+            "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory),
+            "snapshots": snapshots}
 
 
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:

@@ -1,7 +1,7 @@
 """The nats users of a split deployment (`aotx boot` + `aotx gateway`) and their subject permissions.
 
 * runtime (`aotx-runtime`): the only writer of the journal (its stream's subjects and the JetStream
-  API), answers commands on `aotx.rt.<name>.cmd` (subscribe; replies through allow_responses) and
+  API) and of its snapshots (the object store `<stream>_SNAPSHOTS`), answers commands on `aotx.rt.<name>.cmd` (subscribe; replies through allow_responses) and
   announces `aotx.rt.<name>.changed`; it may not publish commands.
 * gateway (`aotx-gateway`): the only sender of runtime commands (`aotx.rt.<name>.cmd`), hears
   `aotx.rt.<name>.changed`, keeps the media store; no journal subject and no JetStream API request
@@ -13,7 +13,7 @@ to the log") shows the same permissions as nats-server configuration.
 from __future__ import annotations
 
 from aotx.runtime import changed_subject, rpc_subject
-from eventlog import MEDIA_BUCKET, NatsPermissions, NatsUser, StreamSpec, media_publish_subjects
+from eventlog import MEDIA_BUCKET, NatsPermissions, NatsUser, StreamSpec, media_publish_subjects, snapshot_publish_subjects
 
 RUNTIME_USER = "aotx-runtime"
 GATEWAY_USER = "aotx-gateway"
@@ -22,7 +22,8 @@ INBOX = "_INBOX.>"   # replies to a client's own requests (JetStream API answers
 
 def runtime_permissions(name: str, spec: StreamSpec) -> NatsPermissions:
     return NatsPermissions(
-        publish_allow=(*spec.subjects, "$JS.API.>", "$JS.FC.>", "$JS.ACK.>", changed_subject(name)),
+        publish_allow=(*spec.subjects, *snapshot_publish_subjects(spec.name), "$JS.API.>", "$JS.FC.>", "$JS.ACK.>",
+                       changed_subject(name)),
         publish_deny=(rpc_subject("*"),),
         subscribe_allow=(rpc_subject(name), INBOX),
         allow_responses=True)

@@ -33,7 +33,7 @@ from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, Nat
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import on_sighup, serve_reloader
-from ops.shared_stack import granted_runtime
+from ops.shared_stack import boot_summary, granted_runtime
 from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
 
 log = logging.getLogger("aotx.serve")
@@ -160,8 +160,8 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
     on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
 
     def ready(host: str, port: int) -> None:
-        print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {nats_url}; "
-              f"/aotx/v1/shared requires a bearer token", file=sys.stderr, flush=True)
+        print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {nats_url} "
+              f"({boot_summary(shared.runtime)}); /aotx/v1/shared requires a bearer token", file=sys.stderr, flush=True)
         print(f"aotx: serving {service.model_id} on http://{host}:{port} "
               f"(backend {service.backend_name}, auth {'on' if settings.require_auth else 'off'})",
               file=sys.stderr, flush=True)

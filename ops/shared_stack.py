@@ -19,6 +19,17 @@ def stream_spec(rf: RuntimeFile) -> StreamSpec:
     return StreamSpec(name=name, subject_prefix=prefix)
 
 
+def boot_summary(runtime: SharedRuntime) -> str:
+    """How the runtime booted, for the ready line: from a snapshot + a tail, or by full replay."""
+    proj, keeper = runtime.projector, runtime.snapshots
+    start = None if keeper is None else keeper.stats.booted_from
+    if proj is None:
+        return "not booted"
+    if start is None:
+        return f"booted by full replay of {proj.messages} journal messages"
+    return f"booted from snapshot at seq {start} + {keeper.stats.tail} tail messages"
+
+
 def granted_runtime(rf: RuntimeFile, nats_url: str, grants: GrantFile, *, progress: bool = True,
                     nats_auth: NatsAuth | None = None, **options: Any) -> GrantedRuntime:
     """Not started yet: `await it.start()` connects and boots by journal replay (with a progress bar).

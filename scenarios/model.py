@@ -17,133 +17,18 @@ shared_manage), as the runtime checks them on every admission and read.
 """
 from __future__ import annotations
 
-import hashlib
-import struct
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-READ, WRITE, MANAGE = "read", "write", "manage"
-ALL_RIGHTS = frozenset({READ, WRITE, MANAGE})
-IMPLICIT_INSTANCE = frozenset({READ, WRITE})
-ALL_GRANTS = frozenset({"shared_read", "shared_write", "shared_manage"})
-_GRANT_RIGHT = {"shared_read": READ, "shared_write": WRITE, "shared_manage": MANAGE}
+from .canonical import MEMORY_ROLES, canonical, memory_object
+from .records import Input, Memory, Participant, Receipt, Space
+from .vocabulary import (ALL_GRANTS, ALL_RIGHTS, CANCEL, CONVERSATION, EXECUTIONS, GRANT_NEEDED, GRANT_RIGHT,
+                         IMPLICIT_INSTANCE, INPUT, MANAGE, MEMBER, NEW_STATUSES, PUBLISH, QUEUED, READ, REGISTER,
+                         RETIRE, RUNNING, SPACE, TERMINAL, WRITE)
 
-REGISTER, RETIRE, SPACE, MEMBER, CONVERSATION = "register", "retire", "space", "member", "conversation"
-INPUT, CANCEL, PUBLISH = "input", "cancel", "publish"
-NEW_STATUSES = frozenset({201, 202})   # a new operation: 202 for an input (admitted, executing), else 201
-
-# the grant each mutation kind needs before anything else is looked at (decide: lineage, grant, ...)
-GRANT_NEEDED = {REGISTER: "shared_write", RETIRE: "shared_write", SPACE: "shared_write",
-                MEMBER: "shared_manage", CONVERSATION: "shared_write", INPUT: "shared_write",
-                CANCEL: "shared_write", PUBLISH: "shared_manage"}
-
-QUEUED, RUNNING = "queued", "running"
-TERMINAL = frozenset({"completed", "cancelled", "interrupted", "failed", "deadline_exceeded"})
-EXECUTIONS = frozenset({QUEUED, RUNNING}) | TERMINAL
-
-# memory object IDs are derived from the operation that writes them (aotx.memory.ids, DESIGN §7):
-# BLAKE2b-128(person "aotx-memory-obj")(lineage 16 ‖ operation 16 ‖ u32 role); role 1 text, 2 source,
-# 3 embedding, 4 interpretation. Kept here as the client-side derivation, checked against the
-# runtime's by tests/scenarios.
-MEMORY_ROLES = {"text": 1, "source": 2, "embedding": 3, "interpretation": 4}
-
-
-def memory_object(operation: str, kind: str = "text") -> str:
-    """The 32-hex memory object an operation (`op-{lineage}-{id}`) writes for `kind`."""
-    _, lineage, ident = operation.split("-")
-    h = hashlib.blake2b(digest_size=16, person=b"aotx-memory-obj")
-    h.update(bytes.fromhex(lineage) + bytes.fromhex(ident) + struct.pack("<I", MEMORY_ROLES[kind]))
-    return h.hexdigest()
-
-
-def _input_canon(fields: Mapping[str, Any]) -> tuple:
-    media = tuple((m["type"], m["sha256"]) for m in fields.get("media", ()))
-    return (fields["text"], fields["model"], int(fields.get("max_output_tokens", 256)),
-            float(fields.get("temperature", 0.0)), float(fields.get("top_p", 1.0)), fields.get("pages"), media)
-
-
-def canonical(kind: str, fields: dict[str, Any], key: str, space: str | None = None) -> tuple:
-    """The resolved input of a mutation (the operation key included, as in the runtime's canonical bytes).
-    `space` is the route's resource: the space, or the conversation for inputs and cancellations."""
-    if kind == REGISTER:
-        return (kind, key)
-    if kind == RETIRE:
-        return (kind, key, int(fields["retry_floor"]))
-    if kind == SPACE:
-        return (kind, key, fields.get("id", key), fields.get("scope", "private"))
-    if kind == CONVERSATION:
-        return (kind, key, space, fields.get("id", key))
-    if kind == MEMBER:
-        return (kind, key, space, fields["participant"], frozenset(fields["permissions"]))
-    if kind == INPUT:
-        return (kind, key, space, *_input_canon(fields))
-    if kind == CANCEL:
-        return (kind, key, space, int(fields["target_sequence"]))
-    if kind == PUBLISH:
-        return (kind, key, space, fields["object"], int(fields["source_version"]))
-    raise ValueError(f"unknown mutation kind {kind}")
-
-
-@dataclass
-class Receipt:
-    sequence: int
-    key: str
-    canon: tuple
-    body: dict[str, Any] | None = None   # the receipt JSON as first acknowledged (an input's: its latest seen)
-
-
-@dataclass
-class Participant:
-    name: str
-    registered: bool = False
-    pid: str | None = None
-    next: int = 1
-    floor: int = 1
-    receipts: dict[int, Receipt] = field(default_factory=dict)     # unretired, by sequence
-    retired_ops: set[str] = field(default_factory=set)
-
-    def key_in_use(self, key: str) -> bool:
-        return any(r.key == key for r in self.receipts.values())
-
-
-@dataclass
-class Space:
-    sid: str
-    owner: str
-    scope: str
-    members: dict[str, frozenset] = field(default_factory=dict)
-
-
-@dataclass
-class Input:
-    """An admitted input and what the client has seen of it."""
-
-    op: str
-    actor: str
-    seq: int
-    con: str
-    space: str
-    text: str
-    epoch: int                       # runtime epoch it was admitted in (a restart may interrupt it)
-    execution: str = QUEUED          # the latest execution state seen
-    cancel_requested: bool = False   # a cancellation of it was admitted (201)
-    retired: bool = False
-    ended: bool = False              # known to have ended (seen terminal, or a retirement above it was admitted)
-
-    @property
-    def text_object(self) -> str:
-        return memory_object(self.op, "text")
-
-
-@dataclass
-class Memory:
-    """A text memory object known to exist (its source and embedding come with it)."""
-
-    obj: str
-    owner: str          # the owning space
-    version: int = 1
-    origin: str = ""    # the operation that wrote it (an input, or a publication)
-    text: str = ""
+__all__ = ["ALL_GRANTS", "ALL_RIGHTS", "CANCEL", "CONVERSATION", "EXECUTIONS", "GRANT_NEEDED", "IMPLICIT_INSTANCE",
+           "INPUT", "MANAGE", "MEMBER", "MEMORY_ROLES", "NEW_STATUSES", "PUBLISH", "QUEUED", "READ", "REGISTER",
+           "RETIRE", "RUNNING", "SPACE", "TERMINAL", "WRITE", "Input", "Memory", "Model", "Participant", "Receipt",
+           "Space", "canonical", "memory_object"]
 
 
 class Model:
@@ -163,7 +48,7 @@ class Model:
 
     # ---- rights --------------------------------------------------------------------------------
     def granted(self, name: str) -> frozenset:
-        return frozenset(_GRANT_RIGHT[g] for g in self.grants[name])
+        return frozenset(GRANT_RIGHT[g] for g in self.grants[name])
 
     def rights(self, name: str, sid: str) -> frozenset:
         s = self.spaces.get(sid)

@@ -38,8 +38,9 @@ import random
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-STEP_KINDS = ("register", "space", "conversation", "member", "retry", "changed", "future", "stale", "retire",
-              "read_space", "read_operation", "input", "cancel", "read_result", "wait", "publish", "read_memory")
+from .steps import STEPS
+
+STEP_KINDS = tuple(STEPS)   # every verb of the steps table
 SCOPES = ("private", "room", "instance")
 PERMISSION_SETS = ([], ["read"], ["read", "write"], ["read", "write", "manage"], ["write"], ["manage", "read"])
 
@@ -102,7 +103,6 @@ def steps_of(seed: int, actors: Iterable[str] = ("alice", "bob"), *, inputs: boo
         elif kind == "read_memory":
             step["space"] = rng.randrange(1 << 16)
         yield step
-    return steps
 
 
 def check_step(step: dict[str, Any]) -> None:

@@ -4,12 +4,45 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from tests.server_process import ServerProcess  # noqa: E402
+
+# Hypothesis: random examples in every run (no @seed, no derandomize). `dev`, the default, draws more
+# examples; `ci` (the environment has CI=true) bounds them so that the suite stays within ~10 min on a
+# 2-core box. Tests scale their own counts from settings.default.max_examples where one example is costly.
+# A failure prints its @reproduce_failure blob, and the session's seed (below) is printed with it.
+# Both build on hypothesis' "default" profile: its built-in "ci" one (loaded when CI is set) is derandomized.
+_DEFAULT = settings.get_profile("default")
+settings.register_profile("dev", parent=_DEFAULT, max_examples=200, deadline=None, print_blob=True)
+settings.register_profile("ci", parent=_DEFAULT, max_examples=100, deadline=None, print_blob=True, database=None,
+                          derandomize=False, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("true", "1") else "dev")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """One random hypothesis seed per session (HYPOTHESIS_SEED or --hypothesis-seed name one), so that a
+    failure can be drawn again: `pytest --hypothesis-seed=N ...`."""
+    if config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = os.environ.get("HYPOTHESIS_SEED") or str(random.SystemRandom().getrandbits(32))
+
+
+def pytest_report_header(config):
+    return f"hypothesis seed {config.getoption('hypothesis_seed')} (draw the same examples: --hypothesis-seed=N)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if terminalreporter.stats.get("failed"):
+        seed = config.getoption("hypothesis_seed")
+        terminalreporter.write_line(f"hypothesis seed of this run: {seed}; draw its examples again with "
+                                    f"--hypothesis-seed={seed} (or a failure's @reproduce_failure blob)")
+
 
 # Small, fast settings for the suite: budgets short, batch wide enough for the 16-stream test.
 SERVER_ARGS = ("--max-batch", "32", "--kv-pages", "1024", "--default-max-tokens", "48")

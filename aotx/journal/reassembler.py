@@ -39,6 +39,19 @@ class Reassembler:
         self._last_id: dict[int, int] = {}
 
     @property
+    def last_ids(self) -> dict[int, int]:
+        """lineage hash → id of the last transfer completed on it (what a resumed reassembler needs)."""
+        return dict(self._last_id)
+
+    @classmethod
+    def resume(cls, last_ids: dict[int, int], *, recovery: bool = True) -> "Reassembler":
+        """A reassembler that goes on after the transfers `last_ids` (none open), as the one that read them
+        would (aotx.snapshot: a projection restored from a snapshot)."""
+        r = cls(recovery=recovery)
+        r._last_id = {int(lh): int(tid) for lh, tid in last_ids.items()}
+        return r
+
+    @property
     def open_transfers(self) -> list[tuple[int, int, int, int]]:
         """(lineage_hash, transfer_id, parts seen, part_count) of each partial transfer."""
         return [(lh, o.first.transfer_id, len(o.parts), o.first.part_count) for lh, o in self._open.items()]

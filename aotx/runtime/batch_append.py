@@ -17,8 +17,8 @@ nats-server checks a subject's guard once per batch, and they land with it or no
 message keeps its own Nats-Msg-Id.
 
 Failure mapping. A wrong guard refuses the whole batch and the log does not say whose: when it is
-the write's first batch, each subject of the batch is read back (what another writer appended is
-applied now, in stream order, before anything of ours lands after it); the lineages that moved
+the write's first batch, the log is read back after the last message applied (what another writer
+appended is applied now, in stream order, before anything of ours lands after it); the lineages that moved
 answer 409 (their state read back) and the batch goes out again without them. Any other batch
 refused whole for what one of its flights is — the byte cap (a smaller flight may still fit), a
 message over the size limit, a conflict no read-back explains — is sent again flight by flight,
@@ -148,22 +148,20 @@ async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first
 
 async def _without_the_moved(writer: "JournalWriter", recorder: Any, parts: list[Part],
                              exc: ConcurrencyConflict) -> str:
-    """A wrong guard in a first batch: read each subject back (applied now, in stream order); the
+    """A wrong guard in a first batch: read the log back (applied now, in stream order); the
     flights whose subject moved are refused 409, the others go out again as one batch. Where no
     read-back explains it (or one fails), flight by flight."""
     assert writer.projector is not None
     last = writer.projector.last_subject_seq
+    before = {p.flight.subject: last.get(p.flight.subject, 0) for p in parts}
     moved, still = [], []
-    for p in parts:
-        before = last.get(p.flight.subject, 0)
-        if not await writer.catch_up(p.flight.subject):
-            if writer.failed:
-                for q in parts:
-                    q.flight.error = writer.failed_outcome()
-                return "stop"
-            moved = []
-            break
-        (moved if last.get(p.flight.subject, 0) != before else still).append(p)
+    if await writer.read_back():   # the log after the last message applied, every subject in stream order
+        for p in parts:
+            (moved if last.get(p.flight.subject, 0) != before[p.flight.subject] else still).append(p)
+    elif writer.failed:
+        for q in parts:
+            q.flight.error = writer.failed_outcome()
+        return "stop"
     if not moved:
         alone = await asyncio.gather(*(_send(writer, recorder, [p]) for p in parts))
         return "stop" if "stop" in alone else "fallback" if "fallback" in alone else "ok"

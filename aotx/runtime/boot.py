@@ -1,11 +1,12 @@
 """Boot: replay the journal into a projector, then close what this runtime will never finish.
 
 `replay` feeds every journal message from `from_seq` on through the recovery Reassembler and the
-same apply as live writes (aotx.runtime.replay.Projector), in batches, with a progress bar on
+same apply as live writes (aotx.projection.Projector), in batches, with a progress bar on
 stderr. It starts from a fresh projector at sequence 1 by default, or from a given projector that
 already covers the log up to `from_seq - 1` (a snapshot's: the runtime's `boot_start` supplies a
 `BootPoint`). A start of another stream (name or incarnation) is refused (ReplayError), as is one
-beyond the log's end.
+beyond the log's end. `snapshot_start(keeper, capacities)` is the start a SnapshotKeeper supplies:
+the newest valid snapshot's projector and the sequence after it, else a fresh projector at 1.
 
 `interrupt_unfinished`: an admission without a completion (this runtime never runs it again) is
 journalled `interrupted` through the execution journal, so its receipt gets a saved terminal result.
@@ -17,17 +18,17 @@ import asyncio
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, Protocol
 
 from tqdm import tqdm
 
-from eventlog import Recorder
+from eventlog import Recorder, StreamStatus
 
 from ..state import Capacities, State
 from ..state.execution import InputCompleted
 from ..state.vocab import Execution
 from .execution_port import ExecutionJournal
-from .replay import Projector, ReplayError
+from ..projection import Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
 REPLAY_BATCH = 256   # journal messages fed to the projector at once
@@ -43,6 +44,23 @@ class BootPoint:
 
 # what supplies a start other than a fresh projector at sequence 1 (e.g. the newest valid snapshot)
 StartPoint = Callable[[Recorder], Awaitable[BootPoint]]
+
+
+class SnapshotSource(Protocol):
+    """What `snapshot_start` needs (aotx.snapshot.SnapshotKeeper)."""
+
+    async def boot(self, info: StreamStatus, fresh: Projector) -> tuple[Projector, int]: ...
+
+
+def snapshot_start(snapshots: SnapshotSource, capacities: Capacities) -> StartPoint:
+    """The boot start of a snapshot keeper: `keeper.boot(stream info, a fresh projector)` answers the
+    newest valid snapshot's projector and the sequence after it, or the fresh one and 1."""
+    async def start(recorder: Recorder) -> BootPoint:
+        info = await recorder.stream_info()
+        fresh = Projector(source=info.name, incarnation=info.created.isoformat(), capacities=capacities)
+        projector, from_seq = await snapshots.boot(info, fresh)
+        return BootPoint(projector, from_seq)
+    return start
 
 
 async def replay(recorder: Recorder, capacities: Capacities | None = None, *, progress: bool = True,

@@ -13,9 +13,11 @@ from ..runtime_file import GrantFile
 from ..state import Grants, lineage_for
 from ..state.mutations import Mutation
 from ..state.rights import Actor
+from .broker import Broker
 from .outcome import Outcome
 from .port import RuntimePort
 from .runtime import SharedRuntime
+from .targets import ChangeFeed
 
 
 def grants_of(actions: Iterable[str]) -> Grants:
@@ -35,8 +37,10 @@ class GrantedRuntime(RuntimePort):
 
     def replace_grants(self, grants: GrantFile) -> None:
         """Use another (fresh, already checked) grant file from now on: the next command or read of
-        every principal, each new read of an open stream and the next recall intersect with it."""
+        every principal, each new read of an open stream and the next recall intersect with it.
+        Every open stream reads again now (rights may have shrunk), here and through the announcer."""
         self.grants = grants
+        self.runtime.changes.everyone()
 
     def author_grants(self, lineage: bytes) -> Grants:
         """The grant file's current actions of the principal whose lineage this is (none if unnamed)."""
@@ -70,8 +74,14 @@ class GrantedRuntime(RuntimePort):
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         return await self.runtime.query(view, self.actor(actor), **args)
 
-    async def wait_change(self, timeout: float) -> None:
-        await self.runtime.wait_change(timeout)
+    @property
+    def broker(self) -> Broker:
+        return self.runtime.broker
+
+    @property
+    def changes(self) -> ChangeFeed:
+        """What each applied message concerns (the RPC server's announcer is a sink of it)."""
+        return self.runtime.changes
 
     def attach_service(self, service: Any) -> None:
         self.runtime.attach_service(service)

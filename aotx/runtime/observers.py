@@ -6,12 +6,17 @@ sequence, the transfers it completed, and the parsed mutations of the commands t
 carry, where the writer has them at hand). Observers are registered with `Observers.add`; the
 writer knows none of them. One observer's failure is logged and never reaches the writer or the
 other observers. The executor is one (a saved admission starts an input, a saved cancellation
-stops one), the runtime's change signal (readers waiting for new state) another.
+stops one), the change feed (aotx.runtime.targets: what each message concerns, for the broker)
+another, the snapshot keeper (aotx.snapshot) a third.
+
+An observer is called synchronously, right after the projector applied that message and before
+anything else is applied (the writer feeds and notifies on the event loop without awaiting in
+between): it may read the projector, which then holds exactly the stream up to that message, but
+must not change it, nor block; slow work goes to a task of its own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -59,24 +64,3 @@ class Observers:
             except Exception:  # an observer's bug must not stop the writer (the message is applied)
                 log.exception("observer %r failed on journal message %d of %s", observer, applied.seq,
                               applied.subject)
-
-
-class ChangeSignal:
-    """An observer waking every reader that waits for the next applied message (wait_change)."""
-
-    def __init__(self) -> None:
-        self._changed: asyncio.Event | None = None
-
-    def __call__(self, applied: Applied) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
-
-    async def wait(self, timeout: float) -> None:
-        """Return after the next journal message is applied, or after `timeout` seconds."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass

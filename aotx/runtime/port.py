@@ -13,11 +13,16 @@ from typing import Any, Protocol, runtime_checkable
 from ..state import MalformedMutation, MutationKind, parse_json_body, parse_mutation
 from ..state.mutations import Mutation
 from ..state.rights import Actor
+from .broker import Broker
 from .outcome import Outcome
 
 
 @runtime_checkable
 class RuntimePort(Protocol):
+    # where stream readers subscribe to what concerns their operation or conversation
+    # (aotx.runtime.broker), fed by this runtime's changes (in process) or its announcements (split)
+    broker: Broker
+
     @property
     def started(self) -> bool:
         """Booted (or, for a remote runtime, connected): commands and reads may be sent."""
@@ -41,10 +46,6 @@ class RuntimePort(Protocol):
 
     async def describe(self) -> dict[str, Any]:
         """What /capabilities reports of the runtime: limits, journal status, execution."""
-        ...
-
-    async def wait_change(self, timeout: float) -> None:
-        """Return after the next state change, or after `timeout` seconds."""
         ...
 
 

@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..memory import MemoryStore
 from ..state import State
-from .replay import Projector
+from ..projection import Projector
 
 
 class ProjectionView:

@@ -10,10 +10,13 @@ Subject `aotx.rt.<name>.cmd` (queue group `aotx-runtime`). Request and reply are
 A submit's `raw` is a mutation body as a client POSTs it (the gateway sends the body of the
 mutation it parsed: aotx.state.mutation_forms.request_body); the server parses it once, at its edge.
 
-After each change of its state (a journal message applied) the runtime publishes an empty message
-on `aotx.rt.<name>.changed` (at most one per ANNOUNCE_INTERVAL); a RemoteRuntime's wait_change
-returns on it, so a gateway's SSE streams read again as soon as there is something new (and at
-least every timeout when announcements are lost, e.g. while the runtime restarts).
+After each applied journal message the runtime announces what it concerns on
+`aotx.rt.<name>.changed` (aotx.runtime.announce: the operations, conversations and retirements
+concerned; changes coalesced to at most one announcement per ANNOUNCE_INTERVAL); on start, after a
+reconnect, after a lost announcement and after its grants were reloaded it announces "all". A
+RemoteRuntime feeds them to its broker (aotx.runtime.broker), so a gateway's stream reader reads
+again only when something it follows changed; after its own reconnect (announcements may have been
+lost) every reader reads again. Nothing polls.
 
 The gateway authenticates the bearer token and sends only the principal's name and grants,
 never the token. The runtime answers with the caller's grants ∩ its deployment grant file, and
@@ -23,9 +26,8 @@ refuses (503 grants_mismatch) a gateway whose config is not the one the grant fi
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 import nats.errors
@@ -36,18 +38,18 @@ from ..state import Grants, MutationKind, canonical_json
 from ..state.mutation_forms import request_body
 from ..state.mutations import Mutation
 from ..state.rights import Actor
+from .announce import AnnouncementError, pack_targets, unpack_targets
+from .broker import Broker
 from .granted import GrantedRuntime, actions_of, grants_of
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission
+from .targets import Targets
 
 log = logging.getLogger("aotx.runtime.rpc")
 RPC_VERSION = 1
 QUEUE = "aotx-runtime"
 _STOP_TIMEOUT = 2.0        # seconds stop() waits for requests being answered
 ANNOUNCE_INTERVAL = 0.02   # seconds: state-change announcements are coalesced to at most one per interval
-# (RemoteRuntime id, announcements it had seen) when the current task last sent a request: wait_change
-# returns at once when one arrived since, so a change announced during a read is never waited for
-_SENT_AT: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("aotx_rpc_sent_at", default=None)
 
 
 def rpc_subject(name: str) -> str:
@@ -58,10 +60,21 @@ def changed_subject(name: str) -> str:
     return f"aotx.rt.{name}.changed"
 
 
-async def _connect(url: str, name: str, auth: NatsAuth | None):
-    """A connection that reconnects forever; an outage is logged once, not once per attempt."""
+async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None):
+    """A connection that reconnects forever; an outage is logged once, not once per attempt. `lost`:
+    called when messages to or from it may have been lost (a reconnect, a slow consumer)."""
     outage = OutageLog(log, name, url)
-    return await connect(url, auth, name=name, error_cb=outage.error, reconnected_cb=outage.reconnected,
+
+    async def error(exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            lost()
+        await outage.error(exc)
+
+    async def reconnected() -> None:
+        lost()
+        await outage.reconnected()
+
+    return await connect(url, auth, name=name, error_cb=error, reconnected_cb=reconnected,
                          max_reconnect_attempts=-1, reconnect_time_wait=0.2)
 
 
@@ -75,15 +88,22 @@ class RuntimeRpcServer:
         self._nc = None
         self._tasks: set[asyncio.Task] = set()
         self._announcer: asyncio.Task | None = None
+        self._pending = Targets(everyone=True)   # a (re)started runtime: every reader reads again
+        self._due: asyncio.Event | None = None
 
     async def start(self) -> "RuntimeRpcServer":
-        self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}", self.nats_auth)
+        self._due = asyncio.Event()
+        self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}", self.nats_auth, self._lost)
         await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
         await self._nc.flush()
+        self.target.changes.sinks.append(self._heard)
+        self._due.set()
         self._announcer = asyncio.get_running_loop().create_task(self._announce())
         return self
 
     async def stop(self) -> None:
+        if self._heard in self.target.changes.sinks:
+            self.target.changes.sinks.remove(self._heard)
         if self._announcer is not None:
             self._announcer.cancel()
             await asyncio.gather(self._announcer, return_exceptions=True)
@@ -96,24 +116,32 @@ class RuntimeRpcServer:
             await asyncio.gather(*late, return_exceptions=True)
         self._nc = None
 
+    def _heard(self, targets: Targets) -> None:
+        """A sink of the runtime's change feed: add to the next announcement."""
+        self._pending.merge(targets, deltas=False)
+        if self._due is not None:
+            self._due.set()
+
+    def _lost(self) -> None:
+        """Announcements may have been lost (a reconnect): the next one tells every reader."""
+        self._heard(Targets(everyone=True))
+
     async def _announce(self) -> None:
-        """Publish on the changed subject after every state change, at most once per ANNOUNCE_INTERVAL."""
-        runtime = getattr(self.target, "runtime", self.target)
-
-        def mark() -> tuple[int, int] | None:
-            proj = runtime.projector
-            return None if proj is None else (id(proj), proj.messages)
-
-        seen = mark()
+        """Publish what changed, at most once per ANNOUNCE_INTERVAL (changes in between coalesce)."""
+        assert self._due is not None
         while True:
-            if mark() == seen:  # nothing new: sleep until the runtime applies the next message
-                await self.target.wait_change(30.0)
-                continue
-            seen = mark()
+            await self._due.wait()
+            self._due.clear()
+            pending, self._pending = self._pending, Targets()
+            data = pack_targets(pending)
+            if len(data) > self._nc.max_payload:   # too much to name: every reader reads again
+                data = pack_targets(Targets(everyone=True))
             try:
-                await self._nc.publish(self.changed, b"")
-            except Exception as exc:  # NATS away: readers fall back to their timeout
-                log.debug("state-change announcement not sent: %s", exc)
+                await self._nc.publish(self.changed, data)
+            except nats.errors.Error as exc:   # not sent: the next announcement tells every reader
+                log.warning("state-change announcement not sent (%s: %s); the next one resyncs every reader",
+                            type(exc).__name__, exc)
+                self._lost()
             await asyncio.sleep(ANNOUNCE_INTERVAL)
 
     async def _on_message(self, msg) -> None:
@@ -177,8 +205,8 @@ class RemoteRuntime(RuntimePort):
         self.changed = changed_subject(name)
         self.timeout = timeout
         self._nc = None
-        self._announced = 0                          # state-change announcements heard
-        self._change: asyncio.Event | None = None    # set (and replaced) by the next announcement
+        self.broker = Broker()   # the gateway's stream readers, fed by the runtime's announcements
+        self.announcements = 0   # heard (test hook)
 
     @property
     def started(self) -> bool:
@@ -186,7 +214,7 @@ class RemoteRuntime(RuntimePort):
 
     async def start(self) -> "RemoteRuntime":
         if self._nc is None:
-            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth)
+            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth, self.broker.resync_all)
             await self._nc.subscribe(self.changed, cb=self._on_changed)
         return self
 
@@ -194,33 +222,21 @@ class RemoteRuntime(RuntimePort):
         await close_connection(self._nc, name="aotx-gateway")   # bounded, also when nats-server is gone
         self._nc = None
 
-    async def _on_changed(self, _msg) -> None:
-        self._announced += 1
-        if self._change is not None:
-            self._change.set()
-            self._change = None
-
-    async def wait_change(self, timeout: float) -> None:
-        """Return when the runtime announces its next state change, or after `timeout` seconds; at
-        once when one was announced since this task last sent a request (its answer may predate it)."""
-        sent = _SENT_AT.get()
-        _SENT_AT.set(None)
-        if sent is not None and sent[0] == id(self) and sent[1] != self._announced:
-            await asyncio.sleep(0)
-            return
-        if self._change is None:
-            self._change = asyncio.Event()
+    async def _on_changed(self, msg) -> None:
+        self.announcements += 1
         try:
-            await asyncio.wait_for(self._change.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+            targets = unpack_targets(msg.data)
+        except AnnouncementError as exc:
+            log.warning("a state-change announcement on %s did not parse (%s); every reader reads again",
+                        self.changed, exc)
+            targets = Targets(everyone=True)
+        self.broker.deliver(targets)
 
     async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = {"v": RPC_VERSION, "op": op, "principal": actor.principal, "grants": actions_of(actor.grants),
                "config_sha256": self.config_sha256, **fields}
-        _SENT_AT.set((id(self), self._announced))
         try:
             msg = await self._nc.request(self.subject, msgpack.packb(req, use_bin_type=True), timeout=self.timeout)
         except nats.errors.NoRespondersError:

@@ -12,12 +12,18 @@ message; a command is answered after the ack of the tick that completes it.
 Execution writes (the executor's leases, memory, output, completions) go through their own group
 commit on the same writer (execution_round); the executor reaches the runtime only through that
 port (execution_port) and hears of saved admissions and cancellations as an observer of applied
-messages (observers) — as do the readers waiting in wait_change.
+messages (observers) — as does the change feed (targets), which tells the broker (broker) what each
+applied message concerns, so that only the stream readers it concerns read again.
 
 Journal hold (HoldStatus, writer): JournalFull / JournalUnavailable put the runtime on hold: a new
 mutation answers 429 and changes nothing; reads, exact retries and refusals keep working; the hold
 lifts once space returns and the log is in sync again (read back). Boot (boot): replay, then every
 unfinished input is journalled `interrupted`.
+
+Snapshots (aotx.snapshot, optional): a SnapshotKeeper is the boot start (boot.snapshot_start: the
+newest valid snapshot, then only the tail is replayed) and an observer of applied messages (it
+encodes a snapshot when due, at the consistent point right after an apply); the runtime tells it
+when boot is done and closes it in stop.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from typing import Any, Callable
 from eventlog import NatsAuth, Recorder, StreamSpec
 
 from ..memory import MemoryStore
+from ..projection import Projector
+from ..snapshot import SnapshotKeeper, SnapshotPolicy
 from ..state import Capacities, State, state_hash
 from ..state.mutations import Mutation
 from ..state.rights import Actor, Grants
@@ -43,13 +51,14 @@ from .execution_round import ExecutionWrites
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .group_commit import GroupCommit
 from .hold import HoldStatus
-from .observers import ChangeSignal, Observers
+from .broker import Broker
+from .observers import Observers
 from .outcome import Outcome
 from .planner import Cmd
 from .port import RuntimePort
 from .projection import ProjectionView
-from .replay import Projector
 from .stopping import cancel_and_wait
+from .targets import ChangeFeed
 from .views import run_view
 from .batch_append import BATCH_MIN_MESSAGES
 from .writer import JournalWriter
@@ -63,8 +72,11 @@ class SharedRuntime(RuntimePort):
     """Construct, `await start()` (connects if given a URL, then boots by replay), use, `await stop()`.
 
     `boot_start` (aotx.runtime.boot.StartPoint): where boot starts reading (default: a fresh
-    projector at sequence 1). `batch_min_messages`: a write round with at least this many journal
-    messages goes out as one atomic batch where the log takes them (aotx.runtime.batch_append)."""
+    projector at sequence 1). `snapshots` (a SnapshotPolicy; None: off; needs `nats_url`): a
+    SnapshotKeeper supplies the boot start (the newest valid snapshot) and, as an observer of applied
+    messages, writes one when due; the two are exclusive. `batch_min_messages`: a write round with at
+    least this many journal messages goes out as one atomic batch where the log takes them
+    (aotx.runtime.batch_append)."""
 
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
@@ -73,7 +85,7 @@ class SharedRuntime(RuntimePort):
                  execution_deadline: float = DEFAULT_DEADLINE_SECONDS, retention_mode: int = 1,
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
                  nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
-                 batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
+                 snapshots: SnapshotPolicy | None = None, batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -94,15 +106,27 @@ class SharedRuntime(RuntimePort):
         self.automatic_memory = bool(automatic_memory)   # the served model's automatic-memory qualification
         self.embedder = embedder
         self.observers = Observers()       # told of every applied journal message (live)
-        self._changes = self.observers.add(ChangeSignal())
         # the writer owns the journal connection
         self.writer = JournalWriter(JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
                                                       name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth),
                                     self.spec, self.boot_id, self.observers, batch_min_messages)
         self.reads = ProjectionView(lambda: self.writer.projector)
+        # stream readers: what each applied message concerns (changes) goes to the broker (and the
+        # split deployment's announcer, a sink of its own)
+        self.broker = Broker()
+        self.changes = ChangeFeed(lambda: self.reads.state)
+        self.changes.sinks.append(self.broker.deliver)
+        self.observers.add(self.changes)
         self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
                                                       max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)
+        self.snapshots: SnapshotKeeper | None = None
+        if snapshots is not None and nats_url is not None:
+            if boot_start is not None:
+                raise ValueError("give snapshots or boot_start, not both: the keeper supplies the boot start")
+            self.snapshots = SnapshotKeeper(nats_url, nats_auth, self.spec, self.capacities, snapshots)
+            self.boot_start = boot.snapshot_start(self.snapshots, self.capacities)
+            self.observers.add(self.snapshots.applied)
         self._prober: asyncio.Task | None = None
         self.service: Any = None
         self.context = None
@@ -155,6 +179,8 @@ class SharedRuntime(RuntimePort):
         except BaseException:
             await self.stop()  # fail closed: no state, no connection left behind
             raise
+        if self.snapshots is not None:   # its boot line; from here on it snapshots what is applied live
+            self.snapshots.booted(self.writer.projector)
         await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
         self._prober = asyncio.get_running_loop().create_task(self.writer.probe_forever(self.probe_interval))
         log.info("shared runtime booted", extra={"fields": {
@@ -170,6 +196,8 @@ class SharedRuntime(RuntimePort):
         await self.commands.stop(_STOPPED)
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
+        if self.snapshots is not None:   # nothing is applied any more: wait (bounded) for an upload under way
+            await self.snapshots.close()
         await self.writer.connection.close()
 
     async def probe(self) -> bool:
@@ -205,10 +233,6 @@ class SharedRuntime(RuntimePort):
     def state_hash(self) -> str:
         """The state's hash combined with the memory store's digest: live = replay covers both."""
         return hashlib.blake2b(f"{state_hash(self.state)}:{self.memory.digest()}".encode(), digest_size=32).hexdigest()
-
-    async def wait_change(self, timeout: float) -> None:
-        """Return after the next journal message is applied, or after `timeout` seconds."""
-        await self._changes.wait(timeout)
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         """A named read (views.VIEWS) of the current state."""

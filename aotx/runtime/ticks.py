@@ -14,7 +14,7 @@ from ..journal.transfer import pack_body
 from ..memory import MemoryRetained, memory_event_body
 from ..state import encode_event, transfer_kind
 from ..state.execution import TRANSFER_KIND, execution_body
-from .replay import Projector, boot_control_body
+from ..projection import Projector, boot_control_body
 
 
 def transfer_of(event: Any) -> tuple[int, bytes]:

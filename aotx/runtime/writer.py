@@ -14,10 +14,19 @@ has its answer; ConcurrencyConflict → 409, the subject read back before answer
 → 413 on a first tick, else the runtime stops (part of a command landed); a fresh message id
 answered as a duplicate stops the runtime. Nothing is applied except what the log acknowledged.
 
-Hold: while on hold each write first probes the log (stream_info: is there room?); an unsynced
-subject is read back after the last message known (what landed is applied, a transfer left
-partial is completed with its remaining ticks, unlanded ticks are dropped) before anything else is
-written. The hold lifts once space returns and no subject is left unsynced.
+Stream order: the projector always holds a prefix of the stream, as a replay's would. A flight
+whose subject may hold a message it did not hear acknowledged (a lost ack, an unmapped error, a
+conflict with another writer) bounds what its round applies: only acknowledged messages up to
+that flight's last acknowledged one (or, with none, up to the last message applied before the
+round), and on through acknowledged messages that follow it without a hole (nothing unknown can
+lie before them); an acknowledged message of another flight beyond that bound is not applied now,
+its commands answer the hold and its subject is unsynced too, so the read-back applies it in order.
+
+Hold: while on hold each write first probes the log (stream_info: is there room?); the log is read
+back after the last message applied, every subject in stream order (what landed is applied), then
+each unsynced subject's transfer left partial is completed with its remaining ticks and unlanded
+ticks are dropped, before anything else is written. The hold lifts once space returns and no
+subject is left unsynced.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
-from .replay import TICK_KIND, Projector, ReplayError
+from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
 MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
@@ -64,6 +73,7 @@ class Flight:
     error: Optional[Outcome] = None
     conflict: bool = False
     continuation: bool = False
+    gap: bool = False   # the log may hold a message of this subject, after `landed`, that was never acked to us
 
     @property
     def partial(self) -> bool:
@@ -133,16 +143,43 @@ class JournalWriter:
         await self._append_all(recorder, flights)
         if self._drop_after:
             await self.connection.drop()
+        gaps = [f for f in flights if f.gap]
+        if gaps:   # apply only up to the first message whose landing is unknown (nothing is applied yet)
+            bound = min(f.landed[-1][0] if f.landed else self.applied_seq() for f in gaps)
+            for seq in sorted(seq for f in flights for seq, _ in f.landed):
+                if seq == bound + 1:   # acknowledged and right behind the bound: no unknown message before it
+                    bound = seq
+                elif seq > bound:
+                    break
+            for f in flights:
+                self._defer(f, bound)
         landed = sorted(((seq, f.subject, tick) for f in flights for seq, tick in f.landed), key=lambda x: x[0])
         return all(self._feed(subject, seq, tick.data, mutations, tick.transfers) for seq, subject, tick in landed)
+
+    def applied_seq(self) -> int:
+        """The last stream sequence applied (the projector holds every message up to it)."""
+        assert self.projector is not None
+        return max(self.projector.last_subject_seq.values(), default=0)
+
+    def _defer(self, f: Flight, bound: int) -> None:
+        """Leave a flight's acknowledged ticks past `bound` to the read-back (applied there, in stream
+        order); its commands answer the hold."""
+        kept = [(seq, tick) for seq, tick in f.landed if seq <= bound]
+        if len(kept) == len(f.landed):
+            return
+        f.landed, rest = kept, f.ticks[len(kept):]
+        self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
+        if not self.hold.active:
+            self.hold.begin("unavailable", "a write landed after one whose outcome is unknown: reading the log back",
+                            pending_bytes=_size(rest), unsynced=True)
+        f.error = f.error or self.held()
 
     async def settle(self, flights: list[Flight]) -> None:
         """After a round is applied: lift the hold when everything landed; read a conflicting subject back."""
         if all(f.error is None for f in flights) and not self.unsynced:
             self.hold.lift()
-        conflicts = [f.subject for f in flights if f.conflict]
-        if conflicts:  # read the other writer's messages back before answering 409
-            await self.resync(conflicts)
+        if any(f.conflict for f in flights):  # read the other writer's messages back before answering 409
+            await self.resync()
 
     def msg_id(self, tick: Tick) -> str:
         """Fresh per write attempt: a re-sent tick after a read-back is a new message, never a duplicate."""
@@ -200,10 +237,10 @@ class JournalWriter:
             self.hold.begin("unavailable", str(exc), pending_bytes=_size(rest), unsynced=True)
             self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
             self._drop_after = True   # after every append of the round has its answer
-            f.error = self.held()
+            f.error, f.gap = self.held(), True
         elif isinstance(exc, ConcurrencyConflict):
             self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest if partial else [])
-            f.conflict = True
+            f.conflict = f.gap = True   # the other writer's message: somewhere after our last one
             f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
                                     "read /participant and retry")
         elif isinstance(exc, (MessageTooLarge, BatchTooLarge)) and not partial:
@@ -223,7 +260,7 @@ class JournalWriter:
                         unsynced=True)
         self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
         self._drop_after = True
-        f.error = self.held()
+        f.error, f.gap = self.held(), True
 
     def _feed(self, subject: str, seq: int, data: bytes,
               mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS, own: tuple = ()) -> bool:
@@ -276,24 +313,24 @@ class JournalWriter:
                     self.hold.last_error = f"probe: {type(exc).__name__}: {exc}"
 
     # ---- read-back ---------------------------------------------------------------------------
-    async def resync(self, subjects: list[str] | None = None) -> None:
-        """For each unsynced subject (all, or those named): read it back after the last known message,
-        apply what landed, then complete a transfer left partial (resend its remaining ticks) or drop
-        ticks that never landed. The hold lifts once no subject is left unsynced."""
-        for subject in list(self.unsynced) if subjects is None else subjects:
+    async def resync(self) -> None:
+        """Read the log back after the last message applied — every subject, in stream order, as a
+        replay's tail — then for each unsynced subject complete a transfer left partial (resend its
+        remaining ticks) or drop ticks that never landed. The hold lifts once none is left unsynced."""
+        if self.unsynced and not await self.read_back():
+            return
+        for subject in list(self.unsynced):
             if subject in self.unsynced and not await self._resync_one(self.unsynced[subject]):
                 return
         if not self.unsynced:
             self.hold.lift()
 
-    async def catch_up(self, subject: str) -> bool:
-        """Read a subject back after the last message known and apply what is there, in order. False
-        when the log did not answer (the hold's last error says why) or applying failed (stopped)."""
-        assert self.projector is not None
+    async def read_back(self) -> bool:
+        """Apply what the log holds after the last message applied, every subject in stream order.
+        False when the log did not answer (the hold's last error says why) or applying failed (stopped)."""
         try:
             recorder = await self.connection.ensure()
-            start = self.projector.last_subject_seq.get(subject, 0) + 1
-            async for msg in recorder.read(start, subject=subject):
+            async for msg in recorder.read(self.applied_seq() + 1):
                 if not self._feed(msg.subject, msg.seq, msg.data):
                     return False
         except Exception as exc:  # server still away: stay on hold, try again on the next mutation
@@ -304,8 +341,6 @@ class JournalWriter:
     async def _resync_one(self, u: Unsynced) -> bool:
         assert self.projector is not None
         proj = self.projector
-        if not await self.catch_up(u.subject):
-            return False
         open_parts = proj.open_parts(u.lineage_hash)
         rest: list[Tick] = []
         if open_parts:  # a transfer is partial in the log: it must be completed, never dropped
@@ -332,7 +367,7 @@ class JournalWriter:
         if not all(self._feed(f.subject, seq, tick.data, own=tick.transfers) for seq, tick in f.landed):
             return False
         if f.conflict:
-            await self.resync([f.subject])
+            await self.resync()
         return f.error is None
 
 

@@ -196,6 +196,13 @@ def _utf8_or_none(data: bytes) -> str | None:
         return None
 
 
+def span_fields(offset: int, span: bytes) -> dict[str, Any]:
+    """The fields of a result read that describe the bytes `span` read at `offset` (in this order):
+    offset, exact base64, byte length, next offset, and the text (null unless complete UTF-8)."""
+    return {"offset": offset, "bytes": base64.b64encode(span).decode("ascii"), "byte_length": len(span),
+            "next_offset": offset + len(span), "text": _utf8_or_none(span)}
+
+
 def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
                 limit: int | None = None) -> dict[str, Any] | Refusal:
     """An input's saved result bytes from `offset`: exact base64, byte length, next_offset, text
@@ -213,10 +220,8 @@ def result_view(state: State, actor: Actor, operation: str, offset: int = 0,
     if offset > len(saved):
         return Refusal(416, "offset_out_of_range", f"offset {offset} is beyond the {len(saved)} saved bytes")
     end = len(saved) if limit is None else min(len(saved), offset + max(limit, 0))
-    span = saved[offset:end]
     done = record.status.terminal
-    return {"operation": operation, "offset": offset, "bytes": base64.b64encode(span).decode("ascii"),
-            "byte_length": len(span), "next_offset": end, "text": _utf8_or_none(span),
+    return {"operation": operation, **span_fields(offset, saved[offset:end]),
             "execution": record.status.label, "complete": done and end == len(saved),
             "saved_bytes": len(saved),
             "input_tokens": record.input_tokens if done else None,

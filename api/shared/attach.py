@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Iterable, Mapping
 
 from quart import Quart
 
+from aotx.media import MEDIA_BUCKET, NatsAuth, close_media, open_media
 from aotx.runtime import RuntimePort
 from api.app_common import install_common
-from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, OutageLog, close_connection, connect
 
 from ..drain import drain_of
 from .auth import normalise
 from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
-
-log = logging.getLogger("aotx.shared.media")
-
-
-async def _connect_media(url: str, bucket: str, auth: NatsAuth | None) -> tuple[MediaStore, Any]:
-    """The media store on a connection of its own that reconnects forever (a lone gateway outlives
-    nats-server restarts); an outage is logged once, not once per attempt."""
-    outage = OutageLog(log, "aotx-media", url)
-    nc = await connect(url, auth, name="aotx-media", error_cb=outage.error, reconnected_cb=outage.reconnected,
-                       max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-    try:
-        return await MediaStore.attach(nc, bucket), nc
-    except BaseException:
-        await close_connection(nc, name="aotx-media")
-        raise
 
 
 def attach_shared(app: Quart, runtime: RuntimePort,
@@ -65,7 +49,7 @@ def attach_shared(app: Quart, runtime: RuntimePort,
     async def _start_shared_runtime() -> None:
         await runtime.start()
         if media_url and ext["media"] is None:
-            ext["media"], ext["media_nc"] = await _connect_media(media_url, media_bucket, media_auth)
+            ext["media"], ext["media_nc"] = await open_media(media_url, media_bucket, media_auth)
 
     @app.after_serving
     async def _stop_shared_runtime() -> None:
@@ -74,11 +58,13 @@ def attach_shared(app: Quart, runtime: RuntimePort,
             await runtime.stop()
         finally:
             nc, ext["media"], ext["media_nc"] = ext["media_nc"], None, None
-            await close_connection(nc, name="aotx-media")
+            await close_media(nc)
 
 
 def replace_principals(app: Quart, principals: Mapping[str, tuple[str, Iterable[str]]]) -> None:
     """Swap the shared routes' principals (same mapping as attach_shared's) on a running app: the
     next request, and the next read of every open SSE stream, authenticate and grant by these.
-    Malformed input raises ValueError and changes nothing."""
-    app.extensions[_EXT]["principals"] = normalise(principals)
+    Malformed input raises ValueError and changes nothing. Every open stream reads again now."""
+    ext = app.extensions[_EXT]
+    ext["principals"] = normalise(principals)
+    ext["runtime"].broker.resync_all()

@@ -52,9 +52,3 @@ def principals_from_gateway_config(path: str | Path) -> dict[str, tuple[str, set
     """Read the gateway config (api.gateway_config, one format for every surface) into
     attach_shared's mapping {token digest: (principal, shared actions)}."""
     return load_gateway_config(path).shared_principals()
-
-
-def bearer(header: str | None) -> str | None:
-    if not header or header[:7].lower() != "bearer ":
-        return None
-    return header[7:].strip() or None

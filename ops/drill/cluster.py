@@ -23,6 +23,7 @@ from ops.shared_stack import stream_spec
 RUNTIME_FILE = "runtime.aotxrt"
 # the drill's runtime: the numpy model, small budgets (a drill measures recovery, not speed)
 NODE_MODEL_ARGS = ("--backend", "numpy", "--max-batch", "8", "--kv-pages", "512", "--default-max-tokens", "32")
+NODE_SNAPSHOT_EVERY = 25   # snapshots often, so kills land during uploads and restarts boot from them
 
 
 def state_subject(name: str) -> str:
@@ -123,7 +124,7 @@ class Cluster:
         self.runtime = await Child(
             "runtime", [sys.executable, "-m", "ops.drill.node", "--runtime", str(self.var / RUNTIME_FILE),
                         *embedded_flags(self.nats, RUNTIME_USER, self.nats_url),
-                        "--service-grants", str(self.var / "grants"),
+                        "--service-grants", str(self.var / "grants"), "--snapshot-every", str(NODE_SNAPSHOT_EVERY),
                         *(NODE_MODEL_ARGS if self.model else ("--no-model",))],
             self.var / "logs" / "runtime.log", r"drill node: runtime \S+ booted \((\d+) journal messages").start()
 

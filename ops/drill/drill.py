@@ -34,6 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import nats.errors
+
 from aotx.state import Grants
 from aotx.state.rights import Actor
 from scenarios import HttpTransport, Model, Party, Runner, ScenarioViolation, steps_of
@@ -296,9 +298,7 @@ class Drill:
                 if not live["failed"]:
                     return live
                 raise DrillError(f"the runtime failed closed: {live['failed']}")
-            except DrillError:
-                raise
-            except Exception as exc:
+            except (nats.errors.Error, OSError) as exc:  # the node or nats-server restarting: ask again
                 if time.monotonic() > deadline:
                     raise DrillError(f"the runtime does not report its state: {type(exc).__name__}: {exc}")
                 await asyncio.sleep(0.2)

@@ -21,7 +21,7 @@ from aotx.runtime_file import load_grants, read_runtime_file
 from eventlog import connect
 from ops.model_args import add_model_arguments, load_service, runtime_options
 from ops.nats_args import add_nats_arguments, nats_auth
-from ops.shared_stack import granted_runtime
+from ops.shared_stack import boot_summary, granted_runtime
 
 from .cluster import state_subject
 
@@ -76,7 +76,7 @@ async def _main(args: argparse.Namespace) -> int:
     proj = runtime.projector
     model = "no model" if service is None else f"model {service.model_id} ({service.backend_name})"
     print(f"drill node: runtime {rf.name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
-          f"replayed) boot {runtime.boot_id}, {model}", file=sys.stderr, flush=True)
+          f"replayed; {boot_summary(runtime)}) boot {runtime.boot_id}, {model}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from aotx.memory import MemoryPublished, MemoryStore, decide_publication, decode_memory_event, encode_memory_event
+from aotx.memory import (MemoryApplyError, MemoryPublished, MemoryStore, decide_publication, decode_memory_event,
+                         encode_memory_event)
 from aotx.state import MemoryKind, MutationKind as M, Refusal, Scope, lineage_for
 from tests.state.helpers import Driver
 
@@ -53,7 +54,7 @@ def test_copies_into_distinct_objects_with_provenance(world):
     assert store.recall(OTHER, unit((0, 1.0)), 5) == []
     again = publish(d, store, "alice", d.spc("bob", 0x12), text.object, 1, seq=5)
     assert isinstance(again, MemoryPublished)
-    with pytest.raises(Exception, match="already exists"):
+    with pytest.raises(MemoryApplyError, match="already exists"):
         store.apply(again)                   # same operation → same IDs: a publication is never applied twice
 
 

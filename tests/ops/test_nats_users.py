@@ -90,3 +90,31 @@ async def test_only_the_runtime_writes_the_journal_and_only_the_gateway_sends_co
             await nc.close()
         again_hash, again_last = await _boot_hash(srv, spec)  # the next boot replays, as before
         assert again_hash == first_hash and again_last == last > 0
+
+
+async def test_the_runtime_user_writes_its_journals_snapshots_and_the_gateway_user_cannot(tmp_path):
+    from aotx.snapshot import SnapshotPolicy
+    from eventlog import SnapshotBucket
+
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="p2")
+    spec = stream_spec(rf)
+    async with EmbeddedNats(tmp_path / "nats", users=(NatsUser(DEFAULT_USER), *split_users(rf.name, spec))) as srv:
+        runtime = SharedRuntime(srv.url, spec, progress=False, nats_auth=srv.auth(RUNTIME_USER),
+                                snapshots=SnapshotPolicy(every=1))
+        await runtime.start()
+        try:
+            alice = Actor("alice", Grants.all())
+            me = (await runtime.query("participant", alice)).body
+            body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "02" * 16, "sequence": "1"}
+            assert (await submit_body(runtime, alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+            await runtime.snapshots.settled()
+            assert runtime.snapshots.stats.saved == 1
+        finally:
+            await runtime.stop()
+        again = SharedRuntime(srv.url, spec, progress=False, nats_auth=srv.auth(RUNTIME_USER),
+                              snapshots=SnapshotPolicy(every=1))
+        await again.start()
+        assert again.snapshots.stats.booted_from == 1
+        await again.stop()
+        with pytest.raises(nats.errors.TimeoutError):   # the gateway may not even ask about the bucket's stream
+            await SnapshotBucket.connect(srv.url, spec.name, auth=srv.auth(GATEWAY_USER), timeout=2.0)

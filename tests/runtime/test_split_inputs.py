@@ -15,8 +15,9 @@ import json
 import pytest
 
 from api.gateway_config import ensure_dev_config, load_gateway_config
-from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, submit_body
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, changed_subject, submit_body
 from aotx.runtime_file import load_grants, pack_shared, write_grants
+from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
 from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
@@ -27,10 +28,10 @@ from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
 from ops.shared_stack import stream_spec
 from tests.ops.client import SCHEMA, SharedClient
 from tests.ops.procs import Proc
-from tests.waiting import DEFAULT_TIMEOUT, wait_until, wait_until_async
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
-LONG = 3600.0   # a wait_change timeout no test reaches: returning at all shows what woke it
+LONG = 3600.0   # a wait timeout no test reaches: returning at all shows what woke it
 MODEL_FLAGS = ("--backend", "numpy", "--max-batch", "4", "--kv-pages", "128", "--default-max-tokens", "8")
 
 
@@ -83,24 +84,29 @@ def _boot(rf, srv: EmbeddedNats, grants, *extra: str) -> Proc:
 def test_boot_flags_reach_the_runtime_options():
     args = build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g",
                                       "--retention-mode", "2", "--lease-revision", "5", "--automatic-memory",
-                                      "--execution-deadline", "7"])
+                                      "--execution-deadline", "7", "--snapshot-every", "0"])
     assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
-                                     "automatic_memory": True}
+                                     "automatic_memory": True, "snapshots": None}
     args = build_parser().parse_args(["serve"])
     assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
-                                     "automatic_memory": False}
+                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY)}
+    args = build_parser().parse_args(["serve", "--snapshot-every", "500", "--snapshot-interval", "60"])
+    assert runtime_options(args)["snapshots"] == SnapshotPolicy(every=500, interval=60.0)
     for bad in (["--retention-mode", "3"], ["--lease-revision", "2"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g", *bad])
 
 
-async def test_remote_wait_change_wakes_on_announcements(tmp_path):
-    """RemoteRuntime.wait_change returns on the runtime's state-change announcement (not by polling), times
-    out when nothing changes, and returns at once when a change was announced during this task's last read.
-    No bound on how fast: a wait that must end early is given a timeout it can never reach (LONG)."""
+async def test_remote_broker_hears_targeted_announcements(tmp_path):
+    """The runtime announces what each change concerns; the gateway's broker (RemoteRuntime.broker)
+    wakes only the readers it concerns: a rights change in one space wakes that space's conversation,
+    not another's; nothing wakes a reader while nothing changes (no polling); a grant reload and an
+    announcement that does not parse wake everyone. No bound on how fast: a wait that must end early
+    is given a timeout it can never reach (LONG)."""
     rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="w1")
-    write_grants(tmp_path / "grants", {"alice": ["shared_read", "shared_write", "shared_manage"]}, "ab" * 32)
-    alice = Actor("alice", Grants.all())
+    everything = ["shared_read", "shared_write", "shared_manage"]
+    write_grants(tmp_path / "grants", {"alice": everything, "bob": everything}, "ab" * 32)
+    actors = {name: Actor(name, Grants.all()) for name in ("alice", "bob")}
     with split_nats(tmp_path / "nats", rf) as nats_server:
         url, runtime_auth = nats_server.url, nats_server.auth(RUNTIME_USER)
         target = GrantedRuntime(SharedRuntime(url, stream_spec(rf), progress=False, nats_auth=runtime_auth),
@@ -108,33 +114,42 @@ async def test_remote_wait_change_wakes_on_announcements(tmp_path):
         await target.start()
         server = await RuntimeRpcServer(target, url, rf.name, auth=runtime_auth).start()
         remote = await RemoteRuntime(url, rf.name, "ab" * 32, auth=nats_server.auth(GATEWAY_USER)).start()
-        loop = asyncio.get_running_loop()
         try:
-            me = (await remote.query("participant", alice)).body
-            heard = remote._announced
-            began = loop.time()
-            await remote.wait_change(0.3)  # nothing changes: the timeout
-            assert loop.time() - began >= 0.25 and remote._announced == heard
-            body = {"schema": SCHEMA, "lineage": me["lineage"], "operation_key": "01" * 16, "sequence": "1"}
+            seqs = {name: iter(range(1, 100)) for name in actors}
 
-            async def register() -> None:   # runs once the wait below has begun (it never yields before)
-                assert (await submit_body(remote, alice, MutationKind.REGISTER, json.dumps(body).encode())).status == 201
+            async def submit(kind: MutationKind, resource: str | None = None, who: str = "alice", **fields) -> dict:
+                n = next(seqs[who])
+                lineage = (await remote.query("participant", actors[who])).body["lineage"]
+                raw = json.dumps({"schema": SCHEMA, "lineage": lineage, "operation_key": f"{n:032x}",
+                                  "sequence": str(n), **fields}).encode()
+                out = await submit_body(remote, actors[who], kind, raw, resource)
+                assert out.status == 201, out.body
+                return out.body
 
-            writer = loop.create_task(register())
-            await asyncio.wait_for(remote.wait_change(LONG), DEFAULT_TIMEOUT)  # woken by the announcement
-            assert remote._announced > heard
-            await writer
-            # announced after this task's last request was sent: no waiting at all
-            await remote.query("participant", alice)
-            heard = remote._announced
-            other = loop.create_task(submit_body(remote, alice, MutationKind.CREATE_SPACE, json.dumps(
-                {**body, "operation_key": "02" * 16, "sequence": "2", "scope": "private"}).encode()))
-            await other
-            await wait_until_async(lambda: remote._announced > heard, "the create-space announcement")
-            waiter = loop.create_task(remote.wait_change(LONG))
-            for _ in range(3):   # a few turns of the loop, no clock: it ends without waiting for anything
-                await asyncio.sleep(0)
-            assert waiter.done(), "wait_change waited although a change was announced since the last request"
+            await submit(MutationKind.REGISTER)
+            pid = (await submit(MutationKind.REGISTER, who="bob"))["resource"]
+            spaces = [(await submit(MutationKind.CREATE_SPACE, scope="room"))["resource"] for _ in range(2)]
+            cons = [(await submit(MutationKind.CREATE_CONVERSATION, s))["resource"] for s in spaces]
+            subs = [remote.broker.conversation(c) for c in cons]
+
+            async def woken(sub) -> bool:
+                return await asyncio.wait_for(sub.wait(LONG), DEFAULT_TIMEOUT) and sub.take().resync
+
+            # bob's rights in a space concern every conversation of that space
+            await submit(MutationKind.SET_MEMBER, spaces[0], participant=pid, permissions=["read"])
+            assert await woken(subs[0])
+            for sub in subs:   # what came before (the runtime's first "all") is behind us now
+                if sub.pending:
+                    sub.take()
+            await submit(MutationKind.SET_MEMBER, spaces[1], participant=pid, permissions=["read"])
+            assert await woken(subs[1])
+            assert not subs[0].pending and subs[0].wakeups <= 1
+            assert await subs[0].wait(0.3) is False        # nothing changes, nothing wakes it
+
+            target.replace_grants(load_grants(tmp_path / "grants"))   # a grant reload: everyone reads again
+            assert await woken(subs[0]) and await woken(subs[1])
+            await server._nc.publish(changed_subject(rf.name), b"\xc1 not an announcement")
+            assert await woken(subs[0]) and await woken(subs[1])
         finally:
             await remote.stop()
             await server.stop()

@@ -1,0 +1,207 @@
+"""The projector (aotx.projection): the one path by which journal messages change the state, at boot and live.
+
+A journal message (one tick) is fed to a recovery-mode Reassembler; every transfer it completes
+is absorbed: a mutation or retirement transfer is decoded (`decode_event`) and `apply`d, and its
+receipt gets save fields derived only from the log (stream, incarnation, the completing message's
+stream sequence, the boot that wrote it, the per-lineage commit digest chain), so a replay gives
+byte-identical receipts. A control transfer `runtime.boot` records which runtime boot wrote the
+transfers that follow it on that lineage. An ADMISSION transfer is an input's mutation event
+(applied the same way); LEASE, OUTPUT and COMPLETION transfers are an input's execution
+(aotx.state.execution), a completion also renewing its receipt's save fields. A MEMORY transfer
+is an input's retained memory (aotx.memory MemoryRetained), applied to the memory store; a
+publication (a MUTATION transfer holding `memory.publication`) changes both the state (its
+receipt) and the memory store (the published copies). Anything else fails closed (ReplayError).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
+from ..memory import MemoryPublished, MemoryRetained, MemoryStore, decode_memory_event, memory_event_from_body
+from ..state import (Capacities, MemoryPublicationRecorded, Save, State, StateError, empty_state, from_body,
+                     transfer_kind)
+from ..state.apply import apply_into, owned_copy, record_save_into
+from ..state.execution import InputCompleted, apply_execution_into, execution_from_body, input_slot
+
+BOOT_CONTROL = "runtime.boot"
+_CHAIN_PERSON = b"aotx-commit"
+TICK_KIND = "tick"
+
+
+class ReplayError(RuntimeError):
+    """The journal cannot be applied: recovery stops here and names where."""
+
+
+def boot_control_body(boot: str) -> dict[str, Any]:
+    return {"kind": BOOT_CONTROL, "v": 1, "boot": boot}
+
+
+def chain(previous: bytes, transfer_digest: bytes) -> bytes:
+    return hashlib.blake2b(previous + transfer_digest, digest_size=32, person=_CHAIN_PERSON).digest()
+
+
+@dataclass
+class Projector:
+    """State plus the per-lineage bookkeeping needed to write and to verify the journal."""
+
+    source: str
+    incarnation: str
+    capacities: Capacities | None = None
+    state: State = field(init=False)
+    memory: MemoryStore = field(default_factory=MemoryStore)
+    reassembler: Reassembler = field(default_factory=lambda: Reassembler(recovery=True))
+    last_transfer: dict[int, int] = field(default_factory=dict)      # lineage hash -> last transfer id
+    last_subject_seq: dict[str, int] = field(default_factory=dict)   # subject -> last stream seq
+    chains: dict[int, bytes] = field(default_factory=dict)           # lineage hash -> commit digest
+    boots: dict[int, str] = field(default_factory=dict)              # lineage hash -> boot that writes it
+    messages: int = 0
+    transfers: int = 0
+
+    def __post_init__(self) -> None:
+        # owned by the projector and advanced in place by apply_into (tests hold it equal to apply);
+        # its tables stay read-only between applies, so readers cannot change it
+        self.state = owned_copy(empty_state(self.capacities))
+        self._writable(False)
+
+    def _writable(self, on: bool) -> None:
+        s = self.state
+        for arr in (s.participants, s.spaces, s.conversations, s.members, s.receipts):
+            arr.flags.writeable = on
+
+    def feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed.
+        `own`: the writer's own acknowledged tick's whole transfers (aotx.journal Tick.transfers,
+        what reassembling `data` yields): taken as they are where the reassembler agrees, so the
+        writer's own bytes are not framed and verified again; the same absorb follows."""
+        self._writable(True)
+        try:
+            return self._feed(subject, seq, data, own)
+        finally:
+            self._writable(False)
+
+    def feed_many(self, messages: Iterable[tuple[str, int, bytes]]) -> int:
+        """Absorb messages (subject, seq, data) in order, as `feed` does one by one; returns how many.
+        Boot feeds the journal in batches through this (the tables are unlocked once per batch)."""
+        n = 0
+        self._writable(True)
+        try:
+            for subject, seq, data in messages:
+                self._feed(subject, seq, data)
+                n += 1
+        finally:
+            self._writable(False)
+        return n
+
+    def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        if own and self.reassembler.accept_whole(own[0].lineage_hash, own):
+            done = list(own)
+        else:
+            try:
+                done = self.reassembler.feed_message(data, position=seq)
+            except ValueError as exc:  # RecordError / TransferError: fail closed
+                raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
+        self.last_subject_seq[subject] = seq
+        self.messages += 1
+        for transfer in done:
+            self._absorb(transfer, subject, seq)
+        return done
+
+    def finish(self) -> None:
+        """End of a replay: a transfer left partial fails closed."""
+        try:
+            self.reassembler.finish()
+        except ValueError as exc:
+            raise ReplayError(f"journal ends inside a transfer: {exc}") from exc
+
+    def open_parts(self, lh: int) -> int:
+        """Parts seen of the partial transfer of a lineage (0 = none open)."""
+        return next((seen for h, _, seen, _ in self.reassembler.open_transfers if h == lh), 0)
+
+    def _check_lineage(self, where: str, subject: str, lh: int, lineage: bytes) -> None:
+        if lineage_hash(lineage) != lh:
+            raise ReplayError(f"{where}: lineage {lineage.hex()} is not the record's")
+        if subject.split(".")[-2] != lineage.hex():
+            raise ReplayError(f"{where}: lineage {lineage.hex()} on subject {subject}")
+        if lh not in self.boots:
+            raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+
+    def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
+        lh = t.lineage_hash
+        digest = chain(self.chains.get(lh, b""), t.digest)
+        where = f"transfer {t.transfer_id} (kind {t.kind}, lineage {lh:#018x}) in journal message {seq}"
+        if t.kind == TransferKind.CONTROL:
+            body = t.body
+            if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
+                    and isinstance(body.get("boot"), str) and set(body) == {"kind", "v", "boot"}):
+                raise ReplayError(f"{where}: unknown control record {body!r:.80}")
+            self.boots[lh] = body["boot"]
+        elif t.kind in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION):
+            try:
+                ev = execution_from_body(t.kind, t.body)
+                if lineage_hash(ev.lineage) != lh:
+                    raise ReplayError(f"{where}: execution lineage {ev.lineage.hex()} is not the record's")
+                if subject.split(".")[-2] != ev.lineage.hex():
+                    raise ReplayError(f"{where}: execution of lineage {ev.lineage.hex()} on subject {subject}")
+                if lh not in self.boots:
+                    raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+                apply_execution_into(self.state, ev)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+            if isinstance(ev, InputCompleted):  # the receipt's save now names where its terminal result is
+                slot = input_slot(self.state, ev.lineage, ev.sequence, where)
+                record_save_into(self.state, slot, Save(
+                    source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
+                    commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
+        elif t.kind == TransferKind.MEMORY:
+            try:
+                mem = memory_event_from_body(t.body)
+                if not isinstance(mem, MemoryRetained):
+                    raise ReplayError(f"{where}: a {mem.KIND} event in a memory transfer")
+                self._check_lineage(where, subject, lh, mem.op.lineage)
+                if self.state.receipt_slot(mem.op.lineage, mem.op.sequence) is None:
+                    raise ReplayError(f"{where}: memory of sequence {mem.op.sequence}, which has no receipt")
+                self.memory.apply(mem)
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+        elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION):
+            try:
+                event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
+                if transfer_kind(event) != t.kind:
+                    raise ReplayError(f"{where}: a {event.KIND} event in a kind {t.kind} transfer")
+                if lineage_hash(event.op.lineage) != lh:
+                    raise ReplayError(f"{where}: event lineage {event.op.lineage.hex()} is not the record's")
+                if subject.split(".")[-2] != event.op.lineage.hex():
+                    raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
+                if lh not in self.boots:
+                    raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
+                published = _publication(event, where) if isinstance(event, MemoryPublicationRecorded) else None
+                if published is not None:
+                    self.memory.apply(published)  # checks everything before it writes
+                apply_into(self.state, event)  # raises before any write: a refused event changes nothing
+            except StateError as exc:
+                raise ReplayError(f"{where}: {exc}") from exc
+            slot = self.state.receipt_slot(event.op.lineage, event.op.sequence)
+            assert slot is not None  # apply just wrote it
+            record_save_into(self.state, slot, Save(
+                source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
+                commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
+        else:
+            raise ReplayError(f"{where}: transfer kind {t.kind} is not one this runtime applies")
+        self.chains[lh] = digest
+        self.last_transfer[lh] = t.transfer_id
+        self.transfers += 1
+
+
+def _publication(event: MemoryPublicationRecorded, where: str) -> MemoryPublished:
+    """The memory part of a publication, checked against the state event that carries it."""
+    mem = decode_memory_event(event.memory)
+    op = event.op
+    if not isinstance(mem, MemoryPublished):
+        raise ReplayError(f"{where}: a publication holds a {mem.KIND} memory event")
+    if (mem.op.lineage, mem.op.sequence, mem.op.operation) != (op.lineage, op.sequence, op.operation) or \
+            mem.actor != op.lineage or mem.destination != event.space_lineage + event.space:
+        raise ReplayError(f"{where}: the publication's memory event names another operation or destination")
+    return mem

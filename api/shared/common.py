@@ -1,0 +1,101 @@
+"""What every shared route module uses: the app's shared extension, answers, query-string counters.
+
+Errors are `api.errors.ApiError` with the shared `type`, raised or rendered with
+`shared_error_response` (the blueprint's handler renders a raised one); JSON answers go through
+the app's JSON provider (jsonify), with Cache-Control: no-store (the blueprint adds it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from quart import current_app, g, jsonify, request
+
+from aotx.runtime import Outcome, RuntimePort
+from aotx.state import Refusal
+
+from ..errors import ApiError
+
+BASE_PATH = "/aotx/v1/shared"
+EXT = "aotx_shared"
+_DECIMAL_MAX = 20
+# ASCII only: str.isdigit() also holds for "²", "١", "１", which int() refuses or reads as numbers
+_CANONICAL_DECIMAL = re.compile(rf"0|[1-9][0-9]{{0,{_DECIMAL_MAX - 1}}}")
+
+
+def shared() -> dict[str, Any]:
+    """The app's shared extension: runtime, principals, media store and its cap."""
+    return current_app.extensions[EXT]
+
+
+def runtime() -> RuntimePort:
+    return shared()["runtime"]
+
+
+def actor() -> Any:
+    """The authenticated principal's actor (set by the blueprint's authentication)."""
+    return g.shared_actor
+
+
+def json_answer(status: int, body: Mapping[str, Any]):
+    response = jsonify(body)
+    response.status_code = status
+    return response
+
+
+def answer(result: Any):
+    if isinstance(result, Refusal):
+        return json_answer(result.status, result.error())
+    if isinstance(result, Outcome):
+        return json_answer(result.status, result.body)
+    return json_answer(200, result)
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError(400, message, type="invalid_request")
+
+
+def canonical_decimal(text: str) -> int | None:
+    """The value of a canonical ASCII decimal string (no sign, no leading zero, at most 20 digits); else None.
+    Every counter a client puts in a query string or a Last-Event-ID is read with this."""
+    return int(text) if _CANONICAL_DECIMAL.fullmatch(text) else None
+
+
+def query_int(name: str, default: int) -> int:
+    text = request.args.get(name)
+    if text is None:
+        return default
+    value = canonical_decimal(text)
+    if value is None:
+        raise invalid(f"query parameter {name} must be a canonical decimal string of ASCII digits, got {text!r}")
+    return value
+
+
+def resume_cursor(path: str, name: str) -> int:
+    """?{name}= when given; else the cursor of a Last-Event-ID of this stream (`path@cursor`); else 0."""
+    if request.args.get(name) is not None:
+        return query_int(name, 0)
+    last = request.headers.get("Last-Event-ID")
+    if last is None:
+        return 0
+    prefix = f"{BASE_PATH}{path}@"
+    value = canonical_decimal(last[len(prefix):]) if last.startswith(prefix) else None
+    if value is None:
+        raise invalid(f"Last-Event-ID {last!r} is not an event ID of {prefix}<cursor> (ASCII decimal)")
+    return value
+
+
+def read(view: str):
+    """GET of one named view with the route's arguments."""
+    async def handler(**kwargs: Any):
+        return answer(await runtime().query(view, actor(), **kwargs))
+    return handler
+
+
+def space_list(view: str):
+    """GET /spaces/{space}/<view>: one page (cursor, limit) of what the space holds."""
+    async def handler(space: str):
+        return answer(await runtime().query(view, actor(), space=space, cursor=query_int("cursor", 0),
+                                            limit=query_int("limit", 100)))
+    return handler
