@@ -17,6 +17,7 @@ from .crc32c import crc32c
 from .errors import JournalFormatError, RecordError, TransferError
 from .record import MAX_BODY, Record, iter_records
 from .transfer import DIGEST_SIZE, Transfer, transfer_digest, unpack_body
+from .whole import whole_transfers
 
 
 def _fault(r: Record, position: int | None, code: str, reason: str, tid: int | None = None) -> TransferError:
@@ -58,6 +59,14 @@ class Reassembler:
 
     def feed_message(self, data: bytes, position: int | None = None) -> list[Transfer]:
         """Feed one journal message; returns the transfers it completed, in order."""
+        fast = whole_transfers(data, self._open, self._last_id)   # the common message, in one loop
+        if fast is not None:
+            self._last_id[fast[-1].lineage_hash] = fast[-1].transfer_id
+            return fast
+        return self.feed_records(data, position)
+
+    def feed_records(self, data: bytes, position: int | None = None) -> list[Transfer]:
+        """`feed_message` record by record (what it does for any message the fast path declines)."""
         done: list[Transfer] = []
         try:
             for record in iter_records(data, position, verify_crc=False):
