@@ -61,9 +61,12 @@ def decoder(object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = N
 
 
 _PLAIN = decoder()
+_HOOKED: dict[Callable, json.JSONDecoder] = {}   # one decoder per hook (the gateway's few), made once
 
 
 def check_depth(text: str, limit: int = MAX_JSON_DEPTH) -> None:
+    if text.count("[") + text.count("{") <= limit:
+        return   # fewer opening brackets (strings included) than the limit: no deeper nesting possible
     depth = nesting_depth(text)
     if depth > limit:
         raise JsonInputError(f"JSON nested deeper than {limit} levels (arrays and objects)")
@@ -72,7 +75,9 @@ def check_depth(text: str, limit: int = MAX_JSON_DEPTH) -> None:
 def loads(text: str, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """Parse strict JSON text; JsonInputError for a bound or a non-JSON literal, JSONDecodeError otherwise."""
     check_depth(text)
-    dec = _PLAIN if object_pairs_hook is None else decoder(object_pairs_hook)
+    dec = _PLAIN if object_pairs_hook is None else _HOOKED.get(object_pairs_hook)
+    if dec is None:
+        dec = _HOOKED[object_pairs_hook] = decoder(object_pairs_hook)
     try:
         return dec.decode(text)
     except ValueError as exc:

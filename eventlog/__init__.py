@@ -8,7 +8,10 @@ from .connect import NatsAuth, NatsAuthorizationError, connect, redact_url
 from .connection import OutageLog, close_connection, drain_connection
 from .dirlock import DirectoryLock, DirectoryLocked
 from .errors import (
+    AtomicBatchUnsupported,
+    BatchTooLarge,
     ConcurrencyConflict,
+    DuplicateInBatch,
     EventLogError,
     JournalFull,
     JournalHold,
@@ -20,7 +23,7 @@ from .headers import Header
 from .jetstream import JetStreamRecorder, JetStreamSubscription
 from .media import MEDIA_BUCKET, MediaStore, StoredMedia, media_publish_subjects
 from .memory import MemoryRecorder, MemorySubscription
-from .recorder import Ack, Recorder, StoredMessage, StreamStatus, Subscription
+from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, Recorder, StoredMessage, StreamStatus, Subscription
 from .server import EmbeddedNats, NatsServerError
 from .server_auth import DEFAULT_USER, NatsPermissions, NatsUser, stored_auth
 from .server_config import ServerSettings, render_config
@@ -28,7 +31,9 @@ from .snapshot_bucket import BlobUnreadable, SnapshotBucket, snapshot_bucket_nam
 from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
-    "Ack", "BlobUnreadable", "ConcurrencyConflict", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats", "EventLogError", "Header", "JetStreamRecorder",
+    "Ack", "AtomicBatchUnsupported", "BatchMessage", "BatchTooLarge", "BlobUnreadable", "ConcurrencyConflict",
+    "DuplicateInBatch", "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats",
+    "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
     "NatsServerError", "NatsUser", "NatsServerNotFound", "OutageLog", "Recorder",

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import datetime
+import json
 import logging
-from typing import AsyncIterator, Awaitable, Callable
+import uuid
+from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from .connect import NatsAuth, connect
 from .connection import OutageLog, close_connection
-from .errors import EventLogError, map_publish_error
+from .direct_read import read_direct
+from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
-from .recorder import Ack, StoredMessage, StreamStatus
+from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
 from .stream import StreamSpec, ensure_stream
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
-_READ_BATCH = 256
 _log = logging.getLogger("eventlog")
 
 
@@ -57,7 +60,16 @@ class JetStreamSubscription:
 
 
 class JetStreamRecorder:
-    """Use `await JetStreamRecorder.connect(url, spec)`; it creates or updates the stream."""
+    """Use `await JetStreamRecorder.connect(url, spec)`; it creates or updates the stream.
+
+    Atomic batches: the stream is created, or an existing one updated, with `allow_atomic` (the
+    spec's default), so a stream made before batches existed is upgraded on connect. Where the
+    server does not report it afterwards (a server older than 2.12, or a spec without it),
+    `atomic_batches` is False and append_batch refuses (AtomicBatchUnsupported): the caller appends
+    message by message. A batch refused with "atomic publish is disabled" (another writer updated
+    the stream without it) turns `atomic_batches` off the same way."""
+
+    batch_limit = MAX_BATCH_MESSAGES
 
     def __init__(self, nc: Client, spec: StreamSpec, *, owns_connection: bool, timeout: float) -> None:
         self.nc = nc
@@ -65,6 +77,11 @@ class JetStreamRecorder:
         self.spec = spec
         self.timeout = timeout
         self._owns_connection = owns_connection
+        self.atomic_batches = False   # set from the stream's config once ensured
+
+    async def _ensure(self) -> None:
+        info = await ensure_stream(self.js, self.spec)
+        self.atomic_batches = bool(getattr(info.config, "allow_atomic", False))
 
     @classmethod
     async def connect(
@@ -83,7 +100,7 @@ class JetStreamRecorder:
         await outage.reconnected()   # a fresh connection that works ends the caller's outage too
         rec = cls(nc, spec or StreamSpec(), owns_connection=True, timeout=timeout)
         try:
-            await ensure_stream(rec.js, rec.spec)
+            await rec._ensure()
         except BaseException:
             await close_connection(nc, name=name)
             raise
@@ -93,7 +110,7 @@ class JetStreamRecorder:
     async def attach(cls, nc: Client, spec: StreamSpec | None = None, *, timeout: float = 5.0) -> "JetStreamRecorder":
         """Use a connection someone else owns (close() leaves it open)."""
         rec = cls(nc, spec or StreamSpec(), owns_connection=False, timeout=timeout)
-        await ensure_stream(rec.js, rec.spec)
+        await rec._ensure()
         return rec
 
     async def append(
@@ -114,33 +131,59 @@ class JetStreamRecorder:
             raise mapped from exc
         return Ack(stream=ack.stream, seq=ack.seq, duplicate=bool(ack.duplicate))
 
-    async def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq),
-            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=60.0,
-            num_replicas=1,
-        )
-        sub = await self.js.pull_subscribe(subject or self.spec.subjects[0], stream=self.spec.name, config=config)
+    async def append_batch(self, messages: Sequence[BatchMessage]) -> list[Ack]:
+        """One atomic batch (ADR-50): every message but the last is published without a reply, the
+        last with the commit header as a request; the one ack names the last sequence and the count."""
+        n = len(messages)
+        if n == 0:
+            return []
+        if not self.atomic_batches:
+            raise AtomicBatchUnsupported(f"stream {self.spec.name} does not allow atomic publish")
+        if n > self.batch_limit:
+            raise BatchTooLarge(f"{n} messages in one batch; at most {self.batch_limit}")
+        guarded = [m.subject for m in messages if m.expected_last_subject_seq is not None]
+        if len(guarded) != len(set(guarded)):
+            raise ValueError("an atomic batch guards a subject at most once (its first message there)")
+        batch_id = uuid.uuid4().hex
+        stream = self.spec.name
         try:
-            remaining = (await sub.consumer_info()).num_pending
-            while remaining > 0:
-                try:
-                    msgs = await sub.fetch(min(_READ_BATCH, remaining), timeout=self.timeout)
-                except nats.errors.TimeoutError:
-                    return  # the stream shrank under us (purge): what existed has been read
-                for msg in msgs:
-                    yield _stored(msg)
-                    remaining = msg.metadata.num_pending
-        finally:
-            await self._drop_consumer(sub)
+            for i, m in enumerate(messages, 1):
+                headers = {Header.BATCH_ID.value: batch_id, Header.BATCH_SEQUENCE.value: str(i),
+                           Header.EXPECTED_STREAM.value: stream}
+                if m.msg_id is not None:
+                    headers[Header.MSG_ID.value] = m.msg_id
+                if m.expected_last_subject_seq is not None:
+                    headers[Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value] = str(int(m.expected_last_subject_seq))
+                if i < n:
+                    await self.nc.publish(m.subject, m.payload, headers=headers)
+                else:
+                    headers[Header.BATCH_COMMIT.value] = "1"
+                    reply = await self.nc.request(m.subject, m.payload, timeout=self.timeout, headers=headers)
+            resp = json.loads(reply.data)
+            if "error" in resp:
+                raise nats.js.errors.APIError.from_error(resp["error"])
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            if isinstance(exc, nats.errors.NoRespondersError):
+                exc = nats.js.errors.NoStreamResponseError()
+            mapped = map_publish_error(exc, None, None)
+            if mapped is None:
+                raise
+            if isinstance(mapped, AtomicBatchUnsupported):
+                self.atomic_batches = False
+            raise mapped from exc
+        if resp.get("batch") != batch_id or resp.get("count") != n or resp.get("stream") != stream:
+            # not an atomic batch's ack (a server that ignored the batch headers): what landed is unknown
+            self.atomic_batches = False
+            raise JournalUnavailable(f"journal unavailable: batch {batch_id} answered {resp!r:.200}")
+        last = int(resp["seq"])
+        return [Ack(stream=stream, seq=last - n + i) for i in range(1, n + 1)]
 
-    async def _drop_consumer(self, sub) -> None:
-        try:
-            info = await sub.consumer_info()
-            await sub.unsubscribe()
-            await self.js.delete_consumer(self.spec.name, info.name)
-        except (nats.errors.Error, EventLogError):
-            pass  # the consumer expires by itself (inactive_threshold)
+    async def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
+        """Through batched direct gets (eventlog.direct_read), up to the last message stored now."""
+        info = await self.js.stream_info(self.spec.name)
+        async for msg in read_direct(self.nc, self.spec.name, info.state.last_seq, from_seq, subject,
+                                     timeout=self.timeout):
+            yield msg
 
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Protocol, runtime_checkable
+from typing import AsyncIterator, Protocol, Sequence, runtime_checkable
+
+MAX_BATCH_MESSAGES = 1000   # nats-server's default ceiling of messages in one atomic batch (jetstream.limits.batch)
 
 
 @dataclass(frozen=True)
@@ -14,6 +16,16 @@ class Ack:
     stream: str
     seq: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMessage:
+    """One message of an atomic batch: as append's arguments."""
+
+    subject: str
+    payload: bytes
+    msg_id: str | None = None
+    expected_last_subject_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,23 @@ class Recorder(Protocol):
         self, subject: str, payload: bytes, msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
     ) -> Ack: ...
+
+    atomic_batches: bool
+    """Whether append_batch is atomic here (False: the stream does not allow atomic publish)."""
+
+    batch_limit: int
+    """The most messages append_batch takes in one batch."""
+
+    async def append_batch(self, messages: Sequence[BatchMessage]) -> list[Ack]:
+        """All or nothing: every message lands, in order, at consecutive stream sequences (one ack,
+        one fsync), or none does. Each message's guard is checked against the log before the batch;
+        at most one message per subject may carry one (ValueError otherwise): it covers that
+        subject's messages of the batch, since they land together. Raises ConcurrencyConflict (one
+        wrong guard refuses the whole batch; its subject may be None: the log need not say which),
+        DuplicateInBatch (a message id already stored, or twice: a batch is never answered as a
+        duplicate), BatchTooLarge (over batch_limit), JournalFull, MessageTooLarge,
+        JournalUnavailable (the batch may or may not have landed), AtomicBatchUnsupported."""
+        ...
 
     def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
         """Messages with seq >= from_seq that exist now, in order; then stops."""

@@ -31,6 +31,7 @@ class StreamSpec:
     duplicate_window_s: float = 120.0
     max_msg_size: int | None = None
     replicas: int = 1
+    allow_atomic: bool = True   # atomic batch publish (nats-server ≥ 2.12); set on an existing stream too
 
     @property
     def subjects(self) -> list[str]:
@@ -50,6 +51,7 @@ class StreamSpec:
             duplicate_window=self.duplicate_window_s,
             num_replicas=self.replicas,
             allow_direct=True,
+            allow_atomic=self.allow_atomic,
         )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .record import Record
-from .transfer import pack_body, split_transfer
+from .transfer import DIGEST_SIZE, Transfer, pack_body, split_transfer, unpack_body
 
 MAX_RECORDS_PER_TICK = 16
 
@@ -18,6 +18,11 @@ class Tick:
 
     `msg_id` is deterministic (lineage hash, first transfer id and part), so re-sending the
     same tick after a lost ack is deduplicated by the log.
+
+    `transfers`: where the tick holds whole transfers only (it starts with a part 0 and ends with
+    a last part), those transfers exactly as a Reassembler yields them from `data` (same payload,
+    body and digest), so the writer can apply its own acknowledged tick without framing and
+    verifying its own bytes again (Reassembler.accept_whole); else ().
     """
 
     data: bytes
@@ -25,6 +30,7 @@ class Tick:
     first: tuple[int, int]
     completes: tuple[int, ...]
     lineage_hash: int
+    transfers: tuple[Transfer, ...] = ()
 
     @property
     def msg_id(self) -> str:
@@ -44,6 +50,7 @@ class Emitter:
         self.next_transfer_id = next_transfer_id
         self.records_per_tick = records_per_tick
         self._queue: deque[Record] = deque()
+        self._payloads: dict[int, bytes] = {}   # transfer id → payload, until its last part is in a tick
 
     @property
     def pending(self) -> int:
@@ -59,6 +66,7 @@ class Emitter:
         records = split_transfer(int(kind), tid, self.lineage_hash, payload)
         self.next_transfer_id += 1
         self._queue.extend(records)
+        self._payloads[tid] = payload
         return tid
 
     def tick(self) -> Tick | None:
@@ -66,11 +74,23 @@ class Emitter:
         if not self._queue:
             return None
         taken = [self._queue.popleft() for _ in range(min(self.records_per_tick, len(self._queue)))]
-        completes = tuple(r.transfer_id for r in taken if r.part_index == r.part_count - 1)
+        last = [r for r in taken if r.part_index == r.part_count - 1]
+        completes = tuple(r.transfer_id for r in last)
+        payloads = [self._payloads.pop(tid) for tid in completes]
+        whole = taken[0].part_index == 0 and taken[-1].part_index == taken[-1].part_count - 1
+        transfers: tuple[Transfer, ...] = ()
+        if whole:
+            out = []
+            for r, payload in zip(last, payloads):
+                t = Transfer(r.transfer_kind, r.transfer_id, self.lineage_hash, payload, unpack_body(payload))
+                t.__dict__["digest"] = r.body[-DIGEST_SIZE:] if len(r.body) >= DIGEST_SIZE else \
+                    t.digest   # (the digest spans parts where the last is short: computed)
+                out.append(t)
+            transfers = tuple(out)
         return Tick(
             data=b"".join(r.encode() for r in taken), records=len(taken),
             first=(taken[0].transfer_id, taken[0].part_index), completes=completes,
-            lineage_hash=self.lineage_hash,
+            lineage_hash=self.lineage_hash, transfers=transfers,
         )
 
     def drain(self) -> list[Tick]:

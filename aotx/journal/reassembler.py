@@ -11,13 +11,13 @@ transfer is dropped, the fault is kept in `faults`, and reading goes on.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from .crc32c import crc32c
 from .errors import JournalFormatError, RecordError, TransferError
 from .record import MAX_BODY, Record, iter_records
 from .transfer import DIGEST_SIZE, Transfer, transfer_digest, unpack_body
+from .whole import whole_transfers
 
 
 def _fault(r: Record, position: int | None, code: str, reason: str, tid: int | None = None) -> TransferError:
@@ -59,6 +59,14 @@ class Reassembler:
 
     def feed_message(self, data: bytes, position: int | None = None) -> list[Transfer]:
         """Feed one journal message; returns the transfers it completed, in order."""
+        fast = whole_transfers(data, self._open, self._last_id)   # the common message, in one loop
+        if fast is not None:
+            self._last_id[fast[-1].lineage_hash] = fast[-1].transfer_id
+            return fast
+        return self.feed_records(data, position)
+
+    def feed_records(self, data: bytes, position: int | None = None) -> list[Transfer]:
+        """`feed_message` record by record (what it does for any message the fast path declines)."""
         done: list[Transfer] = []
         try:
             for record in iter_records(data, position, verify_crc=False):
@@ -70,6 +78,20 @@ class Reassembler:
                 raise
             self.faults.append(exc)  # the rest of this message cannot be framed
         return done
+
+    def accept_whole(self, lh: int, transfers: tuple[Transfer, ...]) -> bool:
+        """Take whole transfers of lineage `lh` as if fed from their records (a writer's own tick,
+        Tick.transfers): only where nothing is open on the lineage and their ids increase from the
+        last one applied; False (nothing taken) otherwise — feed the message's bytes instead."""
+        if not transfers or lh in self._open:
+            return False
+        last = self._last_id.get(lh)
+        for t in transfers:
+            if t.lineage_hash != lh or (last is not None and t.transfer_id <= last):
+                return False
+            last = t.transfer_id
+        self._last_id[lh] = last
+        return True
 
     def feed_record(self, record: Record, position: int | None = None) -> Transfer | None:
         try:
@@ -96,7 +118,9 @@ class Reassembler:
 
     def _feed(self, r: Record, position: int | None) -> Transfer | None:
         lh = r.lineage_hash
-        fault = functools.partial(_fault, r, position)
+
+        def fault(code: str, reason: str, tid: int | None = None) -> TransferError:
+            return _fault(r, position, code, reason, tid)
 
         if r.crc is not None and crc32c(r.body) != r.crc:
             raise fault("checksum", f"header crc32c {r.crc:#010x}, body crc32c {crc32c(r.body):#010x}")

@@ -40,6 +40,7 @@ class TransferKind(enum.IntEnum):
     STORED = 9       # stored state of the standard surfaces (aotx.stored: responses, conversations, keys)
 
 
+@functools.lru_cache(maxsize=8192)
 def lineage_hash(lineage: str | bytes) -> int:
     """u64 of a lineage: BLAKE2b-64 of its 16 bytes (given as bytes or 32 hex digits), little-endian."""
     raw = bytes.fromhex(lineage) if isinstance(lineage, str) else bytes(lineage)

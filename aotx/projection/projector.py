@@ -75,11 +75,14 @@ class Projector:
         for arr in (s.participants, s.spaces, s.conversations, s.members, s.receipts):
             arr.flags.writeable = on
 
-    def feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
-        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed."""
+    def feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        """Absorb one journal message (stream sequence `seq`); returns the transfers it completed.
+        `own`: the writer's own acknowledged tick's whole transfers (aotx.journal Tick.transfers,
+        what reassembling `data` yields): taken as they are where the reassembler agrees, so the
+        writer's own bytes are not framed and verified again; the same absorb follows."""
         self._writable(True)
         try:
-            return self._feed(subject, seq, data)
+            return self._feed(subject, seq, data, own)
         finally:
             self._writable(False)
 
@@ -96,11 +99,14 @@ class Projector:
             self._writable(False)
         return n
 
-    def _feed(self, subject: str, seq: int, data: bytes) -> list[Transfer]:
-        try:
-            done = self.reassembler.feed_message(data, position=seq)
-        except ValueError as exc:  # RecordError / TransferError: fail closed
-            raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
+    def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        if own and self.reassembler.accept_whole(own[0].lineage_hash, own):
+            done = list(own)
+        else:
+            try:
+                done = self.reassembler.feed_message(data, position=seq)
+            except ValueError as exc:  # RecordError / TransferError: fail closed
+                raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
         self.last_subject_seq[subject] = seq
         self.messages += 1
         for transfer in done:
@@ -129,14 +135,15 @@ class Projector:
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
         lh = t.lineage_hash
         digest = chain(self.chains.get(lh, b""), t.digest)
-        where = f"transfer {t.transfer_id} (kind {t.kind}, lineage {lh:#018x}) in journal message {seq}"
-        if t.kind == TransferKind.CONTROL:
+        kind = t.kind
+        if kind == _CONTROL:
             body = t.body
             if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
                     and isinstance(body.get("boot"), str) and set(body) == {"kind", "v", "boot"}):
-                raise ReplayError(f"{where}: unknown control record {body!r:.80}")
+                raise ReplayError(f"{_where(t, seq)}: unknown control record {body!r:.80}")
             self.boots[lh] = body["boot"]
-        elif t.kind in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION):
+        elif kind in _EXECUTION:
+            where = _where(t, seq)
             try:
                 ev = execution_from_body(t.kind, t.body)
                 if lineage_hash(ev.lineage) != lh:
@@ -153,7 +160,8 @@ class Projector:
                 record_save_into(self.state, slot, Save(
                     source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
                     commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
-        elif t.kind == TransferKind.MEMORY:
+        elif kind == _MEMORY:
+            where = _where(t, seq)
             try:
                 mem = memory_event_from_body(t.body)
                 if not isinstance(mem, MemoryRetained):
@@ -164,40 +172,49 @@ class Projector:
                 self.memory.apply(mem)
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
-        elif t.kind == TransferKind.STORED:
+        elif kind == _STORED:
+            where = _where(t, seq)
             try:
                 stored = stored_from_body(t.body)
                 self._check_lineage(where, subject, lh, identity_lineage(stored.identity))
                 apply_stored_into(self.stored, stored)   # checks everything before it writes
             except StateError as exc:
                 raise ReplayError(f"{where}: {exc}") from exc
-        elif t.kind in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION):
+        elif kind in _EVENTS:   # the hot path: `where` is formatted only for an error
             try:
                 event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
                 if transfer_kind(event) != t.kind:
-                    raise ReplayError(f"{where}: a {event.KIND} event in a kind {t.kind} transfer")
+                    raise ReplayError(f"{_where(t, seq)}: a {event.KIND} event in a kind {t.kind} transfer")
                 if lineage_hash(event.op.lineage) != lh:
-                    raise ReplayError(f"{where}: event lineage {event.op.lineage.hex()} is not the record's")
+                    raise ReplayError(f"{_where(t, seq)}: event lineage {event.op.lineage.hex()} is not the record's")
                 if subject.split(".")[-2] != event.op.lineage.hex():
-                    raise ReplayError(f"{where}: event of lineage {event.op.lineage.hex()} on subject {subject}")
+                    raise ReplayError(f"{_where(t, seq)}: event of lineage {event.op.lineage.hex()} on subject {subject}")
                 if lh not in self.boots:
-                    raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
-                published = _publication(event, where) if isinstance(event, MemoryPublicationRecorded) else None
+                    raise ReplayError(f"{_where(t, seq)}: no runtime.boot control record precedes it on this lineage")
+                published = _publication(event, _where(t, seq)) if isinstance(event, MemoryPublicationRecorded) else None
                 if published is not None:
                     self.memory.apply(published)  # checks everything before it writes
-                apply_into(self.state, event)  # raises before any write: a refused event changes nothing
+                slot = apply_into(self.state, event)  # raises before any write: a refused event changes nothing
             except StateError as exc:
-                raise ReplayError(f"{where}: {exc}") from exc
-            slot = self.state.receipt_slot(event.op.lineage, event.op.sequence)
-            assert slot is not None  # apply just wrote it
+                raise ReplayError(f"{_where(t, seq)}: {exc}") from exc
             record_save_into(self.state, slot, Save(
                 source=self.source, incarnation=self.incarnation, generation=seq, boot=self.boots[lh],
                 commit_digest=digest.hex(), pending_bytes=0, disk_error=None))
         else:
-            raise ReplayError(f"{where}: transfer kind {t.kind} is not one this runtime applies")
+            raise ReplayError(f"{_where(t, seq)}: transfer kind {t.kind} is not one this runtime applies")
         self.chains[lh] = digest
         self.last_transfer[lh] = t.transfer_id
         self.transfers += 1
+
+
+def _where(t: Transfer, seq: int) -> str:
+    """Where a transfer is, for an error message."""
+    return f"transfer {t.transfer_id} (kind {t.kind}, lineage {t.lineage_hash:#018x}) in journal message {seq}"
+
+
+_CONTROL, _MEMORY, _STORED = int(TransferKind.CONTROL), int(TransferKind.MEMORY), int(TransferKind.STORED)
+_EXECUTION = frozenset(int(k) for k in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION))
+_EVENTS = frozenset(int(k) for k in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION))
 
 
 def _publication(event: MemoryPublicationRecorded, where: str) -> MemoryPublished:

@@ -6,21 +6,26 @@ command is answered after the ack of the tick that completes it; a flight that f
 answers its commands that did not land with that refusal, and nothing of them is applied. Answers
 decided on a pending state are given once every flight landed, else decided again next round, with
 the commands that waited for another lineage's pending change (handed back to the group commit).
+
+An admitted input the execution queue would lease at once gets its lease right behind its
+admission in its lineage's flight (aotx.runtime.admission_lease: one append for both); the command
+is answered after the tick completing its admission, as any command.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from ..state import ExecutionContext
+from ..state import ExecutionContext, InputAdmitted, MemoryPublicationRecorded, SubmitInput
+from .admission_lease import AdmissionLeases
 from .group_commit import answer
 from .planner import Cmd, PlanError, accepted_answer, plan_batch, publication_decider, settled
 from .ticks import encode_ticks
 from .writer import Flight, JournalWriter
 
 
-async def command_round(writer: JournalWriter, batch: list[Cmd],
-                        context: Optional[ExecutionContext] = None) -> list[Cmd]:
+async def command_round(writer: JournalWriter, batch: list[Cmd], context: Optional[ExecutionContext] = None,
+                        leases: Optional[AdmissionLeases] = None) -> list[Cmd]:
     """Run one batch; returns the commands to decide again in the next batch (in batch order)."""
     refused = await writer.unready()
     if refused is not None:
@@ -37,7 +42,12 @@ async def command_round(writer: JournalWriter, batch: list[Cmd],
         return []
     failed = False
     if plan.flights:
-        flights = await _fly(writer, plan.flights, batch)
+        leased = _lease_admissions(writer, plan.flights, leases)
+        try:
+            flights = await _fly(writer, plan.flights, batch)
+        finally:
+            if leased:
+                leases.admissions_settled(leased)
         failed = any(f.error is not None for f in flights)
     again = plan.wait
     if plan.later:
@@ -58,13 +68,40 @@ def _settle(writer: JournalWriter, cmd: Cmd, state) -> None:
     answer([cmd], outcome)
 
 
+def _lease_admissions(writer: JournalWriter, accepted: dict[bytes, list[Cmd]],
+                      leases: Optional[AdmissionLeases]) -> list[tuple[bytes, int]]:
+    """Ask for the lease of each admitted input (set on its command); the (lineage, sequence) of those
+    leased. None where the round publishes memory (recall bounds read the acknowledged store)."""
+    if leases is None:
+        return []
+    cmds = [c for lineage_cmds in accepted.values() for c in lineage_cmds]
+    if any(isinstance(e, MemoryPublicationRecorded) for c in cmds for e in c.decision.events):
+        return []
+    assert writer.projector is not None
+    state, out = writer.projector.state, []
+    for cmd in cmds:
+        admitted = next((e for e in cmd.decision.events if isinstance(e, InputAdmitted)), None)
+        if admitted is None or not isinstance(cmd.mutation, SubmitInput):
+            continue
+        cmd.lease = leases.lease_at_admission(state, cmd.lineage, cmd.mutation, admitted)
+        if cmd.lease is not None:
+            out.append((cmd.lineage, admitted.op.sequence))
+    return out
+
+
 async def _fly(writer: JournalWriter, accepted: dict[bytes, list[Cmd]], batch: list[Cmd]) -> list[Flight]:
     assert writer.projector is not None
     flights: list[tuple[Flight, list[Cmd]]] = []
     for lineage, cmds in accepted.items():
-        ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage, [c.decision.events for c in cmds])
-        for cmd, at in zip(cmds, where):
-            cmd.tick = at
+        groups, at_group = [], []
+        for c in cmds:   # a command's events, then its input's lease (a group of its own) right behind them
+            at_group.append(len(groups))
+            groups.append(c.decision.events)
+            if c.lease is not None:
+                groups.append([c.lease])
+        ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage, groups)
+        for cmd, g in zip(cmds, at_group):
+            cmd.tick = where[g]   # answered once its own events landed
         flights.append((writer.flight(lineage, ticks), cmds))
     mutations = {(c.lineage, c.mutation.envelope.sequence): c.mutation for _, cmds in flights for c in cmds}
     if not await writer.write([f for f, _ in flights], mutations):

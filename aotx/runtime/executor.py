@@ -10,6 +10,10 @@ in the group, execution slot, sequence, actor, recorded retention mode) — the 
 starts once it is applied → the input's run (aotx.runtime.input_run: memory work, the engine
 request, OUTPUT transfers, one COMPLETION). Writes of many inputs share journal rounds.
 
+An input the queue would lease at once (nothing queued ahead, its claim granted now) is leased when
+the command round admits it (`lease_at_admission`, aotx.runtime.admission_lease): its lease goes
+into the log with its admission, and it begins once the executor observes that lease applied.
+
 The executor reaches the runtime only through its port (aotx.runtime.execution_port: journal these
 events, wait for a hold to lift, read the acknowledged state and memory). A client going away
 changes nothing here; only a saved cancellation stops an input (after its memory is committed,
@@ -29,8 +33,8 @@ from ..chat_types import ChatMessage
 from ..journal import TransferKind
 from ..journal.lease import Lease, LeaseRevision, LeaseRow
 from ..memory import TEXT_LIMIT, recorded_mode
-from ..state import Execution, ExecutionContext, InputCancelled, ModelCaps, SubmitInput
-from ..state.execution import InputCompleted, LeaseApplied
+from ..state import Execution, ExecutionContext, InputAdmitted, InputCancelled, ModelCaps, State, SubmitInput
+from ..state.execution import InputCompleted, LeaseApplied, execution_from_body
 from ..state.mutation_forms import from_canonical
 from . import memory_work as mw
 from .embedding import EmbeddingBatcher, default_embedder
@@ -90,7 +94,14 @@ class Executor:
             body = t.body
             if t.kind == TransferKind.ADMISSION:
                 key = (body["lineage"], body["sequence"])
-                self.start(*key, applied.mutations.get(key))
+                run = self.running.get(key)
+                if run is None or not run.preleased:   # a pre-leased one begins with its lease
+                    self.start(*key, applied.mutations.get(key))
+            elif t.kind == TransferKind.LEASE and self._preleased:
+                for row in execution_from_body(t.kind, body).lease.rows:
+                    run = self.running.get((row.actor, row.sequence))
+                    if run is not None and run.preleased:
+                        self._begin(run)
             elif t.kind == TransferKind.MUTATION and body.get("kind") == InputCancelled.KIND:
                 self.cancel(body["lineage"], body["target_sequence"])
 
@@ -108,6 +119,66 @@ class Executor:
         # the embedding does not depend on the lease: compute it while the input waits for one
         run.embedding = asyncio.ensure_future(self._embeddings.embed(mw.retained_text(request)))
         self._kick()
+
+    # ---- admission and lease in one append (aotx.runtime.admission_lease) ----------------------
+    @property
+    def _preleased(self) -> bool:
+        return any(r.preleased for r in self.running.values())
+
+    def lease_at_admission(self, state: State, lineage: bytes, request: SubmitInput,
+                           admitted: InputAdmitted) -> LeaseApplied | None:
+        """The lease of an input being admitted, where the queue would lease it at once: nothing
+        queued ahead and its bound claimed now (a refused claim leaves the engine's line as it was)."""
+        key = (lineage, admitted.op.sequence)
+        con = state.conversation_row(admitted.conversation_lineage, admitted.conversation)
+        if self._stopping or self.queue or key in self.running or con is None:
+            return None   # (a conversation created in the same round: the usual path)
+        space = state.spaces[int(state.conversations[con]["space"])]
+        run = Running(lineage, admitted.op.sequence, request)
+        run.space = space["lineage"].tobytes() + space["ident"].tobytes()
+        self._describe(run, int(admitted.page_limit))
+        engine = self.service.engine
+        ahead = sum(r.entry for r in self.running.values() if not r.retained and r.space == run.space)
+        self._bound(run, mw.visible_entry_bytes(self.reads.memory, run.space) + ahead, int(engine.config.page_size))
+        run.claim = engine.claim_pages(run.pages, run.since)
+        if run.claim is None:
+            engine.release_hold()   # nothing else waits in the queue: no claimant holds the line
+            return None
+        run.slot, run.preleased = self._slot(), True
+        self.running[key] = run
+        run.embedding = asyncio.ensure_future(self._embeddings.embed(mw.retained_text(request)))
+        return LeaseApplied(lineage, Lease(LeaseRevision(self.settings.lease_revision),
+                                           (LeaseRow(0, run.slot, run.sequence, lineage, self._mode),)))
+
+    def admissions_settled(self, keys) -> None:
+        """After the round: a pre-leased input whose lease was not applied goes to the queue (its
+        admission saved) or away (its admission not, or not known: a read-back that finds it
+        starts it as any saved admission)."""
+        state = self.reads.state
+        for key in keys:
+            run = self.running.get(key)
+            if run is None or not run.preleased:
+                continue
+            record = run.record(state)
+            if record is not None and record.status is Execution.RUNNING:
+                self._begin(run)   # (its applied lease was not observed: never left waiting)
+                continue
+            del self.running[key]
+            self._release(run)
+            run.preleased, run.slot = False, -1
+            if record is not None and record.status is Execution.QUEUED:
+                self.queue.append(run)
+                self._kick()
+            elif run.embedding is not None:
+                run.embedding.cancel()
+
+    def _begin(self, run: Running) -> None:
+        """Its lease is applied: the execution deadline starts, and the run."""
+        run.preleased = False
+        self.running[run.key] = run
+        loop = asyncio.get_running_loop()
+        run.timer = loop.call_later(self.deadline, run.expire)
+        run.task = loop.create_task(self.runner.run(run, self._ended))
 
     def cancel(self, lineage: bytes, sequence: int) -> None:
         run = self.running.get((lineage, sequence)) or next(
@@ -197,17 +268,27 @@ class Executor:
                 await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.CANCELLED,
                                                              finish="cancelled"))
 
-    def _describe(self, run: Running) -> None:
+    def _describe(self, run: Running, page_limit: int | None = None) -> None:
         """Once per input: its space, its bare prompt length, output budget, page limit and the bytes
-        its memory may add (the pump looks at every queued input each time it runs)."""
+        its memory may add (the pump looks at every queued input each time it runs). `page_limit`:
+        from its admission event, before that is applied (its space is then set by the caller)."""
         if run.user_tokens:
             return
-        state = self.reads.state
         request = run.request
-        run.max_tokens, run.page_limit = int(request.max_output_tokens), int(run.record(state).page_limit)
-        run.space = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence)).space
+        run.max_tokens = int(request.max_output_tokens)
+        if page_limit is None:
+            state = self.reads.state
+            page_limit = int(run.record(state).page_limit)
+            run.space = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence)).space
+        run.page_limit = page_limit
         run.user_tokens = len(self.service.chat_prompt([ChatMessage(role="user", content=request.text)]))
         run.entry = mw.entry_bound(len(mw.retained_text(request)), TEXT_LIMIT if self._mode == 2 else None)
+
+    @staticmethod
+    def _bound(run: Running, memory_bytes: int, page_size: int) -> None:
+        """Its conservative bound in pages: bare prompt + what recall could add + output budget."""
+        memory = mw.memory_prompt_bound(memory_bytes)
+        run.pages = max(1, min(run.page_limit, math.ceil((run.user_tokens + memory + run.max_tokens) / page_size)))
 
     def _group(self) -> list[Running]:
         """The head of the queue whose claims the engine grants. Each input's bound: its bare prompt +
@@ -224,8 +305,7 @@ class Executor:
             self._describe(r)
             if r.space not in visible:
                 visible[r.space] = mw.visible_entry_bytes(store, r.space)
-            memory = mw.memory_prompt_bound(visible[r.space] + ahead.get(r.space, 0))
-            r.pages = max(1, min(r.page_limit, math.ceil((r.user_tokens + memory + r.max_tokens) / page_size)))
+            self._bound(r, visible[r.space] + ahead.get(r.space, 0), page_size)
             queue.append(Candidate(r.lineage, r.sequence, r.pages, r.since))
             ahead[r.space] = ahead.get(r.space, 0) + r.entry
         claims = claim_group(queue, lambda c: engine.claim_pages(c.pages, c.since))
@@ -241,12 +321,18 @@ class Executor:
         return next(i for i in range(len(used) + 1) if i not in used)
 
     async def _lease(self, group: list[Running]) -> None:
-        """One LEASE transfer per lineage of the group; each input runs once its lease is applied."""
+        """One LEASE transfer per lineage of the group; each input runs once its lease is applied
+        (one whose lease a read-back found in the log already runs without another)."""
         revision = LeaseRevision(self.settings.lease_revision)
         by_lineage: dict[bytes, list[tuple[int, Running]]] = {}
+        state = self.reads.state
         for index, run in enumerate(group):
             run.slot = self._slot()
             self.running[run.key] = run
+            record = run.record(state)
+            if record is not None and record.status is Execution.RUNNING:
+                self._begin(run)
+                continue
             by_lineage.setdefault(run.lineage, []).append((index, run))
         leases = [LeaseApplied(lineage, Lease(revision, tuple(LeaseRow(i, r.slot, r.sequence, lineage, self._mode)
                                                              for i, r in rows)))
@@ -254,13 +340,10 @@ class Executor:
         # the lineages' lease transfers go out together (one journal round: parallel appends)
         oks = await asyncio.gather(*(self.journal.write(rows[0][1], lease)
                                      for (_, rows), lease in zip(by_lineage.items(), leases)))
-        loop = asyncio.get_running_loop()
         for ok, rows in zip(oks, by_lineage.values()):
             for _, run in rows:
                 if not ok:  # its lease is not in the log: it stays queued there until the next boot interrupts it
                     self.running.pop(run.key, None)
                     self._release(run)
                     continue
-                # the execution deadline starts now that the lease is applied
-                run.timer = loop.call_later(self.deadline, run.expire)
-                run.task = loop.create_task(self.runner.run(run, self._ended))
+                self._begin(run)   # the execution deadline starts now that the lease is applied

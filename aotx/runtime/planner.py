@@ -40,6 +40,7 @@ class Cmd:
     lineage: bytes = b""
     decision: Optional[Decision] = None
     tick: int = -1
+    lease: Any = None   # an admitted input's lease journalled right behind it (aotx.runtime.admission_lease)
 
 
 @dataclass

@@ -30,6 +30,7 @@ class Running:
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1
+    preleased: bool = False     # leased with its admission, waiting for that lease to be applied
     cancelled: bool = False
     expired: bool = False
     timer: Optional[asyncio.TimerHandle] = None

@@ -67,6 +67,7 @@ from .stopping import cancel_and_wait
 from .stored_writes import StoredWrites
 from .targets import ChangeFeed
 from .views import run_view
+from .batch_append import BATCH_MIN_MESSAGES
 from .writer import JournalWriter
 
 log = logging.getLogger("aotx.runtime")
@@ -80,7 +81,9 @@ class SharedRuntime(RuntimePort):
     `boot_start` (aotx.runtime.boot.StartPoint): where boot starts reading (default: a fresh
     projector at sequence 1). `snapshots` (a SnapshotPolicy; None: off; needs `nats_url`): a
     SnapshotKeeper supplies the boot start (the newest valid snapshot) and, as an observer of applied
-    messages, writes one when due; the two are exclusive."""
+    messages, writes one when due; the two are exclusive. `batch_min_messages`: a write round with at
+    least this many journal messages goes out as one atomic batch where the log takes them
+    (aotx.runtime.batch_append)."""
 
     def __init__(self, nats_url: str | None = None, spec: StreamSpec | None = None,
                  capacities: Capacities | None = None, *, recorder: Recorder | None = None,
@@ -90,7 +93,7 @@ class SharedRuntime(RuntimePort):
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
                  nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
                  snapshots: SnapshotPolicy | None = None, stored_limits: StoredLimits | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -114,7 +117,7 @@ class SharedRuntime(RuntimePort):
         # the writer owns the journal connection
         self.writer = JournalWriter(JournalConnection(nats_url, self.spec, recorder=recorder, timeout=timeout,
                                                       name=f"aotx-runtime-{self.boot_id[:8]}", auth=nats_auth),
-                                    self.spec, self.boot_id, self.observers)
+                                    self.spec, self.boot_id, self.observers, batch_min_messages)
         self.reads = ProjectionView(lambda: self.writer.projector)
         # stream readers: what each applied message concerns (changes) goes to the broker (and the
         # split deployment's announcer, a sink of its own)
@@ -279,4 +282,4 @@ class SharedRuntime(RuntimePort):
         return await self.commands.submit(cmd)
 
     async def _command_round(self, batch: list[Cmd]) -> list[Cmd]:
-        return await command_round(self.writer, batch, self.context)
+        return await command_round(self.writer, batch, self.context, self.executor)

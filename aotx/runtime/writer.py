@@ -1,11 +1,13 @@
 """The journal writer: the one append path, the hold, and the read-back of unsynced subjects.
 
 A round's ticks are grouped per lineage into flights (one subject each). `write` appends every
-flight — lineages in parallel, each flight's ticks in order, each expecting the previous one's
-stream sequence — then applies every acknowledged tick through the projector in stream order,
-exactly as a replay would, and tells the observers what it applied (aotx.runtime.observers).
+flight — where the log takes atomic batches and the round is large enough to gain from one, every
+lineage of the round in ONE batch (one ack: aotx.runtime.batch_append), else lineages in parallel,
+each flight's ticks one append at a time; either way each flight's ticks in order, guarded by the expected last subject sequence —
+then applies every acknowledged tick through the projector in stream order, exactly as a replay
+would, and tells the observers what it applied (aotx.runtime.observers).
 
-Error mapping (one place, `_append`): JournalFull → hold "full" (a transfer left partial keeps its
+Error mapping (one place, `refuse`): JournalFull → hold "full" (a transfer left partial keeps its
 remaining ticks, unsynced); JournalUnavailable or any unexpected error → hold "unavailable", the
 write's landing unknown: unsynced, and the connection is dropped once every append of the round
 has its answer; ConcurrencyConflict → 409, the subject read back before answering; MessageTooLarge
@@ -16,8 +18,9 @@ Stream order: the projector always holds a prefix of the stream, as a replay's w
 whose subject may hold a message it did not hear acknowledged (a lost ack, an unmapped error, a
 conflict with another writer) bounds what its round applies: only acknowledged messages up to
 that flight's last acknowledged one (or, with none, up to the last message applied before the
-round); an acknowledged message of another flight beyond that bound is not applied now, its
-commands answer the hold and its subject is unsynced too, so the read-back applies it in order.
+round), and on through acknowledged messages that follow it without a hole (nothing unknown can
+lie before them); an acknowledged message of another flight beyond that bound is not applied now,
+its commands answer the hold and its subject is unsynced too, so the read-back applies it in order.
 
 Hold: while on hold each write first probes the log (stream_info: is there room?); the log is read
 back after the last message applied, every subject in stream order (what landed is applied), then
@@ -33,10 +36,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from eventlog import ConcurrencyConflict, JournalFull, JournalHold, MessageTooLarge, StreamSpec
+from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, JournalFull, JournalHold, MessageTooLarge,
+                      StreamSpec)
 
 from ..journal import Tick, lineage_hash
 from ..state.mutations import Mutation
+from .batch_append import BATCH_MIN_MESSAGES, append_batched
 from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
@@ -58,7 +63,8 @@ class Unsynced:
 
 @dataclass(eq=False)
 class Flight:
-    """One lineage's ticks of a round, appended in order on its subject."""
+    """One lineage's ticks of a round, appended in order on its subject. `continuation`: the ticks
+    complete a transfer already partial in the log (a read-back's resend): none is a first tick."""
 
     subject: str
     lh: int
@@ -66,14 +72,26 @@ class Flight:
     landed: list[tuple[int, Tick]] = field(default_factory=list)   # (stream sequence, tick), acked
     error: Optional[Outcome] = None
     conflict: bool = False
+    continuation: bool = False
     gap: bool = False   # the log may hold a message of this subject, after `landed`, that was never acked to us
+
+    @property
+    def partial(self) -> bool:
+        """Would a refusal now leave part of a transfer in the log?"""
+        return bool(self.landed) or self.continuation
+
+    @property
+    def rest(self) -> list[Tick]:
+        return self.ticks[len(self.landed):]
 
 
 class JournalWriter:
     """Owns the connection, the hold, the unsynced subjects and the one lock every write holds."""
 
-    def __init__(self, connection: JournalConnection, spec: StreamSpec, boot_id: str, observers: Observers) -> None:
+    def __init__(self, connection: JournalConnection, spec: StreamSpec, boot_id: str, observers: Observers,
+                 batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
         self.connection, self.spec, self.boot_id, self.observers = connection, spec, boot_id, observers
+        self.batch_min_messages = max(1, int(batch_min_messages))   # a round this large goes as one batch
         self.hold = HoldStatus()
         self.projector: Projector | None = None   # set by boot
         self.failed: Optional[str] = None
@@ -81,9 +99,13 @@ class JournalWriter:
         self.unsynced: dict[str, Unsynced] = {}
         self._attempt = 0
         self._drop_after = False
+        self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
 
     def flight(self, lineage: bytes, ticks: list[Tick]) -> Flight:
-        return Flight(self.spec.subject(lineage.hex(), TICK_KIND), lineage_hash(lineage), ticks)
+        at = self._subjects.get(lineage)
+        if at is None:
+            at = self._subjects[lineage] = (self.spec.subject(lineage.hex(), TICK_KIND), lineage_hash(lineage))
+        return Flight(at[0], at[1], ticks)
 
     # ---- answers -----------------------------------------------------------------------------
     def held(self) -> Outcome:
@@ -115,30 +137,24 @@ class JournalWriter:
             for f in flights:
                 f.error = self.held()
             return True
-        await self.connection.ensure()
+        recorder = await self.connection.ensure()
         self._attempt += 1
         self._drop_after = False
-        if len(flights) == 1:  # one lineage: no task per flight
-            try:
-                results: list = [await self._append(flights[0])]
-            except Exception as exc:
-                results = [exc]
-        else:
-            results = await asyncio.gather(*(self._append(f) for f in flights), return_exceptions=True)
-        for f, result in zip(flights, results):
-            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
-                if not isinstance(result, Exception):
-                    raise result
-                self._unknown(f, result)
+        await self._append_all(recorder, flights)
         if self._drop_after:
             await self.connection.drop()
         gaps = [f for f in flights if f.gap]
         if gaps:   # apply only up to the first message whose landing is unknown (nothing is applied yet)
             bound = min(f.landed[-1][0] if f.landed else self.applied_seq() for f in gaps)
+            for seq in sorted(seq for f in flights for seq, _ in f.landed):
+                if seq == bound + 1:   # acknowledged and right behind the bound: no unknown message before it
+                    bound = seq
+                elif seq > bound:
+                    break
             for f in flights:
                 self._defer(f, bound)
-        landed = sorted((seq, f.subject, tick.data) for f in flights for seq, tick in f.landed)
-        return all(self._feed(subject, seq, data, mutations) for seq, subject, data in landed)
+        landed = sorted(((seq, f.subject, tick) for f in flights for seq, tick in f.landed), key=lambda x: x[0])
+        return all(self._feed(subject, seq, tick.data, mutations, tick.transfers) for seq, subject, tick in landed)
 
     def applied_seq(self) -> int:
         """The last stream sequence applied (the projector holds every message up to it)."""
@@ -165,42 +181,43 @@ class JournalWriter:
         if any(f.conflict for f in flights):  # read the other writer's messages back before answering 409
             await self.resync()
 
-    async def _append(self, f: Flight, *, continuation: bool = False) -> None:
-        """Append a flight's ticks in order; the acked ones go to `f.landed`. Stops at the first
-        failure, mapped to `f.error`. `continuation`: the ticks complete a transfer already partial
-        in the log (a read-back's resend), so none of them is a first tick."""
-        assert self.projector is not None and self.connection.recorder is not None
-        recorder = self.connection.recorder
-        for i, tick in enumerate(f.ticks):
-            expected = f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
-            msg_id = f"{tick.msg_id}-{self.boot_id[:12]}-{self._attempt}"
-            rest, partial = f.ticks[i:], i > 0 or continuation
+    def msg_id(self, tick: Tick) -> str:
+        """Fresh per write attempt: a re-sent tick after a read-back is a new message, never a duplicate."""
+        return f"{tick.msg_id}-{self.boot_id[:12]}-{self._attempt}"
+
+    def expected(self, f: Flight) -> int:
+        """The stream sequence the flight's next tick expects as its subject's last."""
+        assert self.projector is not None
+        return f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
+
+    async def _append_all(self, recorder, flights: list[Flight]) -> None:
+        """Every flight: as atomic batches where the log takes them and the round has at least
+        `batch_min_messages` ticks (aotx.runtime.batch_append says why), else one append per tick."""
+        if getattr(recorder, "atomic_batches", False) and \
+                sum(len(f.ticks) - len(f.landed) for f in flights) >= self.batch_min_messages:
+            flights = await append_batched(self, recorder, flights)   # those left to append one by one
+        if len(flights) == 1:  # one lineage: no task per flight
             try:
-                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
-            except JournalFull as exc:
-                self.hold.begin("full", str(exc), pending_bytes=_size(rest) if partial else 0, unsynced=partial)
-                if partial:  # part of a transfer may be in the log: keep the rest to complete it
-                    self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
-                f.error = self.held()
-                return
-            except JournalHold as exc:  # JournalUnavailable: the write may or may not have landed
-                self.hold.begin("unavailable", str(exc), pending_bytes=_size(rest), unsynced=True)
-                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
-                self._drop_after = True   # after every append of the round has its answer
-                f.error, f.gap = self.held(), True
-                return
-            except ConcurrencyConflict as exc:
-                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest if partial else [])
-                f.conflict = f.gap = True   # the other writer's message: somewhere after our last one
-                f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
-                                        "read /participant and retry")
-                return
-            except MessageTooLarge as exc:
-                if not partial:
-                    f.error = Outcome.error(413, "too_large", str(exc))
-                    return
-                self.failed = f"tick {i} of a command is too large after earlier ticks landed: {exc}"
-                f.error = self.failed_outcome()
+                results: list = [await self._append(recorder, flights[0])]
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(*(self._append(recorder, f) for f in flights), return_exceptions=True)
+        for f, result in zip(flights, results):
+            if isinstance(result, BaseException):  # not a mapped journal error: its outcome is unknown
+                if not isinstance(result, Exception):
+                    raise result
+                self.unknown(f, result)
+
+    async def _append(self, recorder, f: Flight) -> None:
+        """Append a flight's remaining ticks one by one, in order; the acked ones go to `f.landed`.
+        Stops at the first failure, mapped to `f.error`."""
+        for tick in f.rest:
+            msg_id = self.msg_id(tick)
+            try:
+                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=self.expected(f))
+            except (JournalHold, ConcurrencyConflict, MessageTooLarge) as exc:
+                self.refuse(f, exc)
                 return
             if ack.duplicate:
                 self.failed = f"journal answered a fresh message id {msg_id} as a duplicate (seq {ack.seq})"
@@ -208,11 +225,37 @@ class JournalWriter:
                 return
             f.landed.append((ack.seq, tick))
 
-    def _unknown(self, f: Flight, exc: Exception) -> None:
+    def refuse(self, f: Flight, exc: EventLogError) -> None:
+        """Map a journal refusal of the flight's remaining ticks onto it (the one error mapping)."""
+        rest, partial = f.rest, f.partial
+        if isinstance(exc, JournalFull):
+            self.hold.begin("full", str(exc), pending_bytes=_size(rest) if partial else 0, unsynced=partial)
+            if partial:  # part of a transfer may be in the log: keep the rest to complete it
+                self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
+            f.error = self.held()
+        elif isinstance(exc, JournalHold):  # JournalUnavailable: the write may or may not have landed
+            self.hold.begin("unavailable", str(exc), pending_bytes=_size(rest), unsynced=True)
+            self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
+            self._drop_after = True   # after every append of the round has its answer
+            f.error, f.gap = self.held(), True
+        elif isinstance(exc, ConcurrencyConflict):
+            self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest if partial else [])
+            f.conflict = f.gap = True   # the other writer's message: somewhere after our last one
+            f.error = Outcome.error(409, "conflict", f"another writer appended to this lineage ({exc}); "
+                                    "read /participant and retry")
+        elif isinstance(exc, (MessageTooLarge, BatchTooLarge)) and not partial:
+            f.error = Outcome.error(413, "too_large", str(exc))
+        elif isinstance(exc, (MessageTooLarge, BatchTooLarge)):
+            self.failed = f"a tick of a command is too large after earlier ticks landed: {exc}"
+            f.error = self.failed_outcome()
+        else:
+            self.unknown(f, exc)
+
+    def unknown(self, f: Flight, exc: Exception) -> None:
         """An append failed with an error the journal does not map: its landing is unknown."""
         log.warning("journal append on %s failed (%s: %s); reading it back before the next write",
                     f.subject, type(exc).__name__, exc)
-        rest = f.ticks[len(f.landed):]
+        rest = f.rest
         self.hold.begin("unavailable", f"append: {type(exc).__name__}: {exc}", pending_bytes=_size(rest),
                         unsynced=True)
         self.unsynced[f.subject] = Unsynced(f.subject, f.lh, rest)
@@ -220,10 +263,11 @@ class JournalWriter:
         f.error, f.gap = self.held(), True
 
     def _feed(self, subject: str, seq: int, data: bytes,
-              mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS) -> bool:
+              mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS, own: tuple = ()) -> bool:
+        """Apply one acknowledged message (`own`: its tick's whole transfers, where it is ours)."""
         assert self.projector is not None
         try:
-            done = self.projector.feed(subject, seq, data)
+            done = self.projector.feed(subject, seq, data, own)
         except ReplayError as exc:
             self.failed = str(exc)
             log.error("shared runtime stopped: %s", exc)
@@ -273,7 +317,7 @@ class JournalWriter:
         """Read the log back after the last message applied — every subject, in stream order, as a
         replay's tail — then for each unsynced subject complete a transfer left partial (resend its
         remaining ticks) or drop ticks that never landed. The hold lifts once none is left unsynced."""
-        if self.unsynced and not await self._read_back():
+        if self.unsynced and not await self.read_back():
             return
         for subject in list(self.unsynced):
             if subject in self.unsynced and not await self._resync_one(self.unsynced[subject]):
@@ -281,7 +325,9 @@ class JournalWriter:
         if not self.unsynced:
             self.hold.lift()
 
-    async def _read_back(self) -> bool:
+    async def read_back(self) -> bool:
+        """Apply what the log holds after the last message applied, every subject in stream order.
+        False when the log did not answer (the hold's last error says why) or applying failed (stopped)."""
         try:
             recorder = await self.connection.ensure()
             async for msg in recorder.read(self.applied_seq() + 1):
@@ -306,19 +352,19 @@ class JournalWriter:
                 return False
         # else: every transfer in the log is complete; ticks that did not land are dropped (nothing changed)
         del self.unsynced[u.subject]
-        return not rest or await self._complete(Flight(u.subject, u.lineage_hash, rest))
+        return not rest or await self._complete(Flight(u.subject, u.lineage_hash, rest, continuation=True))
 
     async def _complete(self, f: Flight) -> bool:
         """Resend the remaining ticks of a transfer left partial, through the one append path."""
         self._attempt += 1
         self._drop_after = False
         try:
-            await self._append(f, continuation=True)
+            await self._append_all(await self.connection.ensure(), [f])
         except Exception as exc:
-            self._unknown(f, exc)
+            self.unknown(f, exc)
         if self._drop_after:
             await self.connection.drop()
-        if not all(self._feed(f.subject, seq, tick.data) for seq, tick in f.landed):
+        if not all(self._feed(f.subject, seq, tick.data, own=tick.transfers) for seq, tick in f.landed):
             return False
         if f.conflict:
             await self.resync()

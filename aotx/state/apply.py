@@ -13,7 +13,6 @@ State untouched too. `apply` is a copy of the state followed by `apply_into`.
 from __future__ import annotations
 
 import heapq
-import struct
 from dataclasses import replace
 from typing import Callable
 
@@ -26,7 +25,7 @@ from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, 
 from .execution import ExecutionRecord, input_slot
 from .ids import IdKind, format_id
 from .state import Save, State
-from .tables import RECEIPT
+from .tables import RECEIPT, RECEIPT_ROW
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -35,12 +34,9 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
-# used, lineage, sequence, operation, operation_key, kind, http_status, transport, commit, admission,
-# terminal, resource_kind, resource_lineage, resource_ident, command_len, result_len
-_RECEIPT_ROW = struct.Struct("<B16sQ16s16sBHBBBBB16s16sII")
-assert _RECEIPT_ROW.size == RECEIPT.itemsize and RECEIPT.names == (
-    "used", "lineage", "sequence", "operation", "operation_key", "kind", "http_status", "transport", "commit",
-    "admission", "terminal", "resource_kind", "resource_lineage", "resource_ident", "command_len", "result_len")
+_RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
+#                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
+#                              command_len, result_len (aotx.state.tables)
 
 
 def apply(state: State, event: Event) -> State:
@@ -75,14 +71,14 @@ def record_save_into(state: State, slot: int, save: Save) -> None:
     state.saves[slot] = save  # type: ignore[index]
 
 
-def apply_into(state: State, event: Event) -> None:
-    """Apply `event` to an owned state (from `owned_copy`, or the projector's), in place.
-    Raises (ApplyError, CapacityFull) before any write when the event does not apply."""
+def apply_into(state: State, event: Event) -> int:
+    """Apply `event` to an owned state (from `owned_copy`, or the projector's), in place; returns the
+    receipt slot it wrote. Raises (ApplyError, CapacityFull) before any write when the event does not apply."""
     op = event.op
     ix = state.index
     prow = ix.participants.get(op.lineage)
     parts = state.participants
-    nxt = 1 if prow is None else int(parts[prow]["next_sequence"])
+    nxt = 1 if prow is None else int(parts["next_sequence"][prow])   # (a column, then a row: 3× a row's field)
     where = f"{event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
     if isinstance(event, ParticipantRegistered) != (prow is None):
         raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
@@ -131,7 +127,7 @@ def apply_into(state: State, event: Event) -> None:
 
     # ---- writes: nothing below raises ----
     if prow is not None:  # first: the one write that could still fail (u64 overflow) precedes every other
-        parts[prow]["next_sequence"] = op.sequence + 1
+        parts["next_sequence"][prow] = op.sequence + 1
     new_prow = write()
     slot = heapq.heappop(free)
     admitted = isinstance(event, InputAdmitted)
@@ -152,8 +148,9 @@ def apply_into(state: State, event: Event) -> None:
         state.executions[slot] = None  # type: ignore[index]
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
     if prow is None:
-        parts[new_prow]["next_sequence"] = op.sequence + 1
+        parts["next_sequence"][new_prow] = op.sequence + 1
     object.__setattr__(state, "applied", state.applied + 1)
+    return slot
 
 
 def _u8(value: bytes) -> np.ndarray:
@@ -181,29 +178,32 @@ def _register(state: State, e: ParticipantRegistered) -> Callable[[], int]:
 
 
 def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Callable[[], None], list[int]]:
-    floor = int(state.participants[prow]["retry_floor"])
+    floor = int(state.participants["retry_floor"][prow])
     if not floor <= e.retry_floor <= e.op.sequence:
         raise ApplyError(f"{where}: retry floor {e.retry_floor} outside {floor}..{e.op.sequence}")
     receipts = state.receipts
+    slots = state.receipts_of(e.op.lineage)   # ascending; the lineage's columns read once each
     freed: list[int] = []
-    for slot in state.receipts_of(e.op.lineage).tolist():
-        row = receipts[slot]
-        if int(row["sequence"]) < e.retry_floor:
-            if int(row["terminal"]) != Terminal.SAVED:
-                raise ApplyError(f"{where}: receipt of sequence {int(row['sequence'])} is not terminal")
+    saved = int(Terminal.SAVED)
+    for slot, seq, terminal in zip(slots.tolist(), receipts["sequence"][slots].tolist(),
+                                   receipts["terminal"][slots].tolist()):
+        if seq < e.retry_floor:
+            if terminal != saved:
+                raise ApplyError(f"{where}: receipt of sequence {seq} is not terminal")
             freed.append(slot)
 
     def write() -> None:
         ix = state.index
-        for slot in freed:
-            row = receipts[slot]
-            ix.drop_receipt(slot, e.op.lineage, int(row["sequence"]), row["operation_key"].tobytes())
-            receipts[slot] = 0
+        seqs = receipts["sequence"][freed].tolist()
+        keys = receipts["operation_key"][freed].tobytes()
+        for i, slot in enumerate(freed):
+            ix.drop_receipt(slot, e.op.lineage, seqs[i], keys[16 * i:16 * i + 16])
             state.commands[slot] = b""  # type: ignore[index]
             state.saves[slot] = None  # type: ignore[index]
             state.executions[slot] = None  # type: ignore[index]
+        receipts[freed] = 0
         # the floor is part of the state before any freed slot can be reused
-        state.participants[prow]["retry_floor"] = e.retry_floor
+        state.participants["retry_floor"][prow] = e.retry_floor
     return write, freed
 
 
@@ -233,10 +233,10 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
 def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
     space = _space(state, e.space_lineage, e.space, where)
     target = state.participant_row(e.participant_lineage)
-    if target is None or state.participants[target]["ident"].tobytes() != e.participant:
+    if target is None or state.participants["ident"][target].tobytes() != e.participant:
         raise ApplyError(f"{where}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
                          " does not exist")
-    if int(state.spaces[space]["owner"]) == target:
+    if int(state.spaces["owner"][space]) == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
     existing = state.member_row(space, target)
     if existing is None and state.n_members >= len(state.members):
@@ -248,8 +248,7 @@ def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], No
             row = state.n_members
             state.index.members.setdefault((space, target), row)
             _set(state, n_members=row + 1)
-        m = state.members[row]
-        m["space"], m["participant"], m["rights"] = space, target, int(e.rights)
+        state.members[row] = (space, target, int(e.rights))   # the row's fields in order (tables.MEMBER)
     return write
 
 

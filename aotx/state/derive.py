@@ -7,6 +7,7 @@ that reuses its slot or its key, and a handle tells its sequence (a retired one 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 
@@ -14,6 +15,7 @@ _LINEAGE_PERSON = b"aotx-lineage"
 _OPERATION_PERSON = b"aotx-operation"
 
 
+@functools.lru_cache(maxsize=8192)
 def lineage_for(principal: str) -> bytes:
     """The lineage of a principal: BLAKE2b-128 of its UTF-8 name."""
     return hashlib.blake2b(principal.encode("utf-8"), digest_size=16, person=_LINEAGE_PERSON).digest()

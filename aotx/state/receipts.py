@@ -15,7 +15,7 @@ from .derive import operation_sequence
 from .errors import IdError, StateError
 from .ids import IdKind, format_id, parse_id
 from .state import Save, State
-from .tables import raw
+from .tables import RECEIPT_ROW, raw
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _RESOURCE_PREFIX = {ResourceKind.PARTICIPANT: IdKind.PARTICIPANT, ResourceKind.SPACE: IdKind.SPACE,
@@ -43,30 +43,37 @@ def find_operation(state: State, lineage: bytes, handle: str) -> int | Refusal:
     return not_found(f"operation {handle} not found")
 
 
+_KIND_LABEL = {int(k): k.label for k in MutationKind}
+_NAME = {cls: {int(v): v.name.lower() for v in cls} for cls in (Transport, Commit, Admission, Terminal)}
+
+
 def receipt_json(state: State, slot: int) -> dict[str, Any]:
-    r = state.receipts[slot]
-    if not int(r["used"]):
+    # the row as one unpack of its bytes (tables.RECEIPT_ROW): one numpy access, not one per field
+    (used, lineage, sequence, operation, _key, kind, http_status, transport, commit, admission, terminal,
+     resource_kind, resource_lineage, resource_ident, command_len, result_len) = RECEIPT_ROW.unpack(
+        state.receipts[slot].tobytes())
+    if not used:
         raise StateError(f"receipt slot {slot} is free")
-    lineage = raw(r["lineage"])
-    kind = ResourceKind(int(r["resource_kind"]))
-    resource = None if kind is ResourceKind.NONE else format_id(
-        _RESOURCE_PREFIX[kind], raw(r["resource_lineage"]), raw(r["resource_ident"]))
+    rkind = ResourceKind(resource_kind)
+    resource = None if rkind is ResourceKind.NONE else format_id(_RESOURCE_PREFIX[rkind], resource_lineage,
+                                                                 resource_ident)
     save = state.saves[slot]
     return {
-        "operation": format_id(IdKind.OPERATION, lineage, raw(r["operation"])),
-        "sequence": str(int(r["sequence"])),
-        "kind": MutationKind(int(r["kind"])).label,
-        "status_code": int(r["http_status"]),
+        "operation": format_id(IdKind.OPERATION, lineage, operation),
+        "sequence": str(sequence),
+        "kind": _KIND_LABEL[kind],
+        "status_code": http_status,
         "status": {
-            "transport": Transport(int(r["transport"])).name.lower(),
-            "commit": Commit(int(r["commit"])).name.lower(),
-            "admission": Admission(int(r["admission"])).name.lower(),
-            "terminal": Terminal(int(r["terminal"])).name.lower(),
+            "transport": _NAME[Transport][transport],
+            "commit": _NAME[Commit][commit],
+            "admission": _NAME[Admission][admission],
+            "terminal": _NAME[Terminal][terminal],
         },
         "resource": resource,
-        "command_bytes": int(r["command_len"]),
-        "result_bytes": int(r["result_len"]),
-        "save": {name: (None if save is None else getattr(save, name)) for name in SAVE_FIELDS},
+        "command_bytes": command_len,
+        "result_bytes": result_len,
+        "save": {name: None for name in SAVE_FIELDS} if save is None else {
+            name: getattr(save, name) for name in SAVE_FIELDS},
         **_execution_json(state, slot),
     }
 

@@ -29,9 +29,12 @@ class Grants:
         return cls(True, True, True)
 
     def rights(self) -> Rights:
-        return ((Rights.READ if self.shared_read else Rights.NONE)
-                | (Rights.WRITE if self.shared_write else Rights.NONE)
-                | (Rights.MANAGE if self.shared_manage else Rights.NONE))
+        return _GRANTED[(bool(self.shared_read), bool(self.shared_write), bool(self.shared_manage))]
+
+
+# the rights of each combination of grants, computed once (Flag arithmetic is slow per call)
+_GRANTED = {(r, w, m): (Rights.READ if r else Rights.NONE) | (Rights.WRITE if w else Rights.NONE)
+            | (Rights.MANAGE if m else Rights.NONE) for r in (False, True) for w in (False, True) for m in (False, True)}
 
 
 @dataclass(frozen=True)

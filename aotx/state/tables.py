@@ -8,6 +8,8 @@ the arrays it changes.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from .capacities import Capacities
@@ -44,6 +46,13 @@ RECEIPT = np.dtype([
     ("resource_lineage", *B16), ("resource_ident", *B16),
     ("command_len", "<u4"), ("result_len", "<u4"),
 ])
+
+# one receipt row as packed bytes (field order and widths of RECEIPT): apply writes a row with one
+# pack, receipt_json reads one with one unpack
+RECEIPT_ROW = struct.Struct("<B16sQ16s16sBHBBBBB16s16sII")
+assert RECEIPT_ROW.size == RECEIPT.itemsize and RECEIPT.names == (
+    "used", "lineage", "sequence", "operation", "operation_key", "kind", "http_status", "transport", "commit",
+    "admission", "terminal", "resource_kind", "resource_lineage", "resource_ident", "command_len", "result_len")
 
 TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 DTYPES = {"participants": PARTICIPANT, "spaces": SPACE, "conversations": CONVERSATION,

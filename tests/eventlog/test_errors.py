@@ -48,3 +48,18 @@ def test_too_large_and_unknown():
 def test_header_names():
     assert Header.MSG_ID.value == "Nats-Msg-Id"
     assert Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value == "Nats-Expected-Last-Subject-Sequence"
+
+
+def test_atomic_batch_refusals():
+    from eventlog import AtomicBatchUnsupported, BatchTooLarge, DuplicateInBatch
+    err = map_publish_error(_api(jse.BadRequestError, 10164, "wrong last sequence"), None, None)
+    assert isinstance(err, ConcurrencyConflict) and err.subject is None and "a batch" in str(err)
+    assert isinstance(map_publish_error(_api(jse.BadRequestError, 10174, "atomic publish is disabled"), None, None),
+                      AtomicBatchUnsupported)
+    assert isinstance(map_publish_error(_api(jse.BadRequestError, 10199, "atomic publish batch is too large: 1000"),
+                                        None, None), BatchTooLarge)
+    assert isinstance(map_publish_error(_api(jse.BadRequestError, 10201, "atomic publish batch contains duplicate "
+                                                                         "message id"), None, None), DuplicateInBatch)
+    for code in (10176, 10210):
+        assert isinstance(map_publish_error(_api(jse.BadRequestError, code, "x"), None, None), JournalUnavailable)
+    assert Header.BATCH_SEQUENCE.value == "Nats-Batch-Sequence" and Header.BATCH_COMMIT.value == "Nats-Batch-Commit"

@@ -20,7 +20,7 @@ class SlowRecorder(MemoryRecorder):
 
     def __init__(self, delay: float = 0.01, **kw) -> None:
         super().__init__(**kw)
-        self.delay, self.appends, self.fail_subjects = delay, [], set()
+        self.delay, self.appends, self.batches, self.fail_subjects = delay, [], [], set()
 
     async def append(self, subject, payload, msg_id=None, expected_last_subject_seq=None):
         await asyncio.sleep(self.delay)
@@ -28,6 +28,15 @@ class SlowRecorder(MemoryRecorder):
         if subject in self.fail_subjects:
             raise JournalFull("journal full: maximum bytes exceeded (test)")
         return await super().append(subject, payload, msg_id, expected_last_subject_seq)
+
+    async def append_batch(self, messages):
+        """One wait for the whole batch (one fsync); refused whole if it touches a failing subject."""
+        await asyncio.sleep(self.delay)
+        self.appends.extend(m.subject for m in messages)
+        self.batches.append([m.subject for m in messages])
+        if any(m.subject in self.fail_subjects for m in messages):
+            raise JournalFull("journal full: maximum bytes exceeded (test)")
+        return await super().append_batch(messages)
 
 
 def body(who: str, seq: int, key: int, **fields) -> bytes:

@@ -352,6 +352,14 @@ class _LosingRecorder:
             raise JournalUnavailable(f"ack of message {ack.seq} lost (test)")
         return ack
 
+    async def append_batch(self, messages):
+        acks = await self.inner.append_batch(messages)
+        if self.lose_next:
+            self.lose_next = False
+            from eventlog import JournalUnavailable
+            raise JournalUnavailable(f"ack of the batch ending at {acks[-1].seq} lost (test)")
+        return acks
+
 
 async def test_an_admission_found_by_read_back_still_executes_once(nats_url, service):
     from eventlog import JetStreamRecorder
