@@ -4,15 +4,31 @@ import asyncio
 import pytest
 
 from aotx.engine import Delta, Engine, EngineConfig, RequestRejected, SamplingParams
+from aotx.engine.launch import InlineLauncher
 from tests.engine.engine_fakes import (FailingBackend, FakeBackend, FakeTokenizer,
                                        reference_greedy)
 from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 
+# every test runs the classic loop, the one-step-behind loop with the device inline (deterministic
+# bookkeeping) and the one-step-behind loop with a device thread (real overlap)
+LOOPS = {"classic": False, "behind-inline": True, "behind-thread": True}
+_loop = ["classic"]
+
+
+@pytest.fixture(autouse=True, params=list(LOOPS))
+def engine_loop(request):
+    _loop[0] = request.param
+    yield request.param
+    _loop[0] = "classic"
+
+
 def make_engine(backend=None, start=True, **cfg) -> tuple[Engine, FakeBackend]:
     backend = backend or FakeBackend(num_pages=cfg.get("num_pages", 64), page_size=4)
-    config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256, **cfg})
-    engine = Engine(backend, FakeTokenizer(), config)
+    config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256,
+                             "overlap": LOOPS[_loop[0]], **cfg})
+    engine = Engine(backend, FakeTokenizer(), config,
+                    launcher=InlineLauncher(backend) if _loop[0] == "behind-inline" else None)
     if start:
         engine.start()
     return engine, backend
