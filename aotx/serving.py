@@ -26,6 +26,7 @@ class ServiceConfig:
     page_size: int = 16
     default_max_tokens: int = 512
     model_path: str | None = None
+    overlap: bool | None = None          # EngineConfig.overlap (None: the backend's choice)
 
 
 class ModelService:
@@ -51,7 +52,7 @@ class ModelService:
                                  page_size=config.page_size)
         engine = Engine(backend, bundle.tokenizer, EngineConfig(
             max_batch=config.max_batch, num_pages=config.kv_pages, page_size=config.page_size,
-            max_model_len=int(bundle.config.context_length)))
+            max_model_len=int(bundle.config.context_length), overlap=config.overlap))
         return cls(bundle, engine, default_max_tokens=config.default_max_tokens,
                    backend_name=backend.name)
 

