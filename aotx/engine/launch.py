@@ -11,8 +11,8 @@ handle; ``handle.ids()`` waits for the step and returns its sampled ids,
   classic loop, and any backend without a device queue).
 * ``ThreadLauncher``: a "device" thread runs the steps in order (numpy: BLAS
   releases the GIL, so the host prepares step N+1 while step N computes).
-* A backend may bring its own (``backend.step_launcher()``, e.g. CUDA: pinned
-  buffer, async copy and an event).
+* A backend may bring its own (``backend.step_launcher(force)``, e.g. CUDA:
+  pinned staging, ids fed on the device, async copy and an event).
 """
 from __future__ import annotations
 
@@ -153,12 +153,16 @@ class ThreadLauncher:
 
 
 def make_launcher(backend, overlap: bool | None) -> Launcher:
-    """overlap None: the backend's choice (its own launcher if it has one that overlaps, a device
-    thread for numpy, else inline); True/False force the one-behind loop on or off."""
+    """overlap None: the backend's choice (its own overlapping launcher where it offers one by
+    default, a device thread for numpy, else inline); True: one step behind (the backend's own
+    launcher if it has one, else a device thread); False: inline, the classic loop."""
     own = getattr(backend, "step_launcher", None)
-    native = own() if callable(own) else None
-    if overlap is None:
-        overlap = native is not None or getattr(backend, "name", None) == "numpy"
-    if not overlap:
+    if overlap is False:
         return InlineLauncher(backend)
-    return native if native is not None else ThreadLauncher(backend)
+    if callable(own):
+        native = own(force=bool(overlap))
+        if native is not None:
+            return native
+    if overlap or getattr(backend, "name", None) == "numpy":
+        return ThreadLauncher(backend)
+    return InlineLauncher(backend)
