@@ -22,6 +22,15 @@ from kernels.cuda.copy_runs import runs
 ALIGN = 64
 
 
+def _feeder(copies: list[tuple[int, int, int]], src: int, stream):
+    """The ``patch`` for ``forward``: copy the previous step's ids (``src``, int32) into the staged
+    token slots, one device-to-device copy per run."""
+    def patch(p: dict[str, int]) -> None:
+        for t, r, n in copies:
+            driver.dtod(p["tokens"] + 4 * t, src + 4 * r, 4 * n, stream)
+    return patch
+
+
 class _Arena:
     def __init__(self, nbytes: int) -> None:
         self.buf = driver.Pinned(nbytes)
@@ -64,10 +73,13 @@ class Staging:
         driver.htod_pinned(dst, addr, raw.nbytes, self.dev.stream)
 
     def _grow(self, need: int) -> None:
-        """Bigger arenas: wait for the stream (every copy queued from the old ones has run)."""
+        """Bigger arenas: wait for the stream (every copy queued from the old ones has run) and read
+        the ids an earlier launch left in them before they go."""
         self.dev.synchronize()
         size = max(need, 2 * self.arena.buf.nbytes)
         for a in self.arenas:
+            if a.last is not None:
+                a.last.ids()
             a.buf.free()
             a.buf = driver.Pinned(size)
             a.used = 0
@@ -122,12 +134,7 @@ class CudaStepLauncher:
                     batch = self._resolve_on_host(batch, prev_rows)   # forward reallocates sample_out
                 else:
                     t_idx = np.nonzero(prev_rows >= 0)[0]
-                    copies = runs(t_idx, prev_rows[t_idx])
-                    src = be.sample_out
-
-                    def patch(p, copies=copies, src=src):
-                        for t, r, n in copies:
-                            driver.dtod(p["tokens"] + 4 * t, src + 4 * r, 4 * n, stream)
+                    patch = _feeder(runs(t_idx, prev_rows[t_idx]), be.sample_out, stream)
             self.staging.begin()
             start, end = self._events[self._next_event]
             self._next_event = (self._next_event + 1) % self.EVENTS

@@ -79,7 +79,7 @@ def same_batches_check(bundle, prompts, extra_prompt, record, backend: str = "cu
     chain = _Chain(list(prompts) + [extra_prompt])
     equal, first_bad = 0, None
     prev_row: dict[int, int] = {}
-    handles = []
+    handles, refs = [], []
     for k, (order, n_new) in enumerate(steps):
         batch = chain.batch(order, n_new)
         rows = _rows(len(order), seed0=k * 100)
@@ -103,7 +103,7 @@ def same_batches_check(bundle, prompts, extra_prompt, record, backend: str = "cu
             equal += int(np.array_equal(got_prev, refs[-1]))
             if not np.array_equal(got_prev, refs[-1]) and first_bad is None:
                 first_bad = (k - 1, refs[-1].tolist(), got_prev.tolist())
-        refs = [ref] if k == 0 else refs + [ref]
+        refs.append(ref)
         prev_row = {i: j for j, i in enumerate(order)}
         for j, i in enumerate(order):
             chain.seqs[i].append(int(ref[j]))
