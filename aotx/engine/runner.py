@@ -68,6 +68,9 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
+        # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
+        # array instead of converting a page list (no host work proportional to the context)
+        self._tables: dict[int, tuple[np.ndarray, int]] = {}
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
@@ -158,7 +161,7 @@ class ModelRunner:
             slots.extend(self.blocks.slot_mapping(seq.seq_id, start, start + n))
             query_start.append(len(tokens))
             context_lens.append(start + n)
-            tables.append(self.blocks.block_table(seq.seq_id))
+            tables.append(self._table(seq.seq_id))
             if seq.params.prompt_logprobs is not None:
                 # logits at position p score prompt token p + 1
                 for p in range(start, min(start + n, seq.prompt_len - 1)):
@@ -171,6 +174,9 @@ class ModelRunner:
         block_tables = np.full((len(tables), width), -1, dtype=np.int32)
         for i, t in enumerate(tables):
             block_tables[i, : len(t)] = t
+        if len(self._tables) > 2 * len(scheduled) + 64:   # forget sequences that ended
+            live = {s.seq.seq_id for s in scheduled}
+            self._tables = {k: v for k, v in self._tables.items() if k in live}
         batch = StepBatch(
             token_ids=np.array(tokens, dtype=np.int32),
             positions=np.array(positions, dtype=np.int32),
@@ -186,6 +192,19 @@ class ModelRunner:
             for t, row in placeholders:
                 prev_rows[t] = row
         return _Plan(batch, sample, prompt, prev_rows)
+
+    def _table(self, seq_id: int) -> np.ndarray:
+        pages = self.blocks.block_table(seq_id)
+        arr, n = self._tables.get(seq_id, (None, 0))
+        if arr is None or n > len(pages) or (n and arr[n - 1] != pages[n - 1]):
+            arr, n = np.empty(max(16, 2 * len(pages)), dtype=np.int32), 0   # new (or not the one cached)
+        if len(pages) > n:
+            if len(pages) > len(arr):
+                arr = np.concatenate([arr[:n], np.empty(len(pages), dtype=np.int32)])
+            arr[n:len(pages)] = pages[n:]
+            n = len(pages)
+        self._tables[seq_id] = (arr, n)
+        return arr[:n]
 
     # -- sampling and logprobs ------------------------------------------------
     def _logprobs(self, logits: np.ndarray, chosen: np.ndarray, ks: list[int]) -> list[TokenLogprob]:
