@@ -71,6 +71,7 @@ class Engine:
         launcher = launcher or make_launcher(backend, config.overlap)
         self.runner = ModelRunner(backend, self.blocks, tokenizer, launcher)
         self._one_behind = launcher.overlaps if config.overlap is None else config.overlap
+        self._pause = getattr(launcher, "pause", lambda: None)
         # a request never needs more pages than the whole pool
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
@@ -146,7 +147,10 @@ class Engine:
     def stats(self) -> EngineStats:
         with self._cond:
             queued = self._queued
-        return self._stats.snapshot(queue_depth=queued)
+        timing = getattr(self.runner.launcher, "timing", None)
+        t = timing() if timing is not None else {}
+        return dataclasses.replace(self._stats.snapshot(queue_depth=queued),
+                                   device_busy_s=t.get("busy_s", 0.0), device_idle_s=t.get("idle_s", 0.0))
 
     # -- the caller's side (any thread with a running event loop) ---------------
     def submit(self, prompt_ids: list[int], params: SamplingParams, *,
@@ -204,6 +208,7 @@ class Engine:
             with self._cond:
                 while (pending is None and not self._inbox and (self._stalled or not self.scheduler.has_work())
                        and not self._stopping):
+                    self._pause()          # the device idles for want of work, not for the host
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -315,8 +320,8 @@ class Engine:
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
             tail = seq.detokenizer.flush()
             text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
-        delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob is not None else (),
-                      finish_reason=reason, stop_sequence=stop)
+        delta = Delta(text, (tid,), (res.logprob,) if res.logprob is not None else (), reason, stop,
+                      seq.prompt_len, len(seq.output_ids))     # the counts _send would add: no copy
         if reason is not None:
             self._finish(seq, reason)
             self._end(seq, delta)
@@ -335,8 +340,9 @@ class Engine:
         if not seq.prompt_logprobs_sent and seq.params.prompt_logprobs is not None:
             extra["prompt_logprobs"] = tuple(seq.prompt_logprobs)
             seq.prompt_logprobs_sent = True
-        delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
-                                    completion_tokens=len(seq.output_ids), **extra)
+        if extra or delta.prompt_tokens != seq.prompt_len or delta.completion_tokens != len(seq.output_ids):
+            delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
+                                        completion_tokens=len(seq.output_ids), **extra)
         self._outbox.append((handle, seq, delta))
 
     def _flush(self) -> None:

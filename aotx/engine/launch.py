@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import queue
 import threading
+import time
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,7 +41,36 @@ class Launcher(Protocol):
     overlaps: bool          # launch returns before the step has run
     def launch(self, batch: StepBatch, prev_rows: np.ndarray | None, sample_rows: np.ndarray,
                sampling: SamplingRows) -> Launched: ...
+    def pause(self) -> None: ...        # no work until the next launch: that wait is not a gap
+    def timing(self) -> dict: ...       # {"steps", "busy_s", "idle_s", "busy_share"} since reset
     def close(self) -> None: ...
+
+
+class DeviceClock:
+    """Device-busy accounting on the host clock: each step's run time, and the gaps between one
+    step's end and the next one's start while work was waiting (the device idle for the host)."""
+
+    def __init__(self) -> None:
+        self.reset_timing()
+
+    def reset_timing(self) -> None:
+        self.steps, self.busy, self.idle = 0, 0.0, 0.0
+        self._last_end: float | None = None
+
+    def pause(self) -> None:
+        self._last_end = None
+
+    def ran(self, start: float, end: float) -> None:
+        self.steps += 1
+        self.busy += end - start
+        if self._last_end is not None:
+            self.idle += max(0.0, start - self._last_end)
+        self._last_end = end
+
+    def timing(self) -> dict:
+        total = self.busy + self.idle
+        return {"steps": self.steps, "busy_s": self.busy, "idle_s": self.idle,
+                "busy_share": self.busy / total if total > 0 else float("nan")}
 
 
 class DependencyFailed(RuntimeError):
@@ -82,20 +112,23 @@ class Done:
         return self._ids
 
 
-class InlineLauncher:
+class InlineLauncher(DeviceClock):
     overlaps = False
 
     def __init__(self, backend) -> None:
+        super().__init__()
         self.backend = backend
         self._last: np.ndarray | None = _NO_IDS
 
     def launch(self, batch, prev_rows, sample_rows, sampling) -> Done:
+        start = time.perf_counter()
         try:
             batch = resolve_tokens(batch, prev_rows, self._last)
             logits, ids = run_step(self.backend, batch, sample_rows, sampling)
         except BaseException:
             self._last = None
             raise
+        self.ran(start, time.perf_counter())
         self._last = ids
         return Done(logits, ids)
 
@@ -119,11 +152,12 @@ class _Job:
         return self._ids
 
 
-class ThreadLauncher:
+class ThreadLauncher(DeviceClock):
     """Steps run in launch order on one "device" thread; launch returns at once."""
     overlaps = True
 
     def __init__(self, backend) -> None:
+        super().__init__()
         self.backend = backend
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="aotx-device", daemon=True)
@@ -143,8 +177,10 @@ class ThreadLauncher:
         while (job := self._jobs.get()) is not None:
             batch, prev_rows, sample_rows, sampling = job.args
             try:
+                start = time.perf_counter()
                 job.logits, job._ids = run_step(self.backend, resolve_tokens(batch, prev_rows, last),
                                                 sample_rows, sampling)
+                self.ran(start, time.perf_counter())   # (read on the engine thread: floats, under the GIL)
                 last = job._ids
             except BaseException as exc:  # handed to whoever waits on this step (the engine ends it)
                 last, job._error = None, exc

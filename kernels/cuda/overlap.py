@@ -169,6 +169,10 @@ class CudaStepLauncher:
         self._steps = 0
         self._last_end_handle: _Handle | None = None
 
+    def pause(self) -> None:
+        """The engine has no work: the time until the next launch is not the host's lateness."""
+        self._last_end_handle = None
+
     def _account(self, h: _Handle) -> None:
         self._busy_ms += h.end.since(h.start)
         if self._last_end_handle is not None:
@@ -177,9 +181,10 @@ class CudaStepLauncher:
         self._steps += 1
 
     def timing(self) -> dict:
+        """Since reset_timing: steps read back, GPU-busy seconds and the gaps between steps."""
         total = self._busy_ms + self._gap_ms
-        return {"steps": self._steps, "gpu_busy_ms": self._busy_ms, "gap_ms": self._gap_ms,
-                "gpu_busy_share": self._busy_ms / total if total > 0 else float("nan")}
+        return {"steps": self._steps, "busy_s": self._busy_ms / 1e3, "idle_s": self._gap_ms / 1e3,
+                "busy_share": self._busy_ms / total if total > 0 else float("nan")}
 
     def close(self) -> None:
         self.backend.dev.make_current()

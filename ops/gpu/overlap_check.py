@@ -109,9 +109,9 @@ def same_batches_check(bundle, prompts, extra_prompt, record, backend: str = "cu
             chain.seqs[i].append(int(ref[j]))
     last = handles[-1].ids()
     equal += int(np.array_equal(last, refs[-1]))
-    timing = launcher.timing() if hasattr(launcher, "timing") else {"gpu_busy_share": float("nan")}
+    timing = launcher.timing()
     launcher.close()
-    extra = f"{equal}/{len(steps)} steps identical; gpu busy {timing['gpu_busy_share']:.2f}"
+    extra = f"{equal}/{len(steps)} steps identical; device busy {timing['busy_share']:.2f}"
     if first_bad is not None:
         extra += f"; first difference at step {first_bad[0]}: classic {first_bad[1]} overlapped {first_bad[2]}"
     record("overlap launcher == classic ids, same batches (fraction of steps)", equal / len(steps), 1.0, extra)

@@ -159,3 +159,29 @@ async def test_cancellation_while_a_step_is_in_flight():
     finally:
         release.set()
         await engine.stop()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+async def test_stats_report_device_busy_time_and_decode_width(overlap):
+    import time
+
+    class Slow(FakeBackend):
+        def forward(self, batch):
+            t0 = time.perf_counter()
+            out = super().forward(batch)
+            while time.perf_counter() - t0 < 0.002:   # a device step of at least 2 ms
+                pass
+            return out
+
+    backend = Slow(num_pages=64, page_size=4)
+    engine = engine_with(backend, ThreadLauncher(backend) if overlap else InlineLauncher(backend), overlap=overlap)
+    try:
+        handles = [engine.submit(list(f"busy {i}".encode()), SamplingParams(max_tokens=6, temperature=0))
+                   for i in range(3)]
+        await asyncio.gather(*(collect(h) for h in handles))
+        stats = engine.stats()
+    finally:
+        await engine.stop()
+    assert stats.device_busy_s >= 0.002 * backend.forward_calls
+    assert stats.device_idle_s >= 0.0
+    assert stats.decode_rows_total >= 3 * 5 and stats.decode_steps_total >= 5
