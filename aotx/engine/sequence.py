@@ -36,6 +36,7 @@ class Sequence:
     # takes over a page claim, when the claimant joined the line
     line: float = -1.0
     borrows: Any = None                # the page claim (aotx.engine.scheduler.Claim) it may use, kept
+    passed_over: int = 0               # later sequences admitted while it waited at the head of the line
     first_token_time: float | None = None
     last_token_time: float | None = None
     # prompt logprobs gathered across prefill chunks, released with the first delta

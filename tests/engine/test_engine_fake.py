@@ -404,3 +404,27 @@ async def test_page_claims_share_the_line_with_requests():
         engine.release_hold()
     finally:
         await engine.stop()
+
+
+async def test_a_request_that_does_not_fit_does_not_hold_back_one_that_does():
+    # 10 pages of 4 tokens: a runs (6 pages); b needs 5 and waits; c needs 2 and runs beside a
+    engine, _ = make_engine(num_pages=10, max_batch=8, start=False)
+    try:
+        order = []
+        handles = {"a": engine.submit(list(b"aaaaaaaa"), greedy(16)),
+                   "b": engine.submit(list(b"bbbbbbbb"), greedy(12)),
+                   "c": engine.submit(list(b"cccc"), greedy(4))}
+
+        async def run(name):
+            deltas = await collect(handles[name])
+            order.append(name)
+            return deltas
+
+        tasks = [run(name) for name in "abc"]
+        engine.start()
+        results = await asyncio.gather(*tasks)
+        assert order == ["c", "a", "b"]
+        assert [r[-1].finish_reason for r in results] == ["length"] * 3
+        assert engine.stats().max_batch_width == 2
+    finally:
+        await engine.stop()
