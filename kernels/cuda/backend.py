@@ -31,6 +31,7 @@ def _pow2ceil(n: int) -> int:
 
 class CudaBackend:
     name = "cuda"
+    largest_bucket = BUCKETS[-1]   # decode steps up to this batch replay CUDA graphs (kernels.pool_size)
 
     def __init__(self, bundle, num_pages: int, page_size: int = 16, token_capacity: int = 4096,
                  row_capacity: int = 256):

@@ -54,6 +54,12 @@ class Device:
         check(cu.cuStreamSynchronize(self.stream))
 
 
+def mem_free() -> int:
+    """Bytes of device memory free now (the current context's device)."""
+    free, _total = check(cu.cuMemGetInfo())
+    return int(free)
+
+
 class Buffer:
     """Plain device memory (cuMemAlloc). ``ptr`` is an int; ``ptr + offset`` addresses inside."""
 
