@@ -16,16 +16,19 @@ from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
 
 MODEL_ID = "smollm2-135m-instruct"
+PREFILL_TOKENS = 1024     # the prompt a default request is sized for (kernels.pool_size.default_max_batch)
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
     backend: str = "auto"
-    max_batch: int = 64
-    kv_pages: int = 2048
+    max_batch: int | None = None         # None: from the pool (kernels.pool_size.default_max_batch)
+    kv_pages: int | None = None          # None: numpy 2,048; cuda gpu_memory_utilization of free memory
+    gpu_memory_utilization: float = 0.5  # of the device memory free at start, for the KV pool
     page_size: int = 16
     default_max_tokens: int = 512
     model_path: str | None = None
+    overlap: bool | None = None          # EngineConfig.overlap (None: the backend's choice)
 
 
 class ModelService:
@@ -45,13 +48,19 @@ class ModelService:
     @classmethod
     def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":
         from kernels import create_backend, load_model  # heavy: imported only when a model is loaded
+        from kernels.pool_size import default_max_batch
 
         bundle = bundle if bundle is not None else load_model(config.model_path, progress=progress)
-        backend = create_backend(config.backend, bundle, num_pages=config.kv_pages,
-                                 page_size=config.page_size)
+        backend = create_backend(config.backend, bundle, num_pages=config.kv_pages, page_size=config.page_size,
+                                 gpu_memory_utilization=config.gpu_memory_utilization)
+        # a default request (a prompt of PREFILL_TOKENS and default_max_tokens) at the pool's size,
+        # at most the largest CUDA-graph batch (numpy: 64)
+        max_batch = config.max_batch or default_max_batch(
+            backend.num_pages, config.page_size, PREFILL_TOKENS + config.default_max_tokens,
+            getattr(backend, "largest_bucket", None))
         engine = Engine(backend, bundle.tokenizer, EngineConfig(
-            max_batch=config.max_batch, num_pages=config.kv_pages, page_size=config.page_size,
-            max_model_len=int(bundle.config.context_length)))
+            max_batch=max_batch, num_pages=backend.num_pages, page_size=config.page_size,
+            max_model_len=int(bundle.config.context_length), overlap=config.overlap))
         return cls(bundle, engine, default_max_tokens=config.default_max_tokens,
                    backend_name=backend.name)
 

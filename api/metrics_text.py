@@ -67,6 +67,8 @@ def stats_document(service) -> dict:
             "finished": dict(stats.requests_finished_total),
             "last_batch_width": stats.last_batch_width, "max_batch_width": stats.max_batch_width,
             "steps_total": stats.steps_total,
+            "decode_rows_total": stats.decode_rows_total, "decode_steps_total": stats.decode_steps_total,
+            "device_busy_seconds": stats.device_busy_s, "device_idle_seconds": stats.device_idle_s,
             "time_to_first_token_seconds": _hist_doc(stats.time_to_first_token),
             "inter_token_latency_seconds": _hist_doc(stats.inter_token_latency),
         },

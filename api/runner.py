@@ -56,6 +56,14 @@ def cancel_all(handles) -> None:
 async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
     """Deltas of several handles as they arrive, tagged with the handle's index.
     An exception raised by a handle's iteration is re-raised here."""
+    async for batch in merge_batches(handles):
+        for item in batch:
+            yield item
+
+
+async def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
+    """Like `merge`, but everything already waiting at once: one list per wake-up (every delta of
+    one engine step, and whatever piled up while the consumer was busy)."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, handle) -> None:
@@ -71,13 +79,21 @@ async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
     live = len(tasks)
     try:
         while live:
-            i, item = await queue.get()
-            if item is _END:
-                live -= 1
-            elif isinstance(item, Exception):
-                raise item
-            else:
-                yield i, item
+            items = [await queue.get()]
+            while not queue.empty():
+                items.append(queue.get_nowait())
+            batch = []
+            for i, item in items:
+                if item is _END:
+                    live -= 1
+                elif isinstance(item, Exception):
+                    if batch:
+                        yield batch
+                    raise item
+                else:
+                    batch.append((i, item))
+            if batch:
+                yield batch
     finally:
         for task in tasks:
             task.cancel()
@@ -101,9 +117,14 @@ async def _stream_events(handles, projector) -> AsyncIterator[bytes]:
         for event in projector.open():
             yield event.encode()
         try:
-            async for i, delta in merge(handles):
-                for event in projector.feed(i, delta):
-                    yield event.encode()
+            async for batch in merge_batches(handles):
+                out = []
+                for i, delta in batch:
+                    out += [event.encode() for event in projector.feed(i, delta)]
+                    if projector.done:
+                        break
+                if out:
+                    yield b"".join(out)   # one write for what was waiting: one step's chunks
                 if projector.done:
                     break
             else_events = [] if projector.done else projector.fail("generation ended early")

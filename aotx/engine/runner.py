@@ -15,6 +15,7 @@ from kernels.sampling_rows import SamplingRows
 from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
+from aotx.engine.launch import InlineLauncher, Launched, Launcher
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
 from aotx.engine.types import TokenLogprob, TopLogprob
@@ -43,34 +44,96 @@ class _Plan:
     batch: StepBatch
     sample: list[tuple[int, Sequence]]                  # (logits row, seq)
     prompt: list[tuple[int, Sequence, int]]             # (logits row, seq, target token id)
+    prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
+
+
+@dataclass
+class InFlight:
+    """A launched step: what it computes, and the backend's handle on its sampled ids."""
+    scheduled: list[ScheduledSeq]
+    plan: _Plan
+    launched: Launched | None
+    results: dict[int, RowResult]
+
+    @property
+    def needs_logits(self) -> bool:
+        """Logprobs are read from this step's logits: complete it before the next launch."""
+        return bool(self.plan.prompt) or any(seq.params.logprobs is not None for _, seq in self.plan.sample)
 
 
 class ModelRunner:
-    def __init__(self, backend: Backend, blocks: BlockManager, tokenizer: TokenText) -> None:
+    def __init__(self, backend: Backend, blocks: BlockManager, tokenizer: TokenText,
+                 launcher: Launcher | None = None) -> None:
         self.backend = backend
         self.blocks = blocks
         self.tokenizer = tokenizer
+        self.launcher = launcher or InlineLauncher(backend)
+        # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
+        # array instead of converting a page list (no host work proportional to the context)
+        self._tables: dict[int, tuple[np.ndarray, int]] = {}
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
-        """Run one step; returns results keyed by seq_id (every scheduled seq)."""
+        """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
+        return self.complete(self.launch(scheduled))
+
+    def launch(self, scheduled: list[ScheduledSeq]) -> InFlight:
+        """Start one step. Its sequences' K/V counts as computed and each sampled row as a pending
+        token (``seq.pending``) from here on, so the next step can be planned before this one ends."""
         plan = self.build(scheduled)
         results = {s.seq.seq_id: RowResult() for s in scheduled}
         for s in scheduled:
             if s.seq.num_computed == 0 and s.seq.params.prompt_logprobs is not None:
                 first = s.seq.prompt_ids[0]
                 results[s.seq.seq_id].prompt_logprobs.append(self._token_lp(first, None, ()))
-        if plan.batch.num_tokens == 0:
+        launched = None
+        if plan.batch.num_tokens:
+            seqs = [seq for _, seq in plan.sample]
+            sampling = SamplingRows(
+                temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
+                top_p=np.array([q.params.top_p for q in seqs], dtype=np.float32),
+                top_k=np.array([q.params.top_k for q in seqs], dtype=np.int32),
+                seed=np.array([q.seed for q in seqs], dtype=np.uint64),
+                step=np.array([q.sampled for q in seqs], dtype=np.int64),
+            )
+            rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
+            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling)
+        for s in scheduled:
+            s.seq.num_computed += s.num_tokens
+        for i, (_, seq) in enumerate(plan.sample):
+            seq.pending += 1
+            seq.pending_row = i
+        return InFlight(scheduled, plan, launched, results)
+
+    def complete(self, step: InFlight) -> dict[int, RowResult]:
+        """Wait for a launched step; its sampled ids (one array read) and logprobs by seq_id."""
+        results, plan = step.results, step.plan
+        if step.launched is None:
             return results
-        logits = self.backend.forward(plan.batch)
-        if plan.sample:
-            self._sample(logits, plan.sample, results)
+        try:
+            ids = step.launched.ids()
+        finally:
+            for _, seq in plan.sample:
+                seq.pending -= 1
+        for (_, seq), tid in zip(plan.sample, ids.tolist()):
+            results[seq.seq_id].token_id = tid
+        if step.needs_logits:
+            self._logprobs_of(step.launched.logits, ids, plan, results)
+        return results
+
+    def _logprobs_of(self, logits, ids: np.ndarray, plan: _Plan, results: dict[int, RowResult]) -> None:
+        want = [(i, row, seq) for i, (row, seq) in enumerate(plan.sample) if seq.params.logprobs is not None]
+        if want:
+            lps = self._logprobs(logits[[row for _, row, _ in want]],
+                                 ids[[i for i, _, _ in want]].astype(np.int32),
+                                 [seq.params.logprobs for _, _, seq in want])
+            for (_, _, seq), lp in zip(want, lps):
+                results[seq.seq_id].logprob = lp
         if plan.prompt:
             rows = [r for r, _, _ in plan.prompt]
             targets = np.array([t for _, _, t in plan.prompt], dtype=np.int32)
             ks = [seq.params.prompt_logprobs for _, seq, _ in plan.prompt]
             for (_, seq, target), lp in zip(plan.prompt, self._logprobs(logits[rows], targets, ks)):
                 results[seq.seq_id].prompt_logprobs.append(lp)
-        return results
 
     # -- batch construction ---------------------------------------------------
     def build(self, scheduled: list[ScheduledSeq]) -> _Plan:
@@ -83,15 +146,22 @@ class ModelRunner:
         logits_rows: list[int] = []
         sample: list[tuple[int, Sequence]] = []
         prompt: list[tuple[int, Sequence, int]] = []
+        placeholders: list[tuple[int, int]] = []        # (token index, previous step's row)
         for s in scheduled:
             seq, start, n = s.seq, s.seq.num_computed, s.num_tokens
             offset = len(tokens)
-            tokens.extend(_token_slice(seq, start, start + n))
+            known = seq.prompt_len + len(seq.output_ids)
+            if start + n > known:   # the last token was sampled by the step in flight: the device has it
+                tokens.extend(_token_slice(seq, start, known))
+                placeholders.append((len(tokens), seq.pending_row))
+                tokens.append(-1)
+            else:
+                tokens.extend(_token_slice(seq, start, start + n))
             positions.extend(range(start, start + n))
             slots.extend(self.blocks.slot_mapping(seq.seq_id, start, start + n))
             query_start.append(len(tokens))
             context_lens.append(start + n)
-            tables.append(self.blocks.block_table(seq.seq_id))
+            tables.append(self._table(seq.seq_id))
             if seq.params.prompt_logprobs is not None:
                 # logits at position p score prompt token p + 1
                 for p in range(start, min(start + n, seq.prompt_len - 1)):
@@ -104,6 +174,9 @@ class ModelRunner:
         block_tables = np.full((len(tables), width), -1, dtype=np.int32)
         for i, t in enumerate(tables):
             block_tables[i, : len(t)] = t
+        if len(self._tables) > 2 * len(scheduled) + 64:   # forget sequences that ended
+            live = {s.seq.seq_id for s in scheduled}
+            self._tables = {k: v for k, v in self._tables.items() if k in live}
         batch = StepBatch(
             token_ids=np.array(tokens, dtype=np.int32),
             positions=np.array(positions, dtype=np.int32),
@@ -113,32 +186,27 @@ class ModelRunner:
             slot_mapping=np.array(slots, dtype=np.int32),
             logits_rows=np.array(logits_rows, dtype=np.int32),
         )
-        return _Plan(batch, sample, prompt)
+        prev_rows = None
+        if placeholders:
+            prev_rows = np.full(len(tokens), -1, dtype=np.int32)
+            for t, row in placeholders:
+                prev_rows[t] = row
+        return _Plan(batch, sample, prompt, prev_rows)
+
+    def _table(self, seq_id: int) -> np.ndarray:
+        pages = self.blocks.block_table(seq_id)
+        arr, n = self._tables.get(seq_id, (None, 0))
+        if arr is None or n > len(pages) or (n and arr[n - 1] != pages[n - 1]):
+            arr, n = np.empty(max(16, 2 * len(pages)), dtype=np.int32), 0   # new (or not the one cached)
+        if len(pages) > n:
+            if len(pages) > len(arr):
+                arr = np.concatenate([arr[:n], np.empty(len(pages), dtype=np.int32)])
+            arr[n:len(pages)] = pages[n:]
+            n = len(pages)
+        self._tables[seq_id] = (arr, n)
+        return arr[:n]
 
     # -- sampling and logprobs ------------------------------------------------
-    def _sample(self, logits: np.ndarray, sample: list[tuple[int, Sequence]],
-                results: dict[int, RowResult]) -> None:
-        rows = [r for r, _ in sample]
-        seqs = [seq for _, seq in sample]
-        sub = logits if rows == list(range(logits.shape[0])) else logits[rows]
-        params = [seq.params for seq in seqs]
-        sampling = SamplingRows(
-            temperature=np.array([p.temperature for p in params], dtype=np.float32),
-            top_p=np.array([p.top_p for p in params], dtype=np.float32),
-            top_k=np.array([p.top_k for p in params], dtype=np.int32),
-            seed=np.array([seq.seed for seq in seqs], dtype=np.uint64),
-            step=np.array([len(seq.output_ids) for seq in seqs], dtype=np.int64),
-        )
-        ids = np.asarray(self.backend.sample(sub, sampling)).astype(np.int64)
-        for seq, tid in zip(seqs, ids):
-            results[seq.seq_id].token_id = int(tid)
-        want = [i for i, p in enumerate(params) if p.logprobs is not None]
-        if want:
-            lps = self._logprobs(sub[want], ids[want].astype(np.int32),
-                                 [params[i].logprobs for i in want])
-            for i, lp in zip(want, lps):
-                results[seqs[i].seq_id].logprob = lp
-
     def _logprobs(self, logits: np.ndarray, chosen: np.ndarray, ks: list[int]) -> list[TokenLogprob]:
         k_max = max(1, max(ks))
         chosen_lp, top_ids, top_lp = self.backend.logprobs(logits, chosen, k_max)

@@ -3,7 +3,9 @@
 Admission is conservative: a waiting sequence joins only when the pages for
 its whole lifetime fit beside the reservations of everything running, so a
 running sequence never runs out of KV and nothing is ever preempted. The
-queue is strict FIFO (the head blocks the line). No numpy, no backend.
+line is FIFO with backfill: a sequence that does not fit leaves free pages to
+later ones that do, until it was passed over HEAD_SKIPS times (then the line
+drains for it). No numpy, no backend.
 
 The line is shared with page claims: work that will become a request later
 (a shared input, leased before its memory work builds the prompt) claims its
@@ -62,6 +64,12 @@ class Hold:
     since: float
     pages: int
 
+
+# A waiting sequence that does not fit lets later ones that do pass it this many times; then
+# nothing passes it until it is admitted (no starvation of large requests by a stream of small ones).
+HEAD_SKIPS = 32
+# Waiting sequences looked at per step (the line can be max_queue long).
+ADMISSION_SCAN = 256
 
 # A prefill chunk that wants prompt logprobs returns a logits row per token
 # ([chunk, vocab] float32: 256 x 49152 is 50 MB), so such chunks stay small.
@@ -170,17 +178,26 @@ class Scheduler:
                 n = _chunk(seq, budget)
                 budget -= n
                 out.scheduled.append(self._place(seq, n, is_decode=False))
-        # 2. admit from the head of the line while slots, tokens and pages last (beside the claims,
-        #    and for what arrived after a claimant on hold, beside its pages too)
+        # 2. admit in line order while slots, tokens and pages last (beside the claims, and for what
+        #    arrived after a claimant on hold, beside its pages too); a sequence that does not fit
+        #    leaves the free pages to those behind it that do, until it was passed over HEAD_SKIPS
+        #    times: then the line drains for it
         free_pages = self.blocks.num_pages - self.reserved_pages - self.claimed_pages
         hold = self.hold
-        while self.waiting and budget > 0 and len(self.running) < self.max_batch:
-            seq = self.waiting[0]
+        i = 0
+        while (i < len(self.waiting) and i < ADMISSION_SCAN and budget > 0
+               and len(self.running) < self.max_batch):
+            seq = self.waiting[i]
             held = hold.pages if hold is not None and seq.line >= hold.since else 0
             lent = seq.borrows.pages if seq.borrows is not None and seq.borrows.id in self.claims else 0
             if seq.reserved_pages > free_pages - held + lent:
-                break
-            self.waiting.popleft()
+                if i == 0 and seq.passed_over >= HEAD_SKIPS:
+                    break
+                i += 1
+                continue
+            del self.waiting[i]
+            if i > 0:
+                self.waiting[0].passed_over += 1
             free_pages -= seq.reserved_pages
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

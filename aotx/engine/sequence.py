@@ -36,11 +36,17 @@ class Sequence:
     # takes over a page claim, when the claimant joined the line
     line: float = -1.0
     borrows: Any = None                # the page claim (aotx.engine.scheduler.Claim) it may use, kept
+    passed_over: int = 0               # later sequences admitted while it waited at the head of the line
     first_token_time: float | None = None
     last_token_time: float | None = None
     # prompt logprobs gathered across prefill chunks, released with the first delta
     prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
     prompt_logprobs_sent: bool = False
+    # tokens sampled by a launched step whose ids the host has not read yet (0, or 1 while a step is
+    # in flight; 2 for a moment when the next step is launched before this one is read), and the row
+    # of the latest launch's sampled ids that holds the newest of them
+    pending: int = 0
+    pending_row: int = -1
 
     def __post_init__(self) -> None:
         if self.line < 0:
@@ -52,7 +58,13 @@ class Sequence:
 
     @property
     def num_tokens(self) -> int:
-        return len(self.prompt_ids) + len(self.output_ids)
+        """Prompt, output and pending tokens (the ids of the pending ones are on the device)."""
+        return len(self.prompt_ids) + len(self.output_ids) + self.pending
+
+    @property
+    def sampled(self) -> int:
+        """Output tokens sampled so far, read back or not: the index of the next one."""
+        return len(self.output_ids) + self.pending
 
     @property
     def in_prefill(self) -> bool:
@@ -60,7 +72,10 @@ class Sequence:
 
     @property
     def tokens_to_compute(self) -> int:
-        """Tokens not yet in the KV cache (1 for a decoding sequence)."""
+        """Tokens not yet in the KV cache that a step must compute (1 for a decoding sequence; 0 once
+        its last token is sampled: that one's K/V is never needed)."""
+        if not self.in_prefill and self.sampled >= self.params.max_tokens:
+            return 0
         return self.num_tokens - self.num_computed
 
     @property
@@ -75,7 +90,7 @@ class Sequence:
     def wants_sample_after(self, num_new: int) -> bool:
         """Whether computing `num_new` more tokens leaves a position to sample from."""
         return (self.num_computed + num_new == self.num_tokens
-                and len(self.output_ids) < self.params.max_tokens)
+                and self.sampled < self.params.max_tokens)
 
     def record_token(self, token_id: int, now: float) -> None:
         self.output_ids.append(token_id)

@@ -54,6 +54,12 @@ class EngineStats:
     last_batch_width: int = 0             # decode rows in the latest step
     max_batch_width: int = 0              # most decode rows in any step so far
     steps_total: int = 0
+    decode_rows_total: int = 0            # decode rows over all steps (mean width = / decode_steps_total)
+    decode_steps_total: int = 0           # steps with at least one decode row
+    # the device's busy time and the gaps between consecutive steps while work waited (the device
+    # idle for the host): CUDA events on the overlapped CUDA launcher, the host clock elsewhere
+    device_busy_s: float = 0.0
+    device_idle_s: float = 0.0
     time_to_first_token: HistogramSnapshot = HistogramSnapshot(TTFT_BUCKETS, (0,) * len(TTFT_BUCKETS), 0.0, 0)
     inter_token_latency: HistogramSnapshot = HistogramSnapshot(ITL_BUCKETS, (0,) * len(ITL_BUCKETS), 0.0, 0)
 
@@ -67,6 +73,7 @@ class StatsCollector:
         self._running = self._pages = 0
         self._prompt = self._gen = self._steps = 0
         self._last_width = self._max_width = 0
+        self._decode_rows = self._decode_steps = 0
         self._finished: dict[str, int] = {}
         self._ttft = Histogram(TTFT_BUCKETS)
         self._itl = Histogram(ITL_BUCKETS)
@@ -80,6 +87,8 @@ class StatsCollector:
             self._steps += 1
             self._prompt += prompt_tokens
             self._last_width = decode_rows
+            self._decode_rows += decode_rows
+            self._decode_steps += decode_rows > 0
             self._max_width = max(self._max_width, decode_rows)
 
     def token(self, ttft: float | None = None, itl: float | None = None) -> None:
@@ -103,6 +112,7 @@ class StatsCollector:
                 requests_finished_total=dict(self._finished),
                 last_batch_width=self._last_width, max_batch_width=self._max_width,
                 steps_total=self._steps,
+                decode_rows_total=self._decode_rows, decode_steps_total=self._decode_steps,
                 time_to_first_token=self._ttft.snapshot(),
                 inter_token_latency=self._itl.snapshot(),
             )

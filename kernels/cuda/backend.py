@@ -8,6 +8,8 @@ is launched directly. ``forward`` returns ``DeviceLogits``; ``sample`` runs on t
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from kernels import sampler
@@ -29,6 +31,7 @@ def _pow2ceil(n: int) -> int:
 
 class CudaBackend:
     name = "cuda"
+    largest_bucket = BUCKETS[-1]   # decode steps up to this batch replay CUDA graphs (kernels.pool_size)
 
     def __init__(self, bundle, num_pages: int, page_size: int = 16, token_capacity: int = 4096,
                  row_capacity: int = 256):
@@ -65,6 +68,7 @@ class CudaBackend:
         self.generation = 0
         self.graphs: dict[tuple[int, int, int], driver.Graph] = {}
         self.last_graph: driver.Graph | None = None
+        self.staging = None   # pinned staging of host->device copies (kernels.cuda.overlap), when overlapped
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -106,6 +110,20 @@ class CudaBackend:
         self.sample_buf = a(rows * 32 + 64)
         self.sample_out = a(rows * 4 + 16)
 
+    def _htod(self, dst: int, host: np.ndarray) -> None:
+        if self.staging is None:
+            driver.htod(dst, host, self.dev.stream)
+        else:
+            self.staging.htod(dst, host)
+
+    def step_launcher(self, force: bool = False):
+        """The overlapped launcher (pinned staging, ids fed on the device, async read-back) when
+        asked (``force``) or AOTX_CUDA_OVERLAP=1, else None (the classic loop). aotx.engine.launch asks."""
+        if not force and os.environ.get("AOTX_CUDA_OVERLAP", "0") != "1":
+            return None
+        from kernels.cuda.overlap import CudaStepLauncher
+        return CudaStepLauncher(self)
+
     @property
     def num_pages(self) -> int:
         return self._num_pages
@@ -125,7 +143,7 @@ class CudaBackend:
         host = np.concatenate([np.asarray(v, dtype=np.int32).ravel() for v in parts.values()])
         if host.size > self.ints_cap:
             raise ValueError("step arrays exceed the staging buffer")
-        driver.htod(self.ints, host, self.dev.stream)
+        self._htod(self.ints, host)
         ptrs, off = {}, 0
         for name, v in parts.items():
             ptrs[name] = self.ints + 4 * off
@@ -195,8 +213,10 @@ class CudaBackend:
             ops.append(("lm_head", lambda: k.mma(self.hf, r, self.embed, cfg.vocab_size, H, e_out)))
         return ops
 
-    def forward(self, batch: StepBatch) -> DeviceLogits:
-        """float32 logits [len(batch.logits_rows), vocab], left on the GPU; writes the batch's K/V."""
+    def forward(self, batch: StepBatch, patch=None) -> DeviceLogits:
+        """float32 logits [len(batch.logits_rows), vocab], left on the GPU; writes the batch's K/V.
+        ``patch(ptrs)``, if given, is called once the step's arrays are staged (before any kernel of
+        the step is enqueued): the overlapped launcher copies the previous step's ids into them."""
         self.dev.make_current()
         self.generation += 1
         t, s, r = batch.num_tokens, batch.num_seqs, len(batch.logits_rows)
@@ -207,7 +227,7 @@ class CudaBackend:
         decode = (t == s and s <= BUCKETS[-1] and r == s and np.array_equal(qs, np.arange(s + 1))
                   and np.array_equal(rows, np.arange(s)))
         if decode:
-            return self._decode(batch)
+            return self._decode(batch, patch)
         if t == 0:  # nothing to run
             return DeviceLogits(self, self.logits, 0, self.config.vocab_size, self.generation)
         tok_seq = np.repeat(np.arange(s, dtype=np.int32), np.diff(qs))
@@ -215,11 +235,13 @@ class CudaBackend:
         width = max(tables.shape[1], 1)
         p = self._stage(batch.token_ids, batch.positions, batch.slot_mapping, tok_seq, batch.context_lens,
                         rows, tables, width)
+        if patch is not None:
+            patch(p)
         nsplit = self._nsplit(t, int(np.max(batch.context_lens)))
         self._record(t, r, p, width, nsplit)
         return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
 
-    def _decode(self, batch: StepBatch) -> DeviceLogits:
+    def _decode(self, batch: StepBatch, patch=None) -> DeviceLogits:
         s = batch.num_seqs
         b = next(x for x in BUCKETS if x >= s)
         tables = np.asarray(batch.block_tables)
@@ -234,6 +256,8 @@ class CudaBackend:
         p = self._stage(padded(batch.token_ids, 0), padded(batch.positions, 0), padded(batch.slot_mapping, -1),
                         ar, padded(batch.context_lens, 0), ar,
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
+        if patch is not None:
+            patch(p)
         key = (b, nsplit, width)
         graph = self.graphs.get(key)
         if graph is None:
@@ -250,6 +274,13 @@ class CudaBackend:
     # -- sampling -----------------------------------------------------------
     def sample(self, logits, rows: SamplingRows) -> np.ndarray:
         """int32 [R] per kernels/sampler.py, computed on the GPU; only the ids are copied back."""
+        n = self.sample_enqueue(logits, rows)
+        if n == 0:
+            return np.empty(0, dtype=np.int32)
+        return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
+
+    def sample_enqueue(self, logits, rows: SamplingRows) -> int:
+        """Enqueue the sampling kernel; the ids land in ``sample_out`` (int32 [n]); returns n."""
         self.dev.make_current()
         if isinstance(logits, DeviceLogits):
             logits.check_live()
@@ -263,7 +294,7 @@ class CudaBackend:
             ptr, idx = self.logits, np.arange(arr.shape[0], dtype=np.int32)
         n = len(idx)
         if n == 0:
-            return np.empty(0, dtype=np.int32)
+            return 0
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
         pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes
@@ -274,11 +305,11 @@ class CudaBackend:
         host[3 * pad8:3 * pad8 + n] = np.asarray(rows.top_k, dtype=np.int32).view(np.uint32)
         host[4 * pad8:4 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
         host[4 * pad8 + 2 * n:4 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
-        driver.htod(self.sample_buf, host, self.dev.stream)
+        self._htod(self.sample_buf, host)
         base = self.sample_buf
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
                       base + 16 * pad8, base + 16 * pad8 + 8 * n, self.sample_out, n)
-        return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
+        return n
 
     def logprobs(self, logits, chosen: np.ndarray, k: int):
         """Host-side (only requests that ask for logprobs pay the copy of their rows)."""

@@ -54,6 +54,12 @@ class Device:
         check(cu.cuStreamSynchronize(self.stream))
 
 
+def mem_free() -> int:
+    """Bytes of device memory free now (the current context's device)."""
+    free, _total = check(cu.cuMemGetInfo())
+    return int(free)
+
+
 class Buffer:
     """Plain device memory (cuMemAlloc). ``ptr`` is an int; ``ptr + offset`` addresses inside."""
 
@@ -168,3 +174,60 @@ class Timer:
         check(cu.cuEventRecord(self.b, stream))
         check(cu.cuEventSynchronize(self.b))
         return float(check(cu.cuEventElapsedTime(self.a, self.b)))
+
+
+# -- the pieces of an overlapped step (kernels.cuda.overlap) ---------------------------------------
+class Pinned:
+    """Page-locked host memory (cuMemHostAlloc): async copies from/to it never wait for the stream.
+    ``view(dtype, n, offset)`` is a numpy array over part of it."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = max(int(nbytes), 64)
+        self.ptr = int(check(cu.cuMemHostAlloc(self.nbytes, 0)))
+        self._raw = (ctypes.c_uint8 * self.nbytes).from_address(self.ptr)
+
+    def view(self, dtype, n: int, offset: int = 0) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        if offset + n * dtype.itemsize > self.nbytes:
+            raise ValueError(f"{n} x {dtype} at {offset} exceeds the {self.nbytes}-byte pinned buffer")
+        return np.frombuffer(self._raw, dtype=dtype, count=n, offset=offset)
+
+    def free(self) -> None:
+        if self.ptr:
+            check(cu.cuMemFreeHost(self.ptr))
+            self.ptr, self._raw = 0, None
+
+
+class Event:
+    """A CUDA event on the stream; ``timing`` ones give elapsed milliseconds between two."""
+
+    def __init__(self, timing: bool = False):
+        flags = 0 if timing else int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        self.handle = check(cu.cuEventCreate(flags))
+
+    def record(self, stream) -> None:
+        check(cu.cuEventRecord(self.handle, stream))
+
+    def synchronize(self) -> None:
+        check(cu.cuEventSynchronize(self.handle))
+
+    def since(self, earlier: "Event") -> float:
+        """Milliseconds from ``earlier`` to this event (both recorded and complete)."""
+        return float(check(cu.cuEventElapsedTime(earlier.handle, self.handle)))
+
+
+def htod_pinned(dst: int, src: int, nbytes: int, stream) -> None:
+    """Async copy from pinned host memory at ``src`` (an address) to the device."""
+    if nbytes:
+        check(cu.cuMemcpyHtoDAsync(dst, src, nbytes, stream))
+
+
+def dtoh_async(dst: int, src: int, nbytes: int, stream) -> None:
+    """Async copy to pinned host memory at ``dst`` (an address); wait on an event recorded after it."""
+    if nbytes:
+        check(cu.cuMemcpyDtoHAsync(dst, src, nbytes, stream))
+
+
+def dtod(dst: int, src: int, nbytes: int, stream) -> None:
+    if nbytes:
+        check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream))

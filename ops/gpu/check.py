@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import kernel_check, model_check
+    from ops.gpu import kernel_check, model_check, overlap_check
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
@@ -38,17 +38,25 @@ def main(argv=None) -> int:
         results.append((name, value, thr, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} {name:<52} {value:.5f} thr={thr} {extra}", flush=True)
 
+    random_bundle = None
     try:
         # Random weights give near-flat logits, where bf16 rounding flips close argmaxes: only the
         # cosine is a criterion there; top-1 is printed for information. Real weights check both.
         def record_random(name, value, thr, extra=""):
             record("random " + name, value, thr, f"top1={extra:.3f} (info)" if isinstance(extra, float) else extra)
 
-        model_check.run(model_check.random_bundle(), False, record_random)
+        random_bundle = model_check.random_bundle()
+        model_check.run(random_bundle, False, record_random)
     except Exception:
         import traceback
         traceback.print_exc()
         results.append(("random e2e", 0, 0, False, "exception"))
+    try:
+        overlap_check.run(random_bundle, False, record_random)
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        results.append(("random overlap (kernels.cuda.overlap)", 0, 0, False, "exception: traceback above"))
     if args.real:
         from kernels import load_model
         bundle = load_model(progress=False)
@@ -59,6 +67,13 @@ def main(argv=None) -> int:
             import traceback
             traceback.print_exc()
             results.append(("real e2e", 0, 0, False, "exception"))
+        try:
+            overlap_check.run(bundle, True, record)
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            results.append(("real overlap (kernels.cuda.overlap, engine one step behind)", 0, 0, False,
+                            "exception: traceback above"))
     failed = [r for r in results if not r[3]]
     print(f"\n{len(results) - len(failed)}/{len(results)} checks passed in {time.time() - t0:.0f} s")
     for r in failed:

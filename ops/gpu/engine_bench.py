@@ -1,8 +1,14 @@
-"""The CUDA backend under the real Engine (scheduler, block manager, runner, detokenizer), real
-weights: N concurrent streaming chat requests; aggregate tok/s and p50/p99 inter-token latency.
+"""The real Engine (scheduler, block manager, runner, detokenizer) in process, real weights: N
+concurrent streaming chat requests; aggregate tok/s, TTFT and inter-token latency p50/p99, the
+device-busy share and the decode batch width, for the one-step-behind loop and the classic one.
 
-    python -m ops.gpu.engine_bench [--concurrency 64] [--max-tokens 256]
+    python -m ops.gpu.engine_bench [--concurrency 64] [--max-tokens 256] [--loops behind,classic]
+                                   [--backend cuda]
 
+Device busy (CUDA): CUDA events around every step on the overlapped launcher
+(kernels.cuda.overlap), which both loops use here ("classic" = that launcher with every step read
+back before the next is scheduled); busy share = GPU-busy time / (busy + the gaps between steps
+while work waited). On numpy the same share comes from the host clock of the device thread.
 This is the engine's in-process surface; the HTTP surface adds its own serialisation on top.
 """
 from __future__ import annotations
@@ -12,18 +18,38 @@ import asyncio
 import sys
 import time
 
-from ops.gpu.latency import summarize
+from ops.gpu.latency import device_share, summarize
 from ops.gpu.model_check import PROMPTS
 
+PAGE = 16
 
-async def run(concurrency: int, max_tokens: int, temperature: float) -> dict:
-    from aotx.engine import Engine, EngineConfig, SamplingParams
-    from kernels import create_backend, load_model
 
-    bundle = load_model(progress=False)
-    pages = concurrency * (-(-(96 + max_tokens) // 16)) + 64
-    backend = create_backend("cuda", bundle, num_pages=pages, page_size=16)
-    engine = Engine(backend, bundle.tokenizer, EngineConfig(max_batch=concurrency, num_pages=pages, page_size=16))
+def pages_for(concurrency: int, max_tokens: int) -> int:
+    return concurrency * (-(-(96 + max_tokens) // PAGE)) + 64
+
+
+def stats_doc(engine) -> dict:
+    s = engine.stats()
+    return {"device_busy_seconds": s.device_busy_s, "device_idle_seconds": s.device_idle_s,
+            "decode_rows_total": s.decode_rows_total, "decode_steps_total": s.decode_steps_total,
+            "max_batch_width": s.max_batch_width}
+
+
+def make_engine(bundle, backend, concurrency: int, loop: str):
+    from aotx.engine import Engine, EngineConfig
+    from aotx.engine.launch import make_launcher
+
+    own = getattr(backend, "step_launcher", None)
+    launcher = own(force=True) if callable(own) else make_launcher(backend, loop == "behind")
+    config = EngineConfig(max_batch=concurrency, num_pages=backend.num_pages, page_size=PAGE,
+                          overlap=loop == "behind")
+    return Engine(backend, bundle.tokenizer, config, launcher=launcher)
+
+
+async def run_engine(bundle, backend, concurrency: int, max_tokens: int, temperature: float, loop: str) -> dict:
+    from aotx.engine import SamplingParams
+
+    engine = make_engine(bundle, backend, concurrency, loop)
     engine.start()
     tok = bundle.tokenizer
 
@@ -31,24 +57,35 @@ async def run(concurrency: int, max_tokens: int, temperature: float) -> dict:
         text = PROMPTS[i % len(PROMPTS)] + " Answer in detail."
         return tok.encode(bundle.chat_template.render([{"role": "user", "content": text}], add_generation_prompt=True))
 
-    async def one(i, stamps, counts):
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=i)
+    async def one(i, stamps, counts, n):
+        params = SamplingParams(max_tokens=n, temperature=temperature, seed=i)
         async for d in engine.submit(prompt(i), params):
             if d.token_ids:
                 stamps[i].append(time.perf_counter())
                 counts[i] += len(d.token_ids)
 
     try:
-        warm = [[] for _ in range(8)]
-        await asyncio.gather(*(one(i, warm, [0] * 8) for i in range(8)))
+        warm = min(8, concurrency)
+        await asyncio.gather(*(one(i, [[] for _ in range(warm)], [0] * warm, 16) for i in range(warm)))
+        await asyncio.gather(*(one(i, [[] for _ in range(concurrency)], [0] * concurrency, 4)
+                               for i in range(concurrency)))              # this width's graphs captured
         stamps = [[] for _ in range(concurrency)]
         counts = [0] * concurrency
+        before = stats_doc(engine)
         t0 = time.perf_counter()
-        await asyncio.gather(*(one(i, stamps, counts) for i in range(concurrency)))
+        await asyncio.gather(*(one(i, stamps, counts, max_tokens) for i in range(concurrency)))
         wall = time.perf_counter() - t0
+        after = stats_doc(engine)
     finally:
         await engine.stop()
-    return summarize(stamps, t0, wall, sum(counts))
+    return {**summarize(stamps, t0, wall, sum(counts)), **device_share(before, after), "loop": loop}
+
+
+def line(r: dict) -> str:
+    return (f"engine {r['loop']:<7} {r['requests']:>3} streams: {r['tokens']} tokens in {r['wall_s']:.2f} s = "
+            f"{r['tok_s']:,.0f} tok/s; TTFT p50 {r['ttft_p50_ms']:.1f} p99 {r['ttft_p99_ms']:.1f} ms; ITL p50 "
+            f"{r['itl_p50_ms']:.2f} p99 {r['itl_p99_ms']:.2f} ms; device busy {r['device_busy_share']:.0%}; "
+            f"decode batch mean {r['mean_decode_batch']:.0f}")
 
 
 def main(argv=None) -> int:
@@ -56,12 +93,17 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--loops", default="behind,classic")
+    ap.add_argument("--backend", default="cuda")
     args = ap.parse_args(argv)
-    r = asyncio.run(run(args.concurrency, args.max_tokens, args.temperature))
-    print(f"engine (CUDA backend, real weights): {r['requests']} concurrent streaming chat requests, "
-          f"temperature {args.temperature}, max_tokens {args.max_tokens}: {r['tokens']} tokens in "
-          f"{r['wall_s']:.2f} s = {r['tok_s']:.0f} tok/s aggregate; inter-token latency p50 "
-          f"{r['itl_p50_ms']:.2f} ms, p99 {r['itl_p99_ms']:.2f} ms; TTFT p50 {r['ttft_p50_ms']:.1f} ms")
+    from kernels import create_backend, load_model
+
+    bundle = load_model(progress=False)
+    backend = create_backend(args.backend, bundle, num_pages=pages_for(args.concurrency, args.max_tokens),
+                             page_size=PAGE)
+    for loop in args.loops.split(","):
+        r = asyncio.run(run_engine(bundle, backend, args.concurrency, args.max_tokens, args.temperature, loop))
+        print(line(r), flush=True)
     return 0
 
 

@@ -4,10 +4,27 @@ from __future__ import annotations
 import numpy as np
 
 
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else float("nan")
+
+
 def summarize(stamps: list[list[float]], t0: float, wall: float, tokens: int) -> dict:
     """`stamps[i]`: perf_counter times of request i's output arrivals; `t0`: when all were sent."""
-    itl = np.concatenate([np.diff(s) for s in stamps if len(s) > 1]) * 1e3
+    diffs = [np.diff(s) for s in stamps if len(s) > 1]
+    itl = np.concatenate(diffs) * 1e3 if diffs else np.empty(0)
     ttft = np.array([s[0] - t0 for s in stamps if s]) * 1e3
     return {"requests": len(stamps), "tokens": tokens, "wall_s": wall, "tok_s": tokens / wall,
-            "itl_p50_ms": float(np.percentile(itl, 50)), "itl_p99_ms": float(np.percentile(itl, 99)),
-            "ttft_p50_ms": float(np.percentile(ttft, 50))}
+            "itl_p50_ms": _pct(itl, 50), "itl_p99_ms": _pct(itl, 99),
+            "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99)}
+
+
+def device_share(before: dict, after: dict) -> dict:
+    """Device-busy share and mean decode width between two engine stats documents (/v1/stats
+    "engine", or EngineStats as a dict): busy / (busy + gaps while work waited)."""
+    busy = after["device_busy_seconds"] - before["device_busy_seconds"]
+    idle = after["device_idle_seconds"] - before["device_idle_seconds"]
+    rows = after["decode_rows_total"] - before["decode_rows_total"]
+    steps = after["decode_steps_total"] - before["decode_steps_total"]
+    return {"device_busy_share": busy / (busy + idle) if busy + idle > 0 else float("nan"),
+            "device_busy_s": busy, "mean_decode_batch": rows / steps if steps else float("nan"),
+            "max_decode_batch": after.get("max_batch_width", 0)}

@@ -1,7 +1,9 @@
 """`aotx serve` over HTTP under N concurrent streaming chat requests (a benchmark, not a test):
-aggregate tok/s and p50/p99 inter-token latency as a client of the real gateway sees them.
+aggregate tok/s, TTFT and inter-token latency p50/p99 as a client of the real gateway sees them,
+and the server's device-busy share and decode batch width (/v1/stats deltas).
 
     python -m ops.gpu.serve_bench [--concurrency 64] [--max-tokens 256] [--backend cuda]
+                                  [--engine-overlap on|off|auto]
 
 Starts `aotx serve` (embedded NATS and all) on a free port with a temporary state directory,
 warms it with a few requests, then sends `--concurrency` streaming `/v1/chat/completions`
@@ -11,9 +13,9 @@ timing every content chunk's arrival. Prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,17 +24,19 @@ import time
 
 import httpx
 
-from ops.gpu.latency import summarize
+from ops.gpu.latency import device_share, summarize
 from ops.gpu.model_check import PROMPTS
 
 READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 
-def start_server(backend: str, concurrency: int, max_tokens: int, var: str) -> tuple[subprocess.Popen, str]:
-    pages = concurrency * (-(-(128 + max_tokens) // 16)) + 64
+def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overlap: str = "auto",
+                 pages: int | None = None) -> tuple[subprocess.Popen, str]:
+    pages = pages or max_batch * (-(-(128 + max_tokens) // 16)) + 64
     profile = os.environ.get("AOTX_SERVE_PROFILE")   # a cProfile of the server's main thread, written at exit
     cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "ops.cli", "serve",
-           "--port", "0", "--var", var, "--backend", backend, "--max-batch", str(concurrency), "--kv-pages", str(pages)]
+           "--port", "0", "--var", var, "--backend", backend, "--max-batch", str(max_batch), "--kv-pages", str(pages),
+           "--engine-overlap", overlap]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 300
@@ -71,12 +75,16 @@ async def one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, tem
 async def load(base: str, concurrency: int, max_tokens: int, temperature: float) -> dict:
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-        await asyncio.gather(*(one(client, base, i, 32, temperature) for i in range(8)))  # warm-up
+        await asyncio.gather(*(one(client, base, i, 16, temperature) for i in range(min(8, concurrency))))
+        await asyncio.gather(*(one(client, base, i, 4, temperature) for i in range(concurrency)))  # this width
+        before = (await client.get(f"{base}/v1/stats")).json()["engine"]
         t0 = time.perf_counter()
         results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
                                          for i in range(concurrency)))
         wall = time.perf_counter() - t0
-    return summarize([r["stamps"] for r in results], t0, wall, sum(r["tokens"] for r in results))
+        after = (await client.get(f"{base}/v1/stats")).json()["engine"]
+    return {**summarize([r["stamps"] for r in results], t0, wall, sum(r["tokens"] for r in results)),
+            **device_share(before, after)}
 
 
 def main(argv=None) -> int:
@@ -85,21 +93,23 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="on")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aotx-serve-bench-") as var:
-        proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var)
+        proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var, args.engine_overlap)
         try:
             res = asyncio.run(load(base, args.concurrency, args.max_tokens, args.temperature))
-            stats = httpx.get(f"{base}/v1/stats").json()["engine"]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"\n## aotx serve over HTTP ({args.backend}), {args.concurrency} concurrent streaming chats\n")
-    print("| requests | tokens | wall s | aggregate tok/s | ITL p50 ms | ITL p99 ms | TTFT p50 ms | max batch |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"\n## aotx serve over HTTP ({args.backend}, engine overlap {args.engine_overlap}), "
+          f"{args.concurrency} concurrent streaming chats\n")
+    print("| requests | tokens | wall s | aggregate tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
+          "| device busy | decode batch mean / max |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {res['requests']} | {res['tokens']} | {res['wall_s']:.2f} | {res['tok_s']:,.0f} | "
-          f"{res['itl_p50_ms']:.2f} | {res['itl_p99_ms']:.2f} | {res['ttft_p50_ms']:.1f} | "
-          f"{stats['max_batch_width']} |")
+          f"{res['ttft_p50_ms']:.1f} | {res['ttft_p99_ms']:.1f} | {res['itl_p50_ms']:.2f} | {res['itl_p99_ms']:.2f} | "
+          f"{res['device_busy_share']:.0%} | {res['mean_decode_batch']:.0f} / {res['max_decode_batch']} |")
     return 0
 
 

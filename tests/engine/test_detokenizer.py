@@ -100,3 +100,22 @@ def test_real_tokenizer_round_trip_never_splits_characters(bundle):
     assert "".join(pieces) == "Emoji 😀🎉 and 中文字符, café — "
     assert all("\ufffd" not in p for p in pieces)
     assert step.finish_reason == "stop" and step.stop_sequence == "done"
+
+
+def test_a_token_costs_the_same_late_in_a_long_answer():
+    """No work or memory proportional to the text released so far: one more token after 20,000
+    allocates a few hundred bytes, not a copy of the whole answer."""
+    import tracemalloc
+
+    for stop in ((), ("STOP",)):
+        d = Detokenizer(ByteTape(b"word "), stop, frozenset({0}))
+        for _ in range(20_000):
+            d.add(1)
+        tracemalloc.start()
+        try:
+            d.add(1)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 4_000, (stop, peak)
+        assert d.text == "word " * 20_001

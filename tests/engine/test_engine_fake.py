@@ -4,15 +4,31 @@ import asyncio
 import pytest
 
 from aotx.engine import Delta, Engine, EngineConfig, RequestRejected, SamplingParams
+from aotx.engine.launch import InlineLauncher
 from tests.engine.engine_fakes import (FailingBackend, FakeBackend, FakeTokenizer,
                                        reference_greedy)
 from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 
+# every test runs the classic loop, the one-step-behind loop with the device inline (deterministic
+# bookkeeping) and the one-step-behind loop with a device thread (real overlap)
+LOOPS = {"classic": False, "behind-inline": True, "behind-thread": True}
+_loop = ["classic"]
+
+
+@pytest.fixture(autouse=True, params=list(LOOPS))
+def engine_loop(request):
+    _loop[0] = request.param
+    yield request.param
+    _loop[0] = "classic"
+
+
 def make_engine(backend=None, start=True, **cfg) -> tuple[Engine, FakeBackend]:
     backend = backend or FakeBackend(num_pages=cfg.get("num_pages", 64), page_size=4)
-    config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256, **cfg})
-    engine = Engine(backend, FakeTokenizer(), config)
+    config = EngineConfig(**{"num_pages": 64, "page_size": 4, "max_model_len": 256,
+                             "overlap": LOOPS[_loop[0]], **cfg})
+    engine = Engine(backend, FakeTokenizer(), config,
+                    launcher=InlineLauncher(backend) if _loop[0] == "behind-inline" else None)
     if start:
         engine.start()
     return engine, backend
@@ -386,5 +402,29 @@ async def test_page_claims_share_the_line_with_requests():
             engine.submit([], greedy(1), claim=claim)
         assert engine.claimed_pages() == 0
         engine.release_hold()
+    finally:
+        await engine.stop()
+
+
+async def test_a_request_that_does_not_fit_does_not_hold_back_one_that_does():
+    # 10 pages of 4 tokens: a runs (6 pages); b needs 5 and waits; c needs 2 and runs beside a
+    engine, _ = make_engine(num_pages=10, max_batch=8, start=False)
+    try:
+        order = []
+        handles = {"a": engine.submit(list(b"aaaaaaaa"), greedy(16)),
+                   "b": engine.submit(list(b"bbbbbbbb"), greedy(12)),
+                   "c": engine.submit(list(b"cccc"), greedy(4))}
+
+        async def run(name):
+            deltas = await collect(handles[name])
+            order.append(name)
+            return deltas
+
+        tasks = [run(name) for name in "abc"]
+        engine.start()
+        results = await asyncio.gather(*tasks)
+        assert order == ["c", "a", "b"]
+        assert [r[-1].finish_reason for r in results] == ["length"] * 3
+        assert engine.stats().max_batch_width == 2
     finally:
         await engine.stop()

@@ -1,6 +1,6 @@
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
-from aotx.engine.scheduler import Scheduler
+from aotx.engine.scheduler import HEAD_SKIPS, Scheduler
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.types import SamplingParams
 
@@ -47,18 +47,53 @@ def test_admission_within_lifetime_page_budget_and_fifo():
     assert d.status is SequenceStatus.RUNNING and out.scheduled[-1].seq is d
 
 
-def test_fifo_head_blocks_smaller_followers():
+def test_a_head_that_does_not_fit_leaves_free_pages_to_those_behind_it():
     bm = BlockManager(num_pages=6, page_size=PAGE)
     sched = Scheduler(bm, max_batch=8, prefill_token_budget=1000)
     running = make_seq(8, 8)                 # 4 pages
-    big, small = make_seq(8, 4), make_seq(1, 1)   # 3 pages, 1 page
+    big, small, other = make_seq(8, 4), make_seq(1, 1), make_seq(2, 2)   # 3 pages, 1 page, 1 page
     sched.add(running)
     sched.schedule()
     sched.add(big)
     sched.add(small)
+    sched.add(other)
     out = sched.schedule()
-    assert [s.seq for s in out.scheduled] == [running]
-    assert list(sched.waiting) == [big, small]
+    # big needs 3 of the 2 free pages; small and other fit in them: nobody waits beside free pages
+    assert [s.seq for s in out.scheduled] == [running, small, other]
+    assert list(sched.waiting) == [big]
+    advance(out)
+    sched.finish(running, "length")
+    out = sched.schedule()
+    assert big.status is SequenceStatus.RUNNING
+
+
+def test_a_passed_over_head_is_not_starved():
+    """Backfilling stops once the head was passed over HEAD_SKIPS times: the pool drains for it."""
+    bm = BlockManager(num_pages=6, page_size=PAGE)
+    sched = Scheduler(bm, max_batch=64, prefill_token_budget=1000)
+    long_running = make_seq(8, 8)                       # 4 pages for a long time
+    sched.add(long_running)
+    sched.schedule()
+    head = make_seq(8, 4)                               # 3 pages: never fits beside long_running
+    sched.add(head)
+    admitted = 0
+    for step in range(HEAD_SKIPS + 10):
+        small = make_seq(1, 1)                          # 1 page each, done after one step
+        sched.add(small)
+        out = sched.schedule()
+        ran = [s.seq for s in out.scheduled if s.seq is small]
+        admitted += len(ran)
+        for s in ran:
+            sched.finish(s, "length")
+        if admitted == HEAD_SKIPS:
+            break
+    assert admitted == HEAD_SKIPS and head.status is SequenceStatus.WAITING
+    sched.add(make_seq(1, 1))
+    out = sched.schedule()
+    assert [s.seq for s in out.scheduled] == [long_running]           # the line now drains for the head
+    sched.finish(long_running, "length")
+    out = sched.schedule()
+    assert out.scheduled[0].seq is head
 
 
 def test_max_batch_limits_running():

@@ -1,0 +1,195 @@
+"""CudaStepLauncher: steps enqueued on the GPU's stream without waiting for the one before.
+
+Per launch, on the one stream, in order: the step's host arrays staged from pinned memory (two
+arenas, alternating per launch, so a copy still queued never reads memory the host is filling),
+the previous step's sampled ids copied on the device into this step's token slots (``prev_rows``;
+one device-to-device copy per run of consecutive rows), the forward pass (CUDA graph for decode),
+the sampling kernel, an async copy of the ids into pinned memory, and a timing event. ``ids()``
+waits on that event only. Where a step must reallocate the backend's buffers (more tokens or rows
+than they hold), the previous step's ids are read back first and the tokens filled on the host.
+
+``timing()``: GPU-busy milliseconds (each step from its start event to its end event; a start
+event fires when the stream reaches it, so a host that is late shows up as a gap) and the gaps
+between consecutive steps, since ``reset_timing()``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.cuda import driver
+from kernels.cuda.copy_runs import runs
+
+ALIGN = 64
+
+
+def _feeder(copies: list[tuple[int, int, int]], src: int, stream):
+    """The ``patch`` for ``forward``: copy the previous step's ids (``src``, int32) into the staged
+    token slots, one device-to-device copy per run."""
+    def patch(p: dict[str, int]) -> None:
+        for t, r, n in copies:
+            driver.dtod(p["tokens"] + 4 * t, src + 4 * r, 4 * n, stream)
+    return patch
+
+
+class _Arena:
+    def __init__(self, nbytes: int) -> None:
+        self.buf = driver.Pinned(nbytes)
+        self.used = 0
+        self.last: "_Handle | None" = None     # the launch that staged here last
+
+
+class Staging:
+    """Pinned staging for host->device copies: the backend's ``_htod`` goes through ``htod``."""
+
+    def __init__(self, dev: driver.Device, nbytes: int) -> None:
+        self.dev = dev
+        self.arenas = [_Arena(nbytes), _Arena(nbytes)]
+        self.i = 0
+
+    @property
+    def arena(self) -> _Arena:
+        return self.arenas[self.i]
+
+    def begin(self) -> None:
+        """A new launch takes the other arena, once the launch that used it last has finished."""
+        self.i ^= 1
+        if self.arena.last is not None:
+            self.arena.last.ids()
+        self.arena.used, self.arena.last = 0, None
+
+    def reserve(self, nbytes: int) -> tuple[int, int]:
+        """(address, offset) of ``nbytes`` in the current arena."""
+        off = -(-self.arena.used // ALIGN) * ALIGN
+        if off + nbytes > self.arena.buf.nbytes:
+            self._grow(off + nbytes)
+            off = -(-self.arena.used // ALIGN) * ALIGN
+        self.arena.used = off + nbytes
+        return self.arena.buf.ptr + off, off
+
+    def htod(self, dst: int, host: np.ndarray) -> None:
+        raw = np.ascontiguousarray(host).view(np.uint8).ravel()
+        addr, off = self.reserve(raw.nbytes)
+        self.arena.buf.view(np.uint8, raw.nbytes, off)[:] = raw
+        driver.htod_pinned(dst, addr, raw.nbytes, self.dev.stream)
+
+    def _grow(self, need: int) -> None:
+        """Bigger arenas: wait for the stream (every copy queued from the old ones has run) and read
+        the ids an earlier launch left in them before they go."""
+        self.dev.synchronize()
+        size = max(need, 2 * self.arena.buf.nbytes)
+        for a in self.arenas:
+            if a.last is not None:
+                a.last.ids()
+            a.buf.free()
+            a.buf = driver.Pinned(size)
+            a.used = 0
+
+    def close(self) -> None:
+        self.dev.synchronize()
+        for a in self.arenas:
+            a.buf.free()
+
+
+class _Handle:
+    def __init__(self, launcher: "CudaStepLauncher", logits, n: int, offset: int, arena: _Arena,
+                 start: driver.Event, end: driver.Event) -> None:
+        self.launcher, self.logits, self.n, self.offset, self.arena = launcher, logits, n, offset, arena
+        self.start, self.end = start, end
+        self._ids: np.ndarray | None = None
+
+    def ids(self) -> np.ndarray:
+        if self._ids is None:
+            self.end.synchronize()
+            self._ids = self.arena.buf.view(np.int32, self.n, self.offset).copy()
+            self.launcher._account(self)
+        return self._ids
+
+
+class CudaStepLauncher:
+    overlaps = True
+    EVENTS = 8          # (start, end) pairs reused round-robin: at most two launches are unread
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        backend.dev.make_current()
+        self.staging = Staging(backend.dev, 4 * backend.ints_cap + backend.r_cap * 40 + 4096)
+        backend.staging = self.staging
+        self._events = [(driver.Event(timing=True), driver.Event(timing=True)) for _ in range(self.EVENTS)]
+        self._next_event = 0
+        self._prev: _Handle | None = None
+        self._prev_failed = False
+        self.reset_timing()
+
+    def launch(self, batch, prev_rows, sample_rows, sampling) -> _Handle:
+        be = self.backend
+        stream = be.dev.stream
+        be.dev.make_current()
+        placeholders = prev_rows is not None and bool((prev_rows >= 0).any())
+        if placeholders and self._prev_failed:
+            raise RuntimeError("the step that sampled this step's input tokens failed")
+        try:
+            patch = None
+            if placeholders:
+                if batch.num_tokens > be.t_cap or len(batch.logits_rows) > be.r_cap:
+                    batch = self._resolve_on_host(batch, prev_rows)   # forward reallocates sample_out
+                else:
+                    t_idx = np.nonzero(prev_rows >= 0)[0]
+                    patch = _feeder(runs(t_idx, prev_rows[t_idx]), be.sample_out, stream)
+            self.staging.begin()
+            start, end = self._events[self._next_event]
+            self._next_event = (self._next_event + 1) % self.EVENTS
+            start.record(stream)
+            logits = be.forward(batch, patch=patch)
+            n = 0
+            if len(sample_rows):
+                whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
+                n = be.sample_enqueue(logits if whole else logits[sample_rows], sampling)
+            addr, off = self.staging.reserve(4 * max(n, 1))
+            driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
+            end.record(stream)
+        except BaseException:
+            self._prev_failed = True
+            raise
+        handle = _Handle(self, logits, n, off, self.staging.arena, start, end)
+        self.staging.arena.last = handle
+        self._prev, self._prev_failed = handle, False
+        return handle
+
+    def _resolve_on_host(self, batch, prev_rows):
+        import dataclasses
+        prev = self._prev.ids()
+        tokens = np.array(batch.token_ids, dtype=np.int32)
+        mask = prev_rows >= 0
+        tokens[mask] = prev[prev_rows[mask]]
+        return dataclasses.replace(batch, token_ids=tokens)
+
+    # -- GPU-busy accounting ------------------------------------------------------
+    def reset_timing(self) -> None:
+        self._busy_ms = self._gap_ms = 0.0
+        self._steps = 0
+        self._last_end_handle: _Handle | None = None
+
+    def pause(self) -> None:
+        """The engine has no work: the time until the next launch is not the host's lateness."""
+        self._last_end_handle = None
+
+    def _account(self, h: _Handle) -> None:
+        self._busy_ms += h.end.since(h.start)
+        if self._last_end_handle is not None:
+            self._gap_ms += max(0.0, h.start.since(self._last_end_handle.end))
+        self._last_end_handle = h
+        self._steps += 1
+
+    def timing(self) -> dict:
+        """Since reset_timing: steps read back, GPU-busy seconds and the gaps between steps."""
+        total = self._busy_ms + self._gap_ms
+        return {"steps": self._steps, "busy_s": self._busy_ms / 1e3, "idle_s": self._gap_ms / 1e3,
+                "busy_share": self._busy_ms / total if total > 0 else float("nan")}
+
+    def close(self) -> None:
+        self.backend.dev.make_current()
+        self.staging.close()
+        self.backend.staging = None
+
+
+__all__ = ["CudaStepLauncher", "Staging", "runs"]
