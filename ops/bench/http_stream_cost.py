@@ -69,7 +69,17 @@ class ScriptedService:
         pass
 
 
-def _serve(port_q) -> None:
+def _serve(port_q, profile: str | None = None) -> None:
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+        import signal
+        signal.signal(signal.SIGTERM, lambda *_: (prof.disable(), prof.dump_stats(profile), os._exit(0)))
+    _serve_app(port_q)
+
+
+def _serve_app(port_q) -> None:
     from quart import Quart
 
     from api.app_common import install_common
@@ -120,10 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--streams", default="1,16,64")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--profile", help="write a cProfile of the server process here")
     args = ap.parse_args(argv)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(q,), daemon=True)
+    proc = ctx.Process(target=_serve, args=(q, args.profile), daemon=True)
     proc.start()
     base = f"http://127.0.0.1:{q.get(timeout=60)}"
     rows = []
