@@ -21,7 +21,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "else numpy)")
     p.add_argument("--max-batch", type=int, default=None,
                    help="most sequences decoded together (default: numpy 64; cuda what the KV pool holds of "
-                        "1,024-token prompts with --default-max-tokens, at most the largest CUDA-graph batch, 512)")
+                        "1,024-token prompts with --default-max-tokens, at most 256)")
     p.add_argument("--kv-pages", type=int, default=None,
                    help="pages in the paged KV pool, 16 tokens each (default: numpy 2048; cuda "
                         "--gpu-memory-utilization of the device memory free at start)")
