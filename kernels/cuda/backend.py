@@ -31,7 +31,10 @@ def _pow2ceil(n: int) -> int:
 
 class CudaBackend:
     name = "cuda"
-    largest_bucket = BUCKETS[-1]   # decode steps up to this batch replay CUDA graphs (kernels.pool_size)
+    # the default batch bound (kernels.pool_size): decode graphs exist up to BUCKETS[-1] (512), but
+    # 256 is the widest batch the kernel bench measured and the sampling rows preallocated
+    # (row_capacity); --max-batch 512 works and grows those buffers once (dropping the graphs)
+    largest_bucket = 256
 
     def __init__(self, bundle, num_pages: int, page_size: int = 16, token_capacity: int = 4096,
                  row_capacity: int = 256):

@@ -165,6 +165,19 @@ def engine_check(bundle, prompts, record) -> None:
            f"{len(same)}/{len(requests)} identical")
 
 
+def pool_check(bundle, record) -> None:
+    """The default KV pool (kernels.pool_size): 0.5 of the free device memory, in pages."""
+    from kernels.cuda import driver
+    from kernels.pool_size import pages_for_memory
+
+    driver.Device(0)
+    free = driver.mem_free()
+    cfg = bundle.config
+    pages = pages_for_memory(free, 0.5, cfg.n_layers, cfg.kv_size, 16)
+    record("default KV pool at 0.5 of free memory (pages, >= 1000)", float(pages), 1000.0,
+           f"free {free / 2**30:.1f} GiB -> {pages} pages of 16 tokens")
+
+
 def run(bundle, real: bool, record) -> None:
     tok = bundle.tokenizer
     from ops.gpu.model_check import PROMPTS
@@ -174,6 +187,7 @@ def run(bundle, real: bool, record) -> None:
     else:
         rng = np.random.default_rng(7)
         prompts = [list(rng.integers(3, bundle.config.vocab_size, int(rng.integers(5, 60)))) for _ in PROMPTS]
+    pool_check(bundle, record)
     same_batches_check(bundle, prompts[:16], list(prompts[16]) * 3, record)
     if real:
         engine_check(bundle, prompts, record)

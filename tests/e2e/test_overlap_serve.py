@@ -1,6 +1,6 @@
-"""The one-step-behind engine loop through the official openai SDK: the suite's server (numpy, loop
-one step behind by default) against one started with `--engine-overlap off` (the classic loop),
-request for request: the same text, finish reasons and usage, with stops, max_tokens, n > 1 and
+"""The one-step-behind engine loop through the official openai SDK: a server started with
+`--engine-overlap on` (numpy: a device thread, one step behind) against the suite's server (numpy's
+default, the classic loop), request for request: the same text, finish reasons and usage, with stops, max_tokens, n > 1 and
 several streams at once; a client that disconnects mid-step leaves nothing behind."""
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ REQUESTS = [
 
 
 @pytest.fixture(scope="module")
-def classic_client():
-    proc = ServerProcess(*SERVER_ARGS, "--engine-overlap", "off").start()
+def behind_server():
+    proc = ServerProcess(*SERVER_ARGS, "--engine-overlap", "on").start()
     try:
-        yield openai.AsyncOpenAI(base_url=f"{proc.base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
+        yield proc
     finally:
         proc.stop()
 
@@ -49,9 +49,11 @@ async def _stream(client, body) -> tuple[dict, object]:
     return {"texts": texts, "finishes": finishes}, usage
 
 
-async def test_streams_match_the_classic_loop(async_openai_client, classic_client):
+async def test_streams_match_the_classic_loop(async_openai_client, behind_server):
+    behind = openai.AsyncOpenAI(base_url=f"{behind_server.base_url}/v1", api_key="any-key", max_retries=0,
+                                timeout=120)
     results = {}
-    for name, client in (("behind", async_openai_client), ("classic", classic_client)):
+    for name, client in (("behind", behind), ("classic", async_openai_client)):
         results[name] = await asyncio.gather(*(_stream(client, body) for body in REQUESTS))
     for body, (got, usage), (want, usage_want) in zip(REQUESTS, results["behind"], results["classic"]):
         assert got == want, body
@@ -63,12 +65,13 @@ async def test_streams_match_the_classic_loop(async_openai_client, classic_clien
     assert set(pair["texts"]) == {0, 1}
     assert cut["finishes"] == {0: "stop"} and first["texts"][0].startswith(cut["texts"][0])
     # buffered: the same answer and the same usage as the stream
-    buffered = await async_openai_client.chat.completions.create(model=MODEL, **REQUESTS[1])
+    buffered = await behind.chat.completions.create(model=MODEL, **REQUESTS[1])
     assert buffered.choices[0].message.content == short["texts"][0]
     assert buffered.usage.completion_tokens == 9
 
 
-def test_disconnect_mid_step_cancels_and_frees_pages(base_url):
+def test_disconnect_mid_step_cancels_and_frees_pages(behind_server):
+    base_url = behind_server.base_url
     before = httpx.get(f"{base_url}/v1/stats").json()["engine"]
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a very long story."}],
             "max_tokens": 1000, "stream": True, "temperature": 0}

@@ -120,15 +120,16 @@ async def test_chunked_prefill_matches_whole_prefill(make_real_engine, chat_prom
 
 
 async def test_one_step_behind_matches_the_classic_loop_token_for_token(make_real_engine, chat_prompt):
-    """The numpy backend's default loop (a device thread, one step behind) against the classic one:
+    """The numpy backend one step behind (a device thread: EngineConfig.overlap=True) against its
+    default, the classic loop:
     greedy and seeded streams, EOS, a stop string and max_tokens, several at once."""
     prompts = [chat_prompt(q) for q in QUESTIONS]
     params = [greedy(24), SamplingParams(max_tokens=10, temperature=0.9, top_p=0.95, seed=3),
               greedy(24, stop=("Spanish", "4")), SamplingParams(max_tokens=7, temperature=0.7, seed=11, stop=("o",))]
     outputs = {}
-    for overlap in (None, False):
+    for overlap in (True, None):
         engine = make_real_engine(start=False, overlap=overlap)
-        assert engine._one_behind is (overlap is None)
+        assert engine._one_behind is (overlap is True)
         handles = [engine.submit(p, sp) for p, sp in zip(prompts, params)]
         engine.start()
         results = await asyncio.gather(*(run(h) for h in handles))
@@ -137,7 +138,7 @@ async def test_one_step_behind_matches_the_classic_loop_token_for_token(make_rea
         stats = engine.stats()
         assert stats.generation_tokens_total == sum(len(ids) for _, ids, _ in results)
         await engine.stop()
-    assert outputs[None] == outputs[False]
-    for ids, _, reason, count, _ in outputs[None]:
+    assert outputs[True] == outputs[None]
+    for ids, _, reason, count, _ in outputs[True]:
         assert count == len(ids)
-    assert {o[2] for o in outputs[None]} >= {"stop", "length"}
+    assert {o[2] for o in outputs[True]} >= {"stop", "length"}

@@ -10,7 +10,7 @@ def test_an_h200_holds_256_whole_contexts_at_half_its_free_memory():
     pages = pages_for_memory(139 * 2**30, 0.5, 30, 192, 16)
     assert pages == 139 * 2**30 // 2 // 368_640 and pages > 190_000
     assert 256 * (8192 // 16) / pages < 0.7          # 256 streams each reserving a whole 8k context
-    assert default_max_batch(pages, 16, 1024 + 512, 512) == 512
+    assert default_max_batch(pages, 16, 1024 + 512, 256) == 256
     assert default_max_batch(2048, 16, 1024 + 512, 512) == 21        # a small pool bounds the batch
     assert default_max_batch(2048, 16, 1024 + 512, None) == 64       # numpy: as before
 

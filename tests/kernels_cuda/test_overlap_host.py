@@ -39,7 +39,8 @@ def test_the_cuda_backend_overlaps_only_when_asked():
     assert isinstance(make_launcher(_Backend("cuda", default_on=True), None), _Native)   # AOTX_CUDA_OVERLAP=1
     assert isinstance(make_launcher(cuda, False), InlineLauncher) and cuda.forced == [False, True]
     numpy_like = type("B", (), {"name": "numpy"})()
-    launcher = make_launcher(numpy_like, None)
+    assert isinstance(make_launcher(numpy_like, None), InlineLauncher)      # numpy: the classic loop
+    launcher = make_launcher(numpy_like, True)
     assert isinstance(launcher, ThreadLauncher)
     launcher.close()
 

@@ -1,0 +1,160 @@
+"""What hypercorn + Quart + the chat surface cost per streamed token and per request (a benchmark,
+not a test): `/v1/chat/completions` streams served over a scripted service that produces tokens as
+fast as it is asked (no model, no engine), so the server process's CPU time is the HTTP side's.
+
+    python -m ops.bench.http_stream_cost [--streams 1,16,64] [--tokens 256] [--requests 64]
+
+The server runs in a child process (its CPU time read from /proc); each token is one engine-style
+delta handed over on its own wake-up (as the engine's one delivery per step per event loop does).
+Prints server CPU µs per streamed token and per request, and the client's aggregate tok/s.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import httpx
+
+from aotx.engine.types import Delta
+
+
+class _Handle:
+    def __init__(self, n: int, prompt: int) -> None:
+        self.n, self.prompt_tokens, self.cancelled, self.request_id = n, prompt, False, "bench"
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    async def _gen(self):
+        for k in range(self.n):
+            if self.cancelled:
+                return
+            await asyncio.sleep(0)             # one wake-up per token, as one engine step delivers
+            last = k == self.n - 1
+            yield Delta(" tok", token_ids=(k,), finish_reason="length" if last else None,
+                        prompt_tokens=self.prompt_tokens, completion_tokens=k + 1)
+
+    def __aiter__(self):
+        return self._gen()
+
+
+class ScriptedService:
+    model_id = "smollm2-135m-instruct"
+    created = 1700000000
+    context_length = context_tokens = 8192
+    default_max_tokens = 256
+    backend_name = "scripted"
+
+    def known_model(self, name: str) -> bool:
+        return name == self.model_id
+
+    async def chat_prompt_ids(self, messages, tools=(), tool_choice=None, *, primer="", prefill="", limit=None):
+        return [1, 2, 3]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return b" tok"
+
+    def token_text(self, token_id: int) -> str:
+        return " tok"
+
+    def submit(self, prompt_ids, params, *, surface, lane):
+        return _Handle(params.max_tokens, len(prompt_ids))
+
+    async def stop(self) -> None:
+        pass
+
+
+def _serve(port_q, profile: str | None = None) -> None:
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+        import signal
+        signal.signal(signal.SIGTERM, lambda *_: (prof.disable(), prof.dump_stats(profile), os._exit(0)))
+    _serve_app(port_q)
+
+
+def _serve_app(port_q) -> None:
+    from quart import Quart
+
+    from api.app_common import install_common
+    from api.server import bind_socket, serve_app
+    from api.surfaces import chat
+
+    app = Quart(__name__)
+    app.extensions["aotx"] = ScriptedService()
+    app.register_blueprint(chat.blueprint)
+    install_common(app)
+    sock = bind_socket("127.0.0.1", 0)
+    port_q.put(sock.getsockname()[1])
+    asyncio.run(serve_app(app, "127.0.0.1", 0, asyncio.Event(), sock=sock))
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _load(base: str, streams: int, requests: int, tokens: int) -> tuple[int, float]:
+    body = {"model": ScriptedService.model_id, "stream": True, "max_tokens": tokens,
+            "messages": [{"role": "user", "content": "hi"}]}
+    limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
+    got = 0
+    sem = asyncio.Semaphore(streams)
+
+    async def one(client):
+        nonlocal got
+        async with sem, client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    chunk = json.loads(line[6:])
+                    if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                        got += 1
+
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        await asyncio.gather(*(one(client) for _ in range(min(streams, 4))))    # warm-up
+        got = 0
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(client) for _ in range(requests)))
+        return got, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--streams", default="1,16,64")
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--profile", help="write a cProfile of the server process here")
+    args = ap.parse_args(argv)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_serve, args=(q, args.profile), daemon=True)
+    proc.start()
+    base = f"http://127.0.0.1:{q.get(timeout=60)}"
+    rows = []
+    try:
+        for s in [int(x) for x in args.streams.split(",")]:
+            before = _cpu_s(proc.pid)
+            tokens, wall = asyncio.run(_load(base, s, max(args.requests, s), args.tokens))
+            cpu = _cpu_s(proc.pid) - before
+            rows.append((s, max(args.requests, s), tokens, wall, cpu))
+    finally:
+        proc.terminate()
+        proc.join(10)
+    print(f"\n## HTTP streaming cost (hypercorn + Quart + chat surface, scripted tokens), load {os.getloadavg()[0]:.1f}\n")
+    print("| concurrent streams | requests | tokens | wall s | client tok/s | server CPU µs/token | server CPU ms/request |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for s, n, tokens, wall, cpu in rows:
+        print(f"| {s} | {n} | {tokens} | {wall:.2f} | {tokens / wall:,.0f} | {cpu / tokens * 1e6:.0f} | "
+              f"{cpu / n * 1e3:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
