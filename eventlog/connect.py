@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import nats.errors
-from nats.aio.client import Client
 
 from .errors import EventLogError
+from .nats_client import Client
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _log = logging.getLogger("eventlog")

@@ -25,8 +25,8 @@ from .errors import JournalUnavailable
 from .recorder import StoredMessage
 
 DIRECT_BATCH = 1000
-_OWN = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
-        "Nats-Last-Sequence", "Status", "Description")
+_OWN = frozenset(("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
+                  "Nats-Last-Sequence", "Status", "Description"))
 
 
 class _Batch:
