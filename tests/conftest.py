@@ -68,8 +68,11 @@ def openai_client(base_url):
     return openai.OpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def async_openai_client(base_url):
+    """One per test: an async client's pooled connections belong to the event loop of the test that
+    opened them (pytest-asyncio gives each test its own), so a session-wide one breaks the next test
+    with 'Event loop is closed' when it reuses or closes a connection of a finished loop."""
     import openai
     return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
 

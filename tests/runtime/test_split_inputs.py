@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from aotx.stored import StoredLimits
+
 from api.gateway_config import ensure_dev_config, load_gateway_config
 from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, changed_subject, submit_body
 from aotx.runtime_file import load_grants, pack_shared, write_grants
@@ -86,10 +88,13 @@ def test_boot_flags_reach_the_runtime_options():
                                       "--retention-mode", "2", "--lease-revision", "5", "--automatic-memory",
                                       "--execution-deadline", "7", "--snapshot-every", "0"])
     assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
-                                     "automatic_memory": True, "snapshots": None}
+                                     "automatic_memory": True, "snapshots": None, "stored_limits": StoredLimits()}
     args = build_parser().parse_args(["serve"])
     assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
-                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY)}
+                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY),
+                                     "stored_limits": StoredLimits()}
+    args = build_parser().parse_args(["serve", "--idempotency-ttl", "90s"])
+    assert runtime_options(args)["stored_limits"].idempotency_ttl == 90
     args = build_parser().parse_args(["serve", "--snapshot-every", "500", "--snapshot-interval", "60"])
     assert runtime_options(args)["snapshots"] == SnapshotPolicy(every=500, interval=60.0)
     for bad in (["--retention-mode", "3"], ["--lease-revision", "2"]):
