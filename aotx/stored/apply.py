@@ -88,9 +88,9 @@ def _events(state: StoredState, e: ResponseEventsAppended) -> None:
     if e.first != len(record.events):
         raise _fail(e, f"events from {e.first}, but {len(record.events)} are saved")
     size = sum(map(len, e.events))
-    state.writable_book(e.identity).responses[e.response] = replace(
-        record, events=record.events + e.events, status=ResponseStatus.IN_PROGRESS if e.events else record.status,
-        size=record.size + size)
+    state.writable_book(e.identity).responses[e.response] = ResponseRecord(   # = replace(record, events=…, …)
+        record.created, ResponseStatus.IN_PROGRESS if e.events else record.status, record.events + e.events,
+        record.finished, record.cancel_requested, record.size + size)
     state.count(bytes=size)
 
 
@@ -109,7 +109,8 @@ def _finished(state: StoredState, e: ResponseFinished) -> None:
         _items(e, record.created.input_ids + e.output_ids, record.created.input + e.output, conversation.item_ids)
     size = finished_size(e)
     book = state.writable_book(e.identity)
-    book.responses[e.response] = replace(record, status=e.status, finished=e, size=record.size + size)
+    book.responses[e.response] = ResponseRecord(record.created, e.status, record.events, e, record.cancel_requested,
+                                                record.size + size)   # = replace(record, status=…, finished=e, …)
     state.count(bytes=size)
     if adds:
         _add_items(state, book, conversation, record.created.input_ids + e.output_ids,

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import secrets
@@ -79,8 +80,10 @@ def identity_of_principal(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=4096)
 def identity_lineage(identity: str) -> bytes:
-    """The lineage whose journal subject orders this identity's records."""
+    """The lineage whose journal subject orders this identity's records (cached: replay asks once per
+    stored event, for a few identities)."""
     return lineage_for(identity)
 
 

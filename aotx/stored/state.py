@@ -10,7 +10,7 @@ without touching the acknowledged state (aotx.runtime.stored_round).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .events import ConversationCreated, KeyFinished, KeyStarted, ResponseCreated, ResponseFinished
@@ -97,9 +97,12 @@ class StoredState:
             self._owned.add(identity)
         return book
 
-    def count(self, **delta: int) -> None:
+    def count(self, responses: int = 0, conversations: int = 0, keys: int = 0, items: int = 0,
+              bytes: int = 0) -> None:
+        """Add to the totals (once per applied event: built positionally, not by dataclasses.replace)."""
         t = self.totals
-        self.totals = replace(t, **{k: getattr(t, k) + v for k, v in delta.items()})
+        self.totals = Totals(t.responses + responses, t.conversations + conversations, t.keys + keys,
+                             t.items + items, t.bytes + bytes)
 
     def fork(self) -> "StoredState":
         """A state equal to this one that applies events without changing it (copy on first write)."""

@@ -5,7 +5,9 @@ as `params`, metadata, previous_response_id, conversation) before the engine is 
 journal hold: 429; limits) stores nothing and runs nothing. `abandon` deletes it again when the
 engine refuses the request at admission. `buffered` and `stream` run the generation and record
 FinishResponse (output items, usage, status, error) before the client sees the end: the buffered JSON
-is answered, and a stream's terminal event is sent, only once the store has the finished response. A
+is answered, and a stream's terminal event is sent, only once the store has the finished response (a
+stream starts recording it as soon as the final object exists and sends the events before the terminal
+one meanwhile: only the terminal event waits for the journal). A
 stream cut by the client (or a buffered request whose client left) is finished `failed` with error code
 `client_disconnected` and the output produced so far; an engine failure is finished `failed` with it.
 
@@ -41,6 +43,7 @@ STATUS = {"completed": ResponseStatus.COMPLETED, "incomplete": ResponseStatus.IN
           "failed": ResponseStatus.FAILED, "cancelled": ResponseStatus.CANCELLED}
 DISCONNECTED = {"code": "client_disconnected",
                 "message": "The client disconnected before the response finished; it was not completed."}
+TERMINAL_EVENTS = tuple(f"event: response.{s}\n".encode() for s in ("completed", "incomplete", "failed"))
 _PENDING: set[asyncio.Task] = set()   # finishes recorded after their request ended (kept referenced)
 
 
@@ -70,6 +73,17 @@ class StoredRun:
         if self.finished:
             return
         self.finished = True
+        await self._record_finish(final)
+
+    def finish_started(self, final: dict) -> asyncio.Task:
+        """`finish` begun now in a task of its own (kept referenced), for the caller to await later."""
+        self.finished = True
+        task = asyncio.get_running_loop().create_task(self._record_finish(final))
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
+        return task
+
+    async def _record_finish(self, final: dict) -> None:
         status = STATUS[final["status"]]
         cmd = FinishResponse(self.response_id, status, [dict(item) for item in final["output"]],
                              usage=final.get("usage"), error=final.get("error"),
@@ -121,16 +135,24 @@ class StoredRun:
         return wrapped
 
     async def _stream(self, events: AsyncIterator[bytes], projector: ResponsesStreamProjector) -> AsyncIterator[bytes]:
-        held: list[bytes] = []   # the events of the last feed (the terminal one among them) wait for the store
+        # FinishResponse is recorded from the moment the projector has the final response object, while the
+        # last events (the last delta, output_text.done, output_item.done …) go on to the client; only the
+        # terminal event (and anything after it) waits for the store to have the finished response
+        finishing: asyncio.Task | None = None
+        held: list[bytes] = []
         try:
             async with aclosing(events) as inner:
                 async for chunk in inner:
-                    if projector.done:
+                    if finishing is None and projector.final is not None:
+                        finishing = self.finish_started(projector.final)
+                    if held or (finishing is not None and chunk.startswith(TERMINAL_EVENTS)):
                         held.append(chunk)
                     else:
                         yield chunk
-            if projector.final is not None:
-                await self.finish(projector.final)
+            if finishing is None and projector.final is not None:
+                finishing = self.finish_started(projector.final)
+            if finishing is not None:
+                await asyncio.shield(finishing)   # a client that leaves now does not cancel the record
             for chunk in held:
                 yield chunk
         finally:
