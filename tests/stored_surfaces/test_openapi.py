@@ -1,0 +1,144 @@
+"""GET /v1/openapi.json, the OpenAPI 3.1 document of the stored routes and of Idempotency-Key: it is a valid
+document, it names exactly the app's stored routes, and schemathesis over it — in process, the real app
+(api.app.create_app) over a tape-replaying service and a real runtime's stored port on a real nats-server —
+finds no server error and no answer the document does not describe (status, content type, headers, body)."""
+from __future__ import annotations
+
+import re
+
+import httpx
+import jsonschema
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import not_a_server_error
+from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
+                                               response_schema_conformance, status_code_conformance)
+from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+from api.app import create_app
+from api.settings import GatewaySettings
+from api.stored_access import attach_stored
+from api.surfaces.openapi import openapi_document
+from tests.api.fake_service import FakeService
+
+ORIGIN = "http://gateway"
+HEADERS = {"Authorization": "Bearer key-a"}
+STORED = ("/v1/responses", "/v1/conversations")
+SESSION = pytest.mark.asyncio(loop_scope="session")    # the stored-surface fixtures' loop
+CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
+          response_schema_conformance)
+
+
+class Service(FakeService):
+    backend_name = "fake"
+
+
+def full_app(port):
+    app = create_app(Service(), GatewaySettings())
+    attach_stored(app, port)
+    return app
+
+
+def _openapi_path(rule: str) -> str:
+    return re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule)
+
+
+def test_the_document_is_valid_openapi_3_1():
+    doc = openapi_document()
+    OPENAPI_31_VALIDATOR.validate(doc)
+    for name, schema in doc["components"]["schemas"].items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    schemathesis.openapi.from_dict(doc).validate()
+
+
+@SESSION
+async def test_the_document_is_served_and_names_exactly_the_stored_routes(runtime):
+    app = full_app(runtime.stored)
+    routes: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith(STORED):
+            routes.setdefault(_openapi_path(rule.rule), set()).update(
+                m.lower() for m in rule.methods if m not in ("HEAD", "OPTIONS"))
+    r = await app.test_client().get("/v1/openapi.json")      # loopback: no token, as the other model routes
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    doc = await r.get_json()
+    assert doc == openapi_document()
+    documented = {path: set(ops) for path, ops in doc["paths"].items() if path.startswith(STORED)}
+    assert documented == routes
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses"):
+        names = [p["name"] for p in doc["paths"][path]["post"]["parameters"]]
+        assert "Idempotency-Key" in names, path
+        for code in ("409", "422"):
+            assert code in doc["paths"][path]["post"]["responses"], (path, code)
+    assert doc["paths"]["/v1/messages"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == \
+        {"$ref": "#/components/schemas/AnthropicError"}
+
+
+def _operations():
+    schema = schemathesis.openapi.from_dict(openapi_document())
+    ops = [result.ok() for result in schema.get_all_operations()]
+    ops = [op for op in ops if op.path.startswith(STORED)]
+    return sorted(ops, key=lambda op: op.method.upper() == "DELETE")   # deletes last: the real ids live longer
+
+
+def _cases(operation, mode: GenerationMode, count: int) -> list:
+    out = []
+
+    @settings(max_examples=count, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def gather(case):
+        out.append(case)
+
+    try:
+        gather()
+    except Unsatisfiable:     # nothing of this operation can be made invalid (a negative case of path ids only)
+        assert mode is GenerationMode.NEGATIVE, operation.path
+    return out
+
+
+async def _seed(http) -> dict[str, str]:
+    """Real ids for the path parameters: a stored response, a conversation with one item."""
+    r = await http.post(f"{ORIGIN}/v1/responses", json={"model": Service.model_id, "input": "hi"}, headers=HEADERS)
+    assert r.status_code == 200, r.text
+    c = await http.post(f"{ORIGIN}/v1/conversations", json={"items": [{"role": "user", "content": "hello"}]},
+                        headers=HEADERS)
+    assert c.status_code == 200, c.text
+    items = (await http.get(f"{ORIGIN}/v1/conversations/{c.json()['id']}/items", headers=HEADERS)).json()
+    return {"response_id": r.json()["id"], "conversation_id": c.json()["id"], "item_id": items["data"][0]["id"]}
+
+
+@SESSION
+@pytest.mark.parametrize("examples", [6])
+async def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(runtime, examples):
+    operations = _operations()
+    assert len(operations) == 13, [(op.method, op.path) for op in operations]
+    statuses: dict[int, int] = {}
+    app = full_app(runtime.stored)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+        real = await _seed(http)
+        for operation in operations:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                for case in _cases(operation, mode, examples):
+                    for ids in (None, real):
+                        if ids is not None and case.path_parameters:
+                            case.path_parameters = {k: ids[k] for k in case.path_parameters}
+                        elif ids is not None:
+                            continue
+                        kwargs = case.as_transport_kwargs(base_url=ORIGIN, headers=HEADERS)
+                        r = await http.request(kwargs["method"], kwargs["url"], params=kwargs.get("params"),
+                                               headers=kwargs.get("headers"), content=_content(kwargs))
+                        statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                        assert r.status_code < 500, (operation.path, case.query, case.body, r.text)
+                        case.validate_response(r, checks=CHECKS)
+    assert statuses.get(200, 0) > 0 and statuses.get(400, 0) > 0 and statuses.get(404, 0) > 0, statuses
+    print("schemathesis statuses:", dict(sorted(statuses.items())))
+
+
+def _content(kwargs) -> bytes | None:
+    if "json" in kwargs:
+        import json
+        return json.dumps(kwargs["json"]).encode()
+    return kwargs.get("content") or kwargs.get("data")
