@@ -27,6 +27,7 @@ from tests.api.fake_service import FakeService
 ORIGIN = "http://gateway"
 HEADERS = {"Authorization": "Bearer key-a"}
 STORED = ("/v1/responses", "/v1/conversations")
+KEYED = ("/v1/chat/completions", "/v1/completions", "/v1/messages")   # Idempotency-Key; their bodies not described
 SESSION = pytest.mark.asyncio(loop_scope="session")    # the stored-surface fixtures' loop
 CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance)
@@ -80,7 +81,7 @@ async def test_the_document_is_served_and_names_exactly_the_stored_routes(runtim
 def _operations():
     schema = schemathesis.openapi.from_dict(openapi_document())
     ops = [result.ok() for result in schema.get_all_operations()]
-    ops = [op for op in ops if op.path.startswith(STORED)]
+    ops = [op for op in ops if op.path.startswith(STORED) or op.path in KEYED]
     return sorted(ops, key=lambda op: op.method.upper() == "DELETE")   # deletes last: the real ids live longer
 
 
@@ -114,7 +115,7 @@ async def _seed(http) -> dict[str, str]:
 @pytest.mark.parametrize("examples", [6])
 async def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(runtime, examples):
     operations = _operations()
-    assert len(operations) == 13, [(op.method, op.path) for op in operations]
+    assert len(operations) == 16, [(op.method, op.path) for op in operations]
     statuses: dict[int, int] = {}
     app = full_app(runtime.stored)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
@@ -122,10 +123,8 @@ async def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(run
         for operation in operations:
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
                 for case in _cases(operation, mode, examples):
-                    for ids in (None, real):
-                        if ids is not None and case.path_parameters:
-                            case.path_parameters = {k: ids[k] for k in case.path_parameters}
-                        elif ids is not None:
+                    for ids in (None, real):   # as generated, then on real ids and the served model
+                        if ids is not None and not _make_real(case, ids):
                             continue
                         kwargs = case.as_transport_kwargs(base_url=ORIGIN, headers=HEADERS)
                         r = await http.request(kwargs["method"], kwargs["url"], params=kwargs.get("params"),
@@ -135,6 +134,18 @@ async def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(run
                         case.validate_response(r, checks=CHECKS)
     assert statuses.get(200, 0) > 0 and statuses.get(400, 0) > 0 and statuses.get(404, 0) > 0, statuses
     print("schemathesis statuses:", dict(sorted(statuses.items())))
+
+
+def _make_real(case, ids: dict[str, str]) -> bool:
+    """Point the case at real resources (its path ids) and the served model; False when nothing changes."""
+    changed = False
+    if case.path_parameters:
+        case.path_parameters = {k: ids[k] for k in case.path_parameters}
+        changed = True
+    if isinstance(case.body, dict) and "model" in case.body:
+        case.body = {**case.body, "model": Service.model_id}
+        changed = True
+    return changed
 
 
 def _content(kwargs) -> bytes | None:
