@@ -39,7 +39,7 @@ def _errors(codes: tuple[int, ...], envelope: str = "OpenAIError") -> dict[str, 
 def _ok(schema: str, description: str = "OK", *, stream: bool = False, replayed: bool = False) -> dict[str, Any]:
     content: dict[str, Any] = {_JSON: {"schema": ref(schema)}}
     if stream:
-        content[_SSE] = {"schema": {"type": "string"}}
+        content[_SSE] = {"schema": ref("ServerSentEvent")}
     out: dict[str, Any] = {"description": description, "content": content}
     if replayed:
         out["headers"] = REPLAYED_HEADER
@@ -74,7 +74,7 @@ def _surface_post(summary: str, envelope: str) -> dict[str, Any]:
                      "responses": {"200": {"description": "the answer (JSON, or SSE with stream: true)",
                                            "headers": REPLAYED_HEADER,
                                            "content": {_JSON: {"schema": {"type": "object"}},
-                                                       _SSE: {"schema": {"type": "string"}}}},
+                                                       _SSE: {"schema": ref("ServerSentEvent")}}},
                                    **_errors(GENERATE, envelope)}}}
 
 

@@ -87,6 +87,9 @@ SCHEMAS: dict[str, Any] = {
     "ConversationUpdate": {"type": "object", "required": ["metadata"], "properties": {"metadata": _METADATA}},
     "ItemsAdd": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "array", "minItems": 1, "maxItems": 20, "items": ref("InputItem")}}},
+    "ServerSentEvent": {"type": "object", "required": ["data"], "description": "one event of a stream (the "
+                        "Responses events carry their `sequence_number` in `data`, a JSON object)", "properties": {
+        "event": _STR, "data": {**_STR, "contentMediaType": "application/json"}, "id": _STR}},
     "SurfaceRequest": {"type": "object", "description": "the surface's own request body (OpenAI's Chat "
                        "Completions and Completions, Anthropic's Messages); not described here"},
 }

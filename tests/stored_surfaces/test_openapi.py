@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, respons
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from api.app import create_app
-from api.settings import GatewaySettings
+from api.settings import GatewaySettings, token_digest
 from api.stored_access import attach_stored
 from api.surfaces.openapi import openapi_document
 from tests.api.fake_service import FakeService
@@ -76,6 +76,70 @@ async def test_the_document_is_served_and_names_exactly_the_stored_routes(runtim
             assert code in doc["paths"][path]["post"]["responses"], (path, code)
     assert doc["paths"]["/v1/messages"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == \
         {"$ref": "#/components/schemas/AnthropicError"}
+
+
+async def test_off_loopback_the_document_needs_a_token_as_the_other_model_routes():
+    settings = GatewaySettings(host="0.0.0.0", token_digests={token_digest("s3cret"): "alice"})
+    client = create_app(Service(), settings).test_client()
+    r = await client.get("/v1/openapi.json")
+    assert r.status_code == 401 and (await r.get_json())["error"]["code"] == "invalid_api_key"
+    r = await client.get("/v1/openapi.json", headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 200 and (await r.get_json())["openapi"] == "3.1.0"
+
+
+KNOWN = [   # (method, path, path params, query, headers, body, status): answers the fuzzer reaches only by luck
+    ("POST", "/v1/responses", {}, {}, {}, {"model": Service.model_id, "input": "hi", "stream": True}, 200),
+    ("POST", "/v1/responses", {}, {}, {}, {"model": Service.model_id, "input": "hi", "background": True}, 200),
+    ("GET", "/v1/responses/{response_id}", {"response_id": "BG"}, {"stream": "true", "starting_after": "0"}, {},
+     None, 200),
+    ("POST", "/v1/responses/{response_id}/cancel", {"response_id": "BG"}, {}, {}, None, 200),
+    ("POST", "/v1/responses/{response_id}/cancel", {"response_id": "FG"}, {}, {}, None, 400),
+    ("GET", "/v1/responses/{response_id}/input_items", {"response_id": "FG"}, {"limit": "1", "order": "asc"}, {},
+     None, 200),
+    ("POST", "/v1/responses", {}, {}, {"Idempotency-Key": "\x01"}, {"model": Service.model_id, "input": "hi"}, 400),
+    ("POST", "/v1/responses", {}, {}, {}, {"model": Service.model_id, "previous_response_id": "resp_x",
+                                          "input": "hi"}, 404),
+    ("POST", "/v1/conversations/{conversation_id}/items", {"conversation_id": "CONV"}, {}, {},
+     {"items": [{"type": "message", "role": "user", "content": "more"}]}, 200),
+    ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}", {"conversation_id": "CONV", "item_id": "ITEM"},
+     {}, {}, None, 200),
+    ("DELETE", "/v1/responses/{response_id}", {"response_id": "FG"}, {}, {}, None, 200),
+    ("GET", "/v1/responses/{response_id}", {"response_id": "FG"}, {}, {}, None, 404),
+]
+_KEYED_BODIES = {"/v1/chat/completions": {"model": Service.model_id, "messages": [{"role": "user", "content": "hi"}]},
+                 "/v1/completions": {"model": Service.model_id, "prompt": "hi"},
+                 "/v1/messages": {"model": Service.model_id, "max_tokens": 8,
+                                  "messages": [{"role": "user", "content": "hi"}]},
+                 "/v1/responses": {"model": Service.model_id, "input": "hi"}}
+for _path, _body in _KEYED_BODIES.items():   # a first attempt, its replay (Idempotent-Replayed), another body: 422
+    for _stream in (False, True):
+        KNOWN += [("POST", _path, {}, {}, {"Idempotency-Key": f"k{_stream}"}, {**_body, "stream": _stream}, 200)] * 2
+        KNOWN += [("POST", _path, {}, {}, {"Idempotency-Key": f"k{_stream}"}, {**_body, "stream": _stream,
+                                                                                "temperature": 0.5}, 422)]
+
+
+@SESSION
+async def test_known_requests_get_the_documented_answers(runtime):
+    schema = schemathesis.openapi.from_dict(openapi_document())
+    app = full_app(runtime.stored)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+        seeded = await _seed(http)
+        ids = {"FG": seeded["response_id"], "CONV": seeded["conversation_id"], "ITEM": seeded["item_id"]}
+        replayed = 0
+        for method, path, params, query, headers, body, status in KNOWN:
+            operation = schema[path][method]
+            case = operation.Case(path_parameters={k: ids.get(v, v) for k, v in params.items()} or None,
+                                  query=query or None, headers={**HEADERS, **headers},
+                                  **({"body": body} if body is not None else {}))
+            kwargs = case.as_transport_kwargs(base_url=ORIGIN)
+            r = await http.request(kwargs["method"], kwargs["url"], params=kwargs.get("params"),
+                                   headers=kwargs.get("headers"), content=_content(kwargs))
+            assert r.status_code == status, (method, path, body, r.text)
+            case.validate_response(r, checks=CHECKS)
+            replayed += r.headers.get("Idempotent-Replayed") == "true"
+            if body and body.get("background"):
+                ids["BG"] = r.json()["id"]
+    assert replayed == 8
 
 
 def _operations():
