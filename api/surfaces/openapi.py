@@ -21,8 +21,8 @@ WHY = {
          "(stored_limit_reached), or stored state this app does not have; nothing stored",
     401: "no valid bearer token (not on loopback)",
     404: "unknown, deleted, expired or another caller's (read exactly as unknown)",
-    409: "a conflict: previous_response_id not finished, or the key's first attempt was interrupted "
-         "(idempotency_key_interrupted)",
+    409: "a conflict: previous_response_id not finished, the key's first attempt was interrupted "
+         "(idempotency_key_interrupted), or an item id taken meanwhile by a concurrent add",
     413: "the body or one stored command is too large",
     422: "this Idempotency-Key was used with another request body (idempotency_key_reused)",
     429: "a journal hold (journal_hold: nothing stored) or a full engine queue",
@@ -119,7 +119,7 @@ def _paths() -> dict[str, Any]:
                     "responses": {"200": _ok("ItemList"), **_errors(READ)}},
             "post": {"summary": "add items (at most 20 at once): answers the list of those added",
                      "parameters": [CID], "requestBody": _body("ItemsAdd"),
-                     "responses": {"200": _ok("ItemList"), **_errors(WRITE)}}},
+                     "responses": {"200": _ok("ItemList"), **_errors((*WRITE, 409))}}},
         "/v1/conversations/{conversation_id}/items/{item_id}": {
             "get": {"summary": "one item", "parameters": [CID, IID],
                     "responses": {"200": _ok("Item"), **_errors(READ)}},
