@@ -217,3 +217,22 @@ def _content(kwargs) -> bytes | None:
         import json
         return json.dumps(kwargs["json"]).encode()
     return kwargs.get("content") or kwargs.get("data")
+
+
+@SESSION
+@pytest.mark.parametrize("status", [["x"], 7, "done", {}])
+async def test_an_item_status_that_is_not_an_item_status_is_a_400_and_stores_nothing(runtime, status):
+    """Found by the fuzz above: an added item's `status` was kept as sent (an array, a number), so the stored
+    item was no OpenAI item. It is one of in_progress | completed | incomplete, or absent (then completed)."""
+    app = full_app(runtime.stored)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+        conv = (await http.post(f"{ORIGIN}/v1/conversations", json={}, headers=HEADERS)).json()["id"]
+        item = {"type": "function_call_output", "call_id": "c1", "output": "ok", "status": status}
+        for url, body in ((f"{ORIGIN}/v1/conversations/{conv}/items", {"items": [item]}),
+                          (f"{ORIGIN}/v1/conversations", {"items": [item]}),
+                          (f"{ORIGIN}/v1/responses", {"model": Service.model_id, "input": [item]})):
+            r = await http.post(url, json=body, headers=HEADERS)
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == ("items[0].status" if "items" in body else "input[0].status")
+        listed = (await http.get(f"{ORIGIN}/v1/conversations/{conv}/items", headers=HEADERS)).json()
+        assert listed["data"] == []
