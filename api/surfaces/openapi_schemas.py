@@ -18,12 +18,23 @@ _METADATA = {"type": ["object", "null"], "maxProperties": 16,
              "propertyNames": {"maxLength": 64}, "additionalProperties": {"type": "string", "maxLength": 512},
              "description": "OpenAI's metadata: at most 16 pairs, keys ≤ 64 characters, values strings ≤ 512; "
                             "else 400"}
-_ITEM = {"type": "object", "required": ["type"], "properties": {
-    "type": {"enum": ["message", "function_call", "function_call_output", "reasoning"]},
+def _when(kind: str, required: tuple[str, ...], **props: Any) -> dict[str, Any]:
+    return {"if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+            "then": {"required": list(required), "properties": props}}
+
+
+# what the server checks of an item (api.surfaces.responses.request.parse_input, api.surfaces.response_items);
+# other fields are kept as sent
+_ITEM = {"type": "object", "properties": {
+    "type": {"enum": ["message", "function_call", "function_call_output", "reasoning"], "default": "message"},
     "id": {**_STR, "description": "kept when valid and not taken, else a new id of the type's prefix"},
-    "role": {"enum": ["user", "assistant", "system", "developer"]},
-    "content": {"type": ["string", "array"]}, "status": _STR,
-    "call_id": _STR, "name": _STR, "arguments": _STR, "output": _STR}}
+    "status": {"enum": ["in_progress", "completed", "incomplete", None],
+               "description": "absent or null: completed (messages, function calls and their outputs)"}},
+    "allOf": [_when("message", ("role", "content"), role={"enum": ["user", "assistant", "system", "developer"]},
+                    content={"type": ["string", "array"]}),
+              _when("function_call", ("call_id", "name", "arguments"), call_id=_STR, name=_STR, arguments=_STR),
+              _when("function_call_output", ("call_id", "output"), call_id=_STR,
+                    output={"type": ["string", "array"]})]}
 _INPUT = {"oneOf": [_STR, {"type": "array", "items": ref("InputItem")}]}
 
 SCHEMAS: dict[str, Any] = {
@@ -35,7 +46,7 @@ SCHEMAS: dict[str, Any] = {
         "error": {"type": "object", "required": ["type", "message"],
                   "properties": {"type": _STR, "message": _STR}}}},
     "InputItem": _ITEM,
-    "Item": {**_ITEM, "required": ["type", "id"]},
+    "Item": {**_ITEM, "required": ["type", "id"]},   # as stored: with its type, id (and status) always
     "ItemList": {"type": "object", "required": ["object", "data", "first_id", "last_id", "has_more"],
                  "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": ref("Item")},
                                 "first_id": _NULL_STR, "last_id": _NULL_STR, "has_more": {"type": "boolean"}}},
