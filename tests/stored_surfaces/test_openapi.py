@@ -4,6 +4,7 @@ document, it names exactly the app's stored routes, and schemathesis over it —
 finds no server error and no answer the document does not describe (status, content type, headers, body)."""
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -14,8 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
-                                               response_schema_conformance, status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from api.app import create_app
@@ -50,7 +55,7 @@ def _openapi_path(rule: str) -> str:
 def test_the_document_is_valid_openapi_3_1():
     doc = openapi_document()
     OPENAPI_31_VALIDATOR.validate(doc)
-    for name, schema in doc["components"]["schemas"].items():
+    for schema in doc["components"]["schemas"].values():
         jsonschema.Draft202012Validator.check_schema(schema)
     schemathesis.openapi.from_dict(doc).validate()
 
@@ -214,7 +219,6 @@ def _make_real(case, ids: dict[str, str]) -> bool:
 
 def _content(kwargs) -> bytes | None:
     if "json" in kwargs:
-        import json
         return json.dumps(kwargs["json"]).encode()
     return kwargs.get("content") or kwargs.get("data")
 
