@@ -17,9 +17,9 @@ log = logging.getLogger("aotx.gateway")
 
 
 def _surface_blueprints():
-    from api.surfaces import chat, completions, conversations, messages, responses
+    from api.surfaces import chat, completions, conversations, messages, openapi, responses
     return (chat.blueprint, completions.blueprint, messages.blueprint, responses.blueprint,
-            conversations.blueprint)
+            conversations.blueprint, openapi.blueprint)
 
 
 def create_app(service, settings: GatewaySettings | None = None) -> Quart:
