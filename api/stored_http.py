@@ -17,7 +17,7 @@ from quart import request
 from aotx.stored import Reason, StoredRefusal
 from aotx.stored.port import StoredJournal
 from api.errors import ApiError, shutting_down
-from api.stored_access import stored_port
+from api.stored_access import caller_identity, stored_port
 
 NO_STORE = ("this gateway keeps no stored state (it was started without a stored port, e.g. a bare "
             "create_app(service)); send 'store': false and replay the full input instead")
@@ -56,6 +56,14 @@ def refusal_error(refusal: StoredRefusal) -> ApiError:
         return ApiError(429, "The journal is on hold: nothing was stored; retry later. "
                              f"({refusal.message})", param=refusal.param, code="journal_hold")
     return ApiError(refusal.status, refusal.message, param=refusal.param, code=_CODES.get(refusal.reason))
+
+
+def own_response(response_id: str) -> tuple[StoredJournal, str, Any]:
+    """(port, caller identity, the stored response view) for a route about one stored response; 404
+    where it is unknown, another caller's, or the app stores nothing."""
+    port = read_port()
+    identity = caller_identity()
+    return port, identity, checked(port.reads.response(identity, response_id))
 
 
 def checked(result: Any) -> Any:

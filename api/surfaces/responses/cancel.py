@@ -16,8 +16,7 @@ from quart import Response, current_app
 
 from aotx.stored import CancelResponse, FinishResponse, Reason, ResponseStatus, StoredRefusal
 from api.errors import ApiError
-from api.stored_access import caller_identity, stored_port
-from api.surfaces.responses.resume import unknown
+from api.stored_http import own_response
 from api.surfaces.responses.runs import runs_of
 from api.surfaces.responses.stored_object import response_object, stored_error
 from api.surfaces.route_kit import json_response
@@ -26,13 +25,7 @@ END_TIMEOUT = 30.0    # seconds the answer waits for the run to journal its end
 
 
 async def cancel_response(response_id: str) -> Response:
-    port = stored_port()
-    if port is None:
-        raise unknown(response_id)
-    identity = caller_identity()
-    view = port.reads.response(identity, response_id)
-    if isinstance(view, StoredRefusal):
-        raise stored_error(view)
+    port, identity, view = own_response(response_id)
     if not view.background:
         raise ApiError(400, "Only responses created with 'background': true can be cancelled.", param="response_id")
     if not view.status.terminal:

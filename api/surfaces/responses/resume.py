@@ -19,8 +19,7 @@ from aotx.stored.port import StoredJournal
 from api.drain import Drain, drain_of
 from api.errors import ApiError
 from api.sse import KEEPALIVE, sse_response
-from api.stored_access import caller_identity, stored_port
-from api.surfaces.responses.stored_object import stored_error
+from api.stored_http import own_response
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -32,10 +31,6 @@ def _starting_after() -> Optional[int]:
     if not raw.isdigit() or not raw.isascii():
         raise ApiError(400, "'starting_after' must be a sequence number (an integer ≥ 0).", param="starting_after")
     return int(raw)
-
-
-def unknown(response_id: str) -> ApiError:
-    return ApiError(404, f"No response found with id '{response_id[:80]}'.", param="response_id")
 
 
 def follow(port: StoredJournal, identity: str, response_id: str, after: Optional[int]) -> AsyncIterator[bytes]:
@@ -65,13 +60,7 @@ async def _follow(port: StoredJournal, identity: str, response_id: str, after: O
 async def resume_stream(response_id: str) -> Response:
     """The `stream=true` branch of GET /v1/responses/{id}."""
     after = _starting_after()
-    port = stored_port()
-    if port is None:
-        raise unknown(response_id)
-    identity = caller_identity()
-    view = port.reads.response(identity, response_id)
-    if isinstance(view, StoredRefusal):
-        raise stored_error(view)
+    port, identity, view = own_response(response_id)
     if not view.background:
         raise ApiError(400, "Only responses created with 'background': true can be streamed again.",
                        param="stream")

@@ -8,7 +8,7 @@ from quart import request
 
 from aotx.stored import DeleteResponse
 from api.stored_access import caller_identity
-from api.stored_http import checked, page_args, page_object, read_port
+from api.stored_http import checked, own_response, page_args, page_object, read_port
 from api.surfaces.responses.resume import resume_stream
 from api.surfaces.responses.routes import blueprint
 from api.surfaces.responses.stored_object import response_object
@@ -23,16 +23,13 @@ def _wants_stream() -> bool:
 async def retrieve_response(response_id: str):
     if _wants_stream():   # a resumable stream: `?stream=true&starting_after=N` (api.surfaces.responses.resume)
         return await resume_stream(response_id)
-    port = read_port()
-    view = checked(port.reads.response(caller_identity(), response_id))
+    _, _, view = own_response(response_id)
     return json_response(response_object(view))
 
 
 @blueprint.delete("/v1/responses/<response_id>")
 async def delete_response(response_id: str):
-    port = read_port()
-    identity = caller_identity()
-    checked(port.reads.response(identity, response_id))
+    port, identity, _ = own_response(response_id)
     checked(await port.record(identity, DeleteResponse(response_id)))
     return json_response({"id": response_id, "object": "response", "deleted": True})
 
