@@ -44,7 +44,16 @@ STATUS = {"completed": ResponseStatus.COMPLETED, "incomplete": ResponseStatus.IN
 DISCONNECTED = {"code": "client_disconnected",
                 "message": "The client disconnected before the response finished; it was not completed."}
 TERMINAL_EVENTS = tuple(f"event: response.{s}\n".encode() for s in ("completed", "incomplete", "failed"))
+_TERMINAL_INSIDE = tuple(b"\n\n" + t for t in TERMINAL_EVENTS)
 _PENDING: set[asyncio.Task] = set()   # finishes recorded after their request ended (kept referenced)
+
+
+def terminal_at(chunk: bytes) -> int | None:
+    """Where the terminal event begins in `chunk` (SSE bytes of one or more events), or None."""
+    if chunk.startswith(TERMINAL_EVENTS):
+        return 0
+    found = [i for i in (chunk.find(t) for t in _TERMINAL_INSIDE) if i >= 0]
+    return min(found) + 2 if found else None
 
 
 class StoredRun:
@@ -145,10 +154,15 @@ class StoredRun:
                 async for chunk in inner:
                     if finishing is None and projector.final is not None:
                         finishing = self.finish_started(projector.final)
-                    if held or (finishing is not None and chunk.startswith(TERMINAL_EVENTS)):
+                    at = terminal_at(chunk) if finishing is not None and not held else None
+                    if held:
                         held.append(chunk)
-                    else:
+                    elif at is None:
                         yield chunk
+                    else:   # one write may carry a step's events: what precedes the terminal one goes now
+                        if at:
+                            yield chunk[:at]
+                        held.append(chunk[at:])
             if finishing is None and projector.final is not None:
                 finishing = self.finish_started(projector.final)
             if finishing is not None:
