@@ -7,7 +7,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 MODEL_STAMP := $(VENV)/.model-installed
-PYTEST_ARGS ?=
+# two workers, each module (and its module-scoped servers) on one of them: 1,708 tests in 8 min 45 s
+# on the idle 2-core sandbox, against 16 min 21 s in one process (CI=true, 2026-12-01)
+PYTEST_ARGS ?= -n 2 --dist loadscope
 
 .PHONY: install serve test bench-cpu gpu-check gpu-bench clean
 
