@@ -9,7 +9,6 @@ offsets; a reader too slow for its queue resyncs and still gets every byte."""
 from __future__ import annotations
 
 import base64
-import json
 
 from api.drain import Drain
 from api.shared.streams import operation_stream
@@ -19,21 +18,9 @@ from aotx.state.execution import InputCompleted, LeaseApplied, OutputAppended, d
 from tests.waiting import open_stream, wait_until_async
 
 from .harness import BASE, fresh_spec, shared_app
+from .test_inputs import _sse_events as _events
 
 MODEL = "scripted"
-
-
-def _events(text: str) -> list[dict]:
-    out = []
-    for block in text.split("\n\n"):
-        if not block.strip() or block.startswith(":"):
-            continue
-        event = {}
-        for line in block.split("\n"):
-            name, _, value = line.partition(": ")
-            event[name] = json.loads(value) if name == "data" else value
-        out.append(event)
-    return out
 
 
 async def _world(runtime, p):
