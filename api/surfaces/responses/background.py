@@ -19,13 +19,14 @@ from typing import Optional
 
 from quart import Response, current_app
 
-from aotx.stored import CreateResponse, StoredRefusal
+from aotx.stored import CreateResponse, Reason, StoredRefusal
 from api import fields
 from api.errors import ApiError
 from api.ids import new_id
 from api.runner import cancel_all, submit_all
 from api.sse import sse_response
-from api.stored_access import caller_identity, stored_port
+from api.stored_access import caller_identity
+from api.stored_http import require_port
 from api.surfaces.responses.background_stream import BackgroundProjector
 from api.surfaces.responses.request import ResponsesRequest
 from api.surfaces.responses.resume import follow
@@ -41,15 +42,12 @@ def wants_background(body: dict) -> bool:
 
 
 def _check(body: dict):
-    port = stored_port()
-    if port is None:
-        raise ApiError(400, "'background' needs stored responses, and this gateway has no stored state "
-                            "(it runs without the shared runtime).", param="background")
+    port = require_port("background")
     if not fields.opt_bool(body, "store", True):
         raise ApiError(400, "'background' requires 'store': true: a background response is stored so that "
                             "it can be retrieved, streamed again and cancelled.", param="background")
     if port.on_hold():
-        raise ApiError(429, "The journal is on hold: nothing can be stored now; retry later.", code="journal_hold")
+        raise stored_error(StoredRefusal(Reason.HOLD, "a background response is stored", "background"))
     return port
 
 

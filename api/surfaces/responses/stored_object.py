@@ -13,12 +13,15 @@ from api.stored_http import refusal_error as stored_error
 
 __all__ = ["response_object", "stored_error", "stored_params"]
 
-_ECHOED_APART = ("instructions", "metadata", "tools")   # CreateResponse keeps these in their own fields
+# CreateResponse keeps these in fields of its own (response_object renders them from there)
+_KEPT_APART = frozenset(("id", "object", "created_at", "model", "instructions", "tools", "metadata",
+                         "previous_response_id", "conversation", "background"))
 
 
-def stored_params(echo: dict[str, Any]) -> dict[str, Any]:
-    """What CreateResponse.params keeps of the response object's echoed request fields."""
-    return {k: v for k, v in echo.items() if k not in _ECHOED_APART}
+def stored_params(fields: dict[str, Any]) -> dict[str, Any]:
+    """What CreateResponse.params keeps of a response object's fields (its base, or the echoed request
+    fields): everything CreateResponse does not keep in a field of its own."""
+    return {k: v for k, v in fields.items() if k not in _KEPT_APART}
 
 
 def response_object(view: ResponseView) -> dict[str, Any]:

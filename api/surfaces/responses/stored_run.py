@@ -34,11 +34,10 @@ from api.runner import collect
 from api.stored_http import checked
 from api.surfaces.responses.buffered import build_response
 from api.surfaces.responses.stored_plan import StoredPlan
+from api.surfaces.responses.stored_object import stored_params
 from api.surfaces.responses.stream import ResponsesStreamProjector
 
 log = logging.getLogger("aotx.stored_responses")
-SEPARATE = ("id", "object", "created_at", "model", "instructions", "tools", "metadata", "previous_response_id",
-            "conversation", "background")   # stored as fields of their own; the rest of the base is `params`
 STATUS = {"completed": ResponseStatus.COMPLETED, "incomplete": ResponseStatus.INCOMPLETE,
           "failed": ResponseStatus.FAILED, "cancelled": ResponseStatus.CANCELLED}
 DISCONNECTED = {"code": "client_disconnected",
@@ -66,7 +65,7 @@ class StoredRun:
         plan = self.plan
         cmd = CreateResponse(self.response_id, base["created_at"], base["model"], plan.input_items,
                              instructions=base.get("instructions"), tools=list(base.get("tools") or ()),
-                             params={k: v for k, v in base.items() if k not in SEPARATE},
+                             params=stored_params(base),
                              metadata=base.get("metadata") or {}, previous_response_id=plan.previous_response_id,
                              conversation=plan.conversation)
         checked(await plan.port.record(plan.identity, cmd))
