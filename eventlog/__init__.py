@@ -25,6 +25,7 @@ from .media import MEDIA_BUCKET, MediaStore, StoredMedia, media_publish_subjects
 from .memory import MemoryRecorder, MemorySubscription
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, Recorder, StoredMessage, StreamStatus, Subscription
 from .server import EmbeddedNats, NatsServerError
+from .cluster import EmbeddedCluster
 from .server_auth import DEFAULT_USER, NatsPermissions, NatsUser, stored_auth
 from .server_config import ServerSettings, render_config
 from .snapshot_bucket import BlobUnreadable, SnapshotBucket, snapshot_bucket_name, snapshot_publish_subjects
@@ -32,7 +33,8 @@ from .stream import SUBJECT_PREFIX, StreamSpec, ensure_stream, journal_subject
 
 __all__ = [
     "Ack", "AtomicBatchUnsupported", "BatchMessage", "BatchTooLarge", "BlobUnreadable", "ConcurrencyConflict",
-    "DuplicateInBatch", "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedNats",
+    "DuplicateInBatch", "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedCluster",
+    "EmbeddedNats",
     "EventLogError", "Header", "JetStreamRecorder",
     "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",

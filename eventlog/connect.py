@@ -55,6 +55,14 @@ def redact_url(url: str) -> str:
     return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", url)
 
 
+def seed_urls(url: str) -> list[str]:
+    """The servers of a `--nats` value: one URL, or several separated by commas (a cluster's seeds)."""
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    if not servers:
+        raise ValueError("no NATS URL given")
+    return servers
+
+
 def _refused(exc: Exception) -> bool:
     return isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in str(exc).lower()
 
@@ -62,6 +70,8 @@ def _refused(exc: Exception) -> bool:
 async def connect(url: str, auth: NatsAuth | None = None, *, name: str,
                   error_cb: ErrorCallback | None = None, **options: Any) -> Client:
     """nats.connect(url) with `auth`, our client `name` and nats-py `options` (reconnects and so on).
+    `url` may name several servers separated by commas: the client connects to one and reconnects
+    across all of them (and the servers the cluster announces).
 
     A refusal while connecting raises NatsAuthorizationError at once (nats-py alone would retry
     forever with max_reconnect_attempts=-1); later errors go to `error_cb`.
@@ -77,9 +87,11 @@ async def connect(url: str, auth: NatsAuth | None = None, *, name: str,
         if error_cb is not None:
             await error_cb(exc)
 
+    servers = seed_urls(url)
     nc = Client()
     try:
-        await nc.connect(url, name=name, error_cb=on_error, **(auth.connect_options() if auth else {}), **options)
+        await nc.connect(servers if len(servers) > 1 else servers[0], name=name, error_cb=on_error,
+                         **(auth.connect_options() if auth else {}), **options)
     except NatsAuthorizationError:
         await _close_quietly(nc)
         raise

@@ -20,7 +20,7 @@ from .direct_read import read_direct
 from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
-from .stream import StreamSpec, ensure_stream
+from .stream import StreamSpec, ensure_stream, replicas_for
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _log = logging.getLogger("eventlog")
@@ -80,7 +80,7 @@ class JetStreamRecorder:
         self.atomic_batches = False   # set from the stream's config once ensured
 
     async def _ensure(self) -> None:
-        info = await ensure_stream(self.js, self.spec)
+        info = await ensure_stream(self.js, self.spec, replicas_for(self.nc))
         self.atomic_batches = bool(getattr(info.config, "allow_atomic", False))
 
     @classmethod

@@ -18,6 +18,7 @@ from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from .connect import NatsAuth, connect
 from .connection import OutageLog, close_connection
+from .stream import replicas_for
 
 _log = logging.getLogger("eventlog.media")
 MEDIA_BUCKET = "AOTX_MEDIA"
@@ -85,12 +86,14 @@ class MediaStore:
             self._obs = await self.js.object_store(self.bucket)
         except nats.js.errors.NotFoundError:
             self._obs = await self.js.create_object_store(
-                self.bucket, config=ObjectStoreConfig(bucket=self.bucket, storage=StorageType.FILE))
+                self.bucket, config=ObjectStoreConfig(bucket=self.bucket, storage=StorageType.FILE,
+                                                    replicas=replicas_for(self.nc)))
         owners = self.bucket + OWNERS_SUFFIX
         try:
             self._kv = await self.js.key_value(owners)
         except nats.js.errors.NotFoundError:
-            self._kv = await self.js.create_key_value(KeyValueConfig(bucket=owners, storage=StorageType.FILE))
+            self._kv = await self.js.create_key_value(KeyValueConfig(bucket=owners, storage=StorageType.FILE,
+                                                                          replicas=replicas_for(self.nc)))
 
     async def put(self, data: bytes, uploader: str, media_type: str = "") -> StoredMedia:
         """Store `data` under its sha256 (once) and record `uploader` as one of its sources."""

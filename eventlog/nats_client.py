@@ -44,3 +44,12 @@ class Client(_NatsClient):
     """nats-py's Client with `parse_header_lines` for its header blocks."""
 
     _parse_header_lines = staticmethod(parse_header_lines)
+
+    @property
+    def cluster_size(self) -> int:
+        """How many servers the cluster this client reached has, as the server's INFO announces them
+        (`connect_urls`, itself included); 1 when the server is not part of a cluster."""
+        info = self._server_info
+        if not info.get("cluster"):
+            return 1
+        return max(1, len(set(info.get("connect_urls") or ())))

@@ -19,7 +19,7 @@ from .binary import find_nats_server
 from .connect import NatsAuth
 from .dirlock import DirectoryLock, DirectoryLocked
 from .server_auth import NatsUser, password_path, stored_auth
-from .server_config import ServerSettings, write_config
+from .server_config import ClusterRoutes, ServerSettings, write_config
 
 _PR_SET_PDEATHSIG = 1
 
@@ -65,10 +65,14 @@ class EmbeddedNats:
         stop_timeout: float = 5.0,
         lock_wait: float = 5.0,
         users: Sequence[NatsUser] | None = None,
+        cluster: ClusterRoutes | None = None,
+        server_name: str = "aotx-embedded",
+        shared_secrets: str | Path | None = None,
     ) -> None:
         self.settings = ServerSettings(
             data_dir=Path(data_dir).resolve(), host=host, port=port,
-            sync_interval=sync_interval, max_file_store=max_file_store,
+            sync_interval=sync_interval, max_file_store=max_file_store, server_name=server_name,
+            cluster=cluster, shared_secrets=Path(shared_secrets).resolve() if shared_secrets else None,
             **({} if users is None else {"users": tuple(users)}),
         )
         self.binary = Path(binary) if binary else find_nats_server()
@@ -93,10 +97,10 @@ class EmbeddedNats:
 
     def auth(self, user: str | None = None) -> NatsAuth:
         """The credentials of `user` (default: the first user, `aotx` unless `users` says otherwise)."""
-        return stored_auth(self.settings.data_dir, user or self.settings.users[0].name)
+        return stored_auth(self.settings.secrets_dir, user or self.settings.users[0].name)
 
     def password_file(self, user: str | None = None) -> Path:
-        return password_path(self.settings.data_dir, user or self.settings.users[0].name)
+        return password_path(self.settings.secrets_dir, user or self.settings.users[0].name)
 
     def client_url(self, user: str | None = None) -> str:
         """The URL with `user`'s name and password in it, for a client that takes one string (tests, tools).
@@ -223,6 +227,16 @@ class EmbeddedNats:
         proc.wait()
         self._proc, self._url = None, None
         atexit.unregister(self.stop)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing (a hung node, for drills)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after pause()."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGCONT)
 
     def restart(self) -> "EmbeddedNats":
         """Start again on the same store directory and the same port."""

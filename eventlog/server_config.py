@@ -11,9 +11,21 @@ from .server_auth import DEFAULT_USER, NatsUser, ensure_passwords, render_author
 
 
 @dataclass(frozen=True)
+class ClusterRoutes:
+    """One node's part of a JetStream cluster: the cluster's name, this node's route port, and the
+    route URLs of every node (its own included: nats-server ignores a route to itself)."""
+
+    name: str
+    port: int
+    routes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     """What the embedded server needs. port=None picks a free loopback port. `users`: who may connect
-    (each with the password kept under data_dir/users/); by default one unrestricted user `aotx`."""
+    (each with the password kept under `secrets_dir`/users/, by default data_dir); by default one
+    unrestricted user `aotx`. `cluster`: this node's routes when it is one node of a cluster (the
+    nodes of one cluster share one secrets_dir, so the same passwords work on every node)."""
 
     data_dir: Path
     host: str = "127.0.0.1"
@@ -22,6 +34,12 @@ class ServerSettings:
     max_file_store: int | None = None
     server_name: str = "aotx-embedded"
     users: tuple[NatsUser, ...] = (NatsUser(DEFAULT_USER),)
+    cluster: ClusterRoutes | None = None
+    shared_secrets: Path | None = None
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.shared_secrets or self.data_dir
 
     @property
     def store_dir(self) -> Path:
@@ -56,6 +74,10 @@ def render_config(settings: ServerSettings, passwords: Mapping[str, str] | None 
     if settings.max_file_store is not None:
         lines.append(f"  max_file_store: {int(settings.max_file_store)}")
     lines.append("}")
+    if settings.cluster is not None:
+        c = settings.cluster
+        lines += ["cluster {", f"  name: {q(c.name)}", f"  listen: {q(f'{settings.host}:{c.port}')}",
+                  f"  routes: [{', '.join(q(r) for r in c.routes)}]", "}"]
     if passwords is not None:
         lines += render_authorization(settings.users, passwords)
     return "\n".join(lines) + "\n"
@@ -65,6 +87,6 @@ def write_config(settings: ServerSettings) -> Path:
     """The config file (0600: it holds the users' passwords), the passwords made where missing."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.ports_dir.mkdir(parents=True, exist_ok=True)
-    passwords = ensure_passwords(settings.data_dir, settings.users)
+    passwords = ensure_passwords(settings.secrets_dir, settings.users)
     write_private(settings.config_path, render_config(settings, passwords))
     return settings.config_path

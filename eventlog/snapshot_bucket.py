@@ -24,6 +24,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ObjectStoreCon
 
 from .connect import NatsAuth, connect
 from .connection import OutageLog, close_connection
+from .stream import replicas_for
 from .errors import EventLogError
 
 _log = logging.getLogger("eventlog.snapshots")
@@ -60,7 +61,7 @@ def _chunk_subject(bucket: str, nuid: str) -> str:
 class SnapshotBucket:
     """Use `await SnapshotBucket.connect(url, stream)` (its own connection) or `attach(nc, stream)`."""
 
-    def __init__(self, nc: Client, stream: str, *, owns_connection: bool, timeout: float, replicas: int) -> None:
+    def __init__(self, nc: Client, stream: str, *, owns_connection: bool, timeout: float, replicas: int | None) -> None:
         self.nc, self.timeout, self.replicas = nc, timeout, replicas
         self.bucket = snapshot_bucket_name(stream)
         self.stream = f"OBJ_{self.bucket}"
@@ -70,7 +71,7 @@ class SnapshotBucket:
 
     @classmethod
     async def connect(cls, url: str, stream: str, *, auth: NatsAuth | None = None, timeout: float = 10.0,
-                      replicas: int = 1, name: str = "aotx-snapshots") -> "SnapshotBucket":
+                      replicas: int | None = None, name: str = "aotx-snapshots") -> "SnapshotBucket":
         outage = OutageLog(_log, name, url)
         nc = await connect(url, auth, name=name, error_cb=outage.error, reconnected_cb=outage.reconnected,
                            max_reconnect_attempts=-1, reconnect_time_wait=0.2)
@@ -83,7 +84,7 @@ class SnapshotBucket:
         return bucket
 
     @classmethod
-    async def attach(cls, nc: Client, stream: str, *, timeout: float = 10.0, replicas: int = 1) -> "SnapshotBucket":
+    async def attach(cls, nc: Client, stream: str, *, timeout: float = 10.0, replicas: int | None = None) -> "SnapshotBucket":
         bucket = cls(nc, stream, owns_connection=False, timeout=timeout, replicas=replicas)
         await bucket._ensure()
         return bucket
@@ -93,7 +94,8 @@ class SnapshotBucket:
             self._obs = await self.js.object_store(self.bucket)
         except nats.js.errors.NotFoundError:
             self._obs = await self.js.create_object_store(
-                self.bucket, config=ObjectStoreConfig(storage=StorageType.FILE, replicas=self.replicas))
+                self.bucket, config=ObjectStoreConfig(storage=StorageType.FILE,
+                                                      replicas=replicas_for(self.nc, self.replicas)))
 
     async def _subjects(self, kind: str) -> list[str]:
         info = await self.js.stream_info(self.stream, subjects_filter=f"$O.{self.bucket}.{kind}.>")

@@ -23,14 +23,16 @@ def journal_subject(lineage: str, kind: str, prefix: str = SUBJECT_PREFIX) -> st
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """Settings of the one journal stream. max_bytes=None means no cap (-1 on the server)."""
+    """Settings of the one journal stream. max_bytes=None means no cap (-1 on the server).
+    replicas=None: three on a cluster (fewer where the cluster has fewer servers), one otherwise
+    (replicas_for)."""
 
     name: str = "AOTX_JOURNAL"
     subject_prefix: str = SUBJECT_PREFIX
     max_bytes: int | None = None
     duplicate_window_s: float = 120.0
     max_msg_size: int | None = None
-    replicas: int = 1
+    replicas: int | None = None
     allow_atomic: bool = True   # atomic batch publish (nats-server ≥ 2.12); set on an existing stream too
 
     @property
@@ -40,7 +42,8 @@ class StreamSpec:
     def subject(self, lineage: str, kind: str) -> str:
         return journal_subject(lineage, kind, self.subject_prefix)
 
-    def config(self) -> StreamConfig:
+    def config(self, replicas: int = 1) -> StreamConfig:
+        """The stream's config; `replicas` where the spec leaves them to the server (None)."""
         return StreamConfig(
             name=self.name,
             subjects=self.subjects,
@@ -49,16 +52,29 @@ class StreamSpec:
             max_bytes=-1 if self.max_bytes is None else self.max_bytes,
             max_msg_size=-1 if self.max_msg_size is None else self.max_msg_size,
             duplicate_window=self.duplicate_window_s,
-            num_replicas=self.replicas,
+            num_replicas=self.replicas if self.replicas is not None else replicas,
             allow_direct=True,
             allow_atomic=self.allow_atomic,
         )
 
 
-async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> StreamInfo:
-    """Create the stream, or bring an existing one's settings to `spec` (same name, same storage)."""
+REPLICAS_ON_A_CLUSTER = 3
+
+
+def replicas_for(nc, wanted: int | None = None) -> int:
+    """The replicas of a stream or bucket we create on `nc`'s server: `wanted` where given, else
+    three on a cluster (as many as it has servers, when fewer), one on a single server."""
+    if wanted is not None:
+        return wanted
+    return max(1, min(REPLICAS_ON_A_CLUSTER, int(getattr(nc, "cluster_size", 1))))
+
+
+async def ensure_stream(js: JetStreamContext, spec: StreamSpec, replicas: int = 1) -> StreamInfo:
+    """Create the stream, or bring an existing one's settings to `spec` (same name, same storage);
+    `replicas` where the spec leaves them open (replicas_for)."""
+    config = spec.config(replicas)
     try:
         await js.stream_info(spec.name)
     except NotFoundError:
-        return await js.add_stream(spec.config())
-    return await js.update_stream(spec.config())
+        return await js.add_stream(config)
+    return await js.update_stream(config)

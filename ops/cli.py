@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ops import audit_cmd, boot_cmd, drill, gateway_cmd, grants_cmd, logs, pack_cmd, serve_cmd
+from ops import audit_cmd, boot_cmd, cluster_cmd, drill, gateway_cmd, grants_cmd, logs, pack_cmd, serve_cmd
 
 _COMMANDS = {
     "serve": (serve_cmd, "serve the model, the shared runtime and an embedded nats-server over HTTP"),
@@ -13,6 +13,7 @@ _COMMANDS = {
     "pack": (pack_cmd, "write a runtime file or add/upgrade its shared profile"),
     "grants": (grants_cmd, "write the deployment grant file from a gateway config"),
     "audit": (audit_cmd, "print one decoded line per journal transfer"),
+    "cluster": (cluster_cmd, "start a JetStream cluster of nats-servers on loopback (development, drills)"),
     "drill": (drill, "recovery drill: SIGKILL the runtime and nats-server under load, check the ledger"),
 }
 

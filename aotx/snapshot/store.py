@@ -41,7 +41,7 @@ class SnapshotStore:
 
     @classmethod
     async def connect(cls, url: str, stream: str, *, auth: NatsAuth | None = None, timeout: float = 10.0,
-                      replicas: int = 1) -> "SnapshotStore":
+                      replicas: int | None = None) -> "SnapshotStore":
         return cls(await SnapshotBucket.connect(url, stream, auth=auth, timeout=timeout, replicas=replicas))
 
     async def listing(self) -> list[Listed]:
