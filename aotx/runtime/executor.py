@@ -27,7 +27,7 @@ import asyncio
 import logging
 import math
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..chat_types import ChatMessage
 from ..journal import TransferKind
@@ -74,6 +74,8 @@ class Executor:
         self.service, self.reads, self.settings = service, reads, settings
         self.deadline = settings.deadline
         self.author_grants = settings.author_grants   # replaceable: a grant file's current actions
+        # whether this runtime writes a lineage (follow mode: SharedRuntime.writes), else every one
+        self.writes: Callable[[bytes], bool] = lambda lineage: True
         self.running: dict[tuple[bytes, int], Running] = {}
         self.queue: deque[Running] = deque()          # not yet leased, in admission order
         self._embeddings = EmbeddingBatcher(embedder)
@@ -93,6 +95,8 @@ class Executor:
         for t in applied.transfers:
             body = t.body
             if t.kind == TransferKind.ADMISSION:
+                if not self.writes(body["lineage"]):
+                    continue   # another runtime's input (follow mode): it runs there
                 key = (body["lineage"], body["sequence"])
                 run = self.running.get(key)
                 if run is None or not run.preleased:   # a pre-leased one begins with its lease
@@ -103,7 +107,8 @@ class Executor:
                     if run is not None and run.preleased:
                         self._begin(run)
             elif t.kind == TransferKind.MUTATION and body.get("kind") == InputCancelled.KIND:
-                self.cancel(body["lineage"], body["target_sequence"])
+                if self.writes(body["lineage"]):
+                    self.cancel(body["lineage"], body["target_sequence"])
 
     def start(self, lineage: bytes, sequence: int, request: Any = None) -> None:
         """An admission was saved: queue the input for the next group that fits. `request`: its

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from eventlog import NatsAuth, Recorder, StreamSpec
 
+from ..journal import lineage_hash
 from ..memory import MemoryStore
 from ..projection import Projector
 from ..snapshot import SnapshotKeeper, SnapshotPolicy
@@ -55,6 +56,7 @@ from .connection import JournalConnection
 from .execution_port import ExecutionSettings
 from .execution_round import ExecutionWrites
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
+from .follower import Follower
 from .group_commit import GroupCommit
 from .hold import HoldStatus
 from .broker import Broker
@@ -93,7 +95,8 @@ class SharedRuntime(RuntimePort):
                  lease_revision: int = 3, automatic_memory: bool = False, embedder: Any = None,
                  nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
                  snapshots: SnapshotPolicy | None = None, stored_limits: StoredLimits | None = None,
-                 clock: Callable[[], float] | None = None, batch_min_messages: int = BATCH_MIN_MESSAGES) -> None:
+                 clock: Callable[[], float] | None = None, batch_min_messages: int = BATCH_MIN_MESSAGES,
+                 follow: bool = False) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -138,6 +141,10 @@ class SharedRuntime(RuntimePort):
             self.boot_start = boot.snapshot_start(self.snapshots, self.capacities)
             self.observers.add(self.snapshots.applied)
         self._prober: asyncio.Task | None = None
+        # follow mode: other runtimes write other lineages of this journal (docs/SCALE.md)
+        self.follower: Follower | None = Follower(self.writer) if follow else None
+        if follow:
+            self.stored.writes = self.writes
         self.service: Any = None
         self.context = None
         self.executor: Executor | None = None
@@ -171,6 +178,8 @@ class SharedRuntime(RuntimePort):
         self.executor = Executor(service, self.executions, self.reads, ExecutionSettings(
             self.context, self.execution_deadline, self.retention_mode, self.lease_revision,
             self.capacities.result_bytes, self._author_grants), embedder=self.embedder)
+        if self.follower is not None:
+            self.executor.writes = self.writes
         self.observers.add(self.executor.saved)
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -191,7 +200,10 @@ class SharedRuntime(RuntimePort):
             raise
         if self.snapshots is not None:   # its boot line; from here on it snapshots what is applied live
             self.snapshots.booted(self.writer.projector)
-        await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
+        if self.follower is None:   # alone on the journal: what no one finishes any more is interrupted
+            await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
+        else:                       # other runtimes may be running theirs (takeover: docs/SCALE.md)
+            self.follower.start()
         await self.stored.booted()
         self._prober = asyncio.get_running_loop().create_task(self.writer.probe_forever(self.probe_interval))
         log.info("shared runtime booted", extra={"fields": {
@@ -206,6 +218,8 @@ class SharedRuntime(RuntimePort):
         await self.executions.commit.stop(_STOPPED)
         await self.stored.stop()
         await self.commands.stop(_STOPPED)
+        if self.follower is not None:
+            await self.follower.stop()
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
         if self.snapshots is not None:   # nothing is applied any more: wait (bounded) for an upload under way
@@ -215,6 +229,14 @@ class SharedRuntime(RuntimePort):
     async def probe(self) -> bool:
         """Lift a hold once the log is back in sync and has room again; True when no hold is left."""
         return await self.writer.probe()
+
+    def writes(self, lineage: bytes) -> bool:
+        """Whether this runtime is the current writer of `lineage` (follow mode): the last
+        `runtime.boot` control record on its subject is this boot's. Alone on a journal: always."""
+        if self.follower is None:
+            return True
+        proj = self.writer.projector
+        return proj is not None and proj.boots.get(lineage_hash(lineage)) == self.boot_id
 
     # ---- the parts' state, as callers (tests, the drill, ops) read it ---------------------------
     @property

@@ -17,7 +17,7 @@ import time
 from typing import Callable, Sequence
 
 from ..stored import (AppendResponseEvents, Expire, Reason, Saved, StoredCommand, StoredLimits, StoredOutcome,
-                      StoredRefusal, interruptions)
+                      StoredRefusal, identity_lineage, interruptions)
 from ..stored.recovery import expirable
 from .group_commit import GroupCommit
 from .observers import Observers
@@ -43,6 +43,12 @@ class StoredWrites:
         self._reads = StoredView(lambda: writer.projector, self.limits, clock)
         self.signals = observers.add(StoredSignals())
         self._sweeper: asyncio.Task | None = None
+        # whether this runtime writes a lineage (follow mode: SharedRuntime.writes): boot and the
+        # retention sweep journal only what it writes; alone on a journal, every identity
+        self.writes: Callable[[bytes], bool] | None = None
+
+    def _mine(self, identity: str) -> bool:
+        return self.writes is None or self.writes(identity_lineage(identity))
 
     @property
     def reads(self) -> StoredView:
@@ -75,7 +81,7 @@ class StoredWrites:
     async def booted(self) -> None:
         """After replay: journal what the previous run left unfinished as interrupted (never run again),
         sweep retention, then keep sweeping. A failure is logged; the next boot tries again."""
-        todo = interruptions(self._reads.state)
+        todo = [(identity, cmd) for identity, cmd in interruptions(self._reads.state) if self._mine(identity)]
         outcomes = await asyncio.gather(*(self.record(identity, cmd) for identity, cmd in todo))
         for (identity, cmd), out in zip(todo, outcomes):
             if not isinstance(out, Saved):
@@ -86,7 +92,7 @@ class StoredWrites:
 
     async def sweep(self) -> int:
         """Journal the expiry of everything past its retention; returns how many identities had some."""
-        identities = expirable(self._reads.state, int(self.clock()), self.limits)
+        identities = [i for i in expirable(self._reads.state, int(self.clock()), self.limits) if self._mine(i)]
         outcomes = await asyncio.gather(*(self.record(identity, Expire()) for identity in identities))
         for identity, out in zip(identities, outcomes):
             if not isinstance(out, Saved):

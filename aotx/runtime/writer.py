@@ -154,7 +154,26 @@ class JournalWriter:
             for f in flights:
                 self._defer(f, bound)
         landed = sorted(((seq, f.subject, tick) for f in flights for seq, tick in f.landed), key=lambda x: x[0])
-        return all(self._feed(subject, seq, tick.data, mutations, tick.transfers) for seq, subject, tick in landed)
+        return await self._feed_landed(flights, landed, mutations)
+
+    async def _feed_landed(self, flights: list[Flight], landed: list, mutations) -> bool:
+        """Apply the round's acknowledged ticks in stream order. Where another writer's messages lie
+        between them (several runtimes on one journal), those are read back and applied first; one
+        already applied (by a read-back or the follower) is skipped. If the log does not answer that
+        read-back, the round's ticks from there on are left to the next read-back (the hold)."""
+        for seq, subject, tick in landed:
+            applied = self.applied_seq()
+            if seq <= applied:
+                continue
+            if seq > applied + 1 and not await self.read_back(upto=seq - 1):
+                if self.failed:
+                    return False
+                for f in flights:
+                    self._defer(f, self.applied_seq())
+                return True
+            if not self._feed(subject, seq, tick.data, mutations, tick.transfers):
+                return False
+        return True
 
     def applied_seq(self) -> int:
         """The last stream sequence applied (the projector holds every message up to it)."""
@@ -275,6 +294,10 @@ class JournalWriter:
         self.observers.notify(Applied(subject, seq, tuple(done), mutations))
         return True
 
+    def feed_followed(self, subject: str, seq: int, data: bytes) -> bool:
+        """Apply a message another writer appended (aotx.runtime.follower), under the lock."""
+        return self._feed(subject, seq, data)
+
     # ---- the hold ----------------------------------------------------------------------------
     async def _fits(self, ticks: list[Tick]) -> bool:
         """Probe while on hold: does the stream answer, and is there room for these ticks?"""
@@ -325,13 +348,16 @@ class JournalWriter:
         if not self.unsynced:
             self.hold.lift()
 
-    async def read_back(self) -> bool:
-        """Apply what the log holds after the last message applied, every subject in stream order.
-        False when the log did not answer (the hold's last error says why) or applying failed (stopped)."""
+    async def read_back(self, upto: int | None = None) -> bool:
+        """Apply what the log holds after the last message applied (up to stream sequence `upto`, or
+        all of it), every subject in stream order. False when the log did not answer (the hold's
+        last error says why) or applying failed (stopped)."""
         try:
             recorder = await self.connection.ensure()
             async for msg in recorder.read(self.applied_seq() + 1):
-                if not self._feed(msg.subject, msg.seq, msg.data):
+                if upto is not None and msg.seq > upto:
+                    break
+                if msg.seq > self.applied_seq() and not self._feed(msg.subject, msg.seq, msg.data):
                     return False
         except Exception as exc:  # server still away: stay on hold, try again on the next mutation
             self.hold.last_error = f"read-back: {type(exc).__name__}: {exc}"

@@ -73,3 +73,29 @@ async def test_boot_fails_closed_on_a_foreign_record(nats_url):
         await a.stop()
     with pytest.raises(ReplayError, match="message 1"):
         await SharedRuntime(nats_url, spec, progress=False).start()
+
+
+async def test_a_write_after_another_writers_message_applies_it_first_in_stream_order(nats_url):
+    """Two runtimes on one journal, each writing its own lineage (no follower): a's second ack comes
+    after b's message, which a has not seen; a reads it back and applies it before its own, so its
+    state stays a prefix of the stream (= a fresh replay), never one that skipped b's write."""
+    spec = StreamSpec(name="RT_GAP", subject_prefix="rtg.j")
+    bob = Actor("bob", Grants.all())
+    a = await SharedRuntime(nats_url, spec, progress=False).start()
+    b = await SharedRuntime(nats_url, spec, progress=False).start()
+    try:
+        assert (await submit_body(a, ALICE, MutationKind.REGISTER, body(1))).status == 201
+        bob_body = json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for("bob").hex(),
+                               "operation_key": f"{1:032x}", "sequence": "1"}).encode()
+        assert (await submit_body(b, bob, MutationKind.REGISTER, bob_body)).status == 201
+        out = await submit_body(a, ALICE, MutationKind.CREATE_SPACE, body(2, key=2, scope="private"))
+        assert out.status == 201, out.body
+        assert a.state.participant_row(lineage_for("bob")) is not None   # b's registration, read back
+        fresh = await SharedRuntime(nats_url, spec, progress=False).start()
+        try:
+            assert fresh.state_hash() == a.state_hash()
+        finally:
+            await fresh.stop()
+    finally:
+        await a.stop()
+        await b.stop()

@@ -1,0 +1,74 @@
+"""Two state-only runtimes on one journal in follow mode (issue 15 part 2, first step): each writes
+its own lineages, each applies the other's in stream order, both states equal a fresh replay, and
+readers of one are woken by the other's writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from aotx.runtime import SharedRuntime, submit_body
+from aotx.state import Actor, Grants, MutationKind, lineage_for
+from eventlog import StreamSpec
+
+ALL = Grants.all()
+
+
+def body(name: str, seq: int, **fields) -> bytes:
+    return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(name).hex(),
+                       "operation_key": f"{seq:032x}", "sequence": str(seq), **fields}).encode()
+
+
+async def until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout} s"
+        await asyncio.sleep(0.01)
+
+
+async def register_and_space(rt, name: str) -> str:
+    actor = Actor(name, ALL)
+    assert (await submit_body(rt, actor, MutationKind.REGISTER, body(name, 1))).status == 201
+    out = await submit_body(rt, actor, MutationKind.CREATE_SPACE, body(name, 2, scope="room"))
+    assert out.status == 201, out.body
+    return out.body["resource"]
+
+
+async def test_two_runtimes_follow_each_other_and_equal_a_fresh_replay(cluster):
+    spec = StreamSpec(name="TWORT", subject_prefix="two.j")
+    a = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    b = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    try:
+        # alice's lineage goes to a, bob's to b, at the same time
+        alice_space, bob_space = await asyncio.gather(register_and_space(a, "alice"), register_and_space(b, "bob"))
+        await until(lambda: a.state_hash() == b.state_hash(), what="a and b converge")
+        # a decides on b's writes: alice makes bob (registered through b) a member of her room
+        bob = (await b.query("participant", Actor("bob", ALL))).body["participant"]
+        out = await submit_body(a, Actor("alice", ALL), MutationKind.SET_MEMBER,
+                                body("alice", 3, participant=bob, permissions=["read", "write"]), alice_space)
+        assert out.status == 201, out.body
+        # and b serves the read of it: bob (whose runtime is b) sees alice's room once b applied it
+        async def bob_sees_the_room() -> bool:
+            out = await b.query("space", Actor("bob", ALL), space=alice_space)
+            return out.status == 200
+        deadline = time.monotonic() + 30
+        while not await bob_sees_the_room():
+            assert time.monotonic() < deadline, "b never applied alice's member row"
+            await asyncio.sleep(0.01)
+        # many more writes on both, interleaved in the stream
+        async def conversations(rt, name, space, first, n):
+            for seq in range(first, first + n):
+                out = await submit_body(rt, Actor(name, ALL), MutationKind.CREATE_CONVERSATION, body(name, seq), space)
+                assert out.status == 201, out.body
+        await asyncio.gather(conversations(a, "alice", alice_space, 4, 15), conversations(b, "bob", bob_space, 3, 15))
+        await until(lambda: a.state_hash() == b.state_hash(), what="a and b converge again")
+        assert a.follower.applied > 0 and b.follower.applied > 0
+        fresh = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth()).start()
+        try:
+            assert fresh.state_hash() == a.state_hash() == b.state_hash()
+        finally:
+            await fresh.stop()
+    finally:
+        await a.stop()
+        await b.stop()
