@@ -21,6 +21,7 @@ from .errors import (
 )
 from .headers import Header
 from .jetstream import JetStreamRecorder, JetStreamSubscription
+from .leases import LeaseBucket
 from .media import MEDIA_BUCKET, MediaStore, StoredMedia, media_publish_subjects
 from .memory import MemoryRecorder, MemorySubscription
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, Recorder, StoredMessage, StreamStatus, Subscription
@@ -36,7 +37,7 @@ __all__ = [
     "DuplicateInBatch", "MAX_BATCH_MESSAGES", "DEFAULT_USER", "DirectoryLock", "DirectoryLocked", "EmbeddedCluster",
     "EmbeddedNats",
     "EventLogError", "Header", "JetStreamRecorder",
-    "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "MemoryRecorder",
+    "JetStreamSubscription", "JournalFull", "MEDIA_BUCKET", "MediaStore", "JournalHold", "JournalUnavailable", "LeaseBucket", "MemoryRecorder",
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
     "NatsServerError", "NatsUser", "NatsServerNotFound", "OutageLog", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "SnapshotBucket", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",

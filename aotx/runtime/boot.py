@@ -108,10 +108,18 @@ def unfinished_inputs(state: State) -> list[tuple[bytes, int]]:
 async def interrupt_unfinished(state: State, journal: ExecutionJournal) -> None:
     """Journal every unfinished input `interrupted` (all at once: one round); a failure is logged
     (the input stays unfinished, and the next boot tries again)."""
-    unfinished = unfinished_inputs(state)
+    await interrupt_inputs(unfinished_inputs(state), journal)
+
+
+RESTARTED = "the runtime restarted before this input finished; it is not executed again"
+
+
+async def interrupt_inputs(unfinished: list[tuple[bytes, int]], journal: ExecutionJournal,
+                           error: str = RESTARTED) -> None:
+    """Journal these inputs (lineage, sequence) `interrupted`, all at once; a failure is logged."""
     failures = await asyncio.gather(*(journal.journal(lineage, [InputCompleted(
         lineage, sequence, Execution.INTERRUPTED, output_tokens=0, finish="interrupted",
-        error="the runtime restarted before this input finished; it is not executed again")])
+        error=error)])
         for lineage, sequence in unfinished))
     for (lineage, sequence), failure in zip(unfinished, failures):
         if failure is not None:

@@ -195,6 +195,17 @@ class Executor:
             run.handle.cancel()
         self._kick()
 
+    def abandon(self, lineage: bytes) -> None:
+        """This runtime lost the lineage's lease: stop its inputs there (their writes are refused;
+        the new holder journals them interrupted)."""
+        for run in [*self.running.values(), *self.queue]:
+            if run.lineage == lineage:
+                run.cancelled = True
+                if run.handle is not None:
+                    run.handle.cancel()
+        self.queue = deque(r for r in self.queue if r.lineage != lineage)
+        self._kick()
+
     async def stop(self) -> None:
         self._stopping = True
         tasks = [r.task for r in self.running.values() if r.task is not None]

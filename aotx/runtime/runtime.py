@@ -49,7 +49,7 @@ from ..snapshot import SnapshotKeeper, SnapshotPolicy
 from ..state import Capacities, State, state_hash
 from ..state.mutations import Mutation
 from ..state.rights import Actor, Grants
-from ..stored import StoredLimits, stored_digest
+from ..stored import StoredLimits, identity_lineage, stored_digest
 from . import boot
 from .command_round import command_round
 from .connection import JournalConnection
@@ -57,6 +57,8 @@ from .execution_port import ExecutionSettings
 from .execution_round import ExecutionWrites
 from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .follower import Follower
+from .lease_mode import attach_leases, lineage_refusal
+from .ownership import LeasePolicy
 from .group_commit import GroupCommit
 from .hold import HoldStatus
 from .broker import Broker
@@ -96,7 +98,7 @@ class SharedRuntime(RuntimePort):
                  nats_auth: NatsAuth | None = None, boot_start: boot.StartPoint | None = None,
                  snapshots: SnapshotPolicy | None = None, stored_limits: StoredLimits | None = None,
                  clock: Callable[[], float] | None = None, batch_min_messages: int = BATCH_MIN_MESSAGES,
-                 follow: bool = False) -> None:
+                 follow: bool = False, leases: LeasePolicy | None = None) -> None:
         if (nats_url is None) == (recorder is None):
             raise ValueError("give exactly one of nats_url or recorder")
         if not execution_deadline > 0:
@@ -142,9 +144,14 @@ class SharedRuntime(RuntimePort):
             self.observers.add(self.snapshots.applied)
         self._prober: asyncio.Task | None = None
         # follow mode: other runtimes write other lineages of this journal (docs/SCALE.md)
+        # lease mode (docs/SCALE.md §2): follow mode, and a lineage is written only under its lease
+        self.lease_policy, self.ownership = leases, None
+        follow = follow or leases is not None
         self.follower: Follower | None = Follower(self.writer) if follow else None
         if follow:
             self.stored.writes = self.writes
+        if leases is not None:
+            self.stored.ensure = lambda identity: self.ownership.ensure(identity_lineage(identity))
         self.service: Any = None
         self.context = None
         self.executor: Executor | None = None
@@ -204,6 +211,8 @@ class SharedRuntime(RuntimePort):
             await boot.interrupt_unfinished(self.writer.projector.state, self.executions)
         else:                       # other runtimes may be running theirs (takeover: docs/SCALE.md)
             self.follower.start()
+            if self.lease_policy is not None:
+                self.ownership = await attach_leases(self, self.lease_policy)
         await self.stored.booted()
         self._prober = asyncio.get_running_loop().create_task(self.writer.probe_forever(self.probe_interval))
         log.info("shared runtime booted", extra={"fields": {
@@ -220,6 +229,8 @@ class SharedRuntime(RuntimePort):
         await self.commands.stop(_STOPPED)
         if self.follower is not None:
             await self.follower.stop()
+        if self.ownership is not None:   # gives the leases back: a successor need not wait for the TTL
+            await self.ownership.stop()
         await cancel_and_wait([self._prober], what="journal prober")
         self._prober = None
         if self.snapshots is not None:   # nothing is applied any more: wait (bounded) for an upload under way
@@ -232,9 +243,12 @@ class SharedRuntime(RuntimePort):
 
     def writes(self, lineage: bytes) -> bool:
         """Whether this runtime is the current writer of `lineage` (follow mode): the last
-        `runtime.boot` control record on its subject is this boot's. Alone on a journal: always."""
+        `runtime.boot` control record on its subject is this boot's (and, in lease mode, it holds the
+        lineage's lease). Alone on a journal: always."""
         if self.follower is None:
             return True
+        if self.ownership is not None and not self.ownership.may_write(lineage):
+            return False
         proj = self.writer.projector
         return proj is not None and proj.boots.get(lineage_hash(lineage)) == self.boot_id
 
@@ -299,6 +313,9 @@ class SharedRuntime(RuntimePort):
     async def submit(self, actor: Actor, mutation: Mutation) -> Outcome:
         """One parsed mutation. It joins the command queue and is answered once the round that holds
         it is resolved: a new operation only after the ack of the tick that completes it."""
+        refused = await lineage_refusal(self, actor.principal)
+        if refused is not None:
+            return Outcome.error(503, "not_owner", refused)
         cmd = Cmd(actor, mutation, asyncio.get_running_loop().create_future())
         # a caller that goes away cancels only its own future, never the writer or the round
         return await self.commands.submit(cmd)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from ..stored import (AppendResponseEvents, Expire, Reason, Saved, StoredCommand, StoredLimits, StoredOutcome,
                       StoredRefusal, identity_lineage, interruptions)
@@ -46,6 +46,8 @@ class StoredWrites:
         # whether this runtime writes a lineage (follow mode: SharedRuntime.writes): boot and the
         # retention sweep journal only what it writes; alone on a journal, every identity
         self.writes: Callable[[bytes], bool] | None = None
+        # lease mode: acquires the identity's lineage first (None: may write; else the refusal)
+        self.ensure: Callable[[str], Awaitable[str | None]] | None = None
 
     def _mine(self, identity: str) -> bool:
         return self.writes is None or self.writes(identity_lineage(identity))
@@ -59,6 +61,8 @@ class StoredWrites:
 
     # ---- StoredJournal ----------------------------------------------------------------------
     async def record(self, identity: str, command: StoredCommand) -> StoredOutcome:
+        if self.ensure is not None and (refused := await self.ensure(identity)) is not None:
+            return StoredRefusal(Reason.UNAVAILABLE, refused)
         fut = asyncio.get_running_loop().create_future()
         return await self.commit.submit(StoredWrite(identity, command, fut))
 

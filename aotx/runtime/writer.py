@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, JournalFull, JournalHold, MessageTooLarge,
                       StreamSpec)
@@ -74,6 +74,7 @@ class Flight:
     conflict: bool = False
     continuation: bool = False
     gap: bool = False   # the log may hold a message of this subject, after `landed`, that was never acked to us
+    lineage: bytes = b""
 
     @property
     def partial(self) -> bool:
@@ -100,12 +101,14 @@ class JournalWriter:
         self._attempt = 0
         self._drop_after = False
         self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
+        # leases (aotx.runtime.ownership): only a lineage this runtime holds is written; None: every one
+        self.may_write: Optional[Callable[[bytes], bool]] = None
 
     def flight(self, lineage: bytes, ticks: list[Tick]) -> Flight:
         at = self._subjects.get(lineage)
         if at is None:
             at = self._subjects[lineage] = (self.spec.subject(lineage.hex(), TICK_KIND), lineage_hash(lineage))
-        return Flight(at[0], at[1], ticks)
+        return Flight(at[0], at[1], ticks, lineage=lineage)
 
     # ---- answers -----------------------------------------------------------------------------
     def held(self) -> Outcome:
@@ -140,7 +143,7 @@ class JournalWriter:
         recorder = await self.connection.ensure()
         self._attempt += 1
         self._drop_after = False
-        await self._append_all(recorder, flights)
+        await self._append_all(recorder, self._held(flights))
         if self._drop_after:
             await self.connection.drop()
         gaps = [f for f in flights if f.gap]
@@ -174,6 +177,16 @@ class JournalWriter:
             if not self._feed(subject, seq, tick.data, mutations, tick.transfers):
                 return False
         return True
+
+    def _held(self, flights: list[Flight]) -> list[Flight]:
+        """The flights this runtime may write; the others answer 503 not_owner, nothing appended."""
+        if self.may_write is None:
+            return flights
+        for f in flights:
+            if not f.continuation and not self.may_write(f.lineage):
+                f.error = Outcome.error(503, "not_owner", "this runtime does not hold the lease of this lineage "
+                                        "(any more); nothing was changed, retry (the gateway finds its owner)")
+        return [f for f in flights if f.error is None]
 
     def applied_seq(self) -> int:
         """The last stream sequence applied (the projector holds every message up to it)."""

@@ -1,0 +1,153 @@
+"""Which lineages this runtime writes, by leases in a JetStream KV bucket (docs/SCALE.md §2–3).
+
+A runtime in lease mode writes a lineage only while it holds that lineage's lease (the writer asks
+`may_write` before every append). `ensure(lineage)` acquires a free lease (a lineage nobody holds,
+or whose holder stopped renewing `ttl` seconds ago) and then runs the takeover (`on_acquired`: read
+the log to its end, journal the previous holder's unfinished inputs `interrupted`); a lineage held
+by a live runtime answers that holder. Held leases are renewed every ttl/3. The holder treats a
+lease as gone `margin` (a fraction of the TTL) before the server would expire it, counted from the
+moment the last successful renewal was *sent* (its own monotonic clock, which keeps counting
+through a SIGSTOP): by the time a successor can acquire it, this runtime has stopped appending.
+A renewal that fails (the lease was lost) drops the lineage at once (`on_lost`). Whatever a late
+append might still carry is refused by the log's expected-last-subject-sequence guard, since the
+successor's first write follows every message it read.
+
+The orphan sweep (every ttl/2): a lineage with unfinished inputs in the state and no live lease
+(its runtime died mid-input) is acquired, so its inputs end `interrupted` within about a TTL of the
+death, whether or not a command for that lineage comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Iterable, Optional
+
+import msgpack
+
+from eventlog import LeaseBucket
+
+log = logging.getLogger("aotx.runtime.ownership")
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    ttl: float = 10.0       # seconds a lease lives without renewal (the bucket's max age)
+    margin: float = 0.3     # the holder stops writing this fraction of the TTL before it would expire
+
+    def __post_init__(self) -> None:
+        if not self.ttl > 0 or not 0 < self.margin < 1:
+            raise ValueError(f"lease ttl must be > 0 and margin in (0, 1), got {self.ttl!r}, {self.margin!r}")
+
+
+def lease_bucket_name(stream: str) -> str:
+    return f"{stream}_OWNERS"
+
+
+class Ownership:
+    def __init__(self, bucket: LeaseBucket, boot_id: str, policy: LeasePolicy,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.bucket, self.boot_id, self.policy, self.clock = bucket, boot_id, policy, clock
+        self.held: dict[bytes, tuple[int, float]] = {}   # lineage → (revision, when its last renewal was sent)
+        self.on_acquired: Optional[Callable[[bytes], Awaitable[None]]] = None
+        self.on_lost: Optional[Callable[[bytes], None]] = None
+        self.orphans: Callable[[], Iterable[bytes]] = lambda: ()
+        self._pending: dict[bytes, asyncio.Future] = {}
+        self._task: Optional[asyncio.Task] = None
+        self.value = msgpack.packb({"boot": boot_id})
+
+    # ---- what the writer asks ---------------------------------------------------------------
+    def may_write(self, lineage: bytes) -> bool:
+        h = self.held.get(lineage)
+        return h is not None and self.clock() < h[1] + self.policy.ttl * (1 - self.policy.margin)
+
+    # ---- acquiring -----------------------------------------------------------------------------
+    async def ensure(self, lineage: bytes) -> Optional[str]:
+        """None once this runtime holds `lineage` (acquired now, with its takeover, or held already);
+        else the refusal: which boot holds it."""
+        if self.may_write(lineage):
+            return None
+        pending = self._pending.get(lineage)
+        if pending is None:
+            pending = self._pending[lineage] = asyncio.ensure_future(self._acquire(lineage))
+            pending.add_done_callback(lambda _: self._pending.pop(lineage, None))
+        return await asyncio.shield(pending)
+
+    async def _acquire(self, lineage: bytes) -> Optional[str]:
+        key = lineage.hex()
+        sent = self.clock()
+        held = self.held.get(lineage)
+        if held is not None:   # ours but near its end: renew it (it may already be someone else's)
+            revision = await self.bucket.renew(key, self.value, held[0])
+            if revision is not None:
+                self.held[lineage] = (revision, sent)
+                return None
+            self._lose(lineage)
+        revision = await self.bucket.acquire(key, self.value)
+        if revision is None:
+            holder = await self.bucket.holder(key)
+            boot = msgpack.unpackb(holder[0]).get("boot", "?") if holder else "?"
+            return f"lineage {key} is written by runtime boot {boot}"
+        self.held[lineage] = (revision, sent)
+        if self.on_acquired is not None:
+            await self.on_acquired(lineage)
+        log.info("lease acquired", extra={"fields": {"lineage": key, "boot": self.boot_id}})
+        return None
+
+    def _lose(self, lineage: bytes) -> None:
+        if self.held.pop(lineage, None) is not None:
+            log.warning("lease lost", extra={"fields": {"lineage": lineage.hex(), "boot": self.boot_id}})
+            if self.on_lost is not None:
+                self.on_lost(lineage)
+
+    # ---- renewing, sweeping, releasing ---------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="aotx lease renewal")
+
+    async def _run(self) -> None:
+        step = self.policy.ttl / 3
+        last_sweep = self.clock()
+        while True:
+            await asyncio.sleep(step)
+            await self.renew_all()
+            if self.clock() - last_sweep >= self.policy.ttl / 2:
+                last_sweep = self.clock()
+                for lineage in list(self.orphans()):
+                    if lineage not in self.held:
+                        await self._try(self.ensure(lineage), "orphan sweep")
+
+    async def renew_all(self) -> None:
+        for lineage, (revision, _) in list(self.held.items()):
+            sent = self.clock()
+            try:
+                new = await self.bucket.renew(lineage.hex(), self.value, revision)
+            except Exception as exc:  # the log does not answer: keep the lease until its local end
+                log.info("lease renewal of %s failed: %s: %s", lineage.hex(), type(exc).__name__, exc)
+                continue
+            if new is None:
+                self._lose(lineage)
+            elif lineage in self.held:
+                self.held[lineage] = (new, sent)
+
+    async def _try(self, coro, what: str) -> None:
+        try:
+            await coro
+        except Exception as exc:  # logged; tried again at the next sweep
+            log.info("%s failed: %s: %s", what, type(exc).__name__, exc)
+
+    async def stop(self, release: bool = True) -> None:
+        """Stop renewing; `release`: give every lease back (a successor need not wait for the TTL)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if release:
+            for lineage, (revision, _) in list(self.held.items()):
+                await self._try(self.bucket.release(lineage.hex(), revision), "lease release")
+        self.held.clear()

@@ -1,0 +1,140 @@
+"""Lease mode (issue 15 part 2): a lineage is written only by the runtime holding its lease; a live
+holder's lineage is refused elsewhere (503 not_owner), a released one is taken at once, a dead
+holder's within the TTL, and the takeover reads the log to its end before it decides."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from aotx.runtime import SharedRuntime, submit_body
+from aotx.runtime.ownership import LeasePolicy
+from aotx.state import Actor, Grants, MutationKind, lineage_for
+from eventlog import LeaseBucket, StreamSpec, connect
+
+TTL = 2.0
+ALL = Grants.all()
+
+
+def body(name: str, seq: int, **fields) -> bytes:
+    return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(name).hex(),
+                       "operation_key": f"{seq:032x}", "sequence": str(seq), **fields}).encode()
+
+
+async def runtime(cluster, spec: StreamSpec) -> SharedRuntime:
+    return await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(),
+                               leases=LeasePolicy(ttl=TTL)).start()
+
+
+async def test_a_lease_bucket_grants_one_holder_until_release_or_expiry(cluster):
+    nc = await connect(cluster.urls, cluster.auth(), name="t")
+    try:
+        bucket = await LeaseBucket.connect(nc, "T_OWNERS", ttl=1.0)
+        rev = await bucket.acquire("k", b"a")
+        assert rev is not None and await bucket.acquire("k", b"b") is None
+        assert (await bucket.holder("k"))[0] == b"a"
+        rev2 = await bucket.renew("k", b"a", rev)
+        assert rev2 is not None and await bucket.renew("k", b"x", rev) is None   # a stale revision loses
+        assert await bucket.release("k", rev2) and await bucket.acquire("k", b"b") is not None
+        deadline = time.monotonic() + 10
+        while await bucket.acquire("k", b"c") is None:   # b stopped renewing: gone after the TTL
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        with pytest.raises(ValueError):
+            await LeaseBucket.connect(nc, "T2_OWNERS", ttl=0)
+    finally:
+        await nc.close()
+
+
+async def test_one_writer_per_lineage_and_takeover_after_release_or_death(cluster):
+    spec = StreamSpec(name="LEASES", subject_prefix="leases.j")
+    a, b = await runtime(cluster, spec), await runtime(cluster, spec)
+    alice, bob = Actor("alice", ALL), Actor("bob", ALL)
+    try:
+        assert (await submit_body(a, alice, MutationKind.REGISTER, body("alice", 1))).status == 201
+        assert (await submit_body(a, bob, MutationKind.REGISTER, body("bob", 1))).status == 201
+        refused = await submit_body(b, alice, MutationKind.CREATE_SPACE, body("alice", 2, scope="private"))
+        assert refused.status == 503 and refused.body["error"]["type"] == "not_owner"
+        assert a.boot_id in refused.body["error"]["message"]
+        # a dies as far as bob's lineage goes: it stops renewing and writing without giving the lease back
+        held_since = time.monotonic()
+        a.ownership.held.pop(lineage_for("bob"))
+        deadline = time.monotonic() + 5 * TTL
+        while True:
+            out = await submit_body(b, bob, MutationKind.CREATE_SPACE, body("bob", 2, scope="private"))
+            if out.status != 503:
+                break
+            assert time.monotonic() < deadline, out.body
+            await asyncio.sleep(0.05)
+        assert out.status == 201, out.body     # b read a's writes of bob first: sequence 2 is next
+        assert time.monotonic() - held_since >= TTL * 0.5
+        again = await submit_body(a, bob, MutationKind.CREATE_SPACE, body("bob", 3, scope="private"))
+        assert again.status == 503   # a may not write bob any more
+        # a stops cleanly: its leases are given back, b takes alice at once
+        await a.stop()
+        out = await submit_body(b, alice, MutationKind.CREATE_SPACE, body("alice", 2, scope="private"))
+        assert out.status == 201, out.body
+        fresh = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth()).start()
+        try:
+            assert fresh.state_hash() == b.state_hash()
+        finally:
+            await fresh.stop()
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+@pytest.fixture(scope="module")
+def service(model_bundle):
+    from tests.conftest import started_service
+    yield from started_service(model_bundle, max_batch=2, kv_pages=128, default_max_tokens=8)
+
+
+async def test_a_dead_holders_running_input_ends_interrupted_by_the_taker_never_run_twice(cluster, service):
+    """The one input test of the cluster suite: a's input is running when a dies (stops renewing and
+    executing); b's orphan sweep takes the lineage within about a TTL and journals it interrupted."""
+    spec = StreamSpec(name="LEASEINPUT", subject_prefix="leasein.j")
+    a = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), service=service,
+                            leases=LeasePolicy(ttl=TTL)).start()
+    b = await runtime(cluster, spec)
+    carol = Actor("carol", ALL)
+    try:
+        assert (await submit_body(a, carol, MutationKind.REGISTER, body("carol", 1))).status == 201
+        space = (await submit_body(a, carol, MutationKind.CREATE_SPACE, body("carol", 2, scope="private"))).body
+        con = (await submit_body(a, carol, MutationKind.CREATE_CONVERSATION, body("carol", 3),
+                                 space["resource"])).body["resource"]
+        out = await submit_body(a, carol, MutationKind.INPUT, body(
+            "carol", 4, text="Count from one to one hundred.", model=service.model_id, max_output_tokens=400,
+            temperature=0), con)
+        assert out.status == 202, out.body
+        op = out.body["operation"]
+
+        async def execution(rt) -> str:
+            return (await rt.query("operation", carol, op=op)).body["execution"]
+        deadline = time.monotonic() + 60
+        while await execution(a) != "running":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await a.ownership.stop(release=False)   # a dies for carol's lineage: no renewal, no release
+        a.executor.abandon(lineage_for("carol"))
+        deadline = time.monotonic() + 10 * TTL
+        while await execution(b) != "interrupted":
+            assert time.monotonic() < deadline, await execution(b)
+            await asyncio.sleep(0.05)
+        receipt = (await b.query("operation", carol, op=op)).body
+        assert "not executed again" in (receipt.get("error") or json.dumps(receipt))
+        assert b.ownership.may_write(lineage_for("carol"))
+        await until_equal(a, b)
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def until_equal(a, b, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while a.state_hash() != b.state_hash():
+        assert time.monotonic() < deadline, "a and b never converged"
+        await asyncio.sleep(0.05)
