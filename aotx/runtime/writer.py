@@ -46,6 +46,7 @@ from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
+from .write_order import feed_landed, held_flights
 from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
@@ -143,7 +144,7 @@ class JournalWriter:
         recorder = await self.connection.ensure()
         self._attempt += 1
         self._drop_after = False
-        await self._append_all(recorder, self._held(flights))
+        await self._append_all(recorder, held_flights(self, flights))
         if self._drop_after:
             await self.connection.drop()
         gaps = [f for f in flights if f.gap]
@@ -157,36 +158,7 @@ class JournalWriter:
             for f in flights:
                 self._defer(f, bound)
         landed = sorted(((seq, f.subject, tick) for f in flights for seq, tick in f.landed), key=lambda x: x[0])
-        return await self._feed_landed(flights, landed, mutations)
-
-    async def _feed_landed(self, flights: list[Flight], landed: list, mutations) -> bool:
-        """Apply the round's acknowledged ticks in stream order. Where another writer's messages lie
-        between them (several runtimes on one journal), those are read back and applied first; one
-        already applied (by a read-back or the follower) is skipped. If the log does not answer that
-        read-back, the round's ticks from there on are left to the next read-back (the hold)."""
-        for seq, subject, tick in landed:
-            applied = self.applied_seq()
-            if seq <= applied:
-                continue
-            if seq > applied + 1 and not await self.read_back(upto=seq - 1):
-                if self.failed:
-                    return False
-                for f in flights:
-                    self._defer(f, self.applied_seq())
-                return True
-            if not self._feed(subject, seq, tick.data, mutations, tick.transfers):
-                return False
-        return True
-
-    def _held(self, flights: list[Flight]) -> list[Flight]:
-        """The flights this runtime may write; the others answer 503 not_owner, nothing appended."""
-        if self.may_write is None:
-            return flights
-        for f in flights:
-            if not f.continuation and not self.may_write(f.lineage):
-                f.error = Outcome.error(503, "not_owner", "this runtime does not hold the lease of this lineage "
-                                        "(any more); nothing was changed, retry (the gateway finds its owner)")
-        return [f for f in flights if f.error is None]
+        return await feed_landed(self, flights, landed, mutations)
 
     def applied_seq(self) -> int:
         """The last stream sequence applied (the projector holds every message up to it)."""

@@ -112,8 +112,9 @@ async def test_a_dead_holders_running_input_ends_interrupted_by_the_taker_never_
         assert out.status == 202, out.body
         op = out.body["operation"]
 
-        async def execution(rt) -> str:
-            return (await rt.query("operation", carol, op=op)).body["execution"]
+        async def execution(rt) -> str | None:
+            out = await rt.query("operation", carol, op=op)   # None until rt has applied the admission
+            return out.body["execution"] if out.status == 200 else None
         deadline = time.monotonic() + 60
         while await execution(a) != "running":
             assert time.monotonic() < deadline
