@@ -17,6 +17,7 @@ import sys
 from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
 from aotx.serving import ModelService
+from aotx.runtime.ownership import LeasePolicy
 from eventlog import NatsAuth
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
@@ -33,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="do not load the model: the runtime keeps state and answers reads and mutations, "
                         "but refuses shared inputs (409)")
+    p.add_argument("--leases", action="store_true",
+                   help="lease mode: several runtimes (each `aotx boot --leases`, same --runtime file) share the "
+                        "journal; each lineage is written only by the runtime holding its lease, gateways route "
+                        "to it, a dead runtime's lineages are taken over within --lease-ttl (docs/SCALE.md)")
+    p.add_argument("--lease-ttl", type=float, default=LeasePolicy().ttl, metavar="SECONDS",
+                   help=f"lease mode: seconds a runtime's lease outlives its last renewal (default {LeasePolicy().ttl:g})")
     add_model_arguments(p)
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
@@ -46,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         rf = read_runtime_file(args.runtime)
         grants = load_grants(args.service_grants, max_age_s=args.grant_max_age_hours * 3600)
         auth = nats_auth(args)
-        target = granted_runtime(rf, args.nats, grants, nats_auth=auth, **runtime_options(args))
-    except (RuntimeFileError, GrantsError, NatsArgsError) as exc:
+        leases = LeasePolicy(ttl=args.lease_ttl) if args.leases else None
+        target = granted_runtime(rf, args.nats, grants, nats_auth=auth, leases=leases, **runtime_options(args))
+    except (RuntimeFileError, GrantsError, NatsArgsError, ValueError) as exc:
         print(f"aotx boot: {exc}", file=sys.stderr)
         return 2
     service = None
@@ -80,6 +88,8 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
             proj = target.runtime.projector
             model = ("no model: shared inputs answer 409" if service is None else
                      f"inputs run on {service.model_id} (backend {service.backend_name})")
+            if target.runtime.lease_policy is not None:
+                model += f"; lease mode, boot {target.runtime.boot_id}"
             print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers; "
                   f"{boot_summary(target.runtime)}); serving shared commands on nats subject {rpc_subject(name)}; "
                   f"{model}",

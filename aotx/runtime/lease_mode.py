@@ -19,6 +19,7 @@ from eventlog import LeaseBucket
 
 from ..state import lineage_for
 from . import boot
+from .outcome import Outcome
 from .ownership import LeasePolicy, Ownership, lease_bucket_name
 
 log = logging.getLogger("aotx.runtime.ownership")
@@ -50,7 +51,11 @@ async def attach_leases(runtime, policy: LeasePolicy) -> Ownership:
     return own
 
 
-async def lineage_refusal(runtime, principal: str) -> str | None:
-    """None when the runtime may write the principal's lineage now (acquired where needed)."""
+async def lineage_refusal(runtime, principal: str) -> Outcome | None:
+    """None when the runtime may write the principal's lineage now (acquired where needed); else
+    503 not_owner naming the holder's boot (`holder`: where a gateway sends the command instead)."""
     own = runtime.ownership
-    return None if own is None else await own.ensure(lineage_for(principal))
+    refused = None if own is None else await own.ensure(lineage_for(principal))
+    if refused is None:
+        return None
+    return Outcome(503, {"error": {"type": "not_owner", "message": refused.message, "holder": refused.holder}})

@@ -33,6 +33,14 @@ log = logging.getLogger("aotx.runtime.ownership")
 
 
 @dataclass(frozen=True)
+class NotOwner:
+    """A lineage another live runtime writes: `holder` is its boot id (gateways route to it)."""
+
+    holder: str
+    message: str
+
+
+@dataclass(frozen=True)
 class LeasePolicy:
     ttl: float = 10.0       # seconds a lease lives without renewal (the bucket's max age)
     margin: float = 0.3     # the holder stops writing this fraction of the TTL before it would expire
@@ -64,7 +72,7 @@ class Ownership:
         return h is not None and self.clock() < h[1] + self.policy.ttl * (1 - self.policy.margin)
 
     # ---- acquiring -----------------------------------------------------------------------------
-    async def ensure(self, lineage: bytes) -> Optional[str]:
+    async def ensure(self, lineage: bytes) -> Optional[NotOwner]:
         """None once this runtime holds `lineage` (acquired now, with its takeover, or held already);
         else the refusal: which boot holds it."""
         if self.may_write(lineage):
@@ -75,7 +83,7 @@ class Ownership:
             pending.add_done_callback(lambda _: self._pending.pop(lineage, None))
         return await asyncio.shield(pending)
 
-    async def _acquire(self, lineage: bytes) -> Optional[str]:
+    async def _acquire(self, lineage: bytes) -> Optional[NotOwner]:
         key = lineage.hex()
         sent = self.clock()
         held = self.held.get(lineage)
@@ -88,8 +96,9 @@ class Ownership:
         revision = await self.bucket.acquire(key, self.value)
         if revision is None:
             holder = await self.bucket.holder(key)
-            boot = msgpack.unpackb(holder[0]).get("boot", "?") if holder else "?"
-            return f"lineage {key} is written by runtime boot {boot}"
+            boot = str(msgpack.unpackb(holder[0]).get("boot", "")) if holder else ""
+            return NotOwner(boot, f"lineage {key} is written by another runtime (boot {boot or 'unknown'}); "
+                                  "nothing was changed, retry there")
         self.held[lineage] = (revision, sent)
         if self.on_acquired is not None:
             await self.on_acquired(lineage)

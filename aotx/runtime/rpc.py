@@ -60,6 +60,12 @@ def changed_subject(name: str) -> str:
     return f"aotx.rt.{name}.changed"
 
 
+def boot_subject(name: str, boot: str) -> str:
+    """Where one runtime boot of `name` answers alone (lease mode: a gateway sends a lineage's
+    commands to the boot that holds it; docs/SCALE.md §4)."""
+    return f"aotx.rt.{name}.boot.{boot}"
+
+
 async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None):
     """A connection that reconnects forever; an outage is logged once, not once per attempt. `lost`:
     called when messages to or from it may have been lost (a reconnect, a slow consumer)."""
@@ -83,6 +89,7 @@ class RuntimeRpcServer:
 
     def __init__(self, target: GrantedRuntime, nats_url: str, name: str, *, auth: NatsAuth | None = None) -> None:
         self.target, self.nats_url, self.subject = target, nats_url, rpc_subject(name)
+        self.name = name
         self.nats_auth = auth
         self.changed = changed_subject(name)
         self._nc = None
@@ -95,6 +102,8 @@ class RuntimeRpcServer:
         self._due = asyncio.Event()
         self._nc = await _connect(self.nats_url, f"aotx-runtime-rpc-{self.subject}", self.nats_auth, self._lost)
         await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
+        # this boot alone (where gateways route a lineage's commands to the runtime that holds it)
+        await self._nc.subscribe(boot_subject(self.name, self.target.runtime.boot_id), cb=self._on_message)
         await self._nc.flush()
         self.target.changes.sinks.append(self._heard)
         self._due.set()
@@ -201,6 +210,8 @@ class RemoteRuntime(RuntimePort):
     def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0,
                  auth: NatsAuth | None = None) -> None:
         self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
+        self.name = name
+        self.owners: dict[str, str] = {}   # principal → the runtime boot that writes its lineage (lease mode)
         self.nats_auth = auth   # also the media store's credentials (attach_shared)
         self.changed = changed_subject(name)
         self.timeout = timeout
@@ -233,14 +244,30 @@ class RemoteRuntime(RuntimePort):
         self.broker.deliver(targets)
 
     async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
+        """One request, to the runtime that writes the caller's lineage where it is known (several
+        runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
+        the holder: the request goes there once more, and the holder is remembered."""
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
-        req = {"v": RPC_VERSION, "op": op, "principal": actor.principal, "grants": actions_of(actor.grants),
-               "config_sha256": self.config_sha256, **fields}
+        req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
+                             "grants": actions_of(actor.grants), "config_sha256": self.config_sha256, **fields},
+                            use_bin_type=True)
+        holder = self.owners.get(actor.principal)
+        out = await self._request(self.subject if holder is None else boot_subject(self.name, holder), req)
+        if holder is not None and out.status == 503 and out.body.get("error", {}).get("type") == "runtime_unavailable":
+            self.owners.pop(actor.principal, None)   # that boot is gone: any runtime (one takes it over)
+            out = await self._request(self.subject, req)
+        moved = out.body.get("error", {}).get("holder") if out.status == 503 else None
+        if isinstance(moved, str) and moved and moved != holder:
+            self.owners[actor.principal] = moved
+            out = await self._request(boot_subject(self.name, moved), req)
+        return out
+
+    async def _request(self, subject: str, req: bytes) -> Outcome:
         try:
-            msg = await self._nc.request(self.subject, msgpack.packb(req, use_bin_type=True), timeout=self.timeout)
+            msg = await self._nc.request(subject, req, timeout=self.timeout)
         except nats.errors.NoRespondersError:
-            return Outcome.error(503, "runtime_unavailable", f"no runtime answers on {self.subject}; "
+            return Outcome.error(503, "runtime_unavailable", f"no runtime answers on {subject}; "
                                  "retry later with the same input")
         except nats.errors.TimeoutError:
             return Outcome.error(503, "runtime_unavailable", f"the runtime did not answer within {self.timeout:g} s; "

@@ -151,7 +151,7 @@ class SharedRuntime(RuntimePort):
         if follow:
             self.stored.writes = self.writes
         if leases is not None:
-            self.stored.ensure = lambda identity: self.ownership.ensure(identity_lineage(identity))
+            self.stored.ensure = self._stored_owner
         self.service: Any = None
         self.context = None
         self.executor: Executor | None = None
@@ -241,6 +241,10 @@ class SharedRuntime(RuntimePort):
         """Lift a hold once the log is back in sync and has room again; True when no hold is left."""
         return await self.writer.probe()
 
+    async def _stored_owner(self, identity: str) -> str | None:
+        refused = await self.ownership.ensure(identity_lineage(identity))
+        return None if refused is None else refused.message
+
     def writes(self, lineage: bytes) -> bool:
         """Whether this runtime is the current writer of `lineage` (follow mode): the last
         `runtime.boot` control record on its subject is this boot's (and, in lease mode, it holds the
@@ -315,7 +319,7 @@ class SharedRuntime(RuntimePort):
         it is resolved: a new operation only after the ack of the tick that completes it."""
         refused = await lineage_refusal(self, actor.principal)
         if refused is not None:
-            return Outcome.error(503, "not_owner", refused)
+            return refused
         cmd = Cmd(actor, mutation, asyncio.get_running_loop().create_future())
         # a caller that goes away cancels only its own future, never the writer or the round
         return await self.commands.submit(cmd)
