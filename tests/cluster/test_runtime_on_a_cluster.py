@@ -1,11 +1,14 @@
-"""A state-only runtime on the 3-node cluster: its writes survive the stream leader's SIGKILL, the
-retries of the ones in doubt are exact, and a fresh replay equals the live state (issue 15 part 1)."""
+"""A state-only runtime on the 3-node cluster: its writes survive a node fault (the stream leader's
+SIGKILL, a follower's SIGKILL, the leader SIGSTOPped past the RAFT election timeout), the retries of
+the ones in doubt are exact, and a fresh replay equals the live state (issue 15 parts 1 and 4)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+
+import pytest
 
 from aotx.runtime import SharedRuntime, submit_body
 from aotx.state import Actor, Grants, MutationKind, lineage_for
@@ -32,8 +35,13 @@ async def submit_until_saved(rt, actor, kind, raw, resource=None, deadline_s=90.
         await asyncio.sleep(0.1)
 
 
-async def test_a_runtime_keeps_every_acknowledged_write_across_a_leader_kill(cluster):
-    spec = StreamSpec(name="RTCLUSTER", subject_prefix="rtc.j")
+FAULTS = ("kill the stream leader", "kill a follower", "stop the stream leader past the election timeout")
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_runtime_keeps_every_acknowledged_write_across_a_node_fault(cluster, fault):
+    n = FAULTS.index(fault)
+    spec = StreamSpec(name=f"RTCLUSTER{n}", subject_prefix=f"rtc{n}.j")
     rt = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth()).start()
     ledger: dict[tuple[str, int], dict] = {}
     try:
@@ -60,13 +68,21 @@ async def test_a_runtime_keeps_every_acknowledged_write_across_a_leader_kill(clu
         while len(ledger) < 3 * 4:   # some writes acknowledged before the kill
             await asyncio.sleep(0.02)
         leader = node_named(cluster, (await rt.recorder.js.stream_info(spec.name)).cluster.leader)
-        index = cluster.nodes.index(leader)
-        leader.kill()
+        victim = leader if fault != FAULTS[1] else next(x for x in cluster.nodes if x is not leader)
+        index = cluster.nodes.index(victim)
+        if fault == FAULTS[2]:
+            victim.pause()   # SIGSTOP: sockets open, nothing answered; RAFT elects another leader
+        else:
+            victim.kill()
         killed.set()
         try:
             await asyncio.gather(*workers)
         finally:
-            await cluster.restart_async(index)
+            if fault == FAULTS[2]:
+                victim.resume()
+                await cluster.wait_jetstream(60)
+            else:
+                await cluster.restart_async(index)
         for (name, seq), receipt in ledger.items():   # every acknowledged receipt, byte for byte
             actor = next(a for a in ACTORS if a.principal == name)
             again = await submit_body(rt, actor, *_replay_of(actor, seq, ledger))
