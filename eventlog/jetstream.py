@@ -192,6 +192,14 @@ class JetStreamRecorder:
         )
         return JetStreamSubscription(sub)
 
+    async def last_subject_seq(self, subject: str) -> int:
+        """The stream sequence of the last message on `subject` (0: none), read from the stream now."""
+        try:
+            msg = await self.js.get_last_msg(self.spec.name, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(msg.seq)
+
     async def stream_info(self) -> StreamStatus:
         info = await self.js.stream_info(self.spec.name)
         created = info.created or datetime.datetime.fromtimestamp(0, datetime.timezone.utc)

@@ -46,7 +46,7 @@ from .connection import JournalConnection
 from .hold import HoldStatus
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
-from .write_order import feed_landed, held_flights
+from .write_order import append_guarded, feed_landed, held_flights
 from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
@@ -219,7 +219,7 @@ class JournalWriter:
         for tick in f.rest:
             msg_id = self.msg_id(tick)
             try:
-                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=self.expected(f))
+                ack = await append_guarded(self, recorder, f, tick, msg_id)
             except (JournalHold, ConcurrencyConflict, MessageTooLarge) as exc:
                 self.refuse(f, exc)
                 return

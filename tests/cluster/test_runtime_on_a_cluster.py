@@ -12,7 +12,7 @@ import pytest
 
 from aotx.runtime import SharedRuntime, submit_body
 from aotx.state import Actor, Grants, MutationKind, lineage_for
-from eventlog import StreamSpec
+from eventlog import ConcurrencyConflict, MemoryRecorder, StreamSpec
 
 from .conftest import node_named
 
@@ -103,3 +103,36 @@ def _replay_of(actor: Actor, seq: int, ledger) -> tuple:
     if seq == 2:
         return MutationKind.CREATE_SPACE, body(actor, 2, scope="private")
     return MutationKind.CREATE_CONVERSATION, body(actor, seq), ledger[(actor.principal, 2)]["resource"]
+
+
+class ClusterLikeRecorder(MemoryRecorder):
+    """The in-memory log, refusing the first guarded append of each subject once, as a clustered
+    stream's leader does while it still applies the subject's previous message (the log holds
+    exactly what the writer expected: no other writer explains the refusal)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: set[str] = set()
+
+    async def append(self, subject, payload, msg_id=None, expected_last_subject_seq=None):
+        if expected_last_subject_seq is not None and subject not in self.refused:
+            self.refused.add(subject)
+            raise ConcurrencyConflict(subject, expected_last_subject_seq, "err_code=10164 (injected)")
+        return await super().append(subject, payload, msg_id, expected_last_subject_seq)
+
+    async def last_subject_seq(self, subject: str) -> int:
+        return max((m.seq for m in self._messages if m.subject == subject), default=0)
+
+
+async def test_a_guard_refusal_no_other_writer_explains_is_tried_again_not_answered_409():
+    rec = ClusterLikeRecorder()
+    rt = await SharedRuntime(recorder=rec, progress=False).start()
+    try:
+        actor = ACTORS[0]
+        out = await submit_body(rt, actor, MutationKind.REGISTER, body(actor, 1))
+        assert out.status == 201, out.body
+        out = await submit_body(rt, actor, MutationKind.CREATE_SPACE, body(actor, 2, scope="private"))
+        assert out.status == 201, out.body
+        assert rec.refused   # the refusal happened, and was tried again
+    finally:
+        await rt.stop()

@@ -1,0 +1,189 @@
+"""Benchmark (not a test): durable shared mutations/s with 1, 2 and 3 runtimes on a 3-node
+JetStream cluster, against the cluster's own publish rate, in one run (issue 15 part 5).
+
+    .venv/bin/python -m ops.bench.cluster_scale [--runtimes 1,2,3] [--participants 48]
+                                                [--seconds 10] [--client-procs 4]
+
+Starts an EmbeddedCluster (3 nodes, sync_interval always, the split deployment's users). Then:
+
+* the cluster's ceiling: `--participants` raw publishers (nats-py, awaited acks, one subject each,
+  400-byte messages, expected-last-subject-sequence guards like the runtime's) for `--seconds`;
+* for each R in `--runtimes`: a fresh journal (its own runtime file and stream), R `aotx boot
+  --leases --no-model` processes, and `--client-procs` client processes (RemoteRuntime, as a gateway
+  talks to runtimes) sharing the participants: each registers, creates a private space, then toggles
+  another participant's rights there (every 64th sequence retires its receipts) as fast as its
+  answers come, for `--seconds`. Aggregate acknowledged mutations/s, the ratio to R = 1 and to the
+  raw ceiling are printed. The participants' lineages spread over the runtimes by their leases.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from aotx.runtime_file import pack_shared, write_grants
+from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, NatsUser, StreamSpec
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
+from ops.shared_stack import stream_spec
+
+CONFIG_SHA = "be" * 32
+ALL = ["shared_read", "shared_write", "shared_manage"]
+AOTX = str(Path(sys.executable).with_name("aotx"))
+
+
+async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float) -> float:
+    spec = StreamSpec(name="RAWCEIL", subject_prefix="raw.j")
+    rec = await JetStreamRecorder.connect(cluster.urls, spec, auth=cluster.auth(), timeout=10)
+    count, stop_at = 0, time.monotonic() + seconds
+
+    async def one(i: int) -> None:
+        nonlocal count
+        subject, last = spec.subject(f"{i:032x}", "tick"), 0
+        while time.monotonic() < stop_at:
+            last = (await rec.append(subject, b"x" * 400, expected_last_subject_seq=last)).seq
+            count += 1
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(publishers)))
+    wall = time.perf_counter() - t0
+    await rec.close()
+    return count / wall
+
+
+def start_runtime(rf, grants: Path, cluster: EmbeddedCluster, log: Path) -> subprocess.Popen:
+    cmd = [AOTX, "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
+           "--nats-password-file", str(cluster.password_file(RUNTIME_USER)), "--service-grants", str(grants),
+           "--no-model", "--leases"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while b"booted" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"aotx boot did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.05)
+    return proc
+
+
+def start_clients(args, rf, cluster: EmbeddedCluster, names: list[str], start_at: float) -> list[subprocess.Popen]:
+    per = [names[i::args.client_procs] for i in range(args.client_procs)]
+    return [subprocess.Popen(
+        [sys.executable, "-m", "ops.bench.cluster_scale", "--client", json.dumps({
+            "urls": cluster.urls, "password_file": str(cluster.password_file(GATEWAY_USER)), "name": rf.name,
+            "names": chunk, "others": names, "start_at": start_at, "seconds": args.seconds})],
+        stdout=subprocess.PIPE, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}) for chunk in per if chunk]
+
+
+async def client(spec: dict) -> dict:
+    """One client process: its participants' setup, then mutations until the deadline."""
+    from aotx.runtime import RemoteRuntime, submit_body
+    from aotx.state import Actor, Grants, MutationKind, lineage_for
+    from eventlog import NatsAuth
+    password = Path(spec["password_file"]).read_text().strip()
+    remote = await RemoteRuntime(spec["urls"], spec["name"], CONFIG_SHA, timeout=30,
+                                 auth=NatsAuth(user=GATEWAY_USER, password=password)).start()
+    seqs = {n: 1 for n in spec["others"]}
+
+    def body(n: str, **fields) -> bytes:
+        return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(n).hex(),
+                           "operation_key": os.urandom(16).hex(), "sequence": str(seqs[n]), **fields}).encode()
+
+    async def ok(n: str, kind, raw, resource=None) -> dict:
+        while True:
+            out = await submit_body(remote, Actor(n, Grants.all()), kind, raw, resource)
+            if out.status in (200, 201):
+                seqs[n] += 1
+                return out.body
+            if out.status not in (429, 503):
+                raise RuntimeError(f"{n} {kind}: {out.status} {out.body}")
+            await asyncio.sleep(0.05)
+    spaces, done = {}, 0
+    for n in spec["names"]:
+        await ok(n, MutationKind.REGISTER, body(n))
+        spaces[n] = (await ok(n, MutationKind.CREATE_SPACE, body(n, scope="private")))["resource"]
+    first, other = spec["others"][0], None
+    while True:   # the first participant's id, once it is registered (by whichever client owns it)
+        out = await remote.query("participant", Actor(first, Grants.all()))
+        if out.status == 200 and out.body.get("participant"):
+            other = out.body["participant"]
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(max(0.0, spec["start_at"] - time.time()))
+    stop_at = time.monotonic() + spec["seconds"]
+
+    async def loop(n: str) -> None:
+        nonlocal done
+        i = 0
+        while time.monotonic() < stop_at:
+            if seqs[n] % 64 == 0:
+                await ok(n, MutationKind.RETIRE, body(n, retry_floor=str(seqs[n])))
+            else:
+                await ok(n, MutationKind.SET_MEMBER, body(n, participant=other,
+                                                         permissions=["read"] if i % 2 else ["read", "write"]),
+                         spaces[n])
+            done += 1
+            i += 1
+    await asyncio.gather(*(loop(n) for n in spec["names"]))
+    await remote.stop()
+    return {"done": done, "seconds": spec["seconds"]}
+
+
+def level(args, cluster: EmbeddedCluster, root: Path, rf, r: int) -> float:
+    """R runtimes on the one journal (each level its own participants), the clients' aggregate rate."""
+    names = [f"b{r}p{i}" for i in range(args.participants)]
+    write_grants(root / f"grants{r}", {n: ALL for n in names}, CONFIG_SHA)
+    runtimes = [start_runtime(rf, root / f"grants{r}", cluster, root / f"boot{r}-{i}.log") for i in range(r)]
+    try:
+        start_at = time.time() + 3.0 + 0.05 * args.participants
+        clients = start_clients(args, rf, cluster, names, start_at)
+        results = [json.loads(c.communicate(timeout=600)[0]) for c in clients]
+        return sum(x["done"] for x in results) / args.seconds
+    finally:
+        for p in runtimes:
+            p.terminate()
+        for p in runtimes:
+            p.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ops.bench.cluster_scale")
+    ap.add_argument("--runtimes", default="1,2,3")
+    ap.add_argument("--participants", type=int, default=48)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--client-procs", type=int, default=4)
+    ap.add_argument("--client", help=argparse.SUPPRESS)   # (a client process of the bench)
+    args = ap.parse_args(argv)
+    if args.client:
+        print(json.dumps(asyncio.run(client(json.loads(args.client)))))
+        return 0
+    levels = [int(x) for x in args.runtimes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="aotx-cluster-bench-") as tmp:
+        root = Path(tmp)
+        rf, _ = pack_shared(root / "runtime.aotxrt", name="cs")
+        users = (NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf)))
+        with EmbeddedCluster(root / "cluster", users=users) as cluster:
+            ceiling = asyncio.run(raw_ceiling(cluster, args.participants, args.seconds))
+            print(f"[cluster_scale] raw guarded publishes, {args.participants} in flight: {ceiling:,.0f}/s",
+                  file=sys.stderr, flush=True)
+            rows = []
+            for r in levels:
+                rate = level(args, cluster, root, rf, r)
+                rows.append((r, rate))
+                print(f"[cluster_scale] {r} runtime(s): {rate:,.0f} mutations/s", file=sys.stderr, flush=True)
+    base = rows[0][1] if rows else 1.0
+    print(f"\n## shared mutations/s on a 3-node cluster ({args.participants} participants, "
+          f"{args.client_procs} client processes, {args.seconds:g} s per level)\n")
+    print("| runtimes | mutations/s | vs 1 runtime | vs raw guarded publish |")
+    print("|---:|---:|---:|---:|")
+    print(f"| raw | {ceiling:,.0f} | | 1.00× |")
+    for r, rate in rows:
+        print(f"| {r} | {rate:,.0f} | {rate / base:.2f}× | {rate / ceiling:.2f}× |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
