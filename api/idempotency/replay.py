@@ -3,7 +3,8 @@ or the honest "interrupted". Every one carries `Idempotent-Replayed: true`.
 
 A finished answer is replayed with its saved status and headers: a buffered one as its exact body, a
 stream as its saved events, one by one. A stream still running is followed: its saved events, then
-each new one as the journal saves it (wait_key), to its end. A first attempt that ended INTERRUPTED
+each new one as the journal saves it (wait_key), to its end; if that end is INTERRUPTED, the stream ends
+with the surface's own mid-stream error event saying so (api.idempotency.cut). A first attempt that ended INTERRUPTED
 (cut by a restart, journalled at boot; or an answer that could not be saved) is a 409 naming the
 key: it is never run again under this key, and never answered with a partial answer as if whole.
 """
@@ -16,6 +17,7 @@ from quart import Response
 
 from aotx.stored import KeyEnd, KeyLookup, KeyState
 from api.errors import ApiError
+from api.idempotency.cut import count_events, cut_event
 from api.idempotency.gate import KeyGate, Replay
 from api.idempotency.header import HEADER, REPLAYED
 
@@ -45,13 +47,17 @@ async def _saved(chunks: tuple[bytes, ...]) -> AsyncIterator[bytes]:
 
 
 async def _follow(gate: KeyGate, found: KeyLookup) -> AsyncIterator[bytes]:
-    seen = 0
+    seen = events = 0
     while True:
         for chunk in found.chunks[seen:]:
+            events += count_events(chunk)
             yield chunk
         seen = max(seen, len(found.chunks))
+        if found.state is KeyState.FINISHED and found.end is not KeyEnd.COMPLETE:
+            yield cut_event(gate.surface, interrupted(), events)   # the 409 of a buffered repeat, in-band
+            return
         if found.state is not KeyState.RUNNING:
-            return           # finished (an interrupted one ends here, short), or gone
+            return           # finished whole, or gone
         await gate.wait(seen)
         found = gate.lookup()
 
