@@ -11,7 +11,15 @@ surface's own mid-stream error event, and the stream closes — never a short st
 from __future__ import annotations
 
 from api.errors import ApiError, anthropic_body, openai_body
+from api.idempotency.header import HEADER
 from api.sse import ServerSentEvent
+
+
+def interrupted() -> ApiError:
+    return ApiError(409, f"The first request with this {HEADER} was interrupted before its answer was complete "
+                         "(the server restarted, or the answer could not be saved); it is not run again. "
+                         f"Send the request with a new {HEADER} to run it.", param=HEADER,
+                    code="idempotency_key_interrupted")
 
 
 def cut_event(surface: str, err: ApiError, events_sent: int) -> bytes:
