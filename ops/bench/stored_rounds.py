@@ -25,9 +25,14 @@ import threading
 import time
 from pathlib import Path
 
-import aotx.runtime.stored_round as stored_round
-from aotx.runtime import SharedRuntime
-from aotx.stored import CreateResponse, FinishResponse, ResponseStatus, Saved, identity_of_key
+from aotx.runtime import SharedRuntime, stored_round
+from aotx.stored import (
+    CreateResponse,
+    FinishResponse,
+    ResponseStatus,
+    Saved,
+    identity_of_key,
+)
 from eventlog import EmbeddedNats, StreamSpec
 
 PARAMS = {"text": {"format": {"type": "text"}}, "truncation": "disabled", "store": True, "temperature": 0.0,

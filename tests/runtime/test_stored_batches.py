@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from aotx.runtime import SharedRuntime
 from aotx.runtime.stored_round import CHAIN_MIN
-from aotx.stored import CreateResponse, FinishResponse, ResponseStatus, Saved, identity_of_key
+from aotx.stored import (
+    CreateResponse,
+    FinishResponse,
+    ResponseStatus,
+    Saved,
+    identity_of_key,
+)
 
 from .test_batch_append import CountingRecorder
 
