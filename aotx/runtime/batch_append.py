@@ -43,6 +43,7 @@ from eventlog import (AtomicBatchUnsupported, BatchMessage, BatchTooLarge, Concu
                       JournalFull, MessageTooLarge)
 
 from ..journal import Tick
+from .write_order import SPURIOUS_RETRIES, spurious_conflict
 
 if TYPE_CHECKING:
     from .writer import Flight, JournalWriter
@@ -108,7 +109,8 @@ async def append_batched(writer: "JournalWriter", recorder: Any, flights: list["
     return []
 
 
-async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first: bool = False) -> str:
+async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first: bool = False,
+                retries: int = 0) -> str:
     """One batch: "ok" (answered, landed or refused), "stop" (landing unknown, or the runtime
     stopped) or "fallback" (the stream does not take batches: nothing sent). `first`: nothing of
     the write landed before it (a conflict may then be read back before the batch goes again)."""
@@ -121,7 +123,11 @@ async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first
         acks = await recorder.append_batch(messages)
     except _WHOLE as exc:
         if len(parts) == 1:
-            writer.refuse(parts[0].flight, exc)
+            f = parts[0].flight
+            if isinstance(exc, ConcurrencyConflict) and retries < SPURIOUS_RETRIES and \
+                    await spurious_conflict(recorder, f.subject, writer.expected(f)):
+                return await _send(writer, recorder, parts, first, retries + 1)   # (write_order says why)
+            writer.refuse(f, exc)
             return "ok"
         if first and isinstance(exc, ConcurrencyConflict):
             return await _without_the_moved(writer, recorder, parts, exc)

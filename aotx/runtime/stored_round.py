@@ -6,8 +6,10 @@ decided (pure) against a fork of the acknowledged stored state that already hold
 accepted before it in this round — so two requests with one Idempotency-Key in one round start it
 once — and its events are applied to that fork only. Per identity lineage, the accepted commands'
 events become one flight of ticks (≤ 16 records each: the generated events of many streams share an
-append and its fsync); the writer appends them and applies what the log acknowledged through the
-projector. A command is answered Saved once the tick completing its last event landed, else with
+append and its fsync); the writer appends them — a flight of CHAIN_MIN ticks or more as one atomic
+batch even in a small round (one ack instead of a chain of acks, each of which waits for the event
+loop and, while the engine thread holds the GIL, for a switch interval) — and applies what the log
+acknowledged through the projector. A command is answered Saved once the tick completing its last event landed, else with
 the writer's refusal (Reason.HOLD on a journal hold, nothing stored). A command that needed no
 event but was decided on this round's pending events of its identity is answered after they landed,
 or decided again in the next round.
@@ -28,6 +30,11 @@ from .ticks import encode_ticks
 from .writer import JournalWriter
 
 log = logging.getLogger("aotx.runtime")
+# a lineage's ticks as one atomic batch from this many on, in a round of any size (None: only from the
+# writer's batch_min_messages on, as before; ops.bench.stored_rounds --no-chains). One batch costs about
+# what 4-5 acked appends in a row cost on an idle loop; with the engine thread holding the GIL each acked
+# append costs ~10 ms more (docs/PERFORMANCE.md, "stored rounds")
+CHAIN_MIN: int | None = 4
 
 
 @dataclass(eq=False)
@@ -86,7 +93,7 @@ async def stored_round(writer: JournalWriter, batch: list[StoredWrite], limits: 
                                     [list(i.decision.events) for i in items])
         plans.append((writer.flight(lineage, ticks), items, where))
     flights = [f for f, _, _ in plans]
-    if not await writer.write(flights):
+    if not await writer.write(flights, chain_min=CHAIN_MIN):   # a lineage's ticks: one ack, not a chain
         answer(batch, refusal_of(writer.failed_outcome()))
         return []
     landed: dict[str, bool] = {}

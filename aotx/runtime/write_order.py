@@ -63,13 +63,14 @@ async def append_guarded(writer, recorder, f, tick, msg_id: str):
             return await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
         except ConcurrencyConflict:
             attempt += 1
-            if attempt > SPURIOUS_RETRIES or not await _spurious(recorder, f.subject, expected):
+            if attempt > SPURIOUS_RETRIES or not await spurious_conflict(recorder, f.subject, expected):
                 raise
             log.info("journal refused a guarded append on %s that no other writer explains; again", f.subject)
             await asyncio.sleep(0.002 * attempt)
 
 
-async def _spurious(recorder, subject: str, expected: int) -> bool:
+async def spurious_conflict(recorder, subject: str, expected: int) -> bool:
+    """Does the log contradict a guard's refusal: is the subject's last message the one expected?"""
     last = getattr(recorder, "last_subject_seq", None)
     if last is None:
         return False

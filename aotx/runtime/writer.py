@@ -133,10 +133,13 @@ class JournalWriter:
         return None
 
     # ---- the write path ----------------------------------------------------------------------
-    async def write(self, flights: list[Flight], mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS) -> bool:
+    async def write(self, flights: list[Flight], mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS,
+                    *, chain_min: int | None = None) -> bool:
         """Append the flights and apply what landed. False when applying failed (the runtime stopped);
         a flight that did not fully land has `error` set (on hold with no room: every flight, and
-        nothing is appended). `mutations`: the parsed commands of these ticks, for the observers."""
+        nothing is appended). `mutations`: the parsed commands of these ticks, for the observers.
+        `chain_min`: a flight of at least that many ticks goes as an atomic batch even in a round smaller
+        than `batch_min_messages` (its ticks would otherwise be a chain of acks, one after the other)."""
         if self.hold.active and not await self._fits([t for f in flights for t in f.ticks]):
             for f in flights:
                 f.error = self.held()
@@ -144,7 +147,7 @@ class JournalWriter:
         recorder = await self.connection.ensure()
         self._attempt += 1
         self._drop_after = False
-        await self._append_all(recorder, held_flights(self, flights))
+        await self._append_all(recorder, held_flights(self, flights), chain_min)
         if self._drop_after:
             await self.connection.drop()
         gaps = [f for f in flights if f.gap]
@@ -194,11 +197,13 @@ class JournalWriter:
         assert self.projector is not None
         return f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
 
-    async def _append_all(self, recorder, flights: list[Flight]) -> None:
+    async def _append_all(self, recorder, flights: list[Flight], chain_min: int | None = None) -> None:
         """Every flight: as atomic batches where the log takes them and the round has at least
-        `batch_min_messages` ticks (aotx.runtime.batch_append says why), else one append per tick."""
+        `batch_min_messages` ticks (aotx.runtime.batch_append says why) — or a flight has at least
+        `chain_min` — else one append per tick."""
+        left = [len(f.ticks) - len(f.landed) for f in flights]
         if getattr(recorder, "atomic_batches", False) and \
-                sum(len(f.ticks) - len(f.landed) for f in flights) >= self.batch_min_messages:
+                (sum(left) >= self.batch_min_messages or (chain_min is not None and max(left, default=0) >= chain_min)):
             flights = await append_batched(self, recorder, flights)   # those left to append one by one
         if len(flights) == 1:  # one lineage: no task per flight
             try:

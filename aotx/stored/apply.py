@@ -18,6 +18,7 @@ from .events import (ConversationCreated, ConversationDeleted, ConversationItemD
                      ConversationMetadataSet, KeyAnswered, KeyFinished, KeyStarted, ResponseCancelRequested,
                      ResponseCreated, ResponseDeleted, ResponseEventsAppended, ResponseFinished, StoredEvent,
                      StoredExpired)
+from .grown import grown
 from .state import (Book, ConversationRecord, KeyRecord, ResponseRecord, StoredState, conversation_size,
                     finished_size, response_size)
 from .vocab import ResponseStatus
@@ -89,7 +90,7 @@ def _events(state: StoredState, e: ResponseEventsAppended) -> None:
         raise _fail(e, f"events from {e.first}, but {len(record.events)} are saved")
     size = sum(map(len, e.events))
     state.writable_book(e.identity).responses[e.response] = ResponseRecord(   # = replace(record, events=…, …)
-        record.created, ResponseStatus.IN_PROGRESS if e.events else record.status, record.events + e.events,
+        record.created, ResponseStatus.IN_PROGRESS if e.events else record.status, grown(record.events, e.events),
         record.finished, record.cancel_requested, record.size + size)
     state.count(bytes=size)
 
@@ -126,7 +127,7 @@ def _deleted(state: StoredState, e: ResponseDeleted) -> None:
 
 def _add_items(state: StoredState, book: Book, record: ConversationRecord, ids: tuple, items: tuple) -> None:
     size = sum(map(len, items))
-    book.conversations[record.id] = replace(record, item_ids=record.item_ids + ids, items=record.items + items,
+    book.conversations[record.id] = replace(record, item_ids=grown(record.item_ids, ids), items=grown(record.items, items),
                                             size=record.size + size)
     state.count(items=len(ids), bytes=size)
 
@@ -192,7 +193,7 @@ def _key_answered(state: StoredState, e: KeyAnswered) -> None:
         raise _fail(e, f"chunks from {e.first}, but {len(record.chunks)} are saved")
     size = sum(map(len, e.chunks))
     state.writable_book(e.identity).keys[(e.surface, e.key)] = replace(
-        record, chunks=record.chunks + e.chunks, size=record.size + size)
+        record, chunks=grown(record.chunks, e.chunks), size=record.size + size)
     state.count(bytes=size)
 
 

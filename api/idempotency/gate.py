@@ -10,15 +10,19 @@ hands the work to the engine. Without a key that is a no-op. With one it records
   saved event; a buffered answer: its end), then raise Replay (the wrapper follows or replays it). A
   first attempt refused meanwhile freed the key (KeyEnd.RELEASED): this request starts it instead.
 
+A stored `/v1/responses` passes `bound` (its response id): the answer is that stored response, kept once
+(the buffered JSON rendered from it, or the stream's events saved in it), not copied into the key's chunks.
+
 A refusal of the core is an ApiError in the surface's envelope: another body with this key 422, a
 journal hold 429 (nothing stored), a full key table or byte budget a 400 (api.stored_http's mapping).
 Input that fails validation never reaches admit_key: nothing is recorded for it.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Any, Optional
 
 from aotx.stored import BeginKey, KeyLookup, KeyState, Reason, StoredRefusal
 from aotx.stored.port import StoredJournal
@@ -38,12 +42,23 @@ class KeyGate:
     key: str
     admitted: bool = False            # BeginKey started the key for this request
     digest: bytes = b""
+    bound: str = ""                   # the stored response that is the answer ("" = the key's own chunks)
+    render: Optional[Callable[[Any], bytes]] = None   # a bound buffered answer from the stored response view
+    kept: bool = False                # a bound first attempt: its stored response holds the whole answer
 
     def lookup(self) -> KeyLookup:
         return self.port.reads.key(self.identity, self.surface, self.key, self.digest)
 
     async def wait(self, seen: int) -> None:
         await self.port.wait_key(self.identity, self.surface, self.key, seen, FOLLOW_WAIT)
+
+    async def wait_events(self, response_id: str, seen: int) -> None:
+        await self.port.wait_events(self.identity, response_id, seen, FOLLOW_WAIT)
+
+    def bound_events(self, response_id: str) -> int:
+        """Events saved in the bound stored response (0 when it is gone)."""
+        view = self.port.reads.response(self.identity, response_id)
+        return 0 if isinstance(view, StoredRefusal) else view.events
 
 
 GATE: ContextVar[Optional[KeyGate]] = ContextVar("aotx_idempotency_gate", default=None)
@@ -68,22 +83,41 @@ def refusal_error(refusal: StoredRefusal) -> ApiError:
 async def _first_sign(gate: KeyGate, stream: bool) -> KeyLookup:
     while True:
         found = gate.lookup()
-        if found.state is not KeyState.RUNNING or (stream and found.chunks):
+        if found.state is not KeyState.RUNNING:
+            return found
+        if stream and found.bound:       # a bound stream's events are saved in its stored response
+            seen = gate.bound_events(found.bound)
+            if seen:
+                return found
+            await gate.wait_events(found.bound, seen)
+            continue
+        if stream and found.chunks:
             return found
         await gate.wait(len(found.chunks))
 
 
-async def admit_key(body: dict, *, stream: bool) -> None:
-    """Admit this request under its Idempotency-Key (no-op without one); see the module doc."""
+def bound_gate() -> Optional[KeyGate]:
+    """This request's gate when it is a keyed first attempt whose answer is its stored response."""
+    gate = GATE.get()
+    return gate if gate is not None and gate.admitted and gate.bound else None
+
+
+async def admit_key(body: dict, *, stream: bool, bound: Optional[str] = None,
+                    render: Optional[Callable[[Any], bytes]] = None) -> None:
+    """Admit this request under its Idempotency-Key (no-op without one); see the module doc. `bound`: the
+    id of the stored response that will be the answer (a stored /v1/responses), `render` its buffered
+    answer from the stored response's view."""
     gate = GATE.get()
     if gate is None:
         return
     gate.digest = body_digest(body)
+    gate.render = render
     while True:
-        out = await gate.port.record(gate.identity, BeginKey(gate.surface, gate.key, gate.digest))
+        out = await gate.port.record(gate.identity, BeginKey(gate.surface, gate.key, gate.digest, bound))
         if isinstance(out, StoredRefusal):
             raise refusal_error(out)
         found = out.key
+        gate.bound = found.bound
         if found.state is KeyState.STARTED:
             gate.admitted = True
             return

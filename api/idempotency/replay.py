@@ -2,8 +2,10 @@
 or the honest "interrupted". Every one carries `Idempotent-Replayed: true`.
 
 A finished answer is replayed with its saved status and headers: a buffered one as its exact body, a
-stream as its saved events, one by one. A stream still running is followed: its saved events, then
-each new one as the journal saves it (wait_key), to its end. A first attempt that ended INTERRUPTED
+stream as its saved events, one by one — from the stored response the key is bound to, when it is
+(api.idempotency.bound). A stream still running is followed: its saved events, then
+each new one as the journal saves it (wait_key), to its end; if that end is INTERRUPTED, the stream ends
+with the surface's own mid-stream error event saying so (api.idempotency.cut). A first attempt that ended INTERRUPTED
 (cut by a restart, journalled at boot; or an answer that could not be saved) is a 409 naming the
 key: it is never run again under this key, and never answered with a partial answer as if whole.
 """
@@ -15,18 +17,12 @@ from typing import AsyncIterator
 from quart import Response
 
 from aotx.stored import KeyEnd, KeyLookup, KeyState
-from api.errors import ApiError
+from api.idempotency.bound import bound_answer, follow_bound
+from api.idempotency.cut import count_events, cut_event, interrupted
 from api.idempotency.gate import KeyGate, Replay
-from api.idempotency.header import HEADER, REPLAYED
+from api.idempotency.header import REPLAYED
 
 SSE = "text/event-stream"
-
-
-def interrupted() -> ApiError:
-    return ApiError(409, f"The first request with this {HEADER} was interrupted before its answer was complete "
-                         "(the server restarted, or the answer could not be saved); it is not run again. "
-                         f"Send the request with a new {HEADER} to run it.", param=HEADER,
-                    code="idempotency_key_interrupted")
 
 
 def answer(status: int, headers: dict, body) -> Response:
@@ -45,13 +41,17 @@ async def _saved(chunks: tuple[bytes, ...]) -> AsyncIterator[bytes]:
 
 
 async def _follow(gate: KeyGate, found: KeyLookup) -> AsyncIterator[bytes]:
-    seen = 0
+    seen = events = 0
     while True:
         for chunk in found.chunks[seen:]:
+            events += count_events(chunk)
             yield chunk
         seen = max(seen, len(found.chunks))
+        if found.state is KeyState.FINISHED and found.end is not KeyEnd.COMPLETE:
+            yield cut_event(gate.surface, interrupted(), events)   # the 409 of a buffered repeat, in-band
+            return
         if found.state is not KeyState.RUNNING:
-            return           # finished (an interrupted one ends here, short), or gone
+            return           # finished whole, or gone
         await gate.wait(seen)
         found = gate.lookup()
 
@@ -63,7 +63,10 @@ def replay(rep: Replay) -> Response:
             raise interrupted()
         headers = {**json.loads(found.headers), REPLAYED: "true"}
         stream = headers.get("Content-Type", "").startswith(SSE)
+        if found.bound:
+            return answer(found.status or 200, headers, bound_answer(rep.gate, found.bound, stream))
         return answer(found.status or 200, headers, _saved(found.chunks) if stream else b"".join(found.chunks))
     # running: a stream with at least one saved event (admit_key waited for it)
+    follow = follow_bound(rep.gate, found.bound) if found.bound else _follow(rep.gate, found)
     return answer(200, {"Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                        REPLAYED: "true"}, _follow(rep.gate, found))
+                        REPLAYED: "true"}, follow)

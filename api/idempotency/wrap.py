@@ -5,7 +5,9 @@ port: 400, it keeps nothing) the route runs in a task of its own with a key gate
 .gate): the route calls `admit_key` once its input is checked. The first attempt's answer is saved as
 it is produced (api.idempotency.saver) and goes on being produced and saved when its client goes
 away — a retry after a dropped connection finds it whole (or follows it). Its client gets a buffered
-answer once it is saved, a stream live as it is produced. A repeat is answered by
+answer once it is saved, a stream live as it is produced. A stored /v1/responses answer is bound to its
+stored response (api.idempotency.gate): nothing is copied into the key, which finishes COMPLETE only
+when the route marked the response as holding the whole answer (`gate.kept`). A repeat is answered by
 api.idempotency.replay. An error the route raises before its answer began (validation, context length,
 a full queue, an engine failure) is answered as usual and saves nothing: a key admitted for it is
 released (KeyEnd.RELEASED), so a retry runs again.
@@ -75,7 +77,8 @@ class FirstAttempt:
                 async for chunk in body:
                     data = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
                     self.chunks.append(data)
-                    saver.add(data)
+                    if not gate.bound:        # a bound answer is kept in its stored response
+                        saver.add(data)
                     self._pulse()
         except asyncio.CancelledError:   # shutting down: the next boot finishes the key interrupted
             raise
@@ -86,6 +89,9 @@ class FirstAttempt:
         finally:
             self.done = True
             self._pulse()
+        if gate.bound and not gate.kept:   # its stored response does not hold the whole answer
+            await saver.interrupt()
+            return
         await saver.finish(response.status_code, headers)
 
     async def live(self) -> Any:

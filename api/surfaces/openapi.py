@@ -22,7 +22,8 @@ WHY = {
     401: "no valid bearer token (not on loopback)",
     404: "unknown, deleted, expired or another caller's (read exactly as unknown)",
     409: "a conflict: previous_response_id not finished, the key's first attempt was interrupted "
-         "(idempotency_key_interrupted), or an item id taken meanwhile by a concurrent add",
+         "(idempotency_key_interrupted), the stored response that answered the key was deleted or expired "
+         "(idempotency_key_answer_deleted), or an item id taken meanwhile by a concurrent add",
     413: "the body or one stored command is too large",
     422: "this Idempotency-Key was used with another request body (idempotency_key_reused)",
     429: "a journal hold (journal_hold: nothing stored) or a full engine queue",

@@ -9,10 +9,12 @@ from quart import current_app
 
 from api.errors import OPENAI, ApiError
 from api.idempotency import admit_key, idempotent
+from api.idempotency.gate import bound_gate
 from api.ids import new_id
 from api.runner import stream_events, submit_all
 from api.sse import sse_response
 from api.surfaces.responses.background import start_background, wants_background
+from api.surfaces.responses.bound_run import BoundRun, render_stored
 from api.surfaces.responses.cancel import cancel_response
 from api.surfaces.responses.runs import runs_of
 from api.surfaces.responses.stored_plan import fit_prompt, plan_for
@@ -31,16 +33,20 @@ async def responses():
     plan = await plan_for(body)
     req, prompt = await fit_prompt(plan, body, svc)
     background = wants_background(body)
-    await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
+    response_id = new_id("resp_")
+    # Idempotency-Key (api.idempotency); a stored foreground response is the key's answer (saved once)
+    await admit_key(body, stream=req.stream, bound=response_id if plan.store and not background else None,
+                    render=render_stored)
     if background:
         return await start_background(svc, body, req, prompt, items=plan.input_items or None,
                                       previous_response_id=plan.previous_response_id,
                                       conversation=plan.conversation, echo=plan.echo)
-    ident = dict(id=new_id("resp_"), created_at=int(time.time()), model=req.model,
+    ident = dict(id=response_id, created_at=int(time.time()), model=req.model,
                  echo={**req.echo, **plan.echo}, parse_tools=req.parse_tools, logprobs=req.logprobs,
                  tool_primer=req.tool_primer)
     projector = ResponsesStreamProjector(**ident)
-    run = run_for(plan, ident)
+    gate = bound_gate() if plan.store else None   # a keyed stored response: the key's answer, saved once
+    run = BoundRun(plan, ident, gate) if gate is not None else run_for(plan, ident)
     await run.begin(projector.base)
     lane = "stream" if req.stream else "buffered"
     try:

@@ -11,7 +11,8 @@ what it continues, and the prompt that fits.
   be stored (its items are appended to the conversation when it ends), so `store: false` → 400;
   together with `previous_response_id` → 400.
 * A context that does not fit the model beside the input → 400 naming `previous_response_id` (or
-  `conversation`); with `truncation: "auto"` the oldest context items are dropped until it fits.
+  `conversation`); with `truncation: "auto"` the oldest context items are dropped until it fits — a
+  function_call and its output only together (api.surfaces.responses.truncation).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from api.stored_access import caller_identity, stored_port
 from api.stored_http import checked, require_port
 from api.surfaces.response_items import as_items
 from api.surfaces.responses.request import ResponsesRequest, parse_responses_request
+from api.surfaces.responses.truncation import safe_cuts
 
 TRUNCATION = ("auto", "disabled")
 
@@ -118,12 +120,24 @@ async def fit_prompt(plan: StoredPlan, body: dict, svc) -> tuple[ResponsesReques
             raise ApiError(400, f"The items of '{plan.context_param}' and the input do not fit the model's "
                                 f"context: {exc.message} Send 'truncation': 'auto' to drop the oldest items.",
                            param=plan.context_param, code="context_length_exceeded") from None
-    low, high = 1, len(plan.context)          # the fewest dropped items that fit: all of them must
-    best = await build(high)                   # (else the input alone does not fit: that error names it)
+    cuts = safe_cuts(plan.context, body.get("input"))   # never a function_call without its output
+    if not cuts:
+        raise ApiError(400, f"The function calls of '{plan.context_param}' that the input answers do not fit the "
+                            "model's context beside it, and they cannot be dropped without their outputs.",
+                       param=plan.context_param, code="context_length_exceeded")
+    low, high = 0, len(cuts) - 1               # the fewest dropped items that fit: all of them must
+    try:                                       # (else the input alone does not fit: that error names it)
+        best = await build(cuts[high])
+    except ApiError as exc:
+        if exc.code != "context_length_exceeded" or cuts[high] == len(plan.context):
+            raise
+        raise ApiError(400, f"The function calls of '{plan.context_param}' that the input answers do not fit "
+                            f"the model's context beside it: {exc.message}", param=plan.context_param,
+                       code="context_length_exceeded") from None
     while low < high:
         mid = (low + high) // 2
         try:
-            best, high = await build(mid), mid
+            best, high = await build(cuts[mid]), mid
         except ApiError as exc:
             if exc.code != "context_length_exceeded":
                 raise

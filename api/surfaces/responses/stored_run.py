@@ -60,6 +60,7 @@ class StoredRun:
         self.plan, self.ident = plan, ident
         self.response_id: str = ident["id"]
         self.finished = False
+        self.recorded = False      # FinishResponse was recorded
 
     async def begin(self, base: dict) -> None:
         plan = self.plan
@@ -100,6 +101,7 @@ class StoredRun:
         out = await asyncio.shield(self.plan.port.record(self.plan.identity, cmd))   # a cancelled caller
         if not isinstance(out, Saved):   # it stays in progress until the next boot closes it as interrupted
             log.warning("could not record the end of response %s: %s", self.response_id, out)
+        self.recorded = isinstance(out, Saved)
 
     def finish_soon(self, final: dict) -> None:
         """`finish` in a task of its own: the request that ran it is gone (cancelled, or dropped)."""
