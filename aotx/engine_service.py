@@ -19,8 +19,17 @@ import msgpack
 import nats.errors
 
 from aotx.engine import RequestRejected
-from aotx.engine_wire import (HEARTBEAT, WIRE_VERSION, WORKER_TIMEOUT, alive_subject, ctl_subject, delta_to_wire,
-                              gen_subject, params_from_wire, split_to_fit)
+from aotx.engine_wire import (
+    HEARTBEAT,
+    WIRE_VERSION,
+    WORKER_TIMEOUT,
+    alive_subject,
+    ctl_subject,
+    delta_to_wire,
+    gen_subject,
+    params_from_wire,
+    split_to_fit,
+)
 from eventlog import NatsAuth, OutageLog, close_connection, connect
 
 log = logging.getLogger("aotx.engine_service")
@@ -49,7 +58,7 @@ class EngineService:
     def generations(self) -> int:
         return len(self._gens)
 
-    async def start(self) -> "EngineService":
+    async def start(self) -> EngineService:
         outage = OutageLog(log, f"aotx-engine-{self.name}", self.nats_url)   # one line per outage
         self._nc = await connect(self.nats_url, self.auth, name=f"aotx-engine-{self.name}", error_cb=outage.error,
                                  reconnected_cb=outage.reconnected, max_reconnect_attempts=-1,

@@ -24,8 +24,18 @@ import nats.errors
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import ENGINE_STOPPED, RequestRejected, SamplingParams
 from aotx.engine.types import Delta
-from aotx.engine_wire import (ENGINE_TIMEOUT, ENGINE_UNAVAILABLE, HEARTBEAT, WIRE_VERSION, alive_subject,
-                              ctl_subject, delta_from_wire, gen_subject, params_to_wire, worker_inbox)
+from aotx.engine_wire import (
+    ENGINE_TIMEOUT,
+    ENGINE_UNAVAILABLE,
+    HEARTBEAT,
+    WIRE_VERSION,
+    alive_subject,
+    ctl_subject,
+    delta_from_wire,
+    gen_subject,
+    params_to_wire,
+    worker_inbox,
+)
 from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
 from eventlog import NatsAuth, OutageLog, close_connection, connect
@@ -41,7 +51,7 @@ def _pack(obj: Any) -> bytes:
 class RemoteHandle:
     """RequestHandle's caller side for a generation that runs in the engine process."""
 
-    def __init__(self, client: "EngineClient", rid: int) -> None:
+    def __init__(self, client: EngineClient, rid: int) -> None:
         self._client, self.rid = client, rid
         self.request_id = ""
         self.prompt_tokens = 0
@@ -51,7 +61,7 @@ class RemoteHandle:
         self._done = False
         self._cancel_sent = False
 
-    def __aiter__(self) -> "RemoteHandle":
+    def __aiter__(self) -> RemoteHandle:
         return self
 
     async def __anext__(self) -> Delta:
@@ -88,7 +98,7 @@ class EngineClient:
         self._tasks: list[asyncio.Task] = []
         self.messages_in = 0   # delta messages heard (test and bench hook)
 
-    async def start(self) -> "EngineClient":
+    async def start(self) -> EngineClient:
         outage = OutageLog(log, f"aotx-http-worker-{self.worker}", self.nats_url)   # one line per outage
 
         async def disconnected() -> None:

@@ -17,7 +17,8 @@ from quart import Response, request
 
 from api.errors import ApiError
 from api.idempotency.header import HEADER as IDEMPOTENCY_HEADER
-from api.request_ids import HEADER as REQUEST_ID_HEADER, current_request_id
+from api.request_ids import HEADER as REQUEST_ID_HEADER
+from api.request_ids import current_request_id
 
 log = logging.getLogger("aotx.worker_proxy")
 PREFIXES = ("/v1/responses", "/v1/conversations")

@@ -19,6 +19,8 @@ import os
 import socket
 import sys
 
+from aotx.runtime import RemoteRuntime
+from aotx.serving_remote import EngineClient, RemoteModelService
 from api.app import create_app
 from api.drain import drain_of
 from api.gateway_config import load_gateway_config
@@ -26,8 +28,6 @@ from api.server import serve_app
 from api.settings import GatewaySettings
 from api.shared import attach_shared
 from api.worker_proxy import install_forwarding
-from aotx.runtime import RemoteRuntime
-from aotx.serving_remote import EngineClient, RemoteModelService
 from eventlog import NatsAuth
 from ops import logs
 from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
@@ -40,7 +40,9 @@ log = logging.getLogger("aotx.http_worker")
 def main() -> int:
     spec = json.loads(os.environ.pop(SPEC_ENV))
     logs.configure(spec.get("log_level", "warning"))
-    from kernels.text_side import load_text_side   # the tokenizer and chat template, no weights
+    from kernels.text_side import (
+        load_text_side,  # the tokenizer and chat template, no weights
+    )
 
     text = load_text_side(spec.get("model"))
     config = load_gateway_config(spec["config"])

@@ -77,7 +77,7 @@ class HttpWorkers:
             self.procs.append(proc)
         try:
             await asyncio.wait_for(asyncio.gather(*(self._ready(p) for p in self.procs)), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise WorkersFailed(f"the HTTP workers did not listen within {timeout:g} s") from None
         self._watchers = [asyncio.get_running_loop().create_task(self._watch(i, p)) for i, p in enumerate(self.procs)]
 
@@ -110,7 +110,7 @@ class HttpWorkers:
         waits = [p.wait() for p in self.procs]
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("HTTP workers still running %.1f s after SIGTERM: killed", timeout)
             self.signal_all(signal.SIGKILL)
             await asyncio.gather(*(p.wait() for p in self.procs))

@@ -17,15 +17,15 @@ import signal
 import socket
 import sys
 
+from aotx.engine_service import EngineService
+from aotx.runtime import GrantedRuntime, RuntimeRpcServer
+from aotx.serving import ModelService
 from api.app import create_app
 from api.drain import drain_of
 from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings
 from api.shared import attach_shared
 from api.stored_access import attach_stored
-from aotx.engine_service import EngineService
-from aotx.runtime import GrantedRuntime, RuntimeRpcServer
-from aotx.serving import ModelService
 from eventlog import NatsAuth
 from ops.http_workers import HttpWorkers, WorkersFailed
 from ops.shared_stack import boot_summary

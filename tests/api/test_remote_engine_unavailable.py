@@ -7,10 +7,10 @@ import secrets
 
 import pytest
 
-from api.app import create_app
-from api.settings import GatewaySettings
 from aotx.engine_service import EngineService
 from aotx.serving_remote import EngineClient, RemoteModelService
+from api.app import create_app
+from api.settings import GatewaySettings
 from tests.conftest import started_service
 from tests.waiting import wait_until_async
 

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from tests.conftest import SERVER_ARGS
-from tests.e2e.test_idempotency_keys import *  # noqa: F403
-from tests.e2e.test_openai_background import *  # noqa: F403
-from tests.e2e.test_stored_responses import *  # noqa: F403
+from tests.e2e.test_idempotency_keys import *
+from tests.e2e.test_openai_background import *
+from tests.e2e.test_stored_responses import *
 from tests.server_process import EXTRA_ARGS_ENV, ServerProcess
 
 FLAGS = "--http-workers 2"

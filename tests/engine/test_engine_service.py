@@ -14,7 +14,13 @@ import pytest
 from aotx.chat_types import ChatMessage
 from aotx.engine import RequestRejected, SamplingParams
 from aotx.engine_service import EngineService
-from aotx.engine_wire import ENGINE_UNAVAILABLE, WIRE_VERSION, ctl_subject, gen_subject, params_to_wire
+from aotx.engine_wire import (
+    ENGINE_UNAVAILABLE,
+    WIRE_VERSION,
+    ctl_subject,
+    gen_subject,
+    params_to_wire,
+)
 from aotx.serving_remote import EngineClient
 from tests.conftest import started_service
 from tests.waiting import wait_until_async
