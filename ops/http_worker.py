@@ -30,6 +30,7 @@ from api.shared import attach_shared
 from api.worker_proxy import install_forwarding
 from eventlog import NatsAuth
 from ops import logs
+from ops.reload import gateway_reloader, on_sighup
 from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
 
 SPEC_ENV = "AOTX_HTTP_WORKER"
@@ -69,6 +70,7 @@ async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: sock
     stop = asyncio.Event()
     drain = drain_of(app)
     install_shutdown_signals(stop, drain)
+    on_sighup(gateway_reloader(app, config.path))   # the main process sends it after its own reload
     watcher = asyncio.get_running_loop().create_task(_watch_parent(spec["parent"], stop, drain))
 
     def ready(host: str, port: int) -> None:

@@ -6,6 +6,7 @@ the workers forward (api.worker_proxy); it serves the engine to the workers over
 (aotx.engine_service) and the shared runtime through its NATS RPC (aotx.runtime.rpc). The N workers
 (ops.http_workers) listen on the public host:port. The ready line is printed once all of them listen.
 SIGTERM/SIGINT: the workers drain and stop first (each as `aotx serve` drains), then the main process.
+SIGHUP: the gateway config and grants are read again here, then each worker reads the config again.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from api.shared import attach_shared
 from api.stored_access import attach_stored
 from eventlog import NatsAuth
 from ops.http_workers import HttpWorkers, WorkersFailed
+from ops.reload import on_sighup, serve_reloader
 from ops.shared_stack import boot_summary
 from ops.shutdown import FLUSH_SECONDS, cancel_leftovers, graceful_timeout
 
@@ -51,7 +53,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
     """`shared` is booted already. Runs until a signal; returns the exit status."""
     private = bind_socket("127.0.0.1", 0)
     main_url = f"http://127.0.0.1:{private.getsockname()[1]}"
-    app = create_app(service, dataclasses.replace(settings, host="127.0.0.1", port=private.getsockname()[1]))
+    app = create_app(service, settings)   # the public settings: auth as on the public address
     attach_shared(app, shared, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
     attach_stored(app, shared.runtime.stored)
@@ -80,6 +82,15 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
+    reload = serve_reloader(app, shared, config.path, shared.grants.path.parent)
+
+    def on_hup() -> bool:   # the config and grants here first, then every worker reads the config again
+        done = reload()
+        if done:
+            workers.signal_all(signal.SIGHUP)
+        return done
+
+    on_sighup(on_hup)
 
     async def start_workers() -> None:
         try:

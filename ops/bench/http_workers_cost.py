@@ -88,10 +88,10 @@ def _engine(nats_url: str, name: str, ready) -> None:
 def _worker(nats_url: str, name: str, port: int, ready) -> None:
     from quart import Quart
 
+    from aotx.serving_remote import EngineClient
     from api.app_common import install_common
     from api.server import serve_app
     from api.surfaces import chat
-    from aotx.serving_remote import EngineClient
 
     async def run() -> None:
         client = await EngineClient(nats_url, name).start()

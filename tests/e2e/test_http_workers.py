@@ -21,13 +21,15 @@ from tests.waiting import wait_until
 
 MODEL = "smollm2-135m-instruct"
 WORKERS = re.compile(r"(\d+) HTTP workers ([\d ]+)\)")
-LONG = {"model": MODEL, "messages": [{"role": "user", "content": "Count from one to one thousand."}],
-        "max_tokens": 1000, "stream": True}
+# greedy counting never reaches EOS: a stream that runs until it is cancelled (or 1,000 tokens)
+LONG = {"model": MODEL, "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "temperature": 0, "max_tokens": 1000,
+        "stream": True}
+LONG_PATH = "/v1/completions"
 
 
 @pytest.fixture(scope="module")
 def server():
-    proc = ServerProcess(*SERVER_ARGS, "--http-workers", "2").start()
+    proc = ServerProcess(*SERVER_ARGS, "--http-workers", "2", "--log-level", "info").start()
     try:
         yield proc
     finally:
@@ -87,17 +89,28 @@ def test_every_surface_buffered_and_streamed(base_url):
 
 def test_a_client_disconnect_cancels_the_generation(base_url):
     before = _cancelled(base_url)
-    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=LONG, timeout=120) as r:
+    with httpx.stream("POST", f"{base_url}{LONG_PATH}", json=LONG, timeout=120) as r:
         lines = r.iter_lines()
         assert next(line for line in lines if line.startswith("data:"))
     wait_until(lambda: _cancelled(base_url) > before, "the engine to cancel the left stream")
     wait_until(lambda: _engine(base_url)["running"] == 0, "nothing left running")
 
 
+def test_sighup_reloads_the_config_in_main_and_in_every_worker(server, base_url):
+    token = next((server.var / "tokens").glob("alice*")).read_text().strip()
+    shared = f"{base_url}/aotx/v1/shared/participant"
+    assert httpx.get(shared, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    server.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: [line for line in server.stderr_lines if "reloaded" in line], "main and both workers to reload",
+               done=lambda lines: len(lines) >= 3)
+    for _ in range(4):   # whichever worker answers: its grants still match the runtime's
+        assert httpx.get(shared, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
 def _open_stream(base_url: str) -> http.client.HTTPConnection:
     host, port = base_url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(LONG), headers={"content-type": "application/json"})
+    conn.request("POST", LONG_PATH, body=json.dumps(LONG), headers={"content-type": "application/json"})
     conn.resp = conn.getresponse()
     assert conn.resp.status == 200 and conn.resp.readline().startswith(b"data:")
     return conn
@@ -130,8 +143,10 @@ def test_kill_9_of_a_worker_the_other_keeps_serving_and_its_generations_are_canc
     lost = holders.count(victim)
     before = _cancelled(base_url)
     os.kill(victim, signal.SIGKILL)
-    wait_until(lambda: _engine(base_url), f"the engine to cancel the {lost} generation(s) of the dead worker {victim}",
-               done=lambda e: e["finished"].get("cancelled", 0) >= before + lost)
+    wait_until(lambda: _cancelled(base_url), f"the engine to cancel the {lost} generation(s) of the dead worker {victim}",
+               done=lambda n: n >= before + lost)
+    assert any(re.search(rf"http worker \d+-{victim} silent for .*: {lost} generation", line)
+               for line in server.stderr_lines)
     for conn, holder in zip(conns, holders):
         if holder != victim:   # the other worker's streams go on
             assert conn.resp.readline()
