@@ -49,6 +49,8 @@ def worker_inbox(name: str, worker: str) -> str:
 def params_to_wire(p: SamplingParams) -> dict[str, Any]:
     out = dataclasses.asdict(p)
     out["stop"], out["stop_token_ids"] = list(p.stop), list(p.stop_token_ids)
+    if p.seed is not None:   # the engine reads any integer seed mod 2**64; msgpack carries at most 64 bits
+        out["seed"] = p.seed % 2**64
     return out
 
 
