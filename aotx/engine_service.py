@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from typing import Any
 
 import msgpack
@@ -33,6 +34,7 @@ from aotx.engine_wire import (
 from eventlog import NatsAuth, OutageLog, close_connection, connect
 
 log = logging.getLogger("aotx.engine_service")
+EARLY_CANCELS = 4096   # cancels remembered for generations not seen yet
 
 
 def _pack(obj: Any) -> bytes:
@@ -51,6 +53,9 @@ class EngineService:
         self._seen: dict[str, float] = {}                  # worker -> last heard (monotonic)
         self._outbox: dict[str, list] = {}                 # worker inbox -> [[rid, delta], ...]
         self._flushing: asyncio.Task | None = None
+        # cancels that came before their generation (a worker gave up while its submit was on the way):
+        # applied when it arrives; the oldest forgotten past EARLY_CANCELS
+        self._early: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._tasks: list[asyncio.Task] = []
         self.messages_out = 0                              # delta messages published (test and bench hook)
 
@@ -114,6 +119,8 @@ class EngineService:
             self._gens[key] = handle
             handle.redirect(lambda delta, key=key, inbox=inbox: self._deliver(key, inbox, delta))
             out.append([handle.request_id, handle.prompt_tokens, handle.max_tokens])
+            if self._early.pop(key, 0) is None:   # its worker cancelled it before it got here
+                handle.cancel()
         return {"ok": out}
 
     def _deliver(self, key: tuple[str, int], inbox: str, delta) -> None:
@@ -147,9 +154,14 @@ class EngineService:
         self._seen[worker] = time.monotonic()
         if op == "cancel":
             for rid in m.get("rids") or ():
-                handle = self._gens.get((worker, int(rid)))
+                key = (worker, int(rid))
+                handle = self._gens.get(key)
                 if handle is not None:
                     handle.cancel()
+                else:   # not here (yet): its submit may still be on the way
+                    self._early[key] = None
+                    while len(self._early) > EARLY_CANCELS:
+                        self._early.popitem(last=False)
         elif op == "bye":
             self._cancel_worker(worker)
             self._seen.pop(worker, None)

@@ -147,6 +147,8 @@ class EngineClient:
         except BaseException:
             for h in handles:
                 self._open.pop(h.rid, None)
+            # cancelled while the submit was on the way (the client left): the engine may have taken them
+            self._cancel_rids([h.rid for h in handles])
             raise
         if "rejected" in reply:
             for h in handles:
@@ -175,11 +177,13 @@ class EngineClient:
 
     def cancel(self, rid: int) -> None:
         """Sent on the next loop turn, together with every other cancellation of this turn."""
-        if rid not in self._open:
-            return
-        self._cancels.append(rid)
-        if len(self._cancels) == 1:
+        if rid in self._open:
+            self._cancel_rids([rid])
+
+    def _cancel_rids(self, rids: list[int]) -> None:
+        if not self._cancels:
             asyncio.get_running_loop().create_task(self._send_cancels())
+        self._cancels += rids
 
     async def _send_cancels(self) -> None:
         rids, self._cancels = self._cancels, []

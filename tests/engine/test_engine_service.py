@@ -26,6 +26,8 @@ from tests.conftest import started_service
 from tests.waiting import wait_until_async
 
 PROMPT = "What is the capital of France?"
+COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"   # greedy: counts on, never an early EOS
+LONG = SamplingParams(max_tokens=2000, temperature=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +80,9 @@ async def test_refusal_cancel_and_a_silent_worker(service, nats_url):
         with pytest.raises(RequestRejected) as refused:
             await client.submit([[]], [SamplingParams(max_tokens=4)], surface="chat", lane="buffered")
         assert refused.value.code == "empty_prompt" and client.open_generations == 0
-        prompt = service.text_prompt("Count from one to one thousand:")
+        prompt = service.text_prompt(COUNTING)
         cancelled0 = _finished(service, "cancelled")
-        (handle,) = await client.submit([prompt], [SamplingParams(max_tokens=2000)], surface="chat", lane="stream")
+        (handle,) = await client.submit([prompt], [LONG], surface="chat", lane="stream")
         first = await handle.__anext__()
         assert first.finish_reason is None
         handle.cancel()
@@ -89,7 +91,7 @@ async def test_refusal_cancel_and_a_silent_worker(service, nats_url):
         await wait_until_async(lambda: _finished(service, "cancelled") > cancelled0, "the engine to cancel it")
         # a worker that submits and then goes silent (killed): the engine cancels its generation itself
         req = {"v": WIRE_VERSION, "w": "ghost", "inbox": "ghost.inbox", "surface": "chat", "lane": "stream",
-               "items": [[1, prompt, params_to_wire(SamplingParams(max_tokens=2000))]]}
+               "items": [[1, prompt, params_to_wire(LONG)]]}
         reply = msgpack.unpackb((await raw.request(gen_subject(name), msgpack.packb(req), timeout=10)).data)
         assert "ok" in reply and engine.generations == 1
         await wait_until_async(lambda: engine.generations == 0, "the silent worker's generation to be cancelled")
@@ -111,8 +113,8 @@ async def test_no_engine_is_engine_unavailable_and_a_lost_engine_ends_open_gener
             await client.submit([[1, 2, 3]], [SamplingParams(max_tokens=4)], surface="chat", lane="buffered")
         assert refused.value.code == "engine_unavailable"
         engine = await EngineService(service, nats_url, name).start()
-        prompt = service.text_prompt("Count from one to one thousand:")
-        (handle,) = await client.submit([prompt], [SamplingParams(max_tokens=2000)], surface="chat", lane="stream")
+        prompt = service.text_prompt(COUNTING)
+        (handle,) = await client.submit([prompt], [LONG], surface="chat", lane="stream")
         await handle.__anext__()
         await engine.stop()   # its heartbeats stop: the worker ends what it still has open
         rest = await _collect(handle)
@@ -120,3 +122,38 @@ async def test_no_engine_is_engine_unavailable_and_a_lost_engine_ends_open_gener
         assert client.open_generations == 0
     finally:
         await client.stop()
+
+
+async def test_a_cancel_that_arrives_before_its_generation_still_cancels_it(service, nats_url):
+    """A worker whose client left while the submit was on the way cancels it at once; the engine may read that
+    cancel before the submit (two subjects): it remembers it and cancels the generation when it arrives."""
+    name = secrets.token_hex(4)
+    engine = await EngineService(service, nats_url, name).start()
+    raw = await nats.connect(nats_url)
+    ends: list = []
+
+    async def on_deltas(msg):
+        ends.extend(w for _, w in msgpack.unpackb(msg.data, raw=False) if w[2] is not None)
+
+    async def heartbeat():   # a live worker: only the early cancel can end its generation
+        while True:
+            await raw.publish(ctl_subject(name), msgpack.packb({"op": "hb", "w": "early"}))
+            await asyncio.sleep(0.5)
+
+    beating = asyncio.ensure_future(heartbeat())
+    try:
+        await raw.subscribe("early.inbox", cb=on_deltas)
+        await raw.publish(ctl_subject(name), msgpack.packb({"op": "cancel", "w": "early", "rids": [9]}))
+        await raw.flush()
+        counting = service.text_prompt(COUNTING)
+        req = {"v": WIRE_VERSION, "w": "early", "inbox": "early.inbox", "surface": "chat", "lane": "stream",
+               "items": [[9, counting, params_to_wire(SamplingParams(max_tokens=4000, temperature=0.0))]]}
+        await wait_until_async(lambda: len(engine._early) == 1, "the engine to hear the cancel")
+        reply = msgpack.unpackb((await raw.request(gen_subject(name), msgpack.packb(req), timeout=10)).data)
+        assert "ok" in reply
+        await wait_until_async(lambda: ends, "the generation to end")
+        assert ends[0][2] == "cancelled" and engine.generations == 0
+    finally:
+        beating.cancel()
+        await raw.close()
+        await engine.stop()

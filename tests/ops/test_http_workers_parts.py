@@ -11,7 +11,13 @@ import msgpack
 import pytest
 
 from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
-from aotx.engine_wire import delta_from_wire, delta_to_wire, params_from_wire, params_to_wire, split_to_fit
+from aotx.engine_wire import (
+    delta_from_wire,
+    delta_to_wire,
+    params_from_wire,
+    params_to_wire,
+    split_to_fit,
+)
 from ops.gpu import serving_report
 from ops.gpu.serve_load import cpu_per_token, server_cpu
 from ops.http_workers import auto_workers, bind_reuseport
