@@ -1,7 +1,8 @@
 """An HTTP worker's forwarding of the routes whose state has one writer: the main process.
 
 In `aotx serve --http-workers N` the stored surfaces (Responses and Conversations, stored, background
-and resumed runs), every request with an Idempotency-Key, and the engine's figures (/metrics,
+and resumed runs; a Responses request that stores nothing runs in the worker), every request with an
+Idempotency-Key, and the engine's figures (/metrics,
 /v1/stats) are answered by the main process's own listener on a private loopback port; a worker
 forwards them as they came (method, path, query, headers, body) and answers with what came back:
 the status, the headers (less the hop-by-hop ones and those its own server writes) and the body,
@@ -10,6 +11,7 @@ the forwarded connection, so the main process sees the disconnect as it would ha
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import httpx
@@ -17,6 +19,7 @@ from quart import Response, request
 
 from api.errors import ApiError
 from api.idempotency.header import HEADER as IDEMPOTENCY_HEADER
+from api.request_ids import ANTHROPIC_HEADER as ANTHROPIC_REQUEST_ID_HEADER
 from api.request_ids import HEADER as REQUEST_ID_HEADER
 from api.request_ids import current_request_id
 
@@ -25,14 +28,27 @@ PREFIXES = ("/v1/responses", "/v1/conversations")
 PATHS = frozenset({"/metrics", "/v1/stats"})
 _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
                   "trailer", "host", "content-length", "expect"})
-_OWN = _HOP | {"date", "server"}   # written by this worker's server (and request ids by api.request_ids)
+# written by this worker: its server's, and the request ids (api.request_ids stamps the same id last)
+_OWN = _HOP | {"date", "server", REQUEST_ID_HEADER, ANTHROPIC_REQUEST_ID_HEADER}
 
 
-def forwarded(path: str, headers) -> bool:
-    """Does a request on `path` with `headers` belong to the main process?"""
+def forwarded(method: str, path: str, headers, body: bytes = b"") -> bool:
+    """Does this request belong to the main process? A `POST /v1/responses` that stores nothing (`store`
+    false, no `background`, `previous_response_id` or `conversation`) does not: it runs in the worker."""
     if IDEMPOTENCY_HEADER in headers or path in PATHS:
         return True
+    if method == "POST" and path == "/v1/responses":
+        return not _stores_nothing(body)
     return any(path == p or path.startswith(p + "/") for p in PREFIXES)
+
+
+def _stores_nothing(body: bytes) -> bool:
+    try:
+        parsed = json.loads(body)
+    except ValueError:   # the main process answers the malformed body
+        return False
+    return (isinstance(parsed, dict) and parsed.get("store") is False and not parsed.get("background")
+            and parsed.get("previous_response_id") is None and parsed.get("conversation") is None)
 
 
 def install_forwarding(app, main_url: str) -> None:
@@ -52,7 +68,8 @@ def install_forwarding(app, main_url: str) -> None:
 
     @app.before_request
     async def _forward():
-        if not forwarded(request.path, request.headers):
+        body = await request.get_data() if request.method == "POST" and request.path == "/v1/responses" else b""
+        if not forwarded(request.method, request.path, request.headers, body):
             return None
         return await _send(state["client"])
 

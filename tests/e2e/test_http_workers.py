@@ -87,6 +87,24 @@ def test_every_surface_buffered_and_streamed(base_url):
     assert httpx.get(f"{base_url}/health").json()["model"] == MODEL
 
 
+def test_a_forwarded_answer_is_the_one_the_worker_would_give(base_url):
+    """A Responses request that stores nothing runs in the worker; with an Idempotency-Key it is forwarded to
+    the main process: same status, header names in the same order, same body but its ids and times."""
+    body = {"model": MODEL, "input": "What is the capital of France?", "temperature": 0, "max_output_tokens": 8,
+            "store": False}
+    local = httpx.post(f"{base_url}/v1/responses", json=body, timeout=120)
+    forwarded = httpx.post(f"{base_url}/v1/responses", json=body, headers={"Idempotency-Key": "k-forwarded-1"},
+                           timeout=120)
+    assert local.status_code == forwarded.status_code == 200
+    assert list(local.headers.keys()) == list(forwarded.headers.keys())
+
+    def shape(r):
+        doc = {k: v for k, v in r.json().items() if k not in ("id", "created_at", "completed_at")}
+        return {**doc, "output": [{k: v for k, v in o.items() if k != "id"} for o in doc["output"]]}
+
+    assert shape(local) == shape(forwarded)
+
+
 def test_a_client_disconnect_cancels_the_generation(base_url):
     before = _cancelled(base_url)
     with httpx.stream("POST", f"{base_url}{LONG_PATH}", json=LONG, timeout=120) as r:
