@@ -66,6 +66,12 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
     stop, drain, status = asyncio.Event(), drain_of(app), {"code": 0}
     worker_bound = graceful_timeout(settings.shutdown_grace) + FLUSH_SECONDS + STOP_MARGIN
     loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task] = set()   # held until done (the loop keeps only weak references)
+
+    def spawn(coro) -> None:
+        task = loop.create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def stop_all() -> None:
         await workers.stop(worker_bound)
@@ -78,7 +84,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
             drain.hurry()
             return
         workers.stopping = True
-        loop.create_task(stop_all())
+        spawn(stop_all())
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
@@ -108,7 +114,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
 
     try:
         await serve_app(app, "127.0.0.1", private.getsockname()[1], stop,
-                        on_ready=lambda h, p: loop.create_task(start_workers()), sock=private,
+                        on_ready=lambda h, p: spawn(start_workers()), sock=private,
                         graceful_timeout=graceful_timeout(settings.shutdown_grace))
     finally:
         if not workers.stopping or any(p.returncode is None for p in workers.procs):
