@@ -19,6 +19,7 @@ from quart import Response
 
 from aotx import strict_json
 from aotx.engine import ENGINE_STOPPED
+from aotx.engine_wire import ENGINE_UNAVAILABLE
 from api.auth import SHARED_PREFIX
 from api.request_ids import current_request_id
 
@@ -138,6 +139,8 @@ def rejection_error(code: str, message: str, prompt_param: str = "messages") -> 
                         code="rate_limit_exceeded")
     if code == "engine_stopped":
         return ApiError(503, message or "The server is shutting down.", code=code)
+    if code == "engine_unavailable":   # an HTTP worker without its engine process (aotx.serving_remote)
+        return ApiError(503, message or "The engine is unavailable; retry later.", code=code)
     if code in _PROMPT_CODES:
         return ApiError(400, message, param=prompt_param, code=code)
     return ApiError(400, message, code=code)
@@ -153,6 +156,8 @@ def engine_failure(message: str | None) -> ApiError:
     ENGINE_STOPPED) is a 503 shutting-down error, every other failure a 500."""
     if message == ENGINE_STOPPED:
         return shutting_down("The server is shutting down; the generation was stopped before it finished.")
+    if message is not None and message.startswith(ENGINE_UNAVAILABLE):   # the engine process went away
+        return ApiError(503, f"Generation failed: {message}; retry later.", code="engine_unavailable")
     return ApiError(500, f"Generation failed: {message or 'internal error'}")
 
 

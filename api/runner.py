@@ -19,13 +19,17 @@ _END = object()
 _PROMPT_PARAM = {"completions": "prompt", "responses": "input"}   # else "messages"
 
 
-def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingParams], *,
-               surface: str, lane: str) -> list:
-    """Submit one request per (prompt, params); on a refusal cancel those already taken."""
+async def submit_all(service, prompts: Sequence[list[int]], params: Sequence[SamplingParams], *,
+                     surface: str, lane: str) -> list:
+    """Submit one request per (prompt, params); on a refusal cancel those already taken. A service with
+    `submit_batch` (an HTTP worker's aotx.serving_remote.RemoteModelService) submits them all at once."""
     from aotx.engine import RequestRejected  # the engine package owns the exception
 
     handles = []
     try:
+        batch = getattr(service, "submit_batch", None)
+        if batch is not None:
+            return await batch(prompts, params, surface=surface, lane=lane)
         for prompt_ids, p in zip(prompts, params):
             handles.append(service.submit(prompt_ids, p, surface=surface, lane=lane))
     except RequestRejected as exc:

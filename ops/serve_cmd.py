@@ -33,7 +33,9 @@ from aotx.serving import ModelService
 from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, NatsServerError, redact_url
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
+from ops.http_workers import auto_workers, bind_reuseport
 from ops.reload import on_sighup, serve_reloader
+from ops.serve_workers import serve_with_workers
 from ops.shared_stack import boot_summary, granted_runtime
 from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
 
@@ -52,9 +54,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var", default="var", help="state directory (default var)")
     add_nats_arguments(p, required=False, help="use this NATS URL instead of starting an embedded nats-server")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--http-workers", default="1", type=_workers, metavar="N|auto",
+                   help="HTTP worker processes on --port (default 1: this process serves HTTP itself); with N > 1 "
+                        "this process keeps the engine and the state and N workers serve HTTP, reaching the engine "
+                        "over NATS (ops.serve_workers); auto = min(8, cores - 2)")
     p.add_argument("--shutdown-grace", type=float, default=DEFAULT_GRACE,
                    help=f"seconds running requests may take to finish after SIGTERM (default {DEFAULT_GRACE:g}); "
                         "then they end with their surface's native error; a second signal ends the grace")
+
+
+def _workers(value: str) -> int:
+    if value == "auto":
+        return auto_workers()
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--http-workers takes a number or auto, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("--http-workers must be at least 1")
+    return n
 
 
 def bind_problem(args: argparse.Namespace) -> str | None:
@@ -101,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"aotx serve: cannot lock the state directory {var}: {exc}", file=sys.stderr)
         return 2
     try:  # the port before boot: a taken port fails before the journal is touched
-        sock = bind_socket(args.host, args.port)
+        sock = (bind_socket(args.host, args.port) if args.http_workers == 1 else
+                bind_reuseport(args.host, args.port, args.http_workers))
     except OSError as exc:
         print(f"aotx serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         lock.release()
@@ -109,11 +128,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args, var, sock, auth)
     finally:
-        sock.close()  # no-op once the server took it over
+        for s in sock if isinstance(sock, list) else [sock]:
+            s.close()  # no-op once the server (or a worker) took it over
         lock.release()
 
 
-def _run(args: argparse.Namespace, var: Path, sock: socket.socket, auth: NatsAuth | None) -> int:
+def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.socket],
+         auth: NatsAuth | None) -> int:
     try:
         config = gateway_config(args)
         rf, _ = pack_shared(var / RUNTIME_FILE)
@@ -139,11 +160,26 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket, auth: NatsAut
             return 1
         shared = granted_runtime(rf, nats_url, grants, nats_auth=auth, **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
+        if isinstance(sock, list):   # --http-workers N > 1
+            return asyncio.run(_serve_workers(args, service, settings, config, shared, nats_url, auth,
+                                              embedded is not None, sock))
         return asyncio.run(_serve(service, settings, config, shared, redact_url(nats_url), embedded is not None,
                                   sock))
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+async def _serve_workers(args, service: ModelService, settings: GatewaySettings, config: GatewayConfig,
+                         shared: GrantedRuntime, nats_url: str, auth: NatsAuth | None, embedded: bool,
+                         sockets: list[socket.socket]) -> int:
+    try:
+        await shared.start()
+    except Exception as exc:  # replay failed closed, or the journal is unreachable
+        print(f"aotx serve: the shared runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return await serve_with_workers(args, service, settings, config, shared, nats_url, auth, redact_url(nats_url),
+                                    embedded, sockets)
 
 
 async def _serve(service: ModelService, settings: GatewaySettings, config: GatewayConfig,

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 READY = re.compile(r"serving \S+ on (http://\S+) ")
+EXTRA_ARGS_ENV = "AOTX_TEST_SERVE_ARGS"
 
 
 
@@ -36,7 +37,9 @@ class ServerProcess:
         # never the repository's var/: a temporary state directory unless the caller gives one
         self._own_var = var is None
         self.var = Path(var) if var is not None else Path(tempfile.mkdtemp(prefix="aotx-serve-var-"))
-        self.cmd = [str(exe), "serve", "--port", "0", "--var", str(self.var), *args]
+        # EXTRA_ARGS_ENV: flags a test module adds to every server it starts (tests/e2e/test_http_workers_stored.py)
+        extra = os.environ.get(EXTRA_ARGS_ENV, "").split()
+        self.cmd = [str(exe), "serve", "--port", "0", "--var", str(self.var), *args, *extra]
         self.env = {**os.environ, **(env or {})}
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None

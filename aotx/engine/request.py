@@ -62,6 +62,7 @@ class RequestHandle:
         self._cancel_sent = False
         self._done = False                   # the final delta was consumed
         self.finish_reason: str | None = None
+        self._sink: Callable[[Delta], None] | None = None
 
     def __aiter__(self) -> "RequestHandle":
         return self
@@ -91,8 +92,20 @@ class RequestHandle:
         return self._loop
 
     def put(self, delta: Delta) -> None:
-        """On the handle's loop: queue one delta for the iterator."""
+        """On the handle's loop: queue one delta for the iterator (or hand it to the sink of `redirect`)."""
+        if self._sink is not None:
+            if delta.finish_reason is not None:
+                self._done = True
+                self.finish_reason = delta.finish_reason
+            self._sink(delta)
+            return
         self._queue.put_nowait(delta)
+
+    def redirect(self, sink: Callable[[Delta], None]) -> None:
+        """On the handle's loop, before its first delta: every delta goes to `sink` (called on the loop,
+        once per delta, all of one engine step in one loop callback) instead of the iterator. The NATS
+        engine service (aotx.engine_service) forwards a step's deltas as one message this way."""
+        self._sink = sink
 
 
 def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple[RequestHandle, Delta]]) -> bool:

@@ -26,17 +26,18 @@ import httpx
 
 from ops.gpu.latency import device_share, summarize
 from ops.gpu.model_check import PROMPTS
+from ops.gpu.serve_load import cpu_per_token, server_cpu, split_load
 
 READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 
 def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overlap: str = "auto",
-                 pages: int | None = None) -> tuple[subprocess.Popen, str]:
+                 pages: int | None = None, http_workers: int = 1) -> tuple[subprocess.Popen, str]:
     pages = pages or max_batch * (-(-(128 + max_tokens) // 16)) + 64
     profile = os.environ.get("AOTX_SERVE_PROFILE")   # a cProfile of the server's main thread, written at exit
     cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "ops.cli", "serve",
            "--port", "0", "--var", var, "--backend", backend, "--max-batch", str(max_batch), "--kv-pages", str(pages),
-           "--engine-overlap", overlap]
+           "--engine-overlap", overlap, "--http-workers", str(http_workers)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 300
@@ -72,19 +73,28 @@ async def one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, tem
     return {"stamps": stamps, "tokens": usage["completion_tokens"] if usage else len(stamps)}
 
 
-async def load(base: str, concurrency: int, max_tokens: int, temperature: float) -> dict:
+async def load(base: str, concurrency: int, max_tokens: int, temperature: float, *, clients: int = 1,
+               server_pid: int | None = None) -> dict:
+    """`clients` > 1: the measured streams come from that many processes (ops.gpu.serve_load); `server_pid`:
+    add the server's CPU µs per streamed token, by process (main, HTTP workers, nats-server)."""
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         await asyncio.gather(*(one(client, base, i, 16, temperature) for i in range(min(8, concurrency))))
         await asyncio.gather(*(one(client, base, i, 4, temperature) for i in range(concurrency)))  # this width
         before = (await client.get(f"{base}/v1/stats")).json()["engine"]
-        t0 = time.perf_counter()
-        results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
-                                         for i in range(concurrency)))
+        cpu0 = server_cpu(server_pid) if server_pid else None
+        if clients > 1:
+            results, t0 = await asyncio.to_thread(split_load, base, concurrency, max_tokens, temperature, clients)
+        else:
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
+                                             for i in range(concurrency)))
         wall = time.perf_counter() - t0
+        cpu1 = server_cpu(server_pid) if server_pid else None
         after = (await client.get(f"{base}/v1/stats")).json()["engine"]
-    return {**summarize([r["stamps"] for r in results], t0, wall, sum(r["tokens"] for r in results)),
-            **device_share(before, after)}
+    tokens = sum(r["tokens"] for r in results)
+    cpu = cpu_per_token(cpu0, cpu1, tokens) if cpu0 is not None else {}
+    return {**summarize([r["stamps"] for r in results], t0, wall, tokens), **device_share(before, after), **cpu}
 
 
 def main(argv=None) -> int:
@@ -94,15 +104,20 @@ def main(argv=None) -> int:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="on")
+    ap.add_argument("--http-workers", type=int, default=1, help="aotx serve --http-workers")
+    ap.add_argument("--clients", type=int, default=1, help="client processes the streams are spread over")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aotx-serve-bench-") as var:
-        proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var, args.engine_overlap)
+        proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var, args.engine_overlap,
+                                  http_workers=args.http_workers)
         try:
-            res = asyncio.run(load(base, args.concurrency, args.max_tokens, args.temperature))
+            res = asyncio.run(load(base, args.concurrency, args.max_tokens, args.temperature, clients=args.clients,
+                                   server_pid=proc.pid))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"\n## aotx serve over HTTP ({args.backend}, engine overlap {args.engine_overlap}), "
+    print(f"\n## aotx serve over HTTP ({args.backend}, engine overlap {args.engine_overlap}, "
+          f"{args.http_workers} HTTP worker(s), {args.clients} client process(es)), "
           f"{args.concurrency} concurrent streaming chats\n")
     print("| requests | tokens | wall s | aggregate tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
           "| device busy | decode batch mean / max |")
@@ -110,6 +125,8 @@ def main(argv=None) -> int:
     print(f"| {res['requests']} | {res['tokens']} | {res['wall_s']:.2f} | {res['tok_s']:,.0f} | "
           f"{res['ttft_p50_ms']:.1f} | {res['ttft_p99_ms']:.1f} | {res['itl_p50_ms']:.2f} | {res['itl_p99_ms']:.2f} | "
           f"{res['device_busy_share']:.0%} | {res['mean_decode_batch']:.0f} / {res['max_decode_batch']} |")
+    print("\nserver CPU µs per streamed token: " + ", ".join(
+        f"{k.removeprefix('cpu_us_per_token_')} {v:.0f}" for k, v in res.items() if k.startswith("cpu_us")))
     return 0
 
 

@@ -3,12 +3,15 @@ at the same number of concurrent streaming chats, with the ratios (issue 12, par
 
     python3 -m ops.gpu.serving_report [--backend cuda] [--streams 1,16,64,256] [--max-tokens 256]
                                       [--loops behind,classic] [--http-loops behind,classic] [--out DIR]
+                                      [--http-workers 1,8] [--clients K]
 
 Per stream count: kernel bench (ops.gpu.bench's generate loop: a 32-token prompt, then every step
 forward + sample, ids back each step), the engine in process (ops.gpu.engine_bench) and `aotx serve`
 over HTTP (ops.gpu.serve_bench; one server per loop, --max-batch the largest stream count): aggregate
 tok/s, TTFT p50/p99, ITL p50/p99, device-busy share, decode batch mean/max, and HTTP ÷ kernels,
-engine ÷ kernels. Writes serving_report.json and serving_report.md under --out (default $OUT, else
+engine ÷ kernels. `--http-workers 1,8`: one HTTP server per worker count (`aotx serve --http-workers N`),
+with the server's CPU µs per streamed token (main process, HTTP workers, nats-server); `--clients K`
+spreads each HTTP load over K client processes (one Python client cannot read 30k tok/s). Writes serving_report.json and serving_report.md under --out (default $OUT, else
 var/serving-report). On the CPU: `--backend numpy --streams 1,16 --max-tokens 64` (or tiny sizes
 for a smoke run).
 """
@@ -41,14 +44,17 @@ def kernel_tok_s(backend, vocab: int, batch: int, new: int) -> float:
     return batch * new / dt
 
 
-def http_runs(args, streams: list[int], loop: str) -> dict[int, dict]:
+def http_runs(args, streams: list[int], loop: str, workers: int = 1) -> dict[int, dict]:
     out = {}
     with tempfile.TemporaryDirectory(prefix="aotx-serving-report-") as var:
-        proc, base = serve_bench.start_server(args.backend, max(streams), args.max_tokens, var, OVERLAP_FLAG[loop])
+        proc, base = serve_bench.start_server(args.backend, max(streams), args.max_tokens, var, OVERLAP_FLAG[loop],
+                                              http_workers=workers)
         try:
             for n in streams:
-                out[n] = asyncio.run(serve_bench.load(base, n, args.max_tokens, args.temperature))
-                print(f"http   {loop:<7} {n:>3} streams: {out[n]['tok_s']:,.0f} tok/s", flush=True)
+                out[n] = asyncio.run(serve_bench.load(base, n, args.max_tokens, args.temperature,
+                                                      clients=args.clients, server_pid=proc.pid))
+                print(f"http   {loop:<7} w{workers} {n:>3} streams: {out[n]['tok_s']:,.0f} tok/s, server CPU "
+                      f"{out[n]['cpu_us_per_token_all']:.0f} µs/token", flush=True)
         finally:
             proc.terminate()
             try:
@@ -62,22 +68,29 @@ def _f(v, spec=",.0f"):
     return "—" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
 
 
+def _cpu(r: dict) -> str:
+    if "cpu_us_per_token_main" not in r:
+        return ""
+    return " / ".join(_f(r[f"cpu_us_per_token_{k}"]) for k in ("main", "workers", "nats"))
+
+
 def markdown(doc: dict) -> str:
     lines = [f"## Serving report: {doc['device']}, {doc['backend']}, {doc['date']}, commit {doc['commit']}", "",
              f"`{doc['command']}`; {doc['max_tokens']} new tokens per stream, temperature {doc['temperature']}.", "",
              "| streams | surface | loop | tok/s | ÷ kernels | TTFT p50 / p99 ms | ITL p50 / p99 ms | device busy "
-             "| decode batch mean / max |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| decode batch mean / max | server CPU µs/token main / workers / nats |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for n, row in doc["rows"].items():
         k = row["kernels_tok_s"]
-        lines.append(f"| {n} | kernel bench | — | {_f(k)} | 1.00 | | | | {n} |")
+        lines.append(f"| {n} | kernel bench | — | {_f(k)} | 1.00 | | | | {n} | |")
         for surface in ("engine", "http"):
             for loop, r in row[surface].items():
                 lines.append(f"| {n} | {surface} | {loop} | {_f(r['tok_s'])} | {_f(r['tok_s'] / k if k else None, '.2f')} "
                              f"| {_f(r['ttft_p50_ms'], '.1f')} / {_f(r['ttft_p99_ms'], '.1f')} "
                              f"| {_f(r['itl_p50_ms'], '.2f')} / {_f(r['itl_p99_ms'], '.2f')} "
                              f"| {_f(r['device_busy_share'], '.0%')} "
-                             f"| {_f(r['mean_decode_batch'], '.0f')} / {r['max_decode_batch']} |")
+                             f"| {_f(r['mean_decode_batch'], '.0f')} / {r['max_decode_batch']} "
+                             f"| {_cpu(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -90,6 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--loops", default="behind,classic", help="engine loops in process")
     ap.add_argument("--http-loops", default="behind,classic", help="engine loops of the HTTP servers ('' = none)")
     ap.add_argument("--out", default=os.environ.get("OUT") or "var/serving-report")
+    ap.add_argument("--http-workers", default="1", help="aotx serve --http-workers of each HTTP server, e.g. 1,8")
+    ap.add_argument("--clients", type=int, default=1, help="client processes each HTTP load is spread over")
     args = ap.parse_args(argv)
     streams = [int(x) for x in args.streams.split(",")]
     from kernels import create_backend, load_model
@@ -109,9 +124,12 @@ def main(argv=None) -> int:
             rows[n]["engine"][loop] = r
             print(engine_bench.line(r), flush=True)
     del backend
+    workers = [int(x) for x in args.http_workers.split(",") if x]
     for loop in [x for x in args.http_loops.split(",") if x]:
-        for n, r in http_runs(args, streams, loop).items():
-            rows[n]["http"][loop] = r
+        for w in workers:
+            label = loop if workers == [1] else f"{loop}, {w} HTTP worker{'s' if w > 1 else ''}"
+            for n, r in http_runs(args, streams, loop, w).items():
+                rows[n]["http"][label] = r
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"device": device, "backend": args.backend, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "commit": commit or "unknown", "command": "python3 -m ops.gpu.serving_report " + " ".join(argv or sys.argv[1:]),

@@ -28,7 +28,7 @@ async def chat_completions():
                                   primer=req.tool_primer)
     await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
-    handles = submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
+    handles = await submit_all(svc, [prompt] * len(req.params), req.params, surface="chat", lane=lane)
     ident = dict(id=new_id("chatcmpl-"), created=int(time.time()), model=req.model,
                  fingerprint=system_fingerprint(svc.model_id))
     if req.stream:

@@ -48,7 +48,7 @@ async def completions():
     flat_params = req.params * len(req.prompts)
     await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
-    handles = submit_all(svc, flat_ids, flat_params, surface="completions", lane=lane)
+    handles = await submit_all(svc, flat_ids, flat_params, surface="completions", lane=lane)
     ident = dict(id=new_id("cmpl-"), created=int(time.time()), model=req.model,
                  fingerprint=system_fingerprint(svc.model_id), n=req.n, echo_texts=flat_echo,
                  logprobs=req.logprobs)

@@ -33,7 +33,7 @@ async def messages():
     prompt = await _prompt_ids(svc, body, req)
     await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
-    handles = submit_all(svc, [prompt], [req.params], surface="messages", lane=lane)
+    handles = await submit_all(svc, [prompt], [req.params], surface="messages", lane=lane)
     ident = dict(id=new_id("msg_"), model=req.model, input_tokens=len(prompt),
                  parse_tools=req.parse_tools, tool_primer=req.tool_primer)
     if req.stream:

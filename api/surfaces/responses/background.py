@@ -67,7 +67,7 @@ async def start_background(svc, body: dict, req: ResponsesRequest, prompt: list[
                              params=stored_params(echo), metadata=req.echo["metadata"],
                              previous_response_id=previous_response_id, conversation=conversation,
                              background=True)
-    handles = submit_all(svc, [prompt], [req.params], surface="responses", lane="stream" if req.stream else "buffered")
+    handles = await submit_all(svc, [prompt], [req.params], surface="responses", lane="stream" if req.stream else "buffered")
     runs = runs_of(current_app)
 
     async def begin():

@@ -50,7 +50,7 @@ async def responses():
     await run.begin(projector.base)
     lane = "stream" if req.stream else "buffered"
     try:
-        handles = submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
+        handles = await submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
     except ApiError:
         await run.abandon()
         raise

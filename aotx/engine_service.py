@@ -1,0 +1,193 @@
+"""The engine process's side of `aotx serve --http-workers N`: generations for HTTP workers over NATS.
+
+Workers submit on `gen` (request/reply: accepted or refused before anything runs); each accepted
+request's handle is redirected (RequestHandle.redirect) into a per-worker outbox, and one flush per
+event-loop turn publishes every delta of that worker gathered since: the engine hands a whole step's
+deltas to the loop in one callback, so NATS carries at most one message per worker per engine step.
+A worker's cancellations and heartbeats come on `ctl`; one silent for WORKER_TIMEOUT (killed, hung,
+cut off) has its generations cancelled. The engine announces itself on `alive` every HEARTBEAT.
+Wire format and subjects: aotx.engine_wire.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+import msgpack
+import nats.errors
+
+from aotx.engine import RequestRejected
+from aotx.engine_wire import (
+    HEARTBEAT,
+    WIRE_VERSION,
+    WORKER_TIMEOUT,
+    alive_subject,
+    ctl_subject,
+    delta_to_wire,
+    gen_subject,
+    params_from_wire,
+    split_to_fit,
+)
+from eventlog import NatsAuth, OutageLog, close_connection, connect
+
+log = logging.getLogger("aotx.engine_service")
+EARLY_CANCELS = 4096   # cancels remembered for generations not seen yet
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+class EngineService:
+    """Serves `service` (aotx.serving.ModelService) to HTTP workers on NATS until stop()."""
+
+    def __init__(self, service, nats_url: str, name: str, *, auth: NatsAuth | None = None,
+                 worker_timeout: float = WORKER_TIMEOUT) -> None:
+        self.service, self.nats_url, self.name, self.auth = service, nats_url, name, auth
+        self.worker_timeout = worker_timeout
+        self._nc = None
+        self._gens: dict[tuple[str, int], Any] = {}        # (worker, rid) -> RequestHandle
+        self._seen: dict[str, float] = {}                  # worker -> last heard (monotonic)
+        self._outbox: dict[str, list] = {}                 # worker inbox -> [[rid, delta], ...]
+        self._flushing: asyncio.Task | None = None
+        # cancels that came before their generation (a worker gave up while its submit was on the way):
+        # applied when it arrives; the oldest forgotten past EARLY_CANCELS
+        self._early: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._tasks: list[asyncio.Task] = []
+        self.messages_out = 0                              # delta messages published (test and bench hook)
+
+    @property
+    def generations(self) -> int:
+        return len(self._gens)
+
+    async def start(self) -> EngineService:
+        outage = OutageLog(log, f"aotx-engine-{self.name}", self.nats_url)   # one line per outage
+        self._nc = await connect(self.nats_url, self.auth, name=f"aotx-engine-{self.name}", error_cb=outage.error,
+                                 reconnected_cb=outage.reconnected, max_reconnect_attempts=-1,
+                                 reconnect_time_wait=0.2)
+        await self._nc.subscribe(gen_subject(self.name), cb=self._on_gen)
+        await self._nc.subscribe(ctl_subject(self.name), cb=self._on_ctl)
+        await self._nc.flush()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._heartbeat()), loop.create_task(self._sweep())]
+        return self
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for handle in list(self._gens.values()):
+            handle.cancel()
+        await close_connection(self._nc, name=f"aotx-engine-{self.name}")
+        self._nc = None
+
+    # -- requests -------------------------------------------------------------------------------
+    async def _on_gen(self, msg) -> None:
+        try:
+            reply = self._submit(msgpack.unpackb(msg.data, raw=False))
+        except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as exc:
+            reply = {"rejected": "invalid_request", "message": f"malformed generate request: {exc}"}
+        try:
+            await msg.respond(_pack(reply))
+        except nats.errors.Error as exc:   # the worker will time out and answer 503
+            log.warning("generate reply not sent: %s", exc)
+
+    def _submit(self, req: dict) -> dict:
+        if req.get("v") != WIRE_VERSION:
+            return {"rejected": "invalid_request", "message": f"engine requests must be version {WIRE_VERSION}"}
+        worker, inbox, items = str(req["w"]), str(req["inbox"]), req["items"]
+        self._seen[worker] = time.monotonic()
+        handles = []
+        try:
+            for _, prompt, params in items:
+                handles.append(self.service.submit(list(prompt), params_from_wire(params),
+                                                   surface=str(req["surface"]), lane=str(req["lane"])))
+        except RequestRejected as exc:
+            for handle in handles:
+                handle.cancel()
+            return {"rejected": exc.code, "message": exc.message}
+        except (ValueError, TypeError):
+            for handle in handles:
+                handle.cancel()
+            raise
+        out = []
+        for (rid, _, _), handle in zip(items, handles):
+            key = (worker, int(rid))
+            self._gens[key] = handle
+            handle.redirect(lambda delta, key=key, inbox=inbox: self._deliver(key, inbox, delta))
+            out.append([handle.request_id, handle.prompt_tokens, handle.max_tokens])
+            if self._early.pop(key, 0) is None:   # its worker cancelled it before it got here
+                handle.cancel()
+        return {"ok": out}
+
+    def _deliver(self, key: tuple[str, int], inbox: str, delta) -> None:
+        """On the loop, one call per delta; every delta of one engine step arrives in one loop callback."""
+        self._outbox.setdefault(inbox, []).append([key[1], delta_to_wire(delta)])
+        if delta.finish_reason is not None:
+            self._gens.pop(key, None)
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        outbox, self._outbox, self._flushing = self._outbox, {}, None
+        if self._nc is None:
+            return
+        for inbox, items in outbox.items():
+            for data in split_to_fit(items, _pack, self._nc.max_payload):
+                try:
+                    await self._nc.publish(inbox, data)
+                    self.messages_out += 1
+                except nats.errors.Error as exc:   # the worker's watchdog ends what it no longer hears
+                    log.warning("deltas for %s not sent: %s", inbox, exc)
+
+    # -- control --------------------------------------------------------------------------------
+    async def _on_ctl(self, msg) -> None:
+        try:
+            m = msgpack.unpackb(msg.data, raw=False)
+            op, worker = m["op"], str(m["w"])
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+            log.warning("malformed engine control message: %s", exc)
+            return
+        self._seen[worker] = time.monotonic()
+        if op == "cancel":
+            for rid in m.get("rids") or ():
+                key = (worker, int(rid))
+                handle = self._gens.get(key)
+                if handle is not None:
+                    handle.cancel()
+                else:   # not here (yet): its submit may still be on the way
+                    self._early[key] = None
+                    while len(self._early) > EARLY_CANCELS:
+                        self._early.popitem(last=False)
+        elif op == "bye":
+            self._cancel_worker(worker)
+            self._seen.pop(worker, None)
+
+    def _cancel_worker(self, worker: str) -> int:
+        keys = [k for k in self._gens if k[0] == worker]
+        for key in keys:
+            self._gens[key].cancel()
+        return len(keys)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            try:
+                await self._nc.publish(alive_subject(self.name), _pack({"v": WIRE_VERSION}))
+            except nats.errors.Error as exc:
+                log.warning("engine heartbeat not sent: %s", exc)
+            await asyncio.sleep(HEARTBEAT)
+
+    async def _sweep(self) -> None:
+        """Cancel the generations of workers not heard for worker_timeout (a killed worker)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT / 2)
+            now = time.monotonic()
+            for worker in {k[0] for k in self._gens}:
+                if now - self._seen.get(worker, now) > self.worker_timeout:
+                    n = self._cancel_worker(worker)
+                    self._seen.pop(worker, None)
+                    log.warning("http worker %s silent for %.1f s: %d generation(s) cancelled",
+                                worker, self.worker_timeout, n)

@@ -1,0 +1,92 @@
+"""What crosses NATS between HTTP worker processes and the engine process (`aotx serve --http-workers N`).
+
+Subjects, for an engine named `<name>` (random per `aotx serve`, so two servers on one NATS never mix):
+
+* `aotx.eng.<name>.gen`   request/reply, worker -> engine: submit generations.
+      request {"v": 1, "w": worker id, "inbox": the worker's delta subject, "surface": str, "lane": str,
+               "items": [[rid, prompt token ids, sampling params map], ...]}   (one per choice)
+      reply   {"ok": [[engine request id, prompt tokens, max tokens], ...]}
+              or {"rejected": code, "message": str} (aotx.engine.RequestRejected; nothing was queued)
+* `aotx.eng.<name>.ctl`   worker -> engine: {"op": "cancel", "w", "rids": [...]}, {"op": "hb", "w"} (every
+      HEARTBEAT seconds), {"op": "bye", "w"}. A worker silent for WORKER_TIMEOUT has its generations cancelled.
+* `aotx.eng.<name>.alive` engine -> workers: {"v": 1} every HEARTBEAT seconds. A worker that hears nothing
+      for ENGINE_TIMEOUT ends its open generations with ENGINE_UNAVAILABLE.
+* the worker's inbox     engine -> worker: [[rid, delta], ...]: every delta of that worker's generations of
+      one engine step, in one message (split only past the NATS payload limit).
+
+A rid is the worker's own integer; a delta is the list DELTA_FIELDS (logprobs as nested lists).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
+
+WIRE_VERSION = 1
+HEARTBEAT = 1.0          # seconds between heartbeats, both ways
+WORKER_TIMEOUT = 3.0     # seconds of worker silence before the engine cancels its generations
+ENGINE_TIMEOUT = 3.0     # seconds of engine silence before a worker ends its open generations
+ENGINE_UNAVAILABLE = "engine unavailable"   # the `error` of a generation the engine process left
+
+
+def gen_subject(name: str) -> str:
+    return f"aotx.eng.{name}.gen"
+
+
+def ctl_subject(name: str) -> str:
+    return f"aotx.eng.{name}.ctl"
+
+
+def alive_subject(name: str) -> str:
+    return f"aotx.eng.{name}.alive"
+
+
+def worker_inbox(name: str, worker: str) -> str:
+    return f"aotx.eng.{name}.w.{worker}"
+
+
+def params_to_wire(p: SamplingParams) -> dict[str, Any]:
+    out = dataclasses.asdict(p)
+    out["stop"], out["stop_token_ids"] = list(p.stop), list(p.stop_token_ids)
+    if p.seed is not None:   # the engine reads any integer seed mod 2**64; msgpack carries at most 64 bits
+        out["seed"] = p.seed % 2**64
+    return out
+
+
+def params_from_wire(m: dict[str, Any]) -> SamplingParams:
+    known = {f.name for f in dataclasses.fields(SamplingParams)}
+    kw = {k: v for k, v in m.items() if k in known}
+    kw["stop"] = tuple(kw.get("stop") or ())
+    kw["stop_token_ids"] = tuple(kw.get("stop_token_ids") or ())
+    return SamplingParams(**kw)
+
+
+def _lp_to_wire(lp: TokenLogprob) -> list:
+    return [lp.token_id, lp.token, lp.bytes, lp.logprob, [[t.token_id, t.token, t.bytes, t.logprob] for t in lp.top]]
+
+
+def _lp_from_wire(w: list) -> TokenLogprob:
+    return TokenLogprob(w[0], w[1], w[2], w[3], tuple(TopLogprob(*t) for t in w[4]))
+
+
+def delta_to_wire(d: Delta) -> list:
+    return [d.text, list(d.token_ids), d.finish_reason, d.stop_sequence, d.prompt_tokens, d.completion_tokens,
+            d.error, [_lp_to_wire(x) for x in d.logprobs] if d.logprobs else None,
+            [_lp_to_wire(x) for x in d.prompt_logprobs] if d.prompt_logprobs else None]
+
+
+def delta_from_wire(w: list) -> Delta:
+    return Delta(text=w[0], token_ids=tuple(w[1]), finish_reason=w[2], stop_sequence=w[3], prompt_tokens=w[4],
+                 completion_tokens=w[5], error=w[6],
+                 logprobs=tuple(_lp_from_wire(x) for x in w[7]) if w[7] else (),
+                 prompt_logprobs=tuple(_lp_from_wire(x) for x in w[8]) if w[8] else ())
+
+
+def split_to_fit(items: list, pack, limit: int) -> list[bytes]:
+    """`pack(items)` in as few messages as fit `limit` bytes each (halving the list where one does not)."""
+    data = pack(items)
+    if len(data) <= limit or len(items) <= 1:
+        return [data]
+    half = len(items) // 2
+    return split_to_fit(items[:half], pack, limit) + split_to_fit(items[half:], pack, limit)

@@ -1,0 +1,206 @@
+"""`aotx serve --http-workers 2` end to end (the real model, the official SDKs): every model surface buffered and
+streamed through the workers, a client disconnect cancels its generation, kill -9 of a worker (the other keeps
+serving, the engine cancels the dead worker's generations), then SIGTERM leaves no process behind.
+The tests of this module run in order on one server; the last two end it."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.conftest import SERVER_ARGS
+from tests.server_process import ServerProcess
+from tests.waiting import wait_until
+
+MODEL = "smollm2-135m-instruct"
+WORKERS = re.compile(r"(\d+) HTTP workers ([\d ]+)\)")
+# greedy counting never reaches EOS: a stream that runs until it is cancelled (or 1,000 tokens)
+LONG = {"model": MODEL, "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "temperature": 0, "max_tokens": 1000,
+        "stream": True}
+LONG_PATH = "/v1/completions"
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc = ServerProcess(*SERVER_ARGS, "--http-workers", "2", "--log-level", "info").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def base_url(server) -> str:
+    return server.base_url
+
+
+def _workers(server) -> list[int]:
+    m = next(WORKERS.search(line) for line in server.stderr_lines if WORKERS.search(line))
+    pids = [int(p) for p in m.group(2).split()]
+    assert len(pids) == int(m.group(1)) == 2
+    return pids
+
+
+def _oa(base_url: str) -> openai.OpenAI:   # a fresh client: its own connections
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
+
+
+def _engine(base_url: str) -> dict:
+    return httpx.get(f"{base_url}/v1/stats", timeout=30).json()["engine"]
+
+
+def _cancelled(base_url: str) -> int:
+    return _engine(base_url)["finished"].get("cancelled", 0)
+
+
+def test_every_surface_buffered_and_streamed(base_url):
+    oa = _oa(base_url)
+    ask = [{"role": "user", "content": "What is the capital of France?"}]
+    chat = oa.chat.completions.create(model=MODEL, messages=ask, temperature=0, max_tokens=12)
+    assert "Paris" in chat.choices[0].message.content and chat.usage.completion_tokens > 0
+    streamed = "".join(c.choices[0].delta.content or "" for c in oa.chat.completions.create(
+        model=MODEL, messages=ask, temperature=0, max_tokens=12, stream=True) if c.choices)
+    assert streamed == chat.choices[0].message.content
+    two = oa.chat.completions.create(model=MODEL, messages=ask, max_tokens=4, n=2)
+    assert [c.index for c in two.choices] == [0, 1]
+    comp = oa.completions.create(model=MODEL, prompt="The capital of France is", temperature=0, max_tokens=6)
+    streamed = "".join(c.choices[0].text for c in oa.completions.create(
+        model=MODEL, prompt="The capital of France is", temperature=0, max_tokens=6, stream=True))
+    assert comp.choices[0].text and streamed == comp.choices[0].text
+    an = anthropic.Anthropic(base_url=base_url, api_key="any-key", max_retries=0, timeout=120)
+    msg = an.messages.create(model=MODEL, max_tokens=12, messages=ask, extra_body={"temperature": 0})
+    with an.messages.stream(model=MODEL, max_tokens=12, messages=ask, extra_body={"temperature": 0}) as s:
+        assert s.get_final_text() == msg.content[0].text
+    r = oa.responses.create(model=MODEL, input="What is the capital of France?", temperature=0, max_output_tokens=12)
+    assert oa.responses.retrieve(r.id).output_text == r.output_text   # stored: the main process keeps it
+    events = [e.type for e in oa.responses.create(model=MODEL, input="Hi", max_output_tokens=6, store=False,
+                                                  stream=True)]
+    assert events[0] == "response.created" and events[-1] in ("response.completed", "response.incomplete")
+    assert [m.id for m in oa.models.list()] == [MODEL]
+    assert httpx.get(f"{base_url}/health").json()["model"] == MODEL
+
+
+def test_a_forwarded_answer_is_the_one_the_worker_would_give(base_url):
+    """A Responses request that stores nothing runs in the worker; with an Idempotency-Key it is forwarded to
+    the main process: same status, header names in the same order, same body but its ids and times."""
+    body = {"model": MODEL, "input": "What is the capital of France?", "temperature": 0, "max_output_tokens": 8,
+            "store": False}
+    local = httpx.post(f"{base_url}/v1/responses", json=body, timeout=120)
+    forwarded = httpx.post(f"{base_url}/v1/responses", json=body, headers={"Idempotency-Key": "k-forwarded-1"},
+                           timeout=120)
+    assert local.status_code == forwarded.status_code == 200
+    assert list(local.headers.keys()) == list(forwarded.headers.keys())
+
+    def shape(r):
+        doc = {k: v for k, v in r.json().items() if k not in ("id", "created_at", "completed_at")}
+        return {**doc, "output": [{k: v for k, v in o.items() if k != "id"} for o in doc["output"]]}
+
+    assert shape(local) == shape(forwarded)
+
+
+def test_a_client_disconnect_cancels_the_generation(base_url):
+    before = _cancelled(base_url)
+    with httpx.stream("POST", f"{base_url}{LONG_PATH}", json=LONG, timeout=120) as r:
+        lines = r.iter_lines()
+        assert next(line for line in lines if line.startswith("data:"))
+    wait_until(lambda: _cancelled(base_url) > before, "the engine to cancel the left stream")
+    wait_until(lambda: _engine(base_url)["running"] == 0, "nothing left running")
+
+
+def test_sighup_reloads_the_config_in_main_and_in_every_worker(server, base_url):
+    token = next((server.var / "tokens").glob("alice*")).read_text().strip()
+    shared = f"{base_url}/aotx/v1/shared/participant"
+    assert httpx.get(shared, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    server.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: [line for line in server.stderr_lines if "reloaded" in line], "main and both workers to reload",
+               done=lambda lines: len(lines) >= 3)
+    for _ in range(4):   # whichever worker answers: its grants still match the runtime's
+        assert httpx.get(shared, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def _open_stream(base_url: str) -> http.client.HTTPConnection:
+    host, port = base_url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", LONG_PATH, body=json.dumps(LONG), headers={"content-type": "application/json"})
+    conn.resp = conn.getresponse()
+    assert conn.resp.status == 200 and conn.resp.readline().startswith(b"data:")
+    return conn
+
+
+def _holder(conn: http.client.HTTPConnection, pids: list[int]) -> int:
+    """The worker whose socket serves this connection (/proc/net/tcp and /proc/PID/fd)."""
+    client_port, server_port = conn.sock.getsockname()[1], conn.sock.getpeername()[1]
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if int(cols[1].split(":")[1], 16) == server_port and int(cols[2].split(":")[1], 16) == client_port:
+                inodes.add(f"socket:[{cols[9]}]")
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return pid
+            except FileNotFoundError:
+                continue
+    raise AssertionError(f"no worker holds the connection from port {client_port}")
+
+
+def test_kill_9_of_a_worker_the_other_keeps_serving_and_its_generations_are_cancelled(server, base_url):
+    pids = _workers(server)
+    conns = [_open_stream(base_url) for _ in range(4)]
+    holders = [_holder(c, pids) for c in conns]
+    victim = holders[0]
+    lost = holders.count(victim)
+    before = _cancelled(base_url)
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: _cancelled(base_url), f"the engine to cancel the {lost} generation(s) of the dead worker {victim}",
+               done=lambda n: n >= before + lost)
+    assert any(re.search(rf"http worker \d+-{victim} silent for .*: {lost} generation", line)
+               for line in server.stderr_lines)
+    for conn, holder in zip(conns, holders):
+        if holder != victim:   # the other worker's streams go on
+            assert conn.resp.readline()
+        conn.close()
+    for _ in range(4):   # new connections reach the live worker only
+        got = _oa(base_url).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                    max_tokens=3)
+        assert got.choices[0].finish_reason in ("length", "stop")
+    wait_until(lambda: _engine(base_url)["running"] == 0, "the closed streams to be cancelled")
+
+
+def _descendants(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = {int(k) for k in f.read().split()}
+                todo += list(kids - out)
+                out |= kids
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigterm_leaves_no_process_behind(server):
+    pids = set(_workers(server)) | _descendants(server.proc.pid)   # live workers (the killed one is gone), nats
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait_exit(timeout=60) == 0
+    wait_until(lambda: [p for p in pids if _alive(p)], "every process of the server to end", done=lambda a: not a)

@@ -1,0 +1,86 @@
+"""The process-side parts of `aotx serve --http-workers N`: the flag, the SO_REUSEPORT sockets, the wire
+codec of deltas and sampling params, and the bench's CPU accounting and report column."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import socket
+
+import msgpack
+import pytest
+
+from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
+from aotx.engine_wire import (
+    delta_from_wire,
+    delta_to_wire,
+    params_from_wire,
+    params_to_wire,
+    split_to_fit,
+)
+from ops.gpu import serving_report
+from ops.gpu.serve_load import cpu_per_token, server_cpu
+from ops.http_workers import auto_workers, bind_reuseport
+from ops.serve_cmd import _workers
+
+
+def test_the_flag_takes_a_count_or_auto():
+    assert _workers("1") == 1 and _workers("3") == 3
+    assert _workers("auto") == auto_workers() == max(1, min(8, (os.cpu_count() or 1) - 2))
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _workers(bad)
+
+
+def test_reuseport_sockets_share_one_port_and_each_accepts():
+    socks = bind_reuseport("127.0.0.1", 0, 3)
+    try:
+        ports = {s.getsockname()[1] for s in socks}
+        assert len(ports) == 1
+        for _ in range(6):
+            with socket.create_connection(("127.0.0.1", ports.pop() if ports else socks[0].getsockname()[1])):
+                pass
+        taken = socket.socket()
+        with pytest.raises(OSError):   # a plain socket cannot take the port from the group
+            taken.bind(("127.0.0.1", socks[0].getsockname()[1]))
+        taken.close()
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_deltas_and_params_cross_the_wire_unchanged():
+    lp = TokenLogprob(5, "a", b"a", -0.5, (TopLogprob(5, "a", b"a", -0.5), TopLogprob(6, "\ufffd", b"\xe2", -1.0)))
+    deltas = [Delta("hé", (1, 2), (lp,), None, None, 3, 2, None, (TokenLogprob(1, "x", b"x", None),)),
+              Delta("", finish_reason="stop", stop_sequence="\n\n", prompt_tokens=3, completion_tokens=4),
+              Delta("", finish_reason="error", error="engine unavailable: gone")]
+    for d in deltas:
+        assert delta_from_wire(msgpack.unpackb(msgpack.packb(delta_to_wire(d)), raw=False)) == d
+    p = SamplingParams(max_tokens=7, temperature=0.2, top_p=0.9, top_k=4, seed=2**70, stop=("a", "b"),
+                       stop_token_ids=(2,), logprobs=3, prompt_logprobs=0)
+    for seed in (2**70 + 5, -1, 7, None):   # any integer: the engine reads it mod 2**64, so the wire does
+        q = dataclasses.replace(p, seed=seed)
+        got = params_from_wire(msgpack.unpackb(msgpack.packb(params_to_wire(q)), raw=False))
+        assert got == dataclasses.replace(q, seed=None if seed is None else seed % 2**64)
+
+
+def test_a_step_too_big_for_one_message_is_split_in_order():
+    items = [[i, ["x" * 100]] for i in range(50)]
+    parts = split_to_fit(items, msgpack.packb, 1000)
+    assert len(parts) > 1 and all(len(p) <= 1000 for p in parts)
+    assert [i for p in parts for i in msgpack.unpackb(p)] == items
+
+
+def test_cpu_accounting_and_the_report_column():
+    cpu = server_cpu(os.getpid())
+    assert set(cpu) == {"main", "workers", "nats"} and cpu["main"] > 0
+    per = cpu_per_token({"main": 1.0, "workers": 0.0, "nats": 0.0}, {"main": 1.5, "workers": 1.0, "nats": 0.1}, 10_000)
+    assert per == pytest.approx({"cpu_us_per_token_main": 50, "cpu_us_per_token_workers": 100,
+                                 "cpu_us_per_token_nats": 10, "cpu_us_per_token_all": 160})
+    row = {"tok_s": 10.0, "ttft_p50_ms": 1.0, "ttft_p99_ms": 2.0, "itl_p50_ms": 1.0, "itl_p99_ms": 2.0,
+           "device_busy_share": 0.5, "mean_decode_batch": 2.0, "max_decode_batch": 2, **per}
+    doc = {"device": "CPU", "backend": "numpy", "date": "d", "commit": "c", "command": "x", "max_tokens": 3,
+           "temperature": 0.7, "rows": {"2": {"kernels_tok_s": 20.0, "engine": {},
+                                               "http": {"behind, 2 HTTP workers": row}}}}
+    assert "| 2 | http | behind, 2 HTTP workers | 10 | 0.50 |" in serving_report.markdown(doc)
+    assert "| 50 / 100 / 10 |" in serving_report.markdown(doc)
