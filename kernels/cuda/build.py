@@ -129,12 +129,12 @@ def ptxas_report(family: str, arch: str = "sm_90", defines: dict[str, int] | Non
     from cuda.bindings import nvrtc
 
     src = (SOURCE_DIR / f"{family}.cu").read_bytes()
-    err, prog = nvrtc.nvrtcCreateProgram(src, f"{family}.cu".encode(), 0, [], [])
+    _, prog = nvrtc.nvrtcCreateProgram(src, f"{family}.cu".encode(), 0, [], [])
     opts = [f"-arch={arch}".encode(), b"-std=c++17", f"-I{SOURCE_DIR}".encode(), f"-I{cuda_include_dir()}".encode(),
             b"--ptxas-options=-v"] + [f"-D{k}={v}".encode() for k, v in sorted((defines or {}).items())]
     try:
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
         log = bytearray(max(n, 2))  # never b" " * n: NVRTC would write into a shared bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
     finally:

@@ -14,6 +14,15 @@ GEMV_MAX_T = 8
 GEMV_ROWS_PER_BLOCK = 8      # 4 warps x an adjacent pair of output columns
 MMA_TILE = 64
 ATT_CHUNK = 128
+FUSED_THREADS = 256          # fused.cu: 8 warps a block
+FUSED_MAX_K = 768
+LM_COLS = 64                 # lm_head_argmax: vocab columns per block
+
+
+def mlp_grid(hidden: int, ffn: int) -> int:
+    """mlp_fused's blocks: 4 down-projection columns each (>= hidden / 4), and enough warps that
+    phase 1 takes at most 2 gate/up pairs per warp."""
+    return max(-(-hidden // 4), -(-ffn // (2 * 8)))
 
 
 class Epi(ctypes.Structure):
@@ -42,11 +51,33 @@ class Kernels:
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
-                           "sampling": ["sample_rows"]}.items():
+                           "sampling": ["sample_rows"], "fused": ["mlp_fused", "lm_head_argmax"]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
+
+    def fused_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
+        """The fused T <= 8 kernels (fused.cu) take these shapes, and mlp_fused's grid (its grid
+        barrier needs every block resident at once) fits the GPU."""
+        shapes = (hidden % 8 == 0 and hidden <= FUSED_MAX_K and ffn % 32 == 0 and ffn <= 2048
+                  and vocab % LM_COLS == 0 and ffn <= 2 * mlp_grid(hidden, ffn) * 8)
+        resident = driver.max_active_blocks(self.f["mlp_fused"], FUSED_THREADS) * self.device.sm_count
+        return shapes and mlp_grid(hidden, ffn) <= resident
+
+    def mlp_fused(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
+        """residual[t, hidden] += down(bf16 SwiGLU(gate_up(rmsnorm(residual)))), one launch."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"mlp_fused takes 1..{GEMV_MAX_T} rows, got {t}")
+        self._go("mlp_fused", (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                 (residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar), "ppfpppiiip")
+
+    def lm_head_argmax(self, residual, rows, norm_w, eps, w, vocab, hidden, t, logits, keys, counter, ids):
+        """ids[t] = greedy argmax of the LM head on rmsnorm(residual[rows[t]]); logits stored if non-null."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"lm_head_argmax takes 1..{GEMV_MAX_T} rows, got {t}")
+        self._go("lm_head_argmax", (vocab // LM_COLS,), FUSED_THREADS,
+                 (residual, rows, norm_w, eps, w, vocab, hidden, t, logits, keys, counter, ids), "pppfpiiipppp")
 
     @property
     def stream(self):

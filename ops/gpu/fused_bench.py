@@ -1,0 +1,85 @@
+"""gpu-bench lines for the fused T <= 8 decode kernels (kernels/cuda/fused.cu): achieved GB/s per
+kernel, and the decode step at batch 1/2/4/8 with the fused plan and with AOTX_FUSED=0's plan, in the
+same process (graph replay, CUDA events; launches per step counted from the plan)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _timed(st, timer, fn, reps=50) -> float:
+    """Seconds per launch: ``reps`` launches in one graph, replayed 5 times, median."""
+    from kernels.cuda import driver
+
+    fn()
+    graph = driver.Graph(st, lambda: [fn() for _ in range(reps)])
+    graph.launch(st)
+    ts = []
+    for _ in range(5):
+        timer.start(st)
+        graph.launch(st)
+        ts.append(timer.stop(st) / reps)
+    return float(np.median(ts)) * 1e-3
+
+
+def kernel_rows(backend) -> list[tuple[str, float, str]]:
+    from kernels.cuda import driver
+
+    if not backend.k.fused_ok(backend.config.hidden, backend.config.ffn, backend.config.vocab_size):
+        return [("fused kernels: shapes or occupancy refused", 0.0, "")]
+    cfg, k, st, timer = backend.config, backend.k, backend.dev.stream, driver.Timer()
+    H, F, V = cfg.hidden, cfg.ffn, cfg.vocab_size
+    rows = []
+    for t in (1, 8):
+        ws = backend.layers   # every layer's weights in turn: nothing stays in L2 between launches
+        state = {"i": 0}
+
+        def mlp(t=t, ws=ws, state=state):
+            w = ws[state["i"] % len(ws)]
+            state["i"] += 1
+            k.mlp_fused(backend.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], backend.act,
+                        H, F, t, backend.sync)
+        s = _timed(st, timer, mlp, reps=len(ws))
+        rows.append((f"mlp_fused T={t} (gate/up {2 * F}x{H} + down {H}x{F})", 3 * F * H * 2 / s / 1e9,
+                     f"GB/s (weights), {s * 1e6:.2f} us"))
+        for store in (True, False):
+            s = _timed(st, timer, lambda t=t, store=store: k.lm_head_argmax(
+                backend.residual, backend.ints, backend.out_norm, cfg.rms_eps, backend.embed, V, H, t,
+                backend.logits if store else 0, backend.sync + 8, backend.sync + 4, backend.sample_out), reps=20)
+            rows.append((f"lm_head_argmax T={t} [{V}x{H}] logits {'stored' if store else 'not stored'}",
+                         V * H * 2 / s / 1e9, f"GB/s (weights), {s * 1e6:.2f} us"))
+    return rows
+
+
+def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list[tuple[int, bool, int, float]]:
+    """(batch, fused, launches per step, us per step by graph replay) for both plans."""
+    from kernels.cuda import driver
+
+    out = []
+    timer, st = driver.Timer(), backend.dev.stream
+    keep = backend.fused
+    try:
+        for fused in ((True, False) if keep else (False,)):
+            backend.fused = fused
+            for b in batches:
+                ps = backend.page_size
+                if b * (-(-ctx // ps) + 1) > backend.num_pages:
+                    continue
+                batch = step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32))
+                backend.forward(batch)
+                g = backend.last_graph
+                g.launch(st)
+                ts = []
+                for _ in range(5):
+                    timer.start(st)
+                    for _ in range(20):
+                        g.launch(st)
+                    ts.append(timer.stop(st) / 20)
+                p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
+                                   np.arange(b), np.zeros((b, 1), np.int32), 1)
+                n_ops = len(backend.plan(b, b, p, 1, backend._nsplit(b, ctx)))
+                n_launch = n_ops + sum(1 for name, _ in backend.plan(b, b, p, 1, backend._nsplit(b, ctx))
+                                       if name == "attention" and backend._nsplit(b, ctx) > 1)
+                out.append((b, fused, n_launch, float(np.median(ts)) * 1e3))
+    finally:
+        backend.fused = keep
+    return out
