@@ -43,7 +43,7 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
                      f"GB/s (weights), {s * 1e6:.2f} us"))
         for store in (True, False):
             s = _timed(st, timer, lambda t=t, store=store: k.lm_head_argmax(
-                backend.residual, backend.ints, backend.out_norm, cfg.rms_eps, backend.embed, V, H, t,
+                backend.residual, 0, backend.out_norm, cfg.rms_eps, backend.embed, V, H, t,
                 backend.logits if store else 0, backend.sync + 8, backend.sync + 4, backend.sample_out), reps=20)
             rows.append((f"lm_head_argmax T={t} [{V}x{H}] logits {'stored' if store else 'not stored'}",
                          V * H * 2 / s / 1e9, f"GB/s (weights), {s * 1e6:.2f} us"))
