@@ -10,8 +10,8 @@
 //                   adds the sum into the float32 residual. Both phases' weights are loaded into
 //                   registers BEFORE waiting for the previous kernel (they are constants), so their
 //                   DRAM latency overlaps the previous kernel's tail and the grid barrier.
-//   lm_head_argmax: RMSNorm prologue + LM head (tied embedding) + greedy argmax. Each block: 64 vocab
-//                   columns, a block-local argmax per row, one 64-bit atomicMax per row on the key
+//   lm_head_argmax: RMSNorm prologue + LM head (tied embedding) + greedy argmax. A persistent grid of
+//                   16-column tiles (x staged once per block), a block-local argmax per row, one 64-bit atomicMax per row on the key
 //                   (sortable logit bits << 32 | ~id: larger logit first, then the LOWER id, exactly
 //                   kernels/sampler.py's greedy rule; max is order-independent, so deterministic); the
 //                   last block to finish converts the keys to ids and resets them (self-cleaning).
@@ -30,7 +30,6 @@
 #define MLP_P1_ITERS 2       // ffn <= 2 * grid * FUSED_WARPS
 #define MLP_KSPLIT 4         // phase 2: warps per output-column pair
 #define MLP_K2_CHUNKS 2      // ffn / MLP_KSPLIT / 8 <= 64 (ffn <= 2048)
-#define LM_PAIRS 4           // lm_head_argmax: column pairs per warp (64 columns per block)
 
 // Sense-reversing grid barrier on one zero-initialised word, reusable across launches without a reset:
 // block 0 adds 0x80000000 - (G - 1), the others 1, so each full round adds exactly 0x80000000 (the top
@@ -48,28 +47,56 @@ __device__ __forceinline__ void grid_barrier(unsigned *bar) {
     __syncthreads();
 }
 
-// x[t, :] = residual[rows ? rows[t] : t, :] / rms * norm_w, float32 in shared memory.
-__device__ __forceinline__ void stage_norm(const float *residual, const int *rows, const float *norm_w, float eps,
-                                           int K, int T, float *xs, float (*ssq)[FUSED_WARPS]) {
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int t = 0; t < T; t++) {
-        const float *src = residual + (size_t)(rows ? rows[t] : t) * K;
-        float ss = 0.f;
-        for (int k = tid; k < K; k += FUSED_THREADS) {
-            float v = __ldcg(src + k);
-            xs[t * K + k] = v;
-            ss += v * v;
+// norm_w -> shared memory (a constant: call it before pdl_wait, so its latency hides there).
+__device__ __forceinline__ void stage_norm_w(const float *norm_w, int K, float *nw_s) {
+    for (int k4 = threadIdx.x; k4 < (K >> 2); k4 += FUSED_THREADS)
+        reinterpret_cast<float4 *>(nw_s)[k4] = __ldg(reinterpret_cast<const float4 *>(norm_w) + k4);
+}
+
+// xs[t, :] = residual[rows[t], :] / rms * norm_w, float32 in shared memory. Every 16-byte load of the
+// T rows is issued before the first is used (one round trip to L2, not one per loop iteration); the
+// sums of squares are then taken from shared memory, one warp per row. rows_s: T row indices in shared.
+#define STAGE_V4 ((FUSED_T * FUSED_MAX_K / 4 + FUSED_THREADS - 1) / FUSED_THREADS)
+__device__ __forceinline__ void stage_norm(const float *residual, const int *rows_s, const float *nw_s, float eps,
+                                           int K, int T, float *xs, float *rstd_s) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int k4n = K >> 2, n4 = T * k4n;
+    float4 *xs4 = reinterpret_cast<float4 *>(xs);
+    float4 v[STAGE_V4];
+    __syncthreads();  // rows_s / nw_s were written by other threads
+#pragma unroll
+    for (int i = 0; i < STAGE_V4; i++) {
+        int idx = tid + i * FUSED_THREADS;
+        if (idx < n4) {
+            int t = idx / k4n;
+            v[i] = __ldcg(reinterpret_cast<const float4 *>(residual + (size_t)rows_s[t] * K) + (idx - t * k4n));
         }
-        ss = warp_sum(ss);
-        if (lane == 0) ssq[t][warp] = ss;
+    }
+#pragma unroll
+    for (int i = 0; i < STAGE_V4; i++) {
+        int idx = tid + i * FUSED_THREADS;
+        if (idx < n4) xs4[idx] = v[i];
     }
     __syncthreads();
-    for (int t = 0; t < T; t++) {
-        float tot = 0.f;
+    if (warp < T) {
+        float ss = 0.f;
+        for (int k4 = lane; k4 < k4n; k4 += 32) {
+            float4 a = xs4[warp * k4n + k4];
+            ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+        }
+        ss = warp_sum(ss);
+        if (lane == 0) rstd_s[warp] = 1.f / sqrtf(ss / (float)K + eps);
+    }
+    __syncthreads();
 #pragma unroll
-        for (int w = 0; w < FUSED_WARPS; w++) tot += ssq[t][w];
-        float rstd = 1.f / sqrtf(tot / (float)K + eps);
-        for (int k = tid; k < K; k += FUSED_THREADS) xs[t * K + k] = xs[t * K + k] * rstd * norm_w[k];
+    for (int i = 0; i < STAGE_V4; i++) {
+        int idx = tid + i * FUSED_THREADS;
+        if (idx < n4) {
+            int t = idx / k4n;
+            float r = rstd_s[t];
+            float4 a = xs4[idx], w = reinterpret_cast<const float4 *>(nw_s)[idx - t * k4n];
+            xs4[idx] = make_float4(a.x * r * w.x, a.y * r * w.y, a.z * r * w.z, a.w * r * w.w);
+        }
     }
     __syncthreads();
 }
@@ -128,11 +155,13 @@ __device__ __forceinline__ void load_rows(const bf16 *W, int row, int K, bool ok
 
 // residual float32 [T, H] (read, then += down(act)); Wgu bf16 [2F, H] interleaved (gate_j, up_j);
 // Wd bf16 [H, F]; act bf16 [T, F] scratch; bar: one zero-initialised word. Grid G >= H / 4 blocks.
-extern "C" __global__ void __launch_bounds__(FUSED_THREADS)
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2)
 mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,
           const bf16 *__restrict__ Wd, bf16 *act, int H, int F, int T, unsigned *bar) {
     __shared__ __align__(16) float xs[FUSED_T * FUSED_MAX_K];
-    __shared__ float ssq[FUSED_T][FUSED_WARPS];
+    __shared__ __align__(16) float nw_s[FUSED_MAX_K];
+    __shared__ float rstd_s[FUSED_T];
+    __shared__ int rows_s[FUSED_T];
     __shared__ float red[FUSED_WARPS][FUSED_T][2];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gw = blockIdx.x * FUSED_WARPS + warp, nw = gridDim.x * FUSED_WARPS;
@@ -159,8 +188,10 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
             }
         }
     }
+    stage_norm_w(norm_w, H, nw_s);
+    if (tid < FUSED_T) rows_s[tid] = tid;
     pdl_wait();
-    stage_norm(residual, nullptr, norm_w, eps, H, T, xs, ssq);
+    stage_norm(residual, rows_s, nw_s, eps, H, T, xs, rstd_s);
 #pragma unroll
     for (int i = 0; i < MLP_P1_ITERS; i++) {
         int j = gw + i * nw;
@@ -232,45 +263,58 @@ __device__ __forceinline__ u64 argmax_key(float l, int id) {
     return ((u64)b << 32) | (u64)(0xFFFFFFFFu - (u32)id);
 }
 
-// residual float32 [*, K] rows x_rows[t]; W bf16 [V, K]; V % 64 == 0, grid V / 64. keys u64 [T] and
-// *counter zero-initialised (the last block leaves them so); ids int32 [T]; logits float32 [T, V] or null.
-extern "C" __global__ void __launch_bounds__(FUSED_THREADS)
+// residual float32 [*, K] rows x_rows[t]; W bf16 [V, K], V % LM_TILE == 0. A persistent grid (the host
+// passes about 2 blocks per SM): x is staged and normalised once per block, then the block walks the
+// 16-column tiles blockIdx.x, blockIdx.x + gridDim.x, ... (one column pair per warp), the next tile's
+// weights loaded while the current one is reduced. keys u64 [T] and *counter zero-initialised (the
+// last block leaves them so); ids int32 [T]; logits float32 [T, V], or null to skip storing them.
+#define LM_TILE (FUSED_WARPS * 2)
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2)
 lm_head_argmax(const float *residual, const int *__restrict__ x_rows, const float *__restrict__ norm_w, float eps,
                const bf16 *__restrict__ W, int V, int K, int T, float *logits, u64 *keys, unsigned *counter,
                int *ids) {
     __shared__ __align__(16) float xs[FUSED_T * FUSED_MAX_K];
-    __shared__ float ssq[FUSED_T][FUSED_WARPS];
+    __shared__ __align__(16) float nw_s[FUSED_MAX_K];
+    __shared__ float rstd_s[FUSED_T];
+    __shared__ int rows_s[FUSED_T];
     __shared__ u64 best_s[FUSED_WARPS][FUSED_T];
     __shared__ bool last_s;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int col0 = (blockIdx.x * FUSED_WARPS + warp) * 2 * LM_PAIRS;
-    uint4 wa[LM_PAIRS][K1_CHUNKS], wb[LM_PAIRS][K1_CHUNKS];
-#pragma unroll
-    for (int p = 0; p < LM_PAIRS; p++) load_rows(W, col0 + 2 * p, K, col0 + 2 * p < V, wa[p], wb[p]);
+    const int ntiles = V / LM_TILE;
+    uint4 wa[K1_CHUNKS], wb[K1_CHUNKS];
+    int tile = blockIdx.x;
+    load_rows(W, tile * LM_TILE + 2 * warp, K, tile < ntiles, wa, wb);
+    stage_norm_w(norm_w, K, nw_s);
+    // x_rows comes from a host copy ordered before this step's first kernel; no kernel writes it
+    if (tid < T) rows_s[tid] = x_rows ? x_rows[tid] : tid;
     pdl_wait();
     pdl_trigger();
-    stage_norm(residual, x_rows, norm_w, eps, K, T, xs, ssq);
+    stage_norm(residual, rows_s, nw_s, eps, K, T, xs, rstd_s);
     u64 best[FUSED_T];
 #pragma unroll
     for (int t = 0; t < FUSED_T; t++) best[t] = 0ull;
+    for (; tile < ntiles; tile += gridDim.x) {
+        const int n = tile * LM_TILE + 2 * warp;
+        uint4 na[K1_CHUNKS], nb[K1_CHUNKS];
+        load_rows(W, n + gridDim.x * LM_TILE, K, tile + (int)gridDim.x < ntiles, na, nb);
+        float s0[FUSED_T], s1[FUSED_T];
+        pair_dot(wa, wb, xs, K, T, s0, s1);
 #pragma unroll
-    for (int p = 0; p < LM_PAIRS; p++) {
-        int n = col0 + 2 * p;
-        if (n < V) {
-            float s0[FUSED_T], s1[FUSED_T];
-            pair_dot(wa[p], wb[p], xs, K, T, s0, s1);
-#pragma unroll
-            for (int t = 0; t < FUSED_T; t++) {
-                if (t < T) {
-                    if (logits && lane == 0) {
-                        logits[(size_t)t * V + n] = s0[t];
-                        logits[(size_t)t * V + n + 1] = s1[t];
-                    }
-                    u64 k0 = argmax_key(s0[t], n), k1 = argmax_key(s1[t], n + 1);
-                    u64 k = k0 > k1 ? k0 : k1;
-                    best[t] = best[t] > k ? best[t] : k;
+        for (int t = 0; t < FUSED_T; t++) {
+            if (t < T) {
+                if (logits && lane == 0) {
+                    logits[(size_t)t * V + n] = s0[t];
+                    logits[(size_t)t * V + n + 1] = s1[t];
                 }
+                u64 k0 = argmax_key(s0[t], n), k1 = argmax_key(s1[t], n + 1);
+                u64 k = k0 > k1 ? k0 : k1;
+                best[t] = best[t] > k ? best[t] : k;
             }
+        }
+#pragma unroll
+        for (int i = 0; i < K1_CHUNKS; i++) {
+            wa[i] = na[i];
+            wb[i] = nb[i];
         }
     }
     if (lane == 0)

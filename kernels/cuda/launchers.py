@@ -16,7 +16,7 @@ MMA_TILE = 64
 ATT_CHUNK = 128
 FUSED_THREADS = 256          # fused.cu: 8 warps a block
 FUSED_MAX_K = 768
-LM_COLS = 64                 # lm_head_argmax: vocab columns per block
+LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 
 
 def mlp_grid(hidden: int, ffn: int) -> int:
@@ -55,13 +55,15 @@ class Kernels:
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
+        # lm_head_argmax is persistent: as many blocks as are resident at once
+        self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
 
     def fused_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
         """The fused T <= 8 kernels (fused.cu) take these shapes, and mlp_fused's grid (its grid
         barrier needs every block resident at once) fits the GPU."""
         shapes = (hidden % 8 == 0 and hidden <= FUSED_MAX_K and ffn % 32 == 0 and ffn <= 2048
-                  and vocab % LM_COLS == 0 and ffn <= 2 * mlp_grid(hidden, ffn) * 8)
+                  and vocab % LM_TILE == 0 and ffn <= 2 * mlp_grid(hidden, ffn) * 8)
         resident = driver.max_active_blocks(self.f["mlp_fused"], FUSED_THREADS) * self.device.sm_count
         return shapes and mlp_grid(hidden, ffn) <= resident
 
@@ -76,7 +78,7 @@ class Kernels:
         """ids[t] = greedy argmax of the LM head on rmsnorm(residual[rows[t]]); logits stored if non-null."""
         if not 1 <= t <= GEMV_MAX_T:
             raise ValueError(f"lm_head_argmax takes 1..{GEMV_MAX_T} rows, got {t}")
-        self._go("lm_head_argmax", (vocab // LM_COLS,), FUSED_THREADS,
+        self._go("lm_head_argmax", (max(1, min(vocab // LM_TILE, self._lm_grid)),), FUSED_THREADS,
                  (residual, rows, norm_w, eps, w, vocab, hidden, t, logits, keys, counter, ids), "pppfpiiipppp")
 
     @property
