@@ -31,18 +31,18 @@
 #define MLP_KSPLIT 4         // phase 2: warps per output-column pair
 #define MLP_K2_CHUNKS 2      // ffn / MLP_KSPLIT / 8 <= 64 (ffn <= 2048)
 
-// Sense-reversing grid barrier on one zero-initialised word, reusable across launches without a reset:
+// Sense-reversing grid barrier on one zero-initialised word, reusable across launches without a reset
+// (the scheme of cooperative groups' grid sync; release/acquire at gpu scope instead of full fences):
 // block 0 adds 0x80000000 - (G - 1), the others 1, so each full round adds exactly 0x80000000 (the top
 // bit flips, the low bits come back); a block waits for the top bit to differ from what it saw.
 __device__ __forceinline__ void grid_barrier(unsigned *bar) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        __threadfence();
-        unsigned old = atomicAdd(bar, nb);
-        while (((old ^ *reinterpret_cast<volatile unsigned *>(bar)) & 0x80000000u) == 0) {
-        }
-        __threadfence();
+    if (threadIdx.x == 0) {  // release: this block's writes (ordered by the bar.sync above) go first
+        unsigned nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u, old, cur;
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(bar), "r"(nb) : "memory");
+        do {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];\n" : "=r"(cur) : "l"(bar) : "memory");
+        } while (((old ^ cur) & 0x80000000u) == 0);
     }
     __syncthreads();
 }
@@ -191,6 +191,14 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
     stage_norm_w(norm_w, H, nw_s);
     if (tid < FUSED_T) rows_s[tid] = tid;
     pdl_wait();
+    // the residual entries this thread updates in phase 2, loaded now (their round trip hides under
+    // the staging's): only this thread writes them, after the barrier
+    const bool adds = out_ok && s == 0 && lane < T;
+    float r0 = 0.f, r1 = 0.f;
+    if (adds) {
+        r0 = __ldcg(residual + (size_t)lane * H + n0);
+        r1 = __ldcg(residual + (size_t)lane * H + n0 + 1);
+    }
     stage_norm(residual, rows_s, nw_s, eps, H, T, xs, rstd_s);
 #pragma unroll
     for (int i = 0; i < MLP_P1_ITERS; i++) {
@@ -242,7 +250,7 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
         }
     }
     __syncthreads();
-    if (out_ok && s == 0 && lane < T) {  // fixed order over the K splits: deterministic
+    if (adds) {  // fixed order over the K splits: deterministic
         float y0 = 0.f, y1 = 0.f;
 #pragma unroll
         for (int q = 0; q < MLP_KSPLIT; q++) {
@@ -250,8 +258,8 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
             y1 += red[warp + q][lane][1];
         }
         float *o = residual + (size_t)lane * H + n0;
-        o[0] += y0;
-        o[1] += y1;
+        o[0] = r0 + y0;
+        o[1] = r1 + y1;
     }
 }
 

@@ -83,3 +83,22 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list
     finally:
         backend.fused = keep
     return out
+
+
+def main() -> int:
+    """``python3 -m ops.gpu.fused_bench``: the fused kernels' lines alone, on random weights (a small
+    program to run under ``ncu --clock-control none -k regex:mlp_fused``)."""
+    from kernels import create_backend
+    from ops.gpu.bench import _step_batch
+    from ops.gpu.model_check import random_bundle
+
+    backend = create_backend("cuda", random_bundle(), num_pages=8 * 19 + 16, page_size=16)
+    for name, val, unit in kernel_rows(backend):
+        print(f"kernel {name:<56} {val:9.1f} {unit}", flush=True)
+    for b, fused, n, us in step_rows(backend, _step_batch, batches=(1,)):
+        print(f"decode step batch {b} {'fused' if fused else 'AOTX_FUSED=0'}: {us:7.1f} us/step, {n} launches")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
