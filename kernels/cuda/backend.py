@@ -69,13 +69,16 @@ class CudaBackend:
         self.v_cache = self._alloc(self.layer_kv_bytes * cfg.n_layers)
         self.max_pages = -(-cfg.context_length // page_size)
         self.generation = 0
-        self.graphs: dict[tuple[int, int, int, bool], driver.Graph] = {}
+        self.graphs: dict[tuple, driver.Graph] = {}
         self.last_graph: driver.Graph | None = None
         self.staging = None   # pinned staging of host->device copies (kernels.cuda.overlap), when overlapped
         # fused T <= 8 kernels (fused.cu: mlp_fused, lm_head_argmax); AOTX_FUSED=0 restores the older plan
         self.fused = os.environ.get("AOTX_FUSED", "1") != "0" and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
-        self.sync = self._alloc(128)   # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys
-        driver.memset0(self.sync, 128, self.dev.stream)
+        self.fused_attn = os.environ.get("AOTX_FUSED_ATTN", "1") != "0"   # attn_o_fused within the fused plan
+        # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
+        # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
+        self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
+        driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
@@ -201,11 +204,17 @@ class CudaBackend:
             else:
                 ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)))
                 ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
-            ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
-                self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
-                self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
-                self.part_ml)))
-            ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
+            if gemv and self.fused and self.fused_attn:
+                ops.append(("attention+o+residual", lambda w=w, kc=kc, vc=vc: k.attn_o_fused(
+                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                    self.scale, t, cfg.n_kv_heads, nsplit, self.attn, self.part_o, self.part_ml, w["wo"],
+                    self.residual, H, self.sync + 76, self.sync + 72)))
+            else:
+                ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
+                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                    self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
+                    self.part_ml)))
+                ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
             if gemv and self.fused:
                 ops.append(("norm+gate_up+swiglu+down+residual", lambda w=w: k.mlp_fused(
                     self.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], self.act, H, F, t, self.sync)))
@@ -278,7 +287,7 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width, self.fused)
+        key = (b, nsplit, width, self.fused, self.fused_attn)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))

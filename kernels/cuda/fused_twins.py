@@ -1,4 +1,4 @@
-"""numpy twins of kernels/cuda/fused.cu (the T <= 8 decode kernels): what each launch computes, in float32.
+"""numpy twins of kernels/cuda/fused.cu and attn_fused.cu (the T <= 8 decode kernels): what each launch computes, in float32.
 
 ``mlp_fused_twin`` is the two-kernel path composed (RMSNorm -> interleaved gate/up -> SwiGLU rounded to
 bf16 -> down -> residual add); ``lm_head_argmax_twin`` is RMSNorm -> LM head -> the greedy rule of
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.cuda.twins import round_bf16
+from kernels.ops_attention import paged_attention
 from kernels.ops_norm import rmsnorm
 
 
@@ -39,3 +40,15 @@ def lm_head_argmax_twin(residual: np.ndarray, rows: np.ndarray, norm_w: np.ndarr
     h = rmsnorm(np.asarray(residual, np.float32)[np.asarray(rows)], norm_w, eps)
     logits = h @ np.asarray(w, np.float32).T
     return logits, greedy_ids(logits)
+
+
+def attn_o_fused_twin(residual: np.ndarray, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
+                      positions: np.ndarray, query_start: np.ndarray, context_lens: np.ndarray,
+                      block_tables: np.ndarray, page_size: int, scale: float, w_o: np.ndarray) -> np.ndarray:
+    """attn_o_fused (kernels/cuda/attn_fused.cu): the new residual ``residual + bf16(attn) @ w_o.T``
+    with attn the paged attention of q [T, n_heads, D] (kernels.ops_attention), rounded to bf16 as the
+    attention kernel stores it."""
+    attn = paged_attention(np.asarray(q, np.float32), k_cache, v_cache, positions, query_start, context_lens,
+                           block_tables, page_size, scale)
+    t = attn.shape[0]
+    return residual + round_bf16(attn.reshape(t, -1)) @ np.asarray(w_o, np.float32).T

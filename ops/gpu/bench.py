@@ -254,9 +254,8 @@ def main(argv=None) -> int:
     kt += fused_bench.kernel_rows(backend)
     for name, val, unit in kt:
         print(f"kernel {name:<48} {val:9.1f} {unit}", flush=True)
-    for b, fused, n, us in fused_bench.step_rows(backend, _step_batch):
-        print(f"decode step batch {b} {'fused (default)' if fused else 'AOTX_FUSED=0  '}: {us:7.1f} us/step, "
-              f"{n} launches", flush=True)
+    for b, label, n, us in fused_bench.step_rows(backend, _step_batch):
+        print(f"decode step batch {b} {label:<18}: {us:7.1f} us/step, {n} launches", flush=True)
 
     hf = {}
     if not args.skip_hf:

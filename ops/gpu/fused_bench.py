@@ -47,19 +47,38 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
                 backend.logits if store else 0, backend.sync + 8, backend.sync + 4, backend.sample_out), reps=20)
             rows.append((f"lm_head_argmax T={t} [{V}x{H}] logits {'stored' if store else 'not stored'}",
                          V * H * 2 / s / 1e9, f"GB/s (weights), {s * 1e6:.2f} us"))
+    ps = backend.page_size
+    for b, ctx in ((1, 288), (1, 2048), (8, 288)):
+        npg = -(-ctx // ps)
+        if b * npg > backend.num_pages:
+            continue
+        tables = (np.arange(b)[:, None] * npg + np.arange(npg)[None, :]).astype(np.int32)
+        p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
+                           np.arange(b), tables, npg)
+        nsplit = backend._nsplit(b, ctx)
+        w = backend.layers[0]
+        s = _timed(st, timer, lambda b=b, p=p, npg=npg, nsplit=nsplit, w=w: k.attn_o_fused(
+            backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps,
+            backend.scale, b, cfg.n_kv_heads, nsplit, backend.attn, backend.part_o, backend.part_ml, w["wo"],
+            backend.residual, H, backend.sync + 76, backend.sync + 72), reps=20)
+        nbytes = b * ctx * cfg.kv_size * 2 * 2 + H * cfg.q_size * 2
+        rows.append((f"attn_o_fused B={b} ctx={ctx} splits={nsplit}", nbytes / s / 1e9,
+                     f"GB/s (K+V+Wo), {s * 1e6:.2f} us"))
     return rows
 
 
-def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list[tuple[int, bool, int, float]]:
-    """(batch, fused, launches per step, us per step by graph replay) for both plans."""
+def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list[tuple[int, str, int, float]]:
+    """(batch, plan, launches per step, us per step by graph replay): the fused plan (default), the fused
+    plan without attn_o_fused (AOTX_FUSED_ATTN=0) and the older plan (AOTX_FUSED=0)."""
     from kernels.cuda import driver
 
     out = []
     timer, st = driver.Timer(), backend.dev.stream
-    keep = backend.fused
+    keep = backend.fused, backend.fused_attn
+    plans = [("fused (default)", True, True), ("AOTX_FUSED_ATTN=0", True, False), ("AOTX_FUSED=0", False, True)]
     try:
-        for fused in ((True, False) if keep else (False,)):
-            backend.fused = fused
+        for label, fused, fused_attn in plans if keep[0] else plans[2:]:
+            backend.fused, backend.fused_attn = fused, fused_attn
             for b in batches:
                 ps = backend.page_size
                 if b * (-(-ctx // ps) + 1) > backend.num_pages:
@@ -74,14 +93,14 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list
                     for _ in range(20):
                         g.launch(st)
                     ts.append(timer.stop(st) / 20)
+                nsplit = backend._nsplit(b, ctx)
                 p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
                                    np.arange(b), np.zeros((b, 1), np.int32), 1)
-                n_ops = len(backend.plan(b, b, p, 1, backend._nsplit(b, ctx)))
-                n_launch = n_ops + sum(1 for name, _ in backend.plan(b, b, p, 1, backend._nsplit(b, ctx))
-                                       if name == "attention" and backend._nsplit(b, ctx) > 1)
-                out.append((b, fused, n_launch, float(np.median(ts)) * 1e3))
+                names = [name for name, _ in backend.plan(b, b, p, 1, nsplit)]
+                n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)   # + attention_combine
+                out.append((b, label, n_launch, float(np.median(ts)) * 1e3))
     finally:
-        backend.fused = keep
+        backend.fused, backend.fused_attn = keep
     return out
 
 
@@ -95,8 +114,8 @@ def main() -> int:
     backend = create_backend("cuda", random_bundle(), num_pages=8 * 19 + 16, page_size=16)
     for name, val, unit in kernel_rows(backend):
         print(f"kernel {name:<56} {val:9.1f} {unit}", flush=True)
-    for b, fused, n, us in step_rows(backend, _step_batch, batches=(1,)):
-        print(f"decode step batch {b} {'fused' if fused else 'AOTX_FUSED=0'}: {us:7.1f} us/step, {n} launches")
+    for b, label, n, us in step_rows(backend, _step_batch, batches=(1,)):
+        print(f"decode step batch {b} {label:<18}: {us:7.1f} us/step, {n} launches")
     return 0
 
 

@@ -66,3 +66,46 @@ def check_fused(c, rel) -> None:
             if got_i[0] != 77:
                 c.record(f"lm_head_argmax T={t} tie -> lowest id", 1.0, 0.0, f"got {got_i[0]}")
     c.free()
+
+
+def check_attn_o(c, rel) -> None:
+    """attn_o_fused on decode batches of 1..8 sequences, contexts from 1 to 4,000 keys, 1 to 16 splits;
+    each case launched twice on the same barrier word and counters (they must reset themselves)."""
+    from kernels.cuda.fused_twins import attn_o_fused_twin
+
+    nh, nkv, d, page, n_pages = 9, 3, 64, 16, 1024
+    kc = round_bf16(c.rng.standard_normal((n_pages * page, nkv, d)).astype(np.float32))
+    vc = round_bf16(c.rng.standard_normal((n_pages * page, nkv, d)).astype(np.float32))
+    wo = round_bf16(c.rng.standard_normal((H, nh * d)).astype(np.float32) / 24)
+    dev_k, dev_v, wo_d = c.up(to_bf16(kc)), c.up(to_bf16(vc)), c.up(to_bf16(wo))
+    sync = c.zeros(76 + 4 * 8 * nkv, poison=False)
+    cases = [([1], 1), ([288], 4), ([17, 300], 4), ([129, 1, 77, 4000], 16), ([5] * 8, 1),
+             ([40, 1000, 2, 300, 128, 129, 7, 2048], 8)]
+    for lens, nsplit in cases:
+        lens = np.array(lens, np.int32)
+        b = len(lens)
+        width = int(-(-lens.max() // page))
+        perm = c.rng.permutation(n_pages)
+        tables = np.full((b, width), -1, np.int32)
+        used = 0
+        for s, ln in enumerate(lens):
+            np_ = -(-ln // page)
+            tables[s, :np_] = perm[used:used + np_]
+            used += np_
+        qs = np.arange(b + 1, dtype=np.int32)
+        positions = (lens - 1).astype(np.int32)
+        q = c.rng.standard_normal((b, nh, d)).astype(np.float32)
+        res = c.rng.standard_normal((b, H)).astype(np.float32)
+        r_d = c.up(res)
+        attn, po, pm = c.zeros(b * nh * d * 2), c.zeros(b * nh * nsplit * d * 4), c.zeros(b * nh * nsplit * 2 * 4)
+        args = (c.up(q), dev_k, dev_v, c.up(np.arange(b, dtype=np.int32)), c.up(positions), c.up(lens),
+                c.up(tables), width, page, 1.0 / 8.0, b, nkv, nsplit, attn, po, pm, wo_d, r_d, H, sync + 76, sync + 72)
+        ref = res
+        for _ in range(2):
+            c.k.attn_o_fused(*args)
+            ref = attn_o_fused_twin(ref, q, kc, vc, positions, qs, lens, tables, page, 1.0 / 8.0, wo)
+        c.record(f"attn_o_fused B={b} ctx<={lens.max()} splits={nsplit} (x2 launches)",
+                 rel(c.down(r_d, (b, H), np.float32), ref), TOL)
+        got_sync = c.down(sync, (19 + 8 * nkv,), np.uint32)
+        c.record(f"attn_o_fused B={b} splits={nsplit} counters reset", float(np.count_nonzero(got_sync[19:])), 0.0)
+    c.free()

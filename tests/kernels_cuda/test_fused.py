@@ -10,8 +10,14 @@ import pytest
 
 from kernels import sampler
 from kernels.cuda import build
-from kernels.cuda.fused_twins import greedy_ids, lm_head_argmax_twin, mlp_fused_twin
+from kernels.cuda.fused_twins import (
+    attn_o_fused_twin,
+    greedy_ids,
+    lm_head_argmax_twin,
+    mlp_fused_twin,
+)
 from kernels.cuda.twins import interleave_gate_up, round_bf16
+from kernels.ops_attention import paged_attention
 from kernels.ops_mlp import swiglu
 from kernels.ops_norm import rmsnorm
 from kernels.sampling_rows import SamplingRows
@@ -34,9 +40,17 @@ def test_fused_family_compiles(arch, cache):
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
-def test_fused_kernels_have_no_stack_frame(arch):
-    log = build.ptxas_report("fused", arch, MODEL_DEFINES)
-    for kernel in ("mlp_fused", "lm_head_argmax"):
+def test_attn_fused_family_compiles(arch, cache):
+    cubin = build.compile_family("attn_fused", arch, MODEL_DEFINES)
+    assert cubin.data[:4] == b"\x7fELF" and b"attn_o_fused" in cubin.data
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize(("family", "kernels"), [("fused", ("mlp_fused", "lm_head_argmax")),
+                                                 ("attn_fused", ("attn_o_fused",))])
+def test_fused_kernels_have_no_stack_frame(arch, family, kernels):
+    log = build.ptxas_report(family, arch, MODEL_DEFINES)
+    for kernel in kernels:
         assert f"Function properties for {kernel}" in log
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert frames and all(f == ("0", "0", "0") for f in frames), frames
@@ -81,3 +95,19 @@ def test_lm_head_twin_gathers_rows():
     logits, ids = lm_head_argmax_twin(res, np.array([4, 1]), nw, 1e-5, w)
     np.testing.assert_allclose(logits, rmsnorm(res[[4, 1]], nw, 1e-5) @ w.T, rtol=1e-6)
     assert ids.tolist() == np.argmax(logits, -1).tolist()
+
+
+def test_attn_o_twin_is_attention_rounded_then_o_projection():
+    rng = np.random.default_rng(5)
+    nh, nkv, d, page = 6, 2, 8, 4
+    lens = np.array([3, 9], np.int32)
+    kc = rng.standard_normal((32, nkv, d)).astype(np.float32)
+    vc = rng.standard_normal((32, nkv, d)).astype(np.float32)
+    tables = np.array([[5, -1, -1], [0, 1, 2]], np.int32)
+    q = rng.standard_normal((2, nh, d)).astype(np.float32)
+    wo = round_bf16(rng.standard_normal((10, nh * d)).astype(np.float32))
+    res = rng.standard_normal((2, 10)).astype(np.float32)
+    qs, pos = np.arange(3, dtype=np.int32), lens - 1
+    attn = paged_attention(q, kc, vc, pos, qs, lens, tables, page, 0.3).reshape(2, -1)
+    got = attn_o_fused_twin(res, q, kc, vc, pos, qs, lens, tables, page, 0.3, wo)
+    np.testing.assert_allclose(got, res + round_bf16(attn) @ wo.T, rtol=1e-6, atol=1e-6)
