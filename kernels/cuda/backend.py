@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, launchers as L
+from kernels.cuda import driver, fused_policy, launchers as L
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
@@ -72,9 +72,9 @@ class CudaBackend:
         self.graphs: dict[tuple, driver.Graph] = {}
         self.last_graph: driver.Graph | None = None
         self.staging = None   # pinned staging of host->device copies (kernels.cuda.overlap), when overlapped
-        # fused T <= 8 kernels (fused.cu: mlp_fused, lm_head_argmax); AOTX_FUSED=0 restores the older plan
-        self.fused = os.environ.get("AOTX_FUSED", "1") != "0" and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
-        self.fused_attn = os.environ.get("AOTX_FUSED_ATTN", "1") != "0"   # attn_o_fused within the fused plan
+        # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
+        self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
+        self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
         # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
         # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
@@ -204,7 +204,7 @@ class CudaBackend:
             else:
                 ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)))
                 ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
-            if gemv and self.fused and self.fused_attn:
+            if gemv and self.fused and t >= self.fused_attn_min_t:
                 ops.append(("attention+o+residual", lambda w=w, kc=kc, vc=vc: k.attn_o_fused(
                     self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
                     self.scale, t, cfg.n_kv_heads, nsplit, self.attn, self.part_o, self.part_ml, w["wo"],
@@ -287,7 +287,7 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width, self.fused, self.fused_attn)
+        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))

@@ -68,17 +68,20 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
 
 
 def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list[tuple[int, str, int, float]]:
-    """(batch, plan, launches per step, us per step by graph replay): the fused plan (default), the fused
-    plan without attn_o_fused (AOTX_FUSED_ATTN=0) and the older plan (AOTX_FUSED=0)."""
+    """(batch, plan, launches per step, us per step by graph replay): the fused plan (default: attn_o_fused
+    from T = 4), with attn_o_fused at every T (AOTX_FUSED_ATTN=1) and at none (AOTX_FUSED_ATTN=0), and the
+    older plan (AOTX_FUSED=0)."""
     from kernels.cuda import driver
+    from kernels.cuda.fused_policy import FUSED_ATTN_MIN_T, NEVER
 
     out = []
     timer, st = driver.Timer(), backend.dev.stream
-    keep = backend.fused, backend.fused_attn
-    plans = [("fused (default)", True, True), ("AOTX_FUSED_ATTN=0", True, False), ("AOTX_FUSED=0", False, True)]
+    keep = backend.fused, backend.fused_attn_min_t
+    plans = [("fused (default)", True, FUSED_ATTN_MIN_T), ("AOTX_FUSED_ATTN=1", True, 1),
+             ("AOTX_FUSED_ATTN=0", True, NEVER), ("AOTX_FUSED=0", False, NEVER)]
     try:
-        for label, fused, fused_attn in plans if keep[0] else plans[2:]:
-            backend.fused, backend.fused_attn = fused, fused_attn
+        for label, fused, min_t in plans if keep[0] else plans[3:]:
+            backend.fused, backend.fused_attn_min_t = fused, min_t
             for b in batches:
                 ps = backend.page_size
                 if b * (-(-ctx // ps) + 1) > backend.num_pages:
@@ -100,7 +103,7 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list
                 n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)   # + attention_combine
                 out.append((b, label, n_launch, float(np.median(ts)) * 1e3))
     finally:
-        backend.fused, backend.fused_attn = keep
+        backend.fused, backend.fused_attn_min_t = keep
     return out
 
 

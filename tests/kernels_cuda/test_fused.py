@@ -111,3 +111,16 @@ def test_attn_o_twin_is_attention_rounded_then_o_projection():
     attn = paged_attention(q, kc, vc, pos, qs, lens, tables, page, 0.3).reshape(2, -1)
     got = attn_o_fused_twin(res, q, kc, vc, pos, qs, lens, tables, page, 0.3, wo)
     np.testing.assert_allclose(got, res + round_bf16(attn) @ wo.T, rtol=1e-6, atol=1e-6)
+
+
+def test_plan_switches_from_the_environment():
+    from kernels.cuda import fused_policy as fp
+
+    assert fp.fused_enabled({}) and fp.fused_enabled({"AOTX_FUSED": "1"})
+    assert not fp.fused_enabled({"AOTX_FUSED": "0"})
+    # attn_o_fused only from T = 4 on by default (H200, 2026-12-01: slower than attention + O at T = 1, 2)
+    assert fp.fused_attn_min_t({}) == 4
+    assert fp.fused_attn_min_t({"AOTX_FUSED_ATTN": "1"}) == 1
+    assert fp.fused_attn_min_t({"AOTX_FUSED_ATTN": "0"}) > 8
+    with pytest.raises(ValueError, match="AOTX_FUSED_ATTN"):
+        fp.fused_attn_min_t({"AOTX_FUSED_ATTN": "yes"})
