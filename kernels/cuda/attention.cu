@@ -25,12 +25,14 @@ static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");
 
 #define ATT_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free 16-byte reads down a column
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
-                const int *__restrict__ tok_seq, const int *__restrict__ positions,
-                const int *__restrict__ context_lens, const int *__restrict__ block_tables, int bt_stride,
-                int page_size, float scale, int n_kv, int nsplit, bf16 *__restrict__ out,
-                float *__restrict__ part_o, float *__restrict__ part_ml) {
+// One (query token t, KV head kvh, split) unit: the body of paged_attention, also run by
+// attn_o_fused (attn_fused.cu). Call after pdl_wait; ends with the block's writes issued.
+__device__ __forceinline__ void attention_unit(const float *q, const bf16 *__restrict__ k_cache,
+                                               const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
+                                               const int *__restrict__ positions, const int *__restrict__ context_lens,
+                                               const int *__restrict__ block_tables, int bt_stride, int page_size,
+                                               float scale, int n_kv, int nsplit, bf16 *out, float *part_o,
+                                               float *part_ml, const int t, const int kvh, const int split) {
     __shared__ __align__(16) bf16 ks[ATT_CHUNK * ATT_ROW];
     __shared__ __align__(16) bf16 vs[ATT_CHUNK * ATT_ROW];
     __shared__ __align__(16) float qs[ATT_G][ATT_D];
@@ -39,11 +41,8 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
     __shared__ float m_s[ATT_G], l_s[ATT_G], corr_s[ATT_G];
     __shared__ float red[4][ATT_G][ATT_D];
 
-    const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, grp = tid >> 5;
     const int n_heads = n_kv * ATT_G, kv_width = n_kv * ATT_D;
-    pdl_wait();
-    pdl_trigger();
     const int seq = tok_seq[t];
     const int L = min(positions[t] + 1, context_lens[seq]);
     const int nchunks = (L + ATT_CHUNK - 1) / ATT_CHUNK;
@@ -170,6 +169,18 @@ paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, c
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
+                const int *__restrict__ tok_seq, const int *__restrict__ positions,
+                const int *__restrict__ context_lens, const int *__restrict__ block_tables, int bt_stride,
+                int page_size, float scale, int n_kv, int nsplit, bf16 *__restrict__ out,
+                float *__restrict__ part_o, float *__restrict__ part_ml) {
+    pdl_wait();
+    pdl_trigger();
+    attention_unit(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
+                   n_kv, nsplit, out, part_o, part_ml, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
 // Merge nsplit partials per (token, head): grid (T, n_heads), ATT_D threads.

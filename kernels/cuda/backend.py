@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, launchers as L
+from kernels.cuda import driver, fused_policy, launchers as L
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
@@ -69,9 +69,17 @@ class CudaBackend:
         self.v_cache = self._alloc(self.layer_kv_bytes * cfg.n_layers)
         self.max_pages = -(-cfg.context_length // page_size)
         self.generation = 0
-        self.graphs: dict[tuple[int, int, int], driver.Graph] = {}
+        self.graphs: dict[tuple, driver.Graph] = {}
         self.last_graph: driver.Graph | None = None
         self.staging = None   # pinned staging of host->device copies (kernels.cuda.overlap), when overlapped
+        # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
+        self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
+        self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
+        # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
+        # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
+        self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
+        driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
+        self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -196,11 +204,21 @@ class CudaBackend:
             else:
                 ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)))
                 ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
-            ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
-                self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
-                self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
-                self.part_ml)))
-            ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
+            if gemv and self.fused and t >= self.fused_attn_min_t:
+                ops.append(("attention+o+residual", lambda w=w, kc=kc, vc=vc: k.attn_o_fused(
+                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                    self.scale, t, cfg.n_kv_heads, nsplit, self.attn, self.part_o, self.part_ml, w["wo"],
+                    self.residual, H, self.sync + 76, self.sync + 72)))
+            else:
+                ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
+                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                    self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
+                    self.part_ml)))
+                ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
+            if gemv and self.fused:
+                ops.append(("norm+gate_up+swiglu+down+residual", lambda w=w: k.mlp_fused(
+                    self.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], self.act, H, F, t, self.sync)))
+                continue
             if gemv:
                 ops.append(("norm+gate_up+swiglu", lambda w=w, e=e_gu: k.gemv(
                     self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e)))
@@ -211,7 +229,11 @@ class CudaBackend:
         e_out = epi(L.EPI_STORE, out_f32=self.logits, ld=cfg.vocab_size)
         if r == 0:
             return ops
-        if r <= L.GEMV_MAX_T:
+        if r <= L.GEMV_MAX_T and self.fused:  # the greedy ids land in sample_out (see sample_enqueue)
+            ops.append(("norm+lm_head+argmax", lambda: k.lm_head_argmax(
+                self.residual, p["rows"], self.out_norm, eps, self.embed, cfg.vocab_size, H, r, self.logits,
+                self.sync + 8, self.sync + 4, self.sample_out)))
+        elif r <= L.GEMV_MAX_T:
             ops.append(("norm+lm_head", lambda: k.gemv(self.residual, 1, p["rows"], self.out_norm, eps, self.embed,
                                                        cfg.vocab_size, H, r, e_out)))
         else:
@@ -245,6 +267,7 @@ class CudaBackend:
             patch(p)
         nsplit = self._nsplit(t, int(np.max(batch.context_lens)))
         self._record(t, r, p, width, nsplit)
+        self._greedy_gen = self.generation if self.fused and r <= L.GEMV_MAX_T else None
         return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
 
     def _decode(self, batch: StepBatch, patch=None) -> DeviceLogits:
@@ -264,12 +287,13 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width)
+        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))
         self.last_graph = graph
         graph.launch(self.dev.stream)
+        self._greedy_gen = self.generation if self.fused and b <= L.GEMV_MAX_T else None
         return DeviceLogits(self, self.logits, s, self.config.vocab_size, self.generation)
 
     def copy_logits(self, ptr: int, n_rows: int) -> np.ndarray:
@@ -301,6 +325,10 @@ class CudaBackend:
         n = len(idx)
         if n == 0:
             return 0
+        if (isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen
+                and not np.any(np.asarray(rows.temperature) > 0) and np.array_equal(idx, np.arange(n))):
+            return n   # all greedy: lm_head_argmax already wrote these rows' ids into sample_out
+        self._greedy_gen = None   # sample_rows overwrites sample_out
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
         pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes

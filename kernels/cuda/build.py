@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
-FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling")
+FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling", "fused",
+            "attn_fused")
 ENV_CACHE_DIR = "AOTX_KERNEL_CACHE"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -121,3 +122,25 @@ def compile_family(family: str, arch: str = "sm_90", defines: dict[str, int] | N
 def compile_all(arch: str = "sm_90", defines: dict[str, int] | None = None,
                 use_cache: bool = True) -> dict[str, Cubin]:
     return {f: compile_family(f, arch, defines, use_cache) for f in FAMILIES}
+
+
+def ptxas_report(family: str, arch: str = "sm_90", defines: dict[str, int] | None = None) -> str:
+    """ptxas's resource report (registers, shared memory, stack frame, spills per kernel) of one
+    family, through NVRTC with ``--ptxas-options=-v`` (no GPU, no cache): CI asserts on it."""
+    from cuda.bindings import nvrtc
+
+    src = (SOURCE_DIR / f"{family}.cu").read_bytes()
+    _, prog = nvrtc.nvrtcCreateProgram(src, f"{family}.cu".encode(), 0, [], [])
+    opts = [f"-arch={arch}".encode(), b"-std=c++17", f"-I{SOURCE_DIR}".encode(), f"-I{cuda_include_dir()}".encode(),
+            b"--ptxas-options=-v"] + [f"-D{k}={v}".encode() for k, v in sorted((defines or {}).items())]
+    try:
+        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = bytearray(max(n, 2))  # never b" " * n: NVRTC would write into a shared bytes object
+        nvrtc.nvrtcGetProgramLog(prog, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    text = log.rstrip(b"\0").decode(errors="replace")
+    if res != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"NVRTC failed on {family}.cu for {arch}:\n{text}")
+    return text

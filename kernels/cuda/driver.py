@@ -139,6 +139,11 @@ def launch(func, grid, block, args, sig: str, stream, smem: int = 0, pdl: bool =
     check(cu.cuLaunchKernelEx(cfg, func, ctypes.addressof(ptrs), 0))
 
 
+def max_active_blocks(func, threads: int, smem: int = 0) -> int:
+    """Blocks of ``func`` one multiprocessor holds at once (the occupancy calculator)."""
+    return int(check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem)))
+
+
 def set_max_dynamic_smem(func, nbytes: int) -> None:
     check(cu.cuFuncSetAttribute(
         func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))

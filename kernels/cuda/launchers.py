@@ -14,6 +14,16 @@ GEMV_MAX_T = 8
 GEMV_ROWS_PER_BLOCK = 8      # 4 warps x an adjacent pair of output columns
 MMA_TILE = 64
 ATT_CHUNK = 128
+FUSED_THREADS = 256          # fused.cu: 8 warps a block
+AO_THREADS = 128             # attn_fused.cu: the attention block
+FUSED_MAX_K = 768
+LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
+
+
+def mlp_grid(hidden: int, ffn: int) -> int:
+    """mlp_fused's blocks: 4 down-projection columns each (>= hidden / 4), and enough warps that
+    phase 1 takes at most 2 gate/up pairs per warp."""
+    return max(-(-hidden // 4), -(-ffn // (2 * 8)))
 
 
 class Epi(ctypes.Structure):
@@ -42,11 +52,51 @@ class Kernels:
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
-                           "sampling": ["sample_rows"]}.items():
+                           "sampling": ["sample_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
+                           "attn_fused": ["attn_o_fused"]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
+        # lm_head_argmax is persistent: as many blocks as are resident at once
+        self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
+        self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
+
+    def fused_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
+        """The fused T <= 8 kernels (fused.cu) take these shapes, and mlp_fused's grid (its grid
+        barrier needs every block resident at once) fits the GPU."""
+        shapes = (hidden % 8 == 0 and hidden <= FUSED_MAX_K and ffn % 32 == 0 and ffn <= 2048
+                  and vocab % LM_TILE == 0 and ffn <= 2 * mlp_grid(hidden, ffn) * 8)
+        resident = driver.max_active_blocks(self.f["mlp_fused"], FUSED_THREADS) * self.device.sm_count
+        return shapes and mlp_grid(hidden, ffn) <= resident
+
+    def mlp_fused(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
+        """residual[t, hidden] += down(bf16 SwiGLU(gate_up(rmsnorm(residual)))), one launch."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"mlp_fused takes 1..{GEMV_MAX_T} rows, got {t}")
+        self._go("mlp_fused", (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                 (residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar), "ppfpppiiip")
+
+    def lm_head_argmax(self, residual, rows, norm_w, eps, w, vocab, hidden, t, logits, keys, counter, ids):
+        """ids[t] = greedy argmax of the LM head on rmsnorm(residual[rows[t]]); logits stored if non-null."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"lm_head_argmax takes 1..{GEMV_MAX_T} rows, got {t}")
+        self._go("lm_head_argmax", (max(1, min(vocab // LM_TILE, self._lm_grid)),), FUSED_THREADS,
+                 (residual, rows, norm_w, eps, w, vocab, hidden, t, logits, keys, counter, ids), "pppfpiiipppp")
+
+    def attn_o_fused(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                     page_size, scale, n_tokens, n_kv, nsplit, attn, part_o, part_ml, wo, residual, hidden,
+                     counters, bar):
+        """residual[t] += O(paged attention of q[t]) for t < n_tokens <= 8, one launch (attn_fused.cu)."""
+        if not 1 <= n_tokens <= GEMV_MAX_T:
+            raise ValueError(f"attn_o_fused takes 1..{GEMV_MAX_T} rows, got {n_tokens}")
+        grid = min(max(-(-hidden // (2 * AO_THREADS // 32)), n_tokens * n_kv * nsplit), self._ao_resident)
+        if grid * (AO_THREADS // 32) * 2 < hidden:
+            raise ValueError("attn_o_fused: the resident grid cannot cover the O projection")
+        self._go("attn_o_fused", (grid,), AO_THREADS,
+                 (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
+                  n_kv, nsplit, attn, part_o, part_ml, wo, residual, hidden, n_tokens, counters, bar),
+                 "pppppppiifiipppppiipp")
 
     @property
     def stream(self):

@@ -99,7 +99,8 @@ linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_
     for (int t = 0; t < T; t++) {  // stage x; the sums of squares for the norm come along
         size_t src = (size_t)(x_rows ? x_rows[t] : t) * K;
         float ss = 0.f;
-        for (int k = tid; k < K; k += blockDim.x) {
+#pragma unroll 4
+        for (int k = tid; k < K; k += blockDim.x) {  // (unrolled: several loads in flight at once)
             float v = x_is_f32 ? reinterpret_cast<const float *>(x)[src + k]
                                : bf2f(reinterpret_cast<const bf16 *>(x)[src + k]);
             xs[t * K + k] = v;

@@ -236,14 +236,26 @@ def main(argv=None) -> int:
     for b, ms in graphs:
         print(f"decode graph replay batch {b}: {ms * 1e3:.1f} us/step", flush=True)
     for b in (1, 256):
+        if b == 1 and backend.fused:   # the same breakdown with the older plan, for comparison
+            backend.fused = False
+            total = 0.0
+            for name, n, us in step_breakdown(backend, b):
+                total += us
+                print(f"step b=1 AOTX_FUSED=0 {name:<26} x{n:<3} {us:8.1f} us  ({us / n:6.2f} us each)", flush=True)
+            print(f"step b=1 AOTX_FUSED=0 sum of op classes {total:.1f} us", flush=True)
+            backend.fused = True
         total = 0.0
         for name, n, us in step_breakdown(backend, b):
             total += us
             print(f"step b={b} {name:<26} x{n:<3} {us:8.1f} us  ({us / n:6.2f} us each)", flush=True)
         print(f"step b={b} sum of op classes {total:.1f} us", flush=True)
     kt = kernel_table(backend)
+    from ops.gpu import fused_bench
+    kt += fused_bench.kernel_rows(backend)
     for name, val, unit in kt:
         print(f"kernel {name:<48} {val:9.1f} {unit}", flush=True)
+    for b, label, n, us in fused_bench.step_rows(backend, _step_batch):
+        print(f"decode step batch {b} {label:<18}: {us:7.1f} us/step, {n} launches", flush=True)
 
     hf = {}
     if not args.skip_hf:

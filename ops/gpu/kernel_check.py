@@ -246,12 +246,15 @@ def check_sampling(c: Ctx, logits: np.ndarray | None = None):
 def run_all() -> list:
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
-    for fn in (check_small_ops, check_linear, check_attention, check_sampling):
+    from ops.gpu.fused_check import check_attn_o, check_fused
+
+    for fn in (check_small_ops, check_linear, check_attention, check_sampling, lambda c: check_fused(c, rel),
+               lambda c: check_attn_o(c, rel)):
         try:
             fn(c)
         except Exception as exc:  # report and continue: one broken kernel must not hide the others
             import traceback
             traceback.print_exc()
-            c.results.append((fn.__name__, float("inf"), 0.0, False, repr(exc)))
+            c.results.append((getattr(fn, "__name__", "check"), float("inf"), 0.0, False, repr(exc)))
             c.free()
     return c.results

@@ -91,6 +91,13 @@ def logits_check(bundle, prompts: list[list[int]], record) -> None:
         cmin, top1 = compare(r_np, r_cu)
         record(f"e2e decode batch {len(seqs)} step {step} cos_min", cmin, 0.99, top1)
         nxt = [int(x) for x in r_np.argmax(-1)]
+    for step in range(2):  # batch 8 decode (graph, the fused T <= 8 plan with attn_o_fused: fused_policy)
+        seqs[:8] = [s + [t] for s, t in zip(seqs[:8], nxt[:8])]
+        b = _batch(seqs[:8], page, first[:8], [1] * 8, False)
+        r_np, r_cu = npb.forward(b), np.asarray(cub.forward(b))
+        cmin, top1 = compare(r_np, r_cu)
+        record(f"e2e decode batch 8 step {step} cos_min", cmin, 0.99, top1)
+        nxt = [int(x) for x in r_np.argmax(-1)] + list(nxt[8:])
     s0 = seqs[0]
     for step in range(3):  # single-sequence decode (graph, gemv path)
         s0 = s0 + [nxt[0]]

@@ -13,6 +13,7 @@ EXPECTED = {
     "embedding": ["embedding_gather"], "norm": ["add_rmsnorm"], "rope": ["rope_inplace"],
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows"],
+    "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
 }
 
 

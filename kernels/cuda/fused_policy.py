@@ -1,0 +1,32 @@
+"""Which plan a step of T <= 8 tokens uses, from the environment (read once, when the backend starts).
+
+* ``AOTX_FUSED=0``: the older plan (linear_gemv per projection, attention + combine, separate
+  gate/up and down kernels, LM head then sample_rows), for comparison in the same run.
+* otherwise the fused plan: mlp_fused per layer and lm_head_argmax, and attn_o_fused (attention +
+  combine + O + residual in one launch) for steps of at least ``fused_attn_min_t`` tokens.
+  ``AOTX_FUSED_ATTN=1`` uses it at every T, ``AOTX_FUSED_ATTN=0`` never.
+
+The default threshold is measured (H200, 2026-12-01, commit f018ef3, ``make gpu-bench``): with
+attn_o_fused a decode step took 885.7 / 1000.2 / 1225.2 / 1736.0 us at batch 1 / 2 / 4 / 8, without it
+820.1 / 962.7 / 1247.8 / 1874.6 us (its grid barrier costs more than the programmatic-dependent-launch
+boundary it replaces while only T * 3 * splits blocks have attention work).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+FUSED_ATTN_MIN_T = 4
+NEVER = 1 << 30
+
+
+def fused_enabled(env: Mapping[str, str]) -> bool:
+    return env.get("AOTX_FUSED", "1") != "0"
+
+
+def fused_attn_min_t(env: Mapping[str, str]) -> int:
+    value = env.get("AOTX_FUSED_ATTN")
+    if value is None or value == "":
+        return FUSED_ATTN_MIN_T
+    if value not in ("0", "1"):
+        raise ValueError(f"AOTX_FUSED_ATTN must be 0 or 1, got {value!r}")
+    return NEVER if value == "0" else 1
