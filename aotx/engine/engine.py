@@ -182,6 +182,7 @@ class Engine:
             seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
             detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids),
+            matcher=params.constraint.start() if params.constraint is not None else None,
         )
         handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,
                                on_cancel=lambda: self._post("cancel", seq.seq_id, None))
@@ -225,8 +226,10 @@ class Engine:
             if pending is not None:
                 self._complete_guarded(pending)
             pending = launched
-            if launched is not None and (not self._one_behind or launched.needs_logits):
-                self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
+            if launched is not None and (not self._one_behind or launched.needs_logits or launched.constrained):
+                # the classic loop; logprobs read this step's logits; a constrained row's matcher
+                # must see this token before the next step's mask is filled (aotx.engine.masks)
+                self._complete_guarded(launched)
                 pending = None
         self.runner.launcher.close()
         self._shutdown()
@@ -315,6 +318,13 @@ class Engine:
         self._stats.token(ttft=now - seq.arrival_time if first else None,
                           itl=None if first else now - seq.last_token_time)
         seq.record_token(tid, now)
+        if seq.matcher is not None and not seq.matcher.consume(tid):
+            # never happens while the mask is applied; if it does, the output is not trusted
+            log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
+                      seq.matcher.error)
+            self._finish(seq, "error")
+            self._end(seq, Delta("", finish_reason="error", error="constraint violated"))
+            return
         step = seq.detokenizer.add(tid)
         text, reason, stop = step.text, step.finish_reason, step.stop_sequence
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:

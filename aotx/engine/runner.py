@@ -16,6 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
+from aotx.engine.masks import step_mask
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
 from aotx.engine.types import TokenLogprob, TopLogprob
@@ -60,6 +61,12 @@ class InFlight:
         """Logprobs are read from this step's logits: complete it before the next launch."""
         return bool(self.plan.prompt) or any(seq.params.logprobs is not None for _, seq in self.plan.sample)
 
+    @property
+    def constrained(self) -> bool:
+        """A sampled row has a constraint: its matcher must see this token before the next mask is
+        filled, so the step is read back before the next launch (aotx.engine.masks)."""
+        return any(seq.matcher is not None for _, seq in self.plan.sample)
+
 
 class ModelRunner:
     def __init__(self, backend: Backend, blocks: BlockManager, tokenizer: TokenText,
@@ -96,7 +103,9 @@ class ModelRunner:
                 step=np.array([q.sampled for q in seqs], dtype=np.int64),
             )
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling)
+            mask = step_mask(seqs)
+            extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
+            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
         for s in scheduled:
             s.seq.num_computed += s.num_tokens
         for i, (_, seq) in enumerate(plan.sample):

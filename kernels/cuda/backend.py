@@ -72,6 +72,7 @@ class CudaBackend:
         self.graphs: dict[tuple[int, int, int], driver.Graph] = {}
         self.last_graph: driver.Graph | None = None
         self.staging = None   # pinned staging of host->device copies (kernels.cuda.overlap), when overlapped
+        self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -316,6 +317,21 @@ class CudaBackend:
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
                       base + 16 * pad8, base + 16 * pad8 + 8 * n, self.sample_out, n)
         return n
+
+    def masked_logits(self, logits, mask):
+        """The rows about to be sampled with the constrained ones masked, in a scratch copy on the
+        device (kernels/cuda/token_mask.py); host logits are uploaded first."""
+        if not isinstance(logits, DeviceLogits):
+            arr = np.ascontiguousarray(logits, dtype=np.float32)
+            if arr.shape[0] > self.r_cap:
+                self._reserve(self.t_cap, arr.shape[0])
+            driver.htod(self.logits, arr, self.dev.stream)
+            self.generation += 1
+            logits = DeviceLogits(self, self.logits, arr.shape[0], self.config.vocab_size, self.generation)
+        if self.token_mask is None:
+            from kernels.cuda.token_mask import DeviceTokenMask
+            self.token_mask = DeviceTokenMask(self)
+        return self.token_mask.masked(logits, mask)
 
     def logprobs(self, logits, chosen: np.ndarray, k: int):
         """Host-side (only requests that ask for logprobs pay the copy of their rows)."""

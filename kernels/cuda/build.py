@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
-FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling")
+FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling",
+            "token_mask")
 ENV_CACHE_DIR = "AOTX_KERNEL_CACHE"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -1,0 +1,65 @@
+"""A compiled constraint and the matcher one sequence runs through it.
+
+A `Constraint` is immutable and shared (the compiler caches it by digest); every sequence that
+uses it starts its own `RowMatcher`. The matcher's contract with the engine:
+
+* `fill(bits)` writes the allowed next tokens into one uint32 row (bit ``t % 32`` of word
+  ``t // 32`` is token ``t``); EOS is set only when the text so far is complete (accepting).
+* `consume(token)` advances by a sampled token; False means the token was not allowed (a bug or a
+  desynchronised row): the engine ends that request with an error, never with unconstrained text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import llguidance
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Constraint:
+    kind: str                   # "json_schema", "json_object" or "tool_call"
+    digest: str                 # sha256 of the grammar: the compiler's cache key
+    grammar: str = field(repr=False)
+    tokenizer: llguidance.LLTokenizer = field(repr=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    def start(self) -> RowMatcher:
+        return RowMatcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0))
+
+
+class RowMatcher:
+    def __init__(self, matcher: llguidance.LLMatcher) -> None:
+        self._m = matcher
+        self.consumed = 0           # tokens consumed so far (the engine checks it against the output)
+
+    @property
+    def ll(self) -> llguidance.LLMatcher:
+        return self._m
+
+    def fill(self, bits: np.ndarray) -> None:
+        """Write the next-token bitmask into `bits` (a C-contiguous uint32 row of the vocab's words)."""
+        if bits.dtype != np.uint32 or not bits.flags["C_CONTIGUOUS"]:
+            raise ValueError("the bitmask row must be a C-contiguous uint32 array")
+        self._m.unsafe_compute_mask_ptr(bits.ctypes.data, bits.nbytes)
+        self.check()
+
+    def check(self) -> None:
+        if self._m.is_error():
+            raise RuntimeError(f"constraint matcher failed: {self._m.get_error()}")
+
+    def consume(self, token_id: int) -> bool:
+        ok = bool(self._m.consume_token(int(token_id)))
+        self.consumed += 1
+        return ok and not self._m.is_error()
+
+    @property
+    def error(self) -> str:
+        return self._m.get_error() if self._m.is_error() else ""
+
+    @property
+    def accepting(self) -> bool:
+        return bool(self._m.is_accepting())
