@@ -14,6 +14,7 @@ from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
 from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
+from aotx.structured import ConstraintCompiler
 
 MODEL_ID = "smollm2-135m-instruct"
 PREFILL_TOKENS = 1024     # the prompt a default request is sized for (kernels.pool_size.default_max_batch)
@@ -44,6 +45,8 @@ class ModelService:
         self.routes = RouteMetrics()
         self._tokenizer = bundle.tokenizer
         self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
+        # structured outputs: request constraints compiled once per grammar (aotx.structured)
+        self.constraints = ConstraintCompiler(bundle.tokenizer)
 
     @classmethod
     def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":

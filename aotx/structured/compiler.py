@@ -69,12 +69,14 @@ class ConstraintCompiler:
         """Output is one JSON object, any keys and values (JSON mode)."""
         return self.json_schema({"type": "object"})
 
-    def tool_call(self, tools: Sequence, mode: str, forced: str | None, primer: str) -> Constraint:
+    def tool_call(self, tools: Sequence, mode: str, forced: str | None, primer: str,
+                  answer: dict | None = None) -> Constraint:
         """Output continues `primer` into tool calls in aotx.tool_calls' format: `mode` "required"
         (at least one call, no text), "named" (one call of `forced`), or "auto" (text, or text then
-        calls; a strict tool's arguments follow its schema)."""
+        calls; with `answer`, a JSON answer valid against that schema or calls). A strict tool's
+        arguments follow its schema, any other tool's are a JSON object."""
         try:
-            lark = tool_call_lark(tools, mode, forced, primer, JSON_OPTIONS)
+            lark = tool_call_lark(tools, mode, forced, primer, JSON_OPTIONS, answer)
         except ValueError as exc:
             raise ConstraintError(_short(str(exc))) from None
         return self._compiled("tool_call", llguidance.LLMatcher.grammar_from_lark(lark))

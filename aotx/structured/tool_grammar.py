@@ -8,7 +8,8 @@ one newline. ARGS follows the tool's schema when the tool is strict, else it is 
 * "named": ARGS of that tool, the rest of the call, then the end (exactly one call);
 * "required": with one tool as "named" (the primer names it); with several, the rest of the name
   (one of the tools), the call, then optionally more calls;
-* "auto": free text with no ``<tool_call>`` in it, or text then one or more calls.
+* "auto": free text with no ``<tool_call>`` in it, or text then one or more calls; with an
+  `answer` schema (a response format), a JSON answer valid against it, or one or more calls.
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def _body(i: int, tool) -> str:
     return f"{_lit(_head(tool.name))} args_{i} tail"
 
 
-def tool_call_lark(tools: Sequence, mode: str, forced: str | None, primer: str, options: dict) -> str:
+def tool_call_lark(tools: Sequence, mode: str, forced: str | None, primer: str, options: dict,
+                   answer: dict | None = None) -> str:
     if not tools:
         raise ValueError("no tools to call")
     index = {t.name: i for i, t in enumerate(tools)}
@@ -77,9 +79,13 @@ def tool_call_lark(tools: Sequence, mode: str, forced: str | None, primer: str, 
     elif mode == "auto":
         if primer:
             raise ValueError("auto tool choice has no primer")
-        start = f"start: TEXT | pre call {more}"
-        rules.append(f"TEXT: /(?s:.*)/ & ~/(?s:.*{OPEN_TAG}.*)/")
-        rules.append(f"pre[lazy]: /(?s:.*){OPEN_TAG}\\n/")
+        if answer is not None:      # an answer in the response format, or calls (no text before)
+            start = f"start: answer | {_lit(OPEN_TAG + NL)} call {more}"
+            rules.append(f"answer: %json {json.dumps({**answer, 'x-guidance': options}, ensure_ascii=False)}")
+        else:
+            start = f"start: TEXT | pre call {more}"
+            rules.append(f"TEXT: /(?s:.*)/ & ~/(?s:.*{OPEN_TAG}.*)/")
+            rules.append(f"pre[lazy]: /(?s:.*){OPEN_TAG}\\n/")
     else:
         raise ValueError(f"unknown tool-call mode {mode!r}")
     return "\n".join([start, *rules]) + "\n"
