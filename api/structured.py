@@ -17,7 +17,7 @@ a schema llguidance cannot enforce exactly is a 400 naming the param, never a 20
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from aotx.chat_types import ToolSpec
 from aotx.structured import Constraint, ConstraintError

@@ -121,8 +121,8 @@ def test_anthropic_unenforceable_schema_is_a_400(anthropic_client):
 def test_chat_strict_tool_buffered_and_streamed(openai_client):
     tool = openai.pydantic_function_tool(GetWeather)
     assert tool["function"]["strict"] is True
-    kw = dict(model=MODEL, messages=ASK_WEATHER, tools=[tool], tool_choice="required", temperature=0.7,
-              seed=5, max_tokens=64)
+    kw = {"model": MODEL, "messages": ASK_WEATHER, "tools": [tool], "tool_choice": "required", "temperature": 0.7,
+              "seed": 5, "max_tokens": 64}
     r = openai_client.chat.completions.parse(**kw)
     call = r.choices[0].message.tool_calls[0]
     assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "GetWeather"
@@ -137,8 +137,8 @@ def test_chat_strict_tool_buffered_and_streamed(openai_client):
 
 def test_responses_strict_tool_buffered_and_streamed(openai_client):
     tool = {"type": "function", "name": "get_weather", "parameters": WEATHER_SCHEMA, "strict": True}
-    kw = dict(model=MODEL, input="What is the weather in Paris?", tools=[tool], tool_choice="auto",
-              temperature=0, max_output_tokens=64)
+    kw = {"model": MODEL, "input": "What is the weather in Paris?", "tools": [tool], "tool_choice": "auto",
+              "temperature": 0, "max_output_tokens": 64}
     r = openai_client.responses.create(**kw)
     with openai_client.responses.stream(**kw) as stream:
         final = stream.get_final_response()
@@ -151,7 +151,7 @@ def test_responses_strict_tool_buffered_and_streamed(openai_client):
 
 def test_anthropic_strict_tool(anthropic_client):
     tool = {"name": "get_weather", "input_schema": WEATHER_SCHEMA, "strict": True}
-    kw = dict(model=MODEL, max_tokens=64, messages=ASK_WEATHER, tools=[tool], tool_choice={"type": "any"})
+    kw = {"model": MODEL, "max_tokens": 64, "messages": ASK_WEATHER, "tools": [tool], "tool_choice": {"type": "any"}}
     r = anthropic_client.messages.create(**kw)
     uses = [b for b in r.content if b.type == "tool_use"]
     assert r.stop_reason == "tool_use" and uses
