@@ -14,7 +14,6 @@ from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
 from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
-from aotx.structured import ConstraintCompiler
 
 MODEL_ID = "smollm2-135m-instruct"
 PREFILL_TOKENS = 1024     # the prompt a default request is sized for (kernels.pool_size.default_max_batch)
@@ -45,8 +44,7 @@ class ModelService:
         self.routes = RouteMetrics()
         self._tokenizer = bundle.tokenizer
         self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
-        # structured outputs: request constraints compiled once per grammar (aotx.structured)
-        self.constraints = ConstraintCompiler(bundle.tokenizer)
+        self._constraints = None
 
     @classmethod
     def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":
@@ -73,6 +71,15 @@ class ModelService:
     async def stop(self) -> None:
         await self.engine.stop()
         self.prompts.close()
+
+    @property
+    def constraints(self):
+        """Structured outputs: request constraints compiled once per grammar (aotx.structured;
+        llguidance is loaded by the first request that asks for one)."""
+        if self._constraints is None:
+            from aotx.structured import ConstraintCompiler
+            self._constraints = ConstraintCompiler(self._tokenizer)
+        return self._constraints
 
     @property
     def context_tokens(self) -> int:

@@ -5,6 +5,7 @@ keeps that true by reading a step with a constrained row back before launching t
 classic loop for that step: aotx.engine.engine). Rows without a constraint are not in the mask
 and cost nothing; a step without constrained rows has no mask at all (None).
 """
+# ops.bench.structured times the fill by wrapping aotx.structured.batch.fill_rows
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,7 +13,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from aotx.engine.sequence import Sequence as Seq
-from aotx.structured.batch import fill_rows
 from kernels.token_mask import TokenMask, mask_words
 
 
@@ -24,6 +24,10 @@ def step_mask(sampled: Sequence[Seq]) -> TokenMask | None:
     rows = [j for j, seq in enumerate(sampled) if seq.matcher is not None]
     if not rows:
         return None
+    # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
+    # benches on an image that lacks the wheel) never load it
+    from aotx.structured.batch import fill_rows
+
     matchers = []
     for j in rows:
         seq = sampled[j]

@@ -103,3 +103,10 @@ async def test_messages_refusals_are_anthropic_400s(client, service, extra, word
     resp, out = await post(client, path, {**body, **extra})
     assert_error(resp, out, 400, anthropic=True, contains=words)
     assert not service.submitted
+
+
+async def test_responses_echo_the_text_format(client):
+    fmt = {"type": "json_schema", "name": "p", "schema": PERSON, "strict": True}
+    path, body = RESP
+    resp, out = await post(client, path, {**body, "text": {"format": fmt}})
+    assert resp.status_code == 200 and out["text"]["format"] == fmt

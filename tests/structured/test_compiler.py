@@ -107,3 +107,12 @@ def test_auto_tool_grammar_allows_text_or_strict_calls(compiler, tokenizer):
 def test_primer_must_match_the_mode(compiler):
     with pytest.raises(ConstraintError):
         compiler.tool_call(TOOLS, "named", "get_weather", "")
+
+
+def test_the_engine_and_the_service_load_llguidance_only_when_asked():
+    """GPU images without the wheel run every unconstrained path (benches, gpu-check)."""
+    import subprocess
+    import sys
+    code = ("import sys, aotx.serving, aotx.engine.masks, kernels.cuda.overlap, ops.gpu.kernel_check; "
+            "assert 'llguidance' not in sys.modules, 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

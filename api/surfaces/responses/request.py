@@ -129,5 +129,7 @@ def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -
             "parallel_tool_calls": fields.opt_bool(body, "parallel_tool_calls", True),
             "tool_choice": raw_choice if raw_choice is not None else "auto",
             "tools": _echo_tools(tools), "user": fields.opt_str(body, "user")}
+    if answer is not None:      # the format it was constrained to, echoed as given (validated above)
+        echo["text"] = {"format": body["text"]["format"]}
     return ResponsesRequest(model, messages, tools, tool_choice, fields.opt_bool(body, "stream"),
                             logprobs, params, echo)
