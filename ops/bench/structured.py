@@ -15,14 +15,14 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import argparse
+import asyncio
+import sys
+import time
 
-from aotx.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
-from aotx.structured import ConstraintCompiler  # noqa: E402
-from kernels import create_backend, load_model  # noqa: E402
+from aotx.engine import Engine, EngineConfig, SamplingParams
+from aotx.structured import ConstraintCompiler
+from kernels import create_backend, load_model
 
 PROMPT = "Write a long story about a dragon who learns to bake bread, as JSON with the key story."
 # the string cannot close within the budget: both kinds decode exactly --tokens per stream
