@@ -218,7 +218,7 @@ class Engine:
             launched = None
             if self.scheduler.has_work():
                 try:
-                    launched = self._launch()
+                    launched = self._launch(pending)
                 except Exception as exc:  # a bug here must not leave callers waiting forever
                     log.exception("engine step failed outside the backend")
                     self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
@@ -226,10 +226,8 @@ class Engine:
             if pending is not None:
                 self._complete_guarded(pending)
             pending = launched
-            if launched is not None and (not self._one_behind or launched.needs_logits or launched.constrained):
-                # the classic loop; logprobs read this step's logits; a constrained row's matcher
-                # must see this token before the next step's mask is filled (aotx.engine.masks)
-                self._complete_guarded(launched)
+            if launched is not None and (not self._one_behind or launched.needs_logits):
+                self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
                 pending = None
         self.runner.launcher.close()
         self._shutdown()
@@ -253,8 +251,9 @@ class Engine:
             elif item in self._handles:
                 self.scheduler.cancel(item)
 
-    def _launch(self) -> InFlight | None:
-        """Schedule and launch one step; None when nothing runs (cancellations are delivered)."""
+    def _launch(self, pending: InFlight | None = None) -> InFlight | None:
+        """Schedule and launch one step; None when nothing runs (cancellations are delivered).
+        `pending`: the step before, launched and not read yet."""
         with self._cond:   # claims are made on other threads: the line is read and moved under the lock
             out = self.scheduler.schedule()
             # nothing ran and nothing can until the line changes (a claim or hold keeps the waiting back)
@@ -266,7 +265,7 @@ class Engine:
             self._flush()
             return None
         try:
-            step = self.runner.launch(out.scheduled)
+            step = self.runner.launch(out.scheduled, pending)
         except Exception as exc:  # a failing backend must not take the engine down
             self._step_failed(out.scheduled, exc)
             return None
@@ -318,7 +317,7 @@ class Engine:
         self._stats.token(ttft=now - seq.arrival_time if first else None,
                           itl=None if first else now - seq.last_token_time)
         seq.record_token(tid, now)
-        if seq.matcher is not None and not seq.matcher.consume(tid):
+        if seq.matcher is not None and not seq.matcher.sync(len(seq.output_ids) - 1, tid):
             # never happens while the mask is applied; if it does, the output is not trusted
             log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
                       seq.matcher.error)

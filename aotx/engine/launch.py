@@ -22,6 +22,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +30,8 @@ import numpy as np
 from kernels.sampling_rows import SamplingRows
 from kernels.step_batch import StepBatch
 from kernels.token_mask import TokenMask
+
+MaskArg = TokenMask | Callable[[], TokenMask] | None
 
 log = logging.getLogger(__name__)
 _NO_IDS = np.empty(0, dtype=np.int32)
@@ -41,8 +44,11 @@ class Launched(Protocol):
 
 class Launcher(Protocol):
     overlaps: bool          # launch returns before the step has run
+    # mask: the constrained rows' bitmasks (kernels/token_mask.py), or a callable returning them that
+    # the launcher calls once the forward is on its way and before sampling (aotx.engine.masks: it
+    # may wait for the previous launch's ids); None when no row is constrained
     def launch(self, batch: StepBatch, prev_rows: np.ndarray | None, sample_rows: np.ndarray,
-               sampling: SamplingRows, mask: TokenMask | None = None) -> Launched: ...
+               sampling: SamplingRows, mask: MaskArg = None) -> Launched: ...
     def pause(self) -> None: ...        # no work until the next launch: that wait is not a gap
     def timing(self) -> dict: ...       # {"steps", "busy_s", "idle_s", "busy_share"} since reset
     def close(self) -> None: ...
@@ -94,7 +100,7 @@ def resolve_tokens(batch: StepBatch, prev_rows: np.ndarray | None, prev_ids: np.
 
 
 def run_step(backend, batch: StepBatch, sample_rows: np.ndarray, sampling: SamplingRows,
-             mask: TokenMask | None = None):
+             mask: MaskArg = None):
     """forward, then (the constrained rows masked: kernels/token_mask.py) sample the rows asked
     for: (logits, int32 ids). The logits returned stay unmasked (logprobs read them)."""
     logits = backend.forward(batch)
@@ -103,7 +109,7 @@ def run_step(backend, batch: StepBatch, sample_rows: np.ndarray, sampling: Sampl
     whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
     sub = logits if whole else logits[sample_rows]
     if mask is not None:
-        sub = backend.masked_logits(sub, mask)
+        sub = backend.masked_logits(sub, mask() if callable(mask) else mask)
     return logits, np.asarray(backend.sample(sub, sampling), dtype=np.int32)
 
 
@@ -170,7 +176,9 @@ class ThreadLauncher(DeviceClock):
         self._thread.start()
 
     def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Job:
-        job = _Job(batch, prev_rows, sample_rows, sampling, mask)
+        # a late mask reads the step before's ids (it waits for that job): here, on the engine's thread,
+        # which owns the matchers
+        job = _Job(batch, prev_rows, sample_rows, sampling, mask() if callable(mask) else mask)
         self._jobs.put(job)
         return job
 

@@ -61,12 +61,6 @@ class InFlight:
         """Logprobs are read from this step's logits: complete it before the next launch."""
         return bool(self.plan.prompt) or any(seq.params.logprobs is not None for _, seq in self.plan.sample)
 
-    @property
-    def constrained(self) -> bool:
-        """A sampled row has a constraint: its matcher must see this token before the next mask is
-        filled, so the step is read back before the next launch (aotx.engine.masks)."""
-        return any(seq.matcher is not None for _, seq in self.plan.sample)
-
 
 class ModelRunner:
     def __init__(self, backend: Backend, blocks: BlockManager, tokenizer: TokenText,
@@ -83,9 +77,11 @@ class ModelRunner:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
         return self.complete(self.launch(scheduled))
 
-    def launch(self, scheduled: list[ScheduledSeq]) -> InFlight:
+    def launch(self, scheduled: list[ScheduledSeq], previous: InFlight | None = None) -> InFlight:
         """Start one step. Its sequences' K/V counts as computed and each sampled row as a pending
-        token (``seq.pending``) from here on, so the next step can be planned before this one ends."""
+        token (``seq.pending``) from here on, so the next step can be planned before this one ends.
+        `previous`: the step launched before and not read yet (a constrained row's mask needs its
+        token: aotx.engine.masks)."""
         plan = self.build(scheduled)
         results = {s.seq.seq_id: RowResult() for s in scheduled}
         for s in scheduled:
@@ -103,7 +99,7 @@ class ModelRunner:
                 step=np.array([q.sampled for q in seqs], dtype=np.int64),
             )
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            mask = step_mask(seqs)
+            mask = step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
         for s in scheduled:

@@ -34,7 +34,16 @@ class Constraint:
 class RowMatcher:
     def __init__(self, matcher: llguidance.LLMatcher) -> None:
         self._m = matcher
-        self.consumed = 0           # tokens consumed so far (the engine checks it against the output)
+        self._tokens: list[int] = []    # every token consumed, in order
+        self._ok = True
+
+    @property
+    def consumed(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def failed(self) -> bool:
+        return not self._ok
 
     @property
     def ll(self) -> llguidance.LLMatcher:
@@ -52,13 +61,26 @@ class RowMatcher:
             raise RuntimeError(f"constraint matcher failed: {self._m.get_error()}")
 
     def consume(self, token_id: int) -> bool:
-        ok = bool(self._m.consume_token(int(token_id)))
-        self.consumed += 1
-        return ok and not self._m.is_error()
+        ok = bool(self._m.consume_token(int(token_id))) and not self._m.is_error()
+        self._tokens.append(int(token_id))
+        self._ok = self._ok and ok
+        return self._ok
+
+    def sync(self, index: int, token_id: int) -> bool:
+        """Output token `index` is `token_id`: consume it unless it already was (the engine learns a
+        token once early, to fill the next mask while the device runs, and once when it is read back);
+        False when it was not allowed, or differs from the token consumed at that index."""
+        if index < len(self._tokens):
+            return self._ok and self._tokens[index] == int(token_id)
+        if index > len(self._tokens):
+            raise ValueError(f"token {index} skips {index - len(self._tokens)} the matcher has not seen")
+        return self.consume(token_id)
 
     @property
     def error(self) -> str:
-        return self._m.get_error() if self._m.is_error() else ""
+        if self._m.is_error():
+            return " ".join(self._m.get_error().split())[:300]
+        return "" if self._ok else "a token differs from the one consumed"
 
     @property
     def accepting(self) -> bool:

@@ -145,7 +145,9 @@ class CudaStepLauncher:
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
                 if mask is not None:    # constrained rows: masked into a scratch copy (token_mask.cu)
-                    sub = be.masked_logits(sub, mask)
+                    # a late mask (aotx.engine.masks) waits for the previous step's ids and fills the
+                    # bitmasks on the host now, while the GPU runs the forward enqueued above
+                    sub = be.masked_logits(sub, mask() if callable(mask) else mask)
                 n = be.sample_enqueue(sub, sampling)
             addr, off = self.staging.reserve(4 * max(n, 1))
             driver.dtoh_async(addr, be.sample_out, 4 * n, stream)

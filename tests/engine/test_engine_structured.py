@@ -62,3 +62,24 @@ async def test_a_budget_cut_is_length_not_stop(make_real_engine, chat_prompt, co
     assert last.finish_reason == "length"
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)
+
+
+async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_engine, chat_prompt, compiler,
+                                                                        monkeypatch):
+    """Overlapped: a constrained step is not read back before the next launch; the next launch's mask
+    reads the pending token itself (after the forward is enqueued), and the output still validates."""
+    from aotx.engine import masks
+    late = []
+    real_call = masks.LateMask.__call__
+
+    def spy(self):
+        late.append(sum(row >= 0 for _, row in self._seqs))
+        return real_call(self)
+
+    monkeypatch.setattr(masks.LateMask, "__call__", spy)
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION),
+                                         SamplingParams(max_tokens=40, temperature=0, constraint=compiler.json_schema(PERSON))))
+    assert last.finish_reason == "stop"
+    jsonschema.validate(json.loads(text), PERSON)
+    assert late and sum(late) >= len(late) - 1      # every mask after the first learnt its token late
