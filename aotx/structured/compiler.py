@@ -94,6 +94,7 @@ class ConstraintCompiler:
         if error:
             raise ConstraintError(_short(error))
         constraint = Constraint(kind, digest, grammar, tok)
+        constraint.start()          # builds its prototype matcher here, at parse time, once
         with self._lock:
             self._cache[digest] = constraint
             while len(self._cache) > CACHE_SIZE:

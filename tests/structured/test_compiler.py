@@ -116,3 +116,13 @@ def test_the_engine_and_the_service_load_llguidance_only_when_asked():
     code = ("import sys, aotx.serving, aotx.engine.masks, kernels.cuda.overlap, ops.gpu.kernel_check; "
             "assert 'llguidance' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_each_sequence_starts_its_own_matcher(compiler, tokenizer):
+    c = compiler.json_schema(PERSON)
+    a, b = c.start(), c.start()
+    for tid in tokenizer.encode('{"name": "Ann", "age": 31}'):
+        assert a.consume(tid)
+    assert a.accepting and not b.accepting and b.consumed == 0
+    assert walk(c, tokenizer, '{"name": "Bo", "age": 2}') == (True, True)
+    assert not a.sync(0, tokenizer.encode("x")[0]) and a.sync(0, tokenizer.encode('{"name": "Ann", "age": 31}')[0])
