@@ -6,11 +6,10 @@ from dataclasses import dataclass, replace
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import chat_budget
 from api.errors import ApiError
 from api.surfaces.openai_messages import parse_chat_messages, parse_tool_choice, parse_tools
-from api import structured
 
 MAX_N = 16
 

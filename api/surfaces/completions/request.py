@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from aotx.engine.types import SamplingParams
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.errors import ApiError
-from api import structured
 from api.unsupported import check_suffix
 
 MAX_N = 16

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, named_choice, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.fields import bad
 from api.tool_schemas import check_tool_schema
-from api import structured
 from api.unsupported import MEDIA_PARTS, refuse_media
 
 _SKIPPED_BLOCKS = ("thinking", "redacted_thinking")

@@ -7,13 +7,12 @@ from typing import Sequence
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.fields import bad
+from api.stored_http import check_metadata
 from api.surfaces.openai_messages import content_text, parse_tool_choice, parse_tools
 from api.surfaces.response_items import as_items
-from api.stored_http import check_metadata
-from api import structured
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
