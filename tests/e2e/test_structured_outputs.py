@@ -161,3 +161,11 @@ def test_anthropic_strict_tool(anthropic_client):
     for block in final.content:
         if block.type == "tool_use":
             jsonschema.validate(block.input, WEATHER_SCHEMA)
+
+
+def test_anthropic_output_config_streamed(anthropic_client):
+    with anthropic_client.messages.stream(model=MODEL, max_tokens=64, messages=ASK_CITY, extra_body={"temperature": 0},
+                                          output_config={"format": {"type": "json_schema", "schema": CITY_SCHEMA}}) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == "end_turn"
+    jsonschema.validate(json.loads(final.content[0].text), CITY_SCHEMA)

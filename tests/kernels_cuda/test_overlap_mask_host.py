@@ -103,3 +103,47 @@ def test_late_mask_runs_between_forward_and_sampling_and_reads_the_step_before(o
     assert seen == [[10, 11]] and second.ids().tolist() == [20, 21]
     launcher.launch(_batch(), None, rows, None)          # unconstrained: never masked
     assert be.events[-2:] == ["forward", "sample"]
+
+
+def test_device_token_mask_uploads_what_the_kernel_reads(monkeypatch):
+    """kernels/cuda/token_mask.py over a stand-in driver: the uploads and the kernel's arguments,
+    replayed through the kernel's numpy twin, give kernels.token_mask.apply_token_mask's values."""
+    from kernels.token_mask import apply_token_mask, masked_rows
+
+    class _Buffer:
+        next_ptr = 0x1000
+
+        def __init__(self, nbytes):
+            self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
+
+        def free(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+    module = importlib.import_module("kernels.cuda.token_mask")
+    logits_mod = importlib.import_module("kernels.cuda.logits")
+    rng = np.random.default_rng()
+    vocab = 100
+    host = rng.standard_normal((6, vocab)).astype(np.float32)
+    memory, launches = {}, []
+
+    be = types.SimpleNamespace(generation=3, dev=types.SimpleNamespace(synchronize=lambda: None))
+    be._htod = lambda ptr, arr: memory.__setitem__(ptr, np.array(arr, copy=True))
+    be.k = types.SimpleNamespace(token_mask=lambda *args: launches.append(args))
+    sampled = logits_mod.DeviceLogits(be, 0xABC, 6, vocab, 3, rows=np.array([5, 1, 3], np.int32))
+    bits = np.zeros((2, 4), np.uint32)
+    bits[0, 0], bits[1, 3] = 0b1011, 1 << 3          # row 0: tokens 0, 1, 3; row 2: token 99
+    mask = TokenMask(np.array([0, 2], np.int32), bits)
+    out = module.DeviceTokenMask(be).masked(sampled, mask)
+    (src, rows_ptr, bits_ptr, bit_row_ptr, out_ptr, v, words, n), = launches
+    assert (src, v, words, n) == (0xABC, vocab, 4, 3) and out.ptr == out_ptr and out.rows.tolist() == [0, 1, 2]
+    ints = memory[rows_ptr]
+    assert bit_row_ptr == rows_ptr + 4 * n
+    got = masked_rows(host, ints[:n], memory[bits_ptr], ints[n:])
+    expect = host[[5, 1, 3]].copy()
+    apply_token_mask(expect, mask)
+    assert np.array_equal(got, expect)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
