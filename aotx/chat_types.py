@@ -9,6 +9,7 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict = field(default_factory=dict)  # JSON Schema of the arguments object
+    strict: bool = False    # the arguments are constrained to `parameters` (aotx.structured)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class ModelService:
         self.routes = RouteMetrics()
         self._tokenizer = bundle.tokenizer
         self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
+        self._constraints = None
 
     @classmethod
     def load(cls, config: ServiceConfig, *, progress: bool = True, bundle=None) -> "ModelService":
@@ -70,6 +71,15 @@ class ModelService:
     async def stop(self) -> None:
         await self.engine.stop()
         self.prompts.close()
+
+    @property
+    def constraints(self):
+        """Structured outputs: request constraints compiled once per grammar (aotx.structured;
+        llguidance is loaded by the first request that asks for one)."""
+        if self._constraints is None:
+            from aotx.structured import ConstraintCompiler
+            self._constraints = ConstraintCompiler(self._tokenizer)
+        return self._constraints
 
     @property
     def context_tokens(self) -> int:

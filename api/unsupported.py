@@ -2,12 +2,13 @@
 
 Each refusal is a 400 invalid_request_error naming the mode and the param, in
 the calling surface's native envelope (the surface decides the envelope).
+JSON modes are served (api.structured: constrained decoding); what they cannot enforce is refused
+there, at parse time, in the same way.
 """
 from __future__ import annotations
 
 from api.errors import ApiError
 
-SCHEMA_MODES = ("json_object", "json_schema")
 MEDIA_PARTS = {
     # Chat Completions
     "image_url": "images", "input_audio": "audio", "file": "files",
@@ -16,49 +17,6 @@ MEDIA_PARTS = {
     # Anthropic Messages
     "image": "images", "document": "documents",
 }
-
-
-def _schema_mode(value: object) -> str | None:
-    """The schema-constrained mode named by a format value, if any."""
-    if isinstance(value, str):
-        return value if value in SCHEMA_MODES else None
-    if isinstance(value, dict):
-        kind = value.get("type")
-        return kind if kind in SCHEMA_MODES else None
-    return None
-
-
-def _refuse_schema(param: str, mode: str) -> ApiError:
-    return ApiError(400, f"'{param}' of type '{mode}' is not supported: this server never "
-                         "constrains decoding to a schema. Use {\"type\": \"text\"} or omit it.",
-                    param=param, code="unsupported_parameter")
-
-
-def check_response_format(body: dict) -> None:
-    """Chat and Completions: `response_format` json modes are refused."""
-    mode = _schema_mode(body.get("response_format"))
-    if mode:
-        raise _refuse_schema("response_format", mode)
-
-
-def check_text_format(body: dict) -> None:
-    """Responses: `text.format` json modes are refused."""
-    text = body.get("text")
-    if isinstance(text, dict):
-        mode = _schema_mode(text.get("format"))
-        if mode:
-            raise _refuse_schema("text.format", mode)
-
-
-def check_output_format(body: dict) -> None:
-    """Messages: `output_format` and `output_config.format` (structured outputs) are refused."""
-    if body.get("output_format") is not None:
-        raise ApiError(400, "'output_format' is not supported: this server never constrains "
-                            "decoding to a schema.", param="output_format")
-    config = body.get("output_config")
-    if isinstance(config, dict) and config.get("format") is not None:
-        raise ApiError(400, "'output_config.format' is not supported: this server never "
-                            "constrains decoding to a schema.", param="output_config.format")
 
 
 def refuse_media(part_type: str, param: str) -> ApiError:

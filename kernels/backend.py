@@ -16,6 +16,7 @@ from kernels.model import LlamaModel
 from kernels.pool_size import DEFAULT_GPU_MEMORY_UTILIZATION, NUMPY_PAGES, pages_for_memory
 from kernels.sampling_rows import SamplingRows
 from kernels.step_batch import StepBatch
+from kernels.token_mask import TokenMask, apply_token_mask
 
 
 class BackendUnavailable(RuntimeError):
@@ -44,6 +45,12 @@ class NumpyBackend:
 
     def sample(self, logits: np.ndarray, rows: SamplingRows) -> np.ndarray:
         return sampler.sample(logits, rows)
+
+    def masked_logits(self, logits: np.ndarray, mask: TokenMask) -> np.ndarray:
+        """A copy of `logits` with the mask's rows masked (the original stays raw for logprobs)."""
+        out = np.array(logits, dtype=np.float32, copy=True)
+        apply_token_mask(out, mask)
+        return out
 
     def logprobs(self, logits: np.ndarray, chosen: np.ndarray, k: int):
         return sampler.logprobs(logits, chosen, k)

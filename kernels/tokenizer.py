@@ -71,6 +71,10 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return len(self._tokens)
 
+    def hf_json(self) -> str:
+        """The HF ``tokenizers`` definition as JSON (what a grammar library such as llguidance reads)."""
+        return self._tok.to_str()
+
     def _compute_bytes(self, token_id: int) -> bytes:
         text = self._tokens[token_id]
         if token_id in self._special:

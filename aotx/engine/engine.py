@@ -182,6 +182,7 @@ class Engine:
             seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
             detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids),
+            matcher=params.constraint.start() if params.constraint is not None else None,
         )
         handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,
                                on_cancel=lambda: self._post("cancel", seq.seq_id, None))
@@ -217,7 +218,7 @@ class Engine:
             launched = None
             if self.scheduler.has_work():
                 try:
-                    launched = self._launch()
+                    launched = self._launch(pending)
                 except Exception as exc:  # a bug here must not leave callers waiting forever
                     log.exception("engine step failed outside the backend")
                     self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
@@ -250,8 +251,9 @@ class Engine:
             elif item in self._handles:
                 self.scheduler.cancel(item)
 
-    def _launch(self) -> InFlight | None:
-        """Schedule and launch one step; None when nothing runs (cancellations are delivered)."""
+    def _launch(self, pending: InFlight | None = None) -> InFlight | None:
+        """Schedule and launch one step; None when nothing runs (cancellations are delivered).
+        `pending`: the step before, launched and not read yet."""
         with self._cond:   # claims are made on other threads: the line is read and moved under the lock
             out = self.scheduler.schedule()
             # nothing ran and nothing can until the line changes (a claim or hold keeps the waiting back)
@@ -263,7 +265,7 @@ class Engine:
             self._flush()
             return None
         try:
-            step = self.runner.launch(out.scheduled)
+            step = self.runner.launch(out.scheduled, pending)
         except Exception as exc:  # a failing backend must not take the engine down
             self._step_failed(out.scheduled, exc)
             return None
@@ -315,6 +317,13 @@ class Engine:
         self._stats.token(ttft=now - seq.arrival_time if first else None,
                           itl=None if first else now - seq.last_token_time)
         seq.record_token(tid, now)
+        if seq.matcher is not None and not seq.matcher.sync(len(seq.output_ids) - 1, tid):
+            # never happens while the mask is applied; if it does, the output is not trusted
+            log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
+                      seq.matcher.error)
+            self._finish(seq, "error")
+            self._end(seq, Delta("", finish_reason="error", error="constraint violated"))
+            return
         step = seq.detokenizer.add(tid)
         text, reason, stop = step.text, step.finish_reason, step.stop_sequence
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:

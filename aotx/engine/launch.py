@@ -22,12 +22,16 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from kernels.sampling_rows import SamplingRows
 from kernels.step_batch import StepBatch
+from kernels.token_mask import TokenMask
+
+MaskArg = TokenMask | Callable[[], TokenMask] | None
 
 log = logging.getLogger(__name__)
 _NO_IDS = np.empty(0, dtype=np.int32)
@@ -40,8 +44,11 @@ class Launched(Protocol):
 
 class Launcher(Protocol):
     overlaps: bool          # launch returns before the step has run
+    # mask: the constrained rows' bitmasks (kernels/token_mask.py), or a callable returning them that
+    # the launcher calls once the forward is on its way and before sampling (aotx.engine.masks: it
+    # may wait for the previous launch's ids); None when no row is constrained
     def launch(self, batch: StepBatch, prev_rows: np.ndarray | None, sample_rows: np.ndarray,
-               sampling: SamplingRows) -> Launched: ...
+               sampling: SamplingRows, mask: MaskArg = None) -> Launched: ...
     def pause(self) -> None: ...        # no work until the next launch: that wait is not a gap
     def timing(self) -> dict: ...       # {"steps", "busy_s", "idle_s", "busy_share"} since reset
     def close(self) -> None: ...
@@ -92,13 +99,17 @@ def resolve_tokens(batch: StepBatch, prev_rows: np.ndarray | None, prev_ids: np.
     return dataclasses.replace(batch, token_ids=tokens)
 
 
-def run_step(backend, batch: StepBatch, sample_rows: np.ndarray, sampling: SamplingRows):
-    """forward, then sample the rows asked for: (logits, int32 ids)."""
+def run_step(backend, batch: StepBatch, sample_rows: np.ndarray, sampling: SamplingRows,
+             mask: MaskArg = None):
+    """forward, then (the constrained rows masked: kernels/token_mask.py) sample the rows asked
+    for: (logits, int32 ids). The logits returned stay unmasked (logprobs read them)."""
     logits = backend.forward(batch)
     if not len(sample_rows):
         return logits, _NO_IDS
     whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
     sub = logits if whole else logits[sample_rows]
+    if mask is not None:
+        sub = backend.masked_logits(sub, mask() if callable(mask) else mask)
     return logits, np.asarray(backend.sample(sub, sampling), dtype=np.int32)
 
 
@@ -121,11 +132,11 @@ class InlineLauncher(DeviceClock):
         self.backend = backend
         self._last: np.ndarray | None = _NO_IDS
 
-    def launch(self, batch, prev_rows, sample_rows, sampling) -> Done:
+    def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> Done:
         start = time.perf_counter()
         try:
             batch = resolve_tokens(batch, prev_rows, self._last)
-            logits, ids = run_step(self.backend, batch, sample_rows, sampling)
+            logits, ids = run_step(self.backend, batch, sample_rows, sampling, mask)
         except BaseException:
             self._last = None
             raise
@@ -138,8 +149,8 @@ class InlineLauncher(DeviceClock):
 
 
 class _Job:
-    def __init__(self, batch, prev_rows, sample_rows, sampling) -> None:
-        self.args = (batch, prev_rows, sample_rows, sampling)
+    def __init__(self, batch, prev_rows, sample_rows, sampling, mask) -> None:
+        self.args = (batch, prev_rows, sample_rows, sampling, mask)
         self.logits: Any = None
         self._ids: np.ndarray | None = None
         self._error: BaseException | None = None
@@ -164,8 +175,10 @@ class ThreadLauncher(DeviceClock):
         self._thread = threading.Thread(target=self._run, name="aotx-device", daemon=True)
         self._thread.start()
 
-    def launch(self, batch, prev_rows, sample_rows, sampling) -> _Job:
-        job = _Job(batch, prev_rows, sample_rows, sampling)
+    def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Job:
+        # a late mask reads the step before's ids (it waits for that job): here, on the engine's thread,
+        # which owns the matchers
+        job = _Job(batch, prev_rows, sample_rows, sampling, mask() if callable(mask) else mask)
         self._jobs.put(job)
         return job
 
@@ -176,11 +189,11 @@ class ThreadLauncher(DeviceClock):
     def _run(self) -> None:
         last: np.ndarray | None = _NO_IDS
         while (job := self._jobs.get()) is not None:
-            batch, prev_rows, sample_rows, sampling = job.args
+            batch, prev_rows, sample_rows, sampling, mask = job.args
             try:
                 start = time.perf_counter()
                 job.logits, job._ids = run_step(self.backend, resolve_tokens(batch, prev_rows, last),
-                                                sample_rows, sampling)
+                                                sample_rows, sampling, mask)
                 self.ran(start, time.perf_counter())   # (read on the engine thread: floats, under the GIL)
                 last = job._ids
             except BaseException as exc:  # handed to whoever waits on this step (the engine ends it)

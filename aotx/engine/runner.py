@@ -16,6 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
+from aotx.engine.masks import step_mask
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
 from aotx.engine.types import TokenLogprob, TopLogprob
@@ -76,9 +77,11 @@ class ModelRunner:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
         return self.complete(self.launch(scheduled))
 
-    def launch(self, scheduled: list[ScheduledSeq]) -> InFlight:
+    def launch(self, scheduled: list[ScheduledSeq], previous: InFlight | None = None) -> InFlight:
         """Start one step. Its sequences' K/V counts as computed and each sampled row as a pending
-        token (``seq.pending``) from here on, so the next step can be planned before this one ends."""
+        token (``seq.pending``) from here on, so the next step can be planned before this one ends.
+        `previous`: the step launched before and not read yet (a constrained row's mask needs its
+        token: aotx.engine.masks)."""
         plan = self.build(scheduled)
         results = {s.seq.seq_id: RowResult() for s in scheduled}
         for s in scheduled:
@@ -96,7 +99,9 @@ class ModelRunner:
                 step=np.array([q.sampled for q in seqs], dtype=np.int64),
             )
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling)
+            mask = step_mask(seqs, previous.launched if previous is not None else None)
+            extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
+            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
         for s in scheduled:
             s.seq.num_computed += s.num_tokens
         for i, (_, seq) in enumerate(plan.sample):

@@ -47,6 +47,9 @@ class Sequence:
     # of the latest launch's sampled ids that holds the newest of them
     pending: int = 0
     pending_row: int = -1
+    # the constraint's matcher (aotx.structured.RowMatcher) when params.constraint is set: it has
+    # consumed every output token; the runner asks it for the next token's bitmask
+    matcher: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,10 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = () # extra ids that end generation (EOS always does)
     logprobs: int | None = None          # None: off; k >= 0: chosen token's logprob plus the top k
     prompt_logprobs: int | None = None   # same, for every prompt token (Completions echo)
+    # aotx.structured.Constraint (or anything with start() -> a row matcher): every sampled token
+    # is drawn from the tokens it allows (a per-row bitmask applied to the logits), EOS only once
+    # the output is complete; None: unconstrained, and the row pays nothing for the feature
+    constraint: Any = None
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,10 @@ def parse_tool_spec(raw: object, param: str, *, flat: bool) -> ToolSpec:
     if not isinstance(desc, str) or not isinstance(params, dict):
         raise bad(param, f"'{param}': description must be a string and parameters an object.")
     check_tool_schema(params, f"{param}.parameters" if flat else f"{param}.function.parameters")
-    return ToolSpec(fn["name"], desc, params)
+    strict = fn.get("strict")
+    if strict not in (None, True, False):
+        raise bad(f"{param}.strict" if flat else f"{param}.function.strict", "'strict' must be a boolean.")
+    return ToolSpec(fn["name"], desc, params, strict=strict is True)
 
 
 def parse_tools(raw: object, *, flat: bool) -> list[ToolSpec]:

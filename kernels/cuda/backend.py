@@ -80,6 +80,7 @@ class CudaBackend:
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
         driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
+        self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
         self._acts: list[driver.Buffer] = []
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -325,7 +326,8 @@ class CudaBackend:
         n = len(idx)
         if n == 0:
             return 0
-        if (isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen
+        # (not for a masked copy of the logits — a constrained step — whose argmax may differ)
+        if (isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen and logits.ptr == self.logits
                 and not np.any(np.asarray(rows.temperature) > 0) and np.array_equal(idx, np.arange(n))):
             return n   # all greedy: lm_head_argmax already wrote these rows' ids into sample_out
         self._greedy_gen = None   # sample_rows overwrites sample_out
@@ -344,6 +346,21 @@ class CudaBackend:
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
                       base + 16 * pad8, base + 16 * pad8 + 8 * n, self.sample_out, n)
         return n
+
+    def masked_logits(self, logits, mask):
+        """The rows about to be sampled with the constrained ones masked, in a scratch copy on the
+        device (kernels/cuda/token_mask.py); host logits are uploaded first."""
+        if not isinstance(logits, DeviceLogits):
+            arr = np.ascontiguousarray(logits, dtype=np.float32)
+            if arr.shape[0] > self.r_cap:
+                self._reserve(self.t_cap, arr.shape[0])
+            driver.htod(self.logits, arr, self.dev.stream)
+            self.generation += 1
+            logits = DeviceLogits(self, self.logits, arr.shape[0], self.config.vocab_size, self.generation)
+        if self.token_mask is None:
+            from kernels.cuda.token_mask import DeviceTokenMask
+            self.token_mask = DeviceTokenMask(self)
+        return self.token_mask.masked(logits, mask)
 
     def logprobs(self, logits, chosen: np.ndarray, k: int):
         """Host-side (only requests that ask for logprobs pay the copy of their rows)."""

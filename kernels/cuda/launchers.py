@@ -53,7 +53,7 @@ class Kernels:
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
                            "sampling": ["sample_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
-                           "attn_fused": ["attn_o_fused"]}.items():
+                           "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
@@ -150,6 +150,10 @@ class Kernels:
         if nsplit > 1:
             self._go("attention_combine", (n_tokens, n_heads), head_dim,
                      (part_o, part_ml, n_heads, nsplit, out), "ppiip")
+
+    def token_mask(self, logits, rows, bits, bit_row, out, vocab, words, n_rows):
+        self._go("token_mask_rows", (-(-vocab // 256), n_rows), 256,
+                 (logits, rows, bits, bit_row, out, vocab, words), "pppppii")
 
     def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, out, n_rows):
         self._go("sample_rows", (n_rows,), 1024,

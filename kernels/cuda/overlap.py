@@ -120,7 +120,7 @@ class CudaStepLauncher:
         self._prev_failed = False
         self.reset_timing()
 
-    def launch(self, batch, prev_rows, sample_rows, sampling) -> _Handle:
+    def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Handle:
         be = self.backend
         stream = be.dev.stream
         be.dev.make_current()
@@ -143,7 +143,12 @@ class CudaStepLauncher:
             n = 0
             if len(sample_rows):
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
-                n = be.sample_enqueue(logits if whole else logits[sample_rows], sampling)
+                sub = logits if whole else logits[sample_rows]
+                if mask is not None:    # constrained rows: masked into a scratch copy (token_mask.cu)
+                    # a late mask (aotx.engine.masks) waits for the previous step's ids and fills the
+                    # bitmasks on the host now, while the GPU runs the forward enqueued above
+                    sub = be.masked_logits(sub, mask() if callable(mask) else mask)
+                n = be.sample_enqueue(sub, sampling)
             addr, off = self.staging.reserve(4 * max(n, 1))
             driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
             end.record(stream)

@@ -74,6 +74,14 @@ def main(argv=None) -> int:
             traceback.print_exc()
             results.append(("real overlap (kernels.cuda.overlap, engine one step behind)", 0, 0, False,
                             "exception: traceback above"))
+        try:
+            from ops.gpu import structured_check
+            structured_check.run(bundle, record)
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            results.append(("real structured outputs (token_mask.cu, engine)", 0, 0, False,
+                            "exception: traceback above"))
     failed = [r for r in results if not r[3]]
     print(f"\n{len(results) - len(failed)}/{len(results)} checks passed in {time.time() - t0:.0f} s")
     for r in failed:

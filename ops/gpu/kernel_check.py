@@ -243,13 +243,39 @@ def check_sampling(c: Ctx, logits: np.ndarray | None = None):
     c.free()
 
 
+def check_token_mask(c: Ctx):
+    """token_mask.cu == its twin kernels.token_mask.masked_rows, bit for bit; then sampling the masked
+    rows draws only allowed tokens and the ids the numpy sampler draws."""
+    from kernels.token_mask import TokenMask, kernel_args, mask_words, masked_rows
+    r = 16
+    logits = (c.rng.standard_normal((r + 3, V)) * 3).astype(np.float32)
+    sampled = c.rng.permutation(r + 3)[:r].astype(np.int32)
+    words = mask_words(V)
+    cons = np.array([0, 3, 4, 9, 15], np.int32)
+    bits = np.zeros((len(cons), words), np.uint32)
+    for j in range(len(cons)):
+        allowed = c.rng.choice(V, size=int(c.rng.integers(1, 40)), replace=False)
+        for t in allowed:
+            bits[j, t // 32] |= np.uint32(1 << (t % 32))
+    mask = TokenMask(cons, bits)
+    bit_row = kernel_args(r, mask)
+    ref = masked_rows(logits, sampled, bits, bit_row)
+    out = c.zeros(r * V * 4)
+    c.k.token_mask(c.up(logits), c.up(sampled), c.up(bits), c.up(bit_row), out, V, words, r)
+    got = c.down(out, (r, V), np.float32)
+    bad = int((got.view(np.uint32) != ref.view(np.uint32)).sum())
+    c.record(f"token_mask_rows ({r} rows, {len(cons)} constrained)", float(bad), 0.0, f"mismatched values={bad}")
+    c.free()
+    check_sampling(c, ref)
+
+
 def run_all() -> list:
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     from ops.gpu.fused_check import check_attn_o, check_fused
 
-    for fn in (check_small_ops, check_linear, check_attention, check_sampling, lambda c: check_fused(c, rel),
-               lambda c: check_attn_o(c, rel)):
+    for fn in (check_small_ops, check_linear, check_attention, check_sampling, check_token_mask,
+               lambda c: check_fused(c, rel), lambda c: check_attn_o(c, rel)):
         try:
             fn(c)
         except Exception as exc:  # report and continue: one broken kernel must not hide the others

@@ -8,6 +8,9 @@ from api.app_common import install_common
 from tests.api.tapes import tape
 
 
+_COMPILER = None
+
+
 class FakeHandle:
     def __init__(self, deltas, prompt_tokens):
         self._deltas = list(deltas)
@@ -43,6 +46,16 @@ class FakeService:
 
     def known_model(self, name):
         return name == self.model_id
+
+    @property
+    def constraints(self):
+        """The real compiler over the real tokenizer (loaded on first use: only JSON modes need it)."""
+        global _COMPILER
+        if _COMPILER is None:
+            from aotx.structured import ConstraintCompiler
+            from kernels import load_model_cached
+            _COMPILER = ConstraintCompiler(load_model_cached(progress=False).tokenizer)
+        return _COMPILER
 
     def chat_prompt(self, messages, tools=(), tool_choice=None, primer=""):
         self.chat_calls.append((list(messages), list(tools), tool_choice))

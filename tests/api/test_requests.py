@@ -90,17 +90,18 @@ async def test_unknown_model_is_native_404(client, surface):
 
 
 @pytest.mark.parametrize("surface,extra,param", [
-    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
     ("chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
-     "response_format"),
+     "response_format.json_schema.schema"),
     ("completions", {"response_format": "json_object"}, "response_format"),
     ("completions", {"suffix": "end"}, "suffix"),
-    ("responses", {"text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}},
-     "text.format"),
+    ("responses", {"text": {"format": {"type": "json_schema", "name": "x", "schema": {"if": {}}}}},
+     "text.format.schema"),
     ("responses", {"previous_response_id": "resp_1"}, "previous_response_id"),
     ("responses", {"conversation": "conv_1"}, "conversation"),
     ("messages", {"output_format": {"type": "json_schema"}}, None),
     ("messages", {"output_config": {"format": {"type": "json_schema"}}}, None),
+    ("messages", {"output_config": {"format": {"type": "json_schema", "schema": {"type": "string",
+                                                                              "format": "nope"}}}}, None),
     ("chat", {"top_logprobs": 3}, "top_logprobs"),
     ("chat", {"stop": ["a", "b", "c", "d", "e"]}, "stop"),
     ("chat", {"temperature": "hot"}, "temperature"),

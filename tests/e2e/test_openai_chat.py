@@ -114,13 +114,6 @@ def test_unknown_model_is_native_404(openai_client):
     assert exc.value.body["code"] == "model_not_found"
 
 
-def test_json_mode_refused(openai_client):
-    with pytest.raises(openai.BadRequestError) as exc:
-        openai_client.chat.completions.create(model=MODEL, messages=FRANCE,
-                                              response_format={"type": "json_object"})
-    assert "json_object" in exc.value.message
-
-
 def test_image_refused_as_text_only(openai_client):
     with pytest.raises(openai.BadRequestError) as exc:
         openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": [

@@ -69,11 +69,6 @@ def test_zero_budget(openai_client):
     assert r.status == "incomplete"
 
 
-def test_json_format_refused(openai_client):
-    with pytest.raises(openai.BadRequestError):
-        openai_client.responses.create(model=MODEL, input="hi", text={"format": {"type": "json_object"}})
-
-
 def test_forced_function_call_buffered_and_streamed(openai_client):
     tool = {"type": "function", "name": "get_weather", "description": "Get the current weather in a city",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}

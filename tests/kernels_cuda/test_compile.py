@@ -14,6 +14,7 @@ EXPECTED = {
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
+    "token_mask": ["token_mask_rows"],
 }
 
 
@@ -61,3 +62,9 @@ def test_compile_error_carries_full_log(cache, monkeypatch, tmp_path):
     with pytest.raises(build.CompileError) as err:
         build.compile_family("broken", "sm_90")
     assert "undefined_thing_42" in str(err.value) and "broken.cu" in str(err.value)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_token_mask_kernel_compiles(arch, cache):
+    cubin = build.compile_family("token_mask", arch, MODEL_DEFINES)
+    assert cubin.data[:4] == b"\x7fELF" and b"token_mask_rows" in cubin.data

@@ -6,11 +6,10 @@ from dataclasses import dataclass, replace
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import chat_budget
 from api.errors import ApiError
 from api.surfaces.openai_messages import parse_chat_messages, parse_tool_choice, parse_tools
-from api.unsupported import check_response_format
 
 MAX_N = 16
 
@@ -41,7 +40,7 @@ def parse_chat_request(body: dict, service) -> ChatRequest:
     if body.get("functions") is not None or body.get("function_call") is not None:
         raise ApiError(400, "Legacy 'functions'/'function_call' are not supported; use 'tools' "
                             "and 'tool_choice'.", param="functions")
-    check_response_format(body)
+    answer = structured.response_format(body)
     tools = parse_tools(body.get("tools"), flat=False)
     tool_choice = parse_tool_choice(body.get("tool_choice"), tools, flat=False)
     stream = fields.opt_bool(body, "stream")
@@ -56,9 +55,12 @@ def parse_chat_request(body: dict, service) -> ChatRequest:
     for key in ("frequency_penalty", "presence_penalty"):
         fields.opt_number(body, key, 0.0, -2.0, 2.0)
     temperature, top_p = fields.sampling_numbers(body)
+    constraint = structured.constraint(
+        service, answer, tools, tool_choice, forced_call_primer(tools, tool_choice),
+        [f"tools[{k}].function.parameters" for k in range(len(tools))])
     base = SamplingParams(
         max_tokens=chat_budget(body, service.default_max_tokens), temperature=temperature,
         top_p=top_p, seed=seed, stop=fields.stop_strings(body, "stop"),
-        logprobs=(top or 0) if logprobs else None)
+        logprobs=(top or 0) if logprobs else None, constraint=constraint)
     params = [base if seed is None else replace(base, seed=seed + i) for i in range(n)]
     return ChatRequest(model, messages, tools, tool_choice, stream, include_usage, logprobs, params)

@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from aotx.engine.types import SamplingParams
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.errors import ApiError
-from api.unsupported import check_response_format, check_suffix
+from api.unsupported import check_suffix
 
 MAX_N = 16
 
@@ -56,7 +56,7 @@ def parse_completion_request(body: dict, service) -> CompletionRequest:
         raise ApiError(400, "Missing required parameter: 'prompt'.", param="prompt")
     prompts = parse_prompts(body["prompt"])
     check_suffix(body)
-    check_response_format(body)
+    answer = structured.response_format(body)
     n = fields.opt_int(body, "n", 1, 1, MAX_N)
     best_of = fields.opt_int(body, "best_of", None, 1)
     if best_of is not None and best_of != n:
@@ -75,6 +75,7 @@ def parse_completion_request(body: dict, service) -> CompletionRequest:
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
         temperature=temperature, top_p=top_p, seed=seed,
         stop=fields.stop_strings(body, "stop"), logprobs=logprobs,
-        prompt_logprobs=logprobs if echo and logprobs is not None else None)
+        prompt_logprobs=logprobs if echo and logprobs is not None else None,
+        constraint=structured.constraint(service, answer, [], None, ""))
     params = [base if seed is None else replace(base, seed=seed + i) for i in range(n)]
     return CompletionRequest(model, prompts, n, echo, logprobs, stream, include_usage, params)

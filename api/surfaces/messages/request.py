@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, named_choice, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.fields import bad
 from api.tool_schemas import check_tool_schema
-from api.unsupported import MEDIA_PARTS, check_output_format, refuse_media
+from api.unsupported import MEDIA_PARTS, refuse_media
 
 _SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -114,7 +114,9 @@ def _tools(raw: object) -> list[ToolSpec]:
         if not isinstance(schema, dict) or not isinstance(desc, str):
             raise bad(param, f"'{param}': input_schema must be an object.")
         check_tool_schema(schema, f"{param}.input_schema")
-        tools.append(ToolSpec(tool["name"], desc, schema))
+        if tool.get("strict") not in (None, True, False):
+            raise bad(f"{param}.strict", f"'{param}.strict' must be a boolean.")
+        tools.append(ToolSpec(tool["name"], desc, schema, strict=tool.get("strict") is True))
     return tools
 
 
@@ -139,7 +141,7 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad("messages", "'messages' must be a non-empty array.")
-    check_output_format(body)
+    answer = structured.output_format(body)
     names: dict[str, str] = {}
     system = body.get("system")
     messages = [ChatMessage("system", _text_of(system, "system"))] if system else []
@@ -153,10 +155,17 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
     if count_only:
         return MessagesRequest(model, messages, prefill, tools, tool_choice, False, None)
     temperature = fields.opt_number(body, "temperature", 1.0, 0.0, 1.0)
+    if prefill and (answer is not None or any(t.strict for t in tools)):
+        raise bad("messages", "An assistant prefill cannot be combined with structured outputs "
+                              "('output_config.format' or strict tools): the output must follow the schema from its start.")
+    request = MessagesRequest(model, messages, prefill, tools, tool_choice, False, None)
+    constraint = None if prefill else structured.constraint(
+        service, answer, tools, tool_choice, request.tool_primer,
+        [f"tools[{k}].input_schema" for k in range(len(tools))])
     params = SamplingParams(
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
         temperature=temperature, top_p=fields.opt_number(body, "top_p", 1.0, 0.0, 1.0),
         top_k=fields.opt_int(body, "top_k", 0, 0),
-        stop=fields.stop_strings(body, "stop_sequences"))
+        stop=fields.stop_strings(body, "stop_sequences"), constraint=constraint)
     return MessagesRequest(model, messages, prefill, tools, tool_choice,
                            fields.opt_bool(body, "stream"), params)

@@ -7,13 +7,12 @@ from typing import Sequence
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, tools_active
-from api import fields
+from api import fields, structured
 from api.budgets import decode_budget
 from api.fields import bad
+from api.stored_http import check_metadata
 from api.surfaces.openai_messages import content_text, parse_tool_choice, parse_tools
 from api.surfaces.response_items import as_items
-from api.stored_http import check_metadata
-from api.unsupported import check_text_format
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -93,14 +92,14 @@ def parse_input(raw: object, *, name: str = "input", allow_empty: bool = False) 
 
 def _echo_tools(tools: list[ToolSpec]) -> list[dict]:
     return [{"type": "function", "name": t.name, "description": t.description or None,
-             "parameters": t.parameters, "strict": None} for t in tools]
+             "parameters": t.parameters, "strict": t.strict} for t in tools]
 
 
 def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -> ResponsesRequest:
     """`context`: the stored items the response continues (previous_response_id's chain, or the
     conversation's items; api.surfaces.responses.stored_run), parsed before the input as one history."""
     model = fields.known_model(body, service)
-    check_text_format(body)
+    answer = structured.text_format(body)
     messages = parse_input(body.get("input"))
     if context:
         messages = parse_input(list(context) + as_items(body.get("input")))
@@ -117,8 +116,11 @@ def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -
     temperature, top_p = fields.sampling_numbers(body)
     budget = decode_budget(body, "max_output_tokens", service.default_max_tokens)
     metadata = check_metadata(body.get("metadata"))
+    constraint = structured.constraint(service, answer, tools, tool_choice,
+                                       forced_call_primer(tools, tool_choice),
+                                       [f"tools[{k}].parameters" for k in range(len(tools))])
     params = SamplingParams(max_tokens=budget, temperature=temperature, top_p=top_p,
-                            logprobs=(top or 0) if logprobs else None)
+                            logprobs=(top or 0) if logprobs else None, constraint=constraint)
     raw_choice = body.get("tool_choice")
     echo = {"instructions": instructions, "metadata": metadata,
             "max_output_tokens": body.get("max_output_tokens"), "temperature": temperature,
@@ -126,5 +128,7 @@ def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -
             "parallel_tool_calls": fields.opt_bool(body, "parallel_tool_calls", True),
             "tool_choice": raw_choice if raw_choice is not None else "auto",
             "tools": _echo_tools(tools), "user": fields.opt_str(body, "user")}
+    if answer is not None:      # the format it was constrained to, echoed as given (validated above)
+        echo["text"] = {"format": body["text"]["format"]}
     return ResponsesRequest(model, messages, tools, tool_choice, fields.opt_bool(body, "stream"),
                             logprobs, params, echo)

@@ -1,0 +1,107 @@
+"""Compile a request's constraint once: JSON schema / any JSON object / a tool call -> Constraint.
+
+Grammars are llguidance's; compiled constraints are cached by the sha256 of their grammar, so a
+schema sent again costs a dictionary look-up. Whatever llguidance cannot enforce exactly (an
+unknown keyword, an unknown format, an unsatisfiable schema, a broken $ref) raises
+ConstraintError with llguidance's reason: the surface answers 400 naming its param. Nothing is
+ever compiled "leniently": a keyword is enforced or the request is refused.
+
+JSON is generated compact with one space after ':' and ',' (whitespace_flexible off): a small
+model cannot then spend its budget on whitespace, and the text parses the same either way.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import llguidance
+
+from aotx.structured.constraint import Constraint
+from aotx.structured.tool_grammar import tool_call_lark
+
+JSON_OPTIONS = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", ",
+                "lenient": False}
+CACHE_SIZE = 256
+MESSAGE_MAX = 300
+
+
+class ConstraintError(ValueError):
+    """The constraint cannot be enforced exactly; `str(exc)` says why (llguidance's words)."""
+
+
+def _short(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= MESSAGE_MAX else message[:MESSAGE_MAX] + "…"
+
+
+class ConstraintCompiler:
+    """One per tokenizer (the serving process keeps one); thread-safe."""
+
+    def __init__(self, tokenizer) -> None:
+        self._source = tokenizer
+        self._ll: llguidance.LLTokenizer | None = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, Constraint] = OrderedDict()
+
+    @property
+    def ll_tokenizer(self) -> llguidance.LLTokenizer:
+        """llguidance's view of the model's tokenizer (built on first use: ~0.3 s)."""
+        with self._lock:
+            if self._ll is None:
+                t = self._source
+                self._ll = llguidance.LLTokenizer(t.hf_json(), n_vocab=t.vocab_size, eos_token=t.eos_id)
+            return self._ll
+
+    # -- the three kinds ------------------------------------------------------
+    def json_schema(self, schema: object) -> Constraint:
+        """Output is one JSON value valid against `schema` (a JSON Schema object)."""
+        if not isinstance(schema, dict):
+            raise ConstraintError("the schema must be a JSON object")
+        try:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_OPTIONS)
+        except ValueError as exc:
+            raise ConstraintError(_short(str(exc))) from None
+        return self._compiled("json_schema", grammar)
+
+    def json_object(self) -> Constraint:
+        """Output is one JSON object, any keys and values (JSON mode)."""
+        return self.json_schema({"type": "object"})
+
+    def tool_call(self, tools: Sequence, mode: str, forced: str | None, primer: str,
+                  answer: dict | None = None) -> Constraint:
+        """Output continues `primer` into tool calls in aotx.tool_calls' format: `mode` "required"
+        (at least one call, no text), "named" (one call of `forced`), or "auto" (text, or text then
+        calls; with `answer`, a JSON answer valid against that schema or calls). A strict tool's
+        arguments follow its schema, any other tool's are a JSON object."""
+        try:
+            lark = tool_call_lark(tools, mode, forced, primer, JSON_OPTIONS, answer)
+        except ValueError as exc:
+            raise ConstraintError(_short(str(exc))) from None
+        return self._compiled("tool_call", llguidance.LLMatcher.grammar_from_lark(lark))
+
+    # -- compile + cache ---------------------------------------------------------
+    def _compiled(self, kind: str, grammar: str) -> Constraint:
+        digest = hashlib.sha256(grammar.encode()).hexdigest()
+        with self._lock:
+            hit = self._cache.get(digest)
+            if hit is not None:
+                self._cache.move_to_end(digest)
+                return hit
+        tok = self.ll_tokenizer
+        error = llguidance.LLMatcher.validate_grammar(grammar, tok)
+        if error:
+            raise ConstraintError(_short(error))
+        constraint = Constraint(kind, digest, grammar, tok)
+        constraint.start()          # builds its prototype matcher here, at parse time, once
+        with self._lock:
+            self._cache[digest] = constraint
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return constraint
+
+    def cached(self) -> int:
+        with self._lock:
+            return len(self._cache)
+

@@ -1,0 +1,149 @@
+"""CPU side of the CUDA launcher with constrained rows, over a stand-in driver: a late mask is called
+after the step's forward is enqueued and before its sampling, it can read the previous launch's ids
+there, and what it returns is what the backend masks and samples. (The kernels themselves are checked
+on the GPU: ops/gpu/kernel_check.py check_token_mask, ops/gpu/structured_check.py.)"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from kernels.token_mask import TokenMask
+
+
+class _Pinned:
+    def __init__(self, nbytes):
+        self.nbytes = max(int(nbytes), 64)
+        self._raw = (ctypes.c_uint8 * self.nbytes)()
+        self.ptr = ctypes.addressof(self._raw)
+
+    def view(self, dtype, n, offset=0):
+        return np.frombuffer(self._raw, dtype=np.dtype(dtype), count=n, offset=offset)
+
+    def free(self):
+        pass
+
+
+class _Event:
+    def __init__(self, timing=False):
+        pass
+
+    def record(self, stream):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def since(self, earlier):
+        return 0.0
+
+
+@pytest.fixture
+def overlap(monkeypatch):
+    """kernels.cuda.overlap bound to a stand-in driver (the real one is never imported here)."""
+    device_ids = {}
+    fake = types.SimpleNamespace(
+        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=lambda *a: None,
+        dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, device_ids[src].ctypes.data, nbytes))
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+    module = importlib.import_module("kernels.cuda.overlap")
+    yield module, device_ids
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+
+
+class _Backend:
+    t_cap, r_cap, ints_cap, sample_out = 64, 8, 1024, 0xD0
+
+    def __init__(self, device_ids):
+        self.events, self.device_ids, self.step = [], device_ids, 0
+        self.dev = types.SimpleNamespace(stream=None, make_current=lambda: None, synchronize=lambda: None)
+
+    def forward(self, batch, patch=None):
+        self.events.append("forward")
+        return np.zeros((2, 40), np.float32)
+
+    def masked_logits(self, logits, mask):
+        self.events.append(("masked", mask.rows.tolist()))
+        return logits
+
+    def sample_enqueue(self, logits, sampling):
+        self.events.append("sample")
+        self.step += 1
+        self.device_ids[self.sample_out] = np.array([10 * self.step, 10 * self.step + 1], np.int32)
+        return 2
+
+
+def _batch():
+    from kernels.step_batch import StepBatch
+    z = np.zeros(2, np.int32)
+    return StepBatch(token_ids=z, positions=z, query_start=np.array([0, 1, 2], np.int32), context_lens=z + 1,
+                     block_tables=np.zeros((2, 1), np.int32), slot_mapping=z, logits_rows=np.arange(2, dtype=np.int32))
+
+
+def test_late_mask_runs_between_forward_and_sampling_and_reads_the_step_before(overlap):
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    first = launcher.launch(_batch(), None, rows, None)
+    seen = []
+
+    def late():
+        be.events.append("late mask")
+        seen.append(first.ids().tolist())        # the previous launch's ids, read from inside
+        return TokenMask(np.array([1], np.int32), np.zeros((1, 2), np.uint32))
+
+    second = launcher.launch(_batch(), None, rows, None, mask=late)
+    assert be.events == ["forward", "sample", "forward", "late mask", ("masked", [1]), "sample"]
+    assert seen == [[10, 11]] and second.ids().tolist() == [20, 21]
+    launcher.launch(_batch(), None, rows, None)          # unconstrained: never masked
+    assert be.events[-2:] == ["forward", "sample"]
+
+
+def test_device_token_mask_uploads_what_the_kernel_reads(monkeypatch):
+    """kernels/cuda/token_mask.py over a stand-in driver: the uploads and the kernel's arguments,
+    replayed through the kernel's numpy twin, give kernels.token_mask.apply_token_mask's values."""
+    from kernels.token_mask import apply_token_mask, masked_rows
+
+    class _Buffer:
+        next_ptr = 0x1000
+
+        def __init__(self, nbytes):
+            self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
+
+        def free(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+    module = importlib.import_module("kernels.cuda.token_mask")
+    logits_mod = importlib.import_module("kernels.cuda.logits")
+    rng = np.random.default_rng()
+    vocab = 100
+    host = rng.standard_normal((6, vocab)).astype(np.float32)
+    memory, launches = {}, []
+
+    be = types.SimpleNamespace(generation=3, dev=types.SimpleNamespace(synchronize=lambda: None))
+    be._htod = lambda ptr, arr: memory.__setitem__(ptr, np.array(arr, copy=True))
+    be.k = types.SimpleNamespace(token_mask=lambda *args: launches.append(args))
+    sampled = logits_mod.DeviceLogits(be, 0xABC, 6, vocab, 3, rows=np.array([5, 1, 3], np.int32))
+    bits = np.zeros((2, 4), np.uint32)
+    bits[0, 0], bits[1, 3] = 0b1011, 1 << 3          # row 0: tokens 0, 1, 3; row 2: token 99
+    mask = TokenMask(np.array([0, 2], np.int32), bits)
+    out = module.DeviceTokenMask(be).masked(sampled, mask)
+    (src, rows_ptr, bits_ptr, bit_row_ptr, out_ptr, v, words, n), = launches
+    assert (src, v, words, n) == (0xABC, vocab, 4, 3) and out.ptr == out_ptr and out.rows.tolist() == [0, 1, 2]
+    ints = memory[rows_ptr]
+    assert bit_row_ptr == rows_ptr + 4 * n
+    got = masked_rows(host, ints[:n], memory[bits_ptr], ints[n:])
+    expect = host[[5, 1, 3]].copy()
+    apply_token_mask(expect, mask)
+    assert np.array_equal(got, expect)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
