@@ -103,7 +103,7 @@ class EngineService:
         handles = []
         try:
             for _, prompt, params in items:
-                handles.append(self.service.submit(list(prompt), params_from_wire(params),
+                handles.append(self.service.submit(list(prompt), params_from_wire(params, _compiler(self.service, params)),
                                                    surface=str(req["surface"]), lane=str(req["lane"])))
         except RequestRejected as exc:
             for handle in handles:
@@ -191,3 +191,9 @@ class EngineService:
                     self._seen.pop(worker, None)
                     log.warning("http worker %s silent for %.1f s: %d generation(s) cancelled",
                                 worker, self.worker_timeout, n)
+
+
+def _compiler(service, params: dict):
+    """The service's constraint compiler, only where the request carries a constraint (llguidance
+    is loaded by the first request that needs it)."""
+    return service.constraints if params.get("constraint") is not None else None

@@ -47,16 +47,27 @@ def worker_inbox(name: str, worker: str) -> str:
 
 
 def params_to_wire(p: SamplingParams) -> dict[str, Any]:
-    out = dataclasses.asdict(p)
+    out = {f.name: getattr(p, f.name) for f in dataclasses.fields(SamplingParams)}
     out["stop"], out["stop_token_ids"] = list(p.stop), list(p.stop_token_ids)
+    c = out.get("constraint")
+    if c is not None:   # a structured-output constraint travels as its grammar (compiled again, cached, there)
+        out["constraint"] = {"kind": c.kind, "grammar": c.grammar}
     if p.seed is not None:   # the engine reads any integer seed mod 2**64; msgpack carries at most 64 bits
         out["seed"] = p.seed % 2**64
     return out
 
 
-def params_from_wire(m: dict[str, Any]) -> SamplingParams:
+def params_from_wire(m: dict[str, Any], constraints: Any = None) -> SamplingParams:
+    """`constraints`: the engine process's ConstraintCompiler (aotx.structured), which turns a
+    constraint's grammar back into a Constraint; a constrained request without one is refused
+    (ValueError) — never run unconstrained."""
     known = {f.name for f in dataclasses.fields(SamplingParams)}
     kw = {k: v for k, v in m.items() if k in known}
+    c = kw.get("constraint")
+    if c is not None:
+        if constraints is None or not isinstance(c, dict):
+            raise ValueError("a constrained request reached an engine that cannot compile constraints")
+        kw["constraint"] = constraints.from_grammar(str(c["kind"]), str(c["grammar"]))
     kw["stop"] = tuple(kw.get("stop") or ())
     kw["stop_token_ids"] = tuple(kw.get("stop_token_ids") or ())
     return SamplingParams(**kw)

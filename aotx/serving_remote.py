@@ -243,6 +243,7 @@ class RemoteModelService:
         self._context_tokens = int(context_tokens)
         self.routes = RouteMetrics()
         self._tokenizer = text_side.tokenizer
+        self._constraints = None
         self.prompts = PromptWork(text_side.tokenizer, text_side.chat_template)
 
     def start(self) -> None:
@@ -269,6 +270,15 @@ class RemoteModelService:
 
     async def text_prompt_ids(self, text: str, *, limit: int | None = None) -> list[int]:
         return await self.prompts.text(text, limit=limit)
+
+    @property
+    def constraints(self):
+        """Structured outputs: this worker compiles a request's constraint (a bad schema is refused
+        here, at parse time); the engine process receives its grammar (aotx.engine_wire)."""
+        if self._constraints is None:
+            from aotx.structured import ConstraintCompiler
+            self._constraints = ConstraintCompiler(self._tokenizer)
+        return self._constraints
 
     def token_bytes(self, token_id: int) -> bytes:
         return self._tokenizer.token_bytes(token_id)

@@ -81,6 +81,13 @@ class ConstraintCompiler:
             raise ConstraintError(_short(str(exc))) from None
         return self._compiled("tool_call", llguidance.LLMatcher.grammar_from_lark(lark))
 
+    def from_grammar(self, kind: str, grammar: str) -> Constraint:
+        """A constraint from its llguidance grammar (one another process compiled: the HTTP workers
+        send a request's grammar to the engine process); checked again, cached by digest."""
+        if kind not in ("json_schema", "json_object", "tool_call"):
+            raise ConstraintError(f"unknown constraint kind {kind!r}")
+        return self._compiled(kind, grammar)
+
     # -- compile + cache ---------------------------------------------------------
     def _compiled(self, kind: str, grammar: str) -> Constraint:
         digest = hashlib.sha256(grammar.encode()).hexdigest()
