@@ -33,7 +33,7 @@ class LogitAdjust:
     pending: np.ndarray     # int32 [A]: index into the step's token ids of one more output token, or -1
 
     @classmethod
-    def build(cls, per_row: list[tuple[int, float, float, dict[int, tuple[int, float]], int]]) -> "LogitAdjust":
+    def build(cls, per_row: list[tuple[int, float, float, dict[int, tuple[int, float]], int]]) -> LogitAdjust:
         """From ``(row, presence, frequency, {token: (count, bias)}, pending)`` per adjusted row."""
         offsets = np.zeros(len(per_row) + 1, dtype=np.int32)
         toks: list[int] = []
@@ -52,7 +52,7 @@ class LogitAdjust:
                    frequency=np.array([p[2] for p in per_row], dtype=np.float32),
                    pending=np.array([p[4] for p in per_row], dtype=np.int32))
 
-    def resolved(self, token_ids: np.ndarray) -> "LogitAdjust":
+    def resolved(self, token_ids: np.ndarray) -> LogitAdjust:
         """The same adjustment with every pending token folded into the entries (``token_ids``: the
         step's token ids, placeholders resolved)."""
         if not (self.pending >= 0).any():

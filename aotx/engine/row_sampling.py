@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from aotx.engine.sequence import Sequence
 from kernels.logit_adjust import LogitAdjust
 from kernels.sampling_rows import SamplingRows
-
-from aotx.engine.sequence import Sequence
 
 
 def _penalized(seq: Sequence) -> bool:

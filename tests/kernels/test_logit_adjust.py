@@ -2,7 +2,8 @@
 against a numpy reference of the OpenAI formula:
 logit[t] += bias[t] - (frequency_penalty * count[t] + presence_penalty * (count[t] > 0))."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels import SamplingRows, sample
 from kernels.logit_adjust import LogitAdjust, adjusted_logits
@@ -21,7 +22,7 @@ def reference(logits, counts, bias, presence, frequency):
 
 
 def rows_for(n, temperature=0.0, adjust=None, min_p=None, seed=0, top_p=1.0, top_k=0):
-    full = lambda v, dt: np.broadcast_to(np.asarray(v, dtype=dt), (n,)).copy()  # noqa: E731
+    full = lambda v, dt: np.broadcast_to(np.asarray(v, dtype=dt), (n,)).copy()
     return SamplingRows(full(temperature, np.float32), full(top_p, np.float32), full(top_k, np.int32),
                         full(seed, np.uint64), full(0, np.int64),
                         min_p=None if min_p is None else full(min_p, np.float32), adjust=adjust)

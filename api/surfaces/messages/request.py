@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, named_choice, tools_active
-from api import fields
+from api import fields, unsupported
 from api.budgets import decode_budget
 from api.fields import bad
 from api.tool_schemas import check_tool_schema
@@ -152,10 +152,11 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
     tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if count_only:
         return MessagesRequest(model, messages, prefill, tools, tool_choice, False, None)
-    temperature = fields.opt_number(body, "temperature", 1.0, 0.0, 1.0)
+    unsupported.check_foreign_sampling(body, "messages")
+    temperature, top_p = fields.sampling_numbers(body, service, temperature_max=1.0)
     params = SamplingParams(
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
-        temperature=temperature, top_p=fields.opt_number(body, "top_p", 1.0, 0.0, 1.0),
+        temperature=temperature, top_p=top_p,
         top_k=fields.opt_int(body, "top_k", 0, 0),
         stop=fields.stop_strings(body, "stop_sequences"))
     return MessagesRequest(model, messages, prefill, tools, tool_choice,
