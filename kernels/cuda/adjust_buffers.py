@@ -53,9 +53,3 @@ class AdjustBuffers:
         be.k.adjust(logits_ptr, sample_base, src_row, vocab, offsets, token, count, bias, presence, frequency,
                     pending, be.ints, scratch, a)
         return scratch
-
-    def close(self) -> None:
-        for b in (self.entries, self.scratch):
-            if b is not None:
-                b.free()
-        self.entries = self.scratch = None
