@@ -35,39 +35,54 @@ class LogitAdjust:
     @classmethod
     def build(cls, per_row: list[tuple[int, float, float, dict[int, tuple[int, float]], int]]) -> LogitAdjust:
         """From ``(row, presence, frequency, {token: (count, bias)}, pending)`` per adjusted row."""
-        offsets = np.zeros(len(per_row) + 1, dtype=np.int32)
-        toks: list[int] = []
-        counts: list[int] = []
-        biases: list[float] = []
-        for a, (_, _, _, entries, _) in enumerate(per_row):
-            for t, (c, b) in entries.items():
-                toks.append(t)
-                counts.append(c)
-                biases.append(b)
-            offsets[a + 1] = len(toks)
-        return cls(rows=np.array([p[0] for p in per_row], dtype=np.int32), offsets=offsets,
-                   token=np.array(toks, dtype=np.int32), count=np.array(counts, dtype=np.int32),
-                   bias=np.array(biases, dtype=np.float32),
-                   presence=np.array([p[1] for p in per_row], dtype=np.float32),
-                   frequency=np.array([p[2] for p in per_row], dtype=np.float32),
-                   pending=np.array([p[4] for p in per_row], dtype=np.int32))
+        return cls.from_arrays(
+            [p[0] for p in per_row], [p[1] for p in per_row], [p[2] for p in per_row],
+            [np.fromiter(p[3].keys(), np.int32, len(p[3])) for p in per_row],
+            [np.fromiter((c for c, _ in p[3].values()), np.int32, len(p[3])) for p in per_row],
+            [np.fromiter((b for _, b in p[3].values()), np.float32, len(p[3])) for p in per_row],
+            [p[4] for p in per_row])
+
+    @classmethod
+    def from_arrays(cls, rows, presence, frequency, tokens: list[np.ndarray], counts: list[np.ndarray],
+                    biases: list[np.ndarray], pending) -> LogitAdjust:
+        """One row's entries per list element (distinct tokens within a row)."""
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int32)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+        return cls(rows=np.asarray(rows, dtype=np.int32), offsets=offsets, token=cat(tokens, np.int32),
+                   count=cat(counts, np.int32), bias=cat(biases, np.float32),
+                   presence=np.asarray(presence, dtype=np.float32), frequency=np.asarray(frequency, dtype=np.float32),
+                   pending=np.asarray(pending, dtype=np.int32))
 
     def resolved(self, token_ids: np.ndarray) -> LogitAdjust:
         """The same adjustment with every pending token folded into the entries (``token_ids``: the
         step's token ids, placeholders resolved)."""
-        if not (self.pending >= 0).any():
+        has = np.nonzero(self.pending >= 0)[0]
+        if not len(has):
             return self
-        per_row = []
-        for a in range(len(self.rows)):
+        count = self.count.copy()
+        missing_rows, missing_tokens = [], []
+        for a in has.tolist():
+            t = int(token_ids[int(self.pending[a])])
             lo, hi = int(self.offsets[a]), int(self.offsets[a + 1])
-            entries = {int(t): (int(c), float(b)) for t, c, b in
-                       zip(self.token[lo:hi], self.count[lo:hi], self.bias[lo:hi])}
-            if self.pending[a] >= 0:
-                t = int(token_ids[int(self.pending[a])])
-                c, b = entries.get(t, (0, 0.0))
-                entries[t] = (c + 1, b)
-            per_row.append((int(self.rows[a]), float(self.presence[a]), float(self.frequency[a]), entries, -1))
-        return LogitAdjust.build(per_row)
+            hit = np.nonzero(self.token[lo:hi] == t)[0]
+            if len(hit):
+                count[lo + int(hit[0])] += 1
+            else:
+                missing_rows.append(a)
+                missing_tokens.append(t)
+        token, bias, offsets = self.token, self.bias, self.offsets
+        if missing_rows:
+            at = offsets[np.array(missing_rows) + 1]            # each at the end of its row
+            token = np.insert(token, at, np.array(missing_tokens, dtype=np.int32))
+            count = np.insert(count, at, 1)
+            bias = np.insert(bias, at, np.float32(0))
+            added = np.zeros(len(offsets), dtype=np.int32)
+            added[np.array(missing_rows) + 1] = 1
+            offsets = offsets + np.cumsum(added, dtype=np.int32)
+        return LogitAdjust(self.rows, offsets.astype(np.int32), token.astype(np.int32), count.astype(np.int32),
+                           bias.astype(np.float32), self.presence, self.frequency,
+                           np.full(len(self.rows), -1, dtype=np.int32))
 
 
 def adjusted_logits(row: np.ndarray, presence: float, frequency: float, token: np.ndarray,

@@ -21,33 +21,61 @@ def _penalized(seq: Sequence) -> bool:
     return bool(p.presence_penalty or p.frequency_penalty)
 
 
-def _counts(seq: Sequence) -> dict[int, int]:
-    """The sequence's output-token counts, brought up to date with the ids the host has read."""
-    counts = seq.counts
-    for t in seq.output_ids[seq.counted:]:
-        counts[t] = counts.get(t, 0) + 1
-    seq.counted = len(seq.output_ids)
-    return counts
+class RowEntries:
+    """One sequence's entries, kept up to date as its output grows (O(new tokens) per step): its
+    bias keys (count 0 until generated), then each further output token once, with its count."""
+
+    def __init__(self, logit_bias: tuple[tuple[int, float], ...]) -> None:
+        n = max(16, 2 * len(logit_bias))
+        self.token = np.zeros(n, np.int32)
+        self.count = np.zeros(n, np.int32)
+        self.bias = np.zeros(n, np.float32)
+        self.index: dict[int, int] = {}
+        self.n = 0
+        self.counted = 0
+        for t, b in logit_bias:
+            self._slot(int(t))
+            self.bias[self.index[int(t)]] = b
+
+    def _slot(self, t: int) -> int:
+        i = self.index.get(t)
+        if i is None:
+            if self.n == len(self.token):
+                for name in ("token", "count", "bias"):
+                    a = getattr(self, name)
+                    setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
+            i = self.index[t] = self.n
+            self.token[i] = t
+            self.n += 1
+        return i
+
+    def update(self, output_ids: list[int], counting: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if counting:
+            for t in output_ids[self.counted:]:
+                i = self._slot(int(t))        # may grow the arrays: index them after
+                self.count[i] += 1
+            self.counted = len(output_ids)
+        n = self.n
+        return self.token[:n], self.count[:n], self.bias[:n]
 
 
-def _entries(seq: Sequence) -> dict[int, tuple[int, float]]:
-    p = seq.params
-    entries: dict[int, tuple[int, float]] = {}
-    if _penalized(seq):
-        entries = {t: (c, 0.0) for t, c in _counts(seq).items()}
-    for t, b in p.logit_bias:
-        entries[t] = (entries.get(t, (0, 0.0))[0], float(b))
-    return entries
+def _entries(seq: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if seq.entries is None:
+        seq.entries = RowEntries(seq.params.logit_bias)
+    return seq.entries.update(seq.output_ids, _penalized(seq))
 
 
 def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int]) -> SamplingRows:
     """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device."""
-    adjusted = []
-    for i, q in enumerate(seqs):
-        if q.params.logit_bias or _penalized(q):
-            pending = pending_token.get(q.seq_id, -1) if _penalized(q) else -1
-            adjusted.append((i, float(q.params.presence_penalty), float(q.params.frequency_penalty),
-                             _entries(q), pending))
+    adjusted = [(i, q) for i, q in enumerate(seqs) if q.params.logit_bias or _penalized(q)]
+    adjust = None
+    if adjusted:
+        entries = [_entries(q) for _, q in adjusted]
+        adjust = LogitAdjust.from_arrays(
+            [i for i, _ in adjusted], [q.params.presence_penalty for _, q in adjusted],
+            [q.params.frequency_penalty for _, q in adjusted], [e[0] for e in entries], [e[1] for e in entries],
+            [e[2] for e in entries],
+            [pending_token.get(q.seq_id, -1) if _penalized(q) else -1 for _, q in adjusted])
     min_p = [q.params.min_p for q in seqs]
     return SamplingRows(
         temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
@@ -56,5 +84,5 @@ def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int]) -> Sampli
         seed=np.array([q.seed for q in seqs], dtype=np.uint64),
         step=np.array([q.sampled for q in seqs], dtype=np.int64),
         min_p=np.array(min_p, dtype=np.float32) if any(min_p) else None,
-        adjust=LogitAdjust.build(adjusted) if adjusted else None,
+        adjust=adjust,
     )

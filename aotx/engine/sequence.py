@@ -47,10 +47,8 @@ class Sequence:
     # of the latest launch's sampled ids that holds the newest of them
     pending: int = 0
     pending_row: int = -1
-    # occurrences of each output token the host knows, for penalties (aotx.engine.row_sampling), and
-    # how many output tokens they cover
-    counts: dict[int, int] = field(default_factory=dict)
-    counted: int = 0
+    # penalties / logit_bias entries (aotx.engine.row_sampling.RowEntries): made on first use
+    entries: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

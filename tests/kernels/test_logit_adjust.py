@@ -119,3 +119,16 @@ def test_rows_without_adjustment_are_untouched_beside_an_adjusted_row():
     plain = sample(lg, rows_for(3))
     got = sample(lg, rows_for(3, adjust=adj))
     assert got[0] == plain[0] and got[2] == plain[2] and got[1] != plain[1]
+
+
+def test_resolving_pending_tokens_across_rows_some_empty_some_hits():
+    adj = LogitAdjust.build([(0, 0.5, 1.0, {}, 0), (2, 0.5, 1.0, {4: (2, 0.0)}, 1), (3, 0.0, 0.0, {9: (0, 7.0)}, -1),
+                             (5, 0.1, 0.2, {}, 2), (6, 0.1, 0.2, {1: (1, 0.5), 2: (3, 0.0)}, 3)])
+    got = adj.resolved(np.array([8, 4, 8, 2], dtype=np.int32))
+    rows = {}
+    for a, r in enumerate(got.rows.tolist()):
+        lo, hi = got.offsets[a], got.offsets[a + 1]
+        rows[r] = {int(t): (int(c), float(b)) for t, c, b in zip(got.token[lo:hi], got.count[lo:hi], got.bias[lo:hi])}
+    assert rows == {0: {8: (1, 0.0)}, 2: {4: (3, 0.0)}, 3: {9: (0, 7.0)}, 5: {8: (1, 0.0)},
+                    6: {1: (1, 0.5), 2: (4, 0.0)}}
+    assert (got.pending == -1).all()
