@@ -48,7 +48,9 @@ class LogitAdjust:
         """One row's entries per list element (distinct tokens within a row)."""
         offsets = np.zeros(len(tokens) + 1, dtype=np.int32)
         np.cumsum([len(t) for t in tokens], out=offsets[1:])
-        cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+
+        def cat(parts, dt):
+            return np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
         return cls(rows=np.asarray(rows, dtype=np.int32), offsets=offsets, token=cat(tokens, np.int32),
                    count=cat(counts, np.int32), bias=cat(biases, np.float32),
                    presence=np.asarray(presence, dtype=np.float32), frequency=np.asarray(frequency, dtype=np.float32),
