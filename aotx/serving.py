@@ -14,6 +14,7 @@ from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
 from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
+from aotx.sampling_defaults import SamplingDefaults, defaults_for
 
 MODEL_ID = "smollm2-135m-instruct"
 PREFILL_TOKENS = 1024     # the prompt a default request is sized for (kernels.pool_size.default_max_batch)
@@ -27,13 +28,16 @@ class ServiceConfig:
     gpu_memory_utilization: float = 0.5  # of the device memory free at start, for the KV pool
     page_size: int = 16
     default_max_tokens: int = 512
+    default_temperature: float | None = None   # None: the model's (aotx.sampling_defaults)
+    default_top_p: float | None = None
     model_path: str | None = None
     overlap: bool | None = None          # EngineConfig.overlap (None: the backend's choice)
 
 
 class ModelService:
     def __init__(self, bundle, engine: Engine, *, model_id: str = MODEL_ID,
-                 default_max_tokens: int = 512, backend_name: str = "numpy") -> None:
+                 default_max_tokens: int = 512, backend_name: str = "numpy",
+                 sampling_defaults: SamplingDefaults | None = None) -> None:
         self.bundle = bundle
         self.engine = engine
         self.model_id = model_id
@@ -41,6 +45,7 @@ class ModelService:
         self.created = int(time.time())
         self.context_length = int(bundle.config.context_length)
         self.default_max_tokens = int(default_max_tokens)
+        self.sampling_defaults = sampling_defaults or defaults_for(model_id)
         self.routes = RouteMetrics()
         self._tokenizer = bundle.tokenizer
         self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
@@ -63,7 +68,8 @@ class ModelService:
             max_batch=max_batch, num_pages=backend.num_pages, page_size=config.page_size,
             max_model_len=int(bundle.config.context_length), overlap=config.overlap))
         return cls(bundle, engine, default_max_tokens=config.default_max_tokens,
-                   backend_name=backend.name)
+                   backend_name=backend.name,
+                   sampling_defaults=defaults_for(MODEL_ID, config.default_temperature, config.default_top_p))
 
     def start(self) -> None:
         self.engine.start()
@@ -90,6 +96,10 @@ class ModelService:
     def busy(self) -> bool:
         """Requests (of any interface) that the engine has not ended yet."""
         return self.engine.committed_pages() > 0
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.bundle.config.vocab_size)
 
     def known_model(self, name: str) -> bool:
         return name == self.model_id

@@ -118,9 +118,12 @@ def stop_strings(body: dict, key: str, limit: int = MAX_STOP_SEQUENCES) -> tuple
     return tuple(s for s in value if s)
 
 
-def sampling_numbers(body: dict, temperature_max: float = 2.0) -> tuple[float, float]:
-    return (opt_number(body, "temperature", 1.0, 0.0, temperature_max),
-            opt_number(body, "top_p", 1.0, 0.0, 1.0))
+def sampling_numbers(body: dict, service, temperature_max: float = 2.0) -> tuple[float, float]:
+    """`temperature`, `top_p`; each one absent (or null) takes the served model's default
+    (aotx.sampling_defaults, service.sampling_defaults)."""
+    d = service.sampling_defaults
+    return (opt_number(body, "temperature", min(d.temperature, temperature_max), 0.0, temperature_max),
+            opt_number(body, "top_p", d.top_p, 0.0, 1.0))
 
 
 def known_model(body: dict, service) -> str:

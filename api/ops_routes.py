@@ -14,7 +14,9 @@ def _service():
 
 def _model_object(service) -> dict:
     return {"id": service.model_id, "object": "model", "created": service.created,
-            "owned_by": "aotx", "context_length": service.context_length}
+            "owned_by": "aotx", "context_length": service.context_length,
+            # extension: what a request that names no temperature / top_p gets (aotx.sampling_defaults)
+            "sampling_defaults": service.sampling_defaults.json()}
 
 
 @blueprint.get("/health")

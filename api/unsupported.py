@@ -31,3 +31,19 @@ def check_suffix(body: dict) -> None:
     if body.get("suffix") not in (None, ""):
         raise ApiError(400, "'suffix' is not supported: the model cannot insert text.",
                        param="suffix", code="unsupported_parameter")
+
+
+# Sampling parameters a surface's wire format does not define: refused when sent (not null), never
+# ignored. Responses defines temperature / top_p only; Messages temperature / top_p / top_k.
+FOREIGN_SAMPLING = {
+    "responses": ("presence_penalty", "frequency_penalty", "logit_bias", "top_k", "min_p"),
+    "messages": ("presence_penalty", "frequency_penalty", "logit_bias", "min_p"),
+}
+
+
+def check_foreign_sampling(body: dict, surface: str) -> None:
+    for key in FOREIGN_SAMPLING[surface]:
+        if body.get(key) is not None:
+            raise ApiError(400, f"'{key}' is not a parameter of this API; it is supported on "
+                                "/v1/chat/completions and /v1/completions.", param=key,
+                           code="unsupported_parameter")

@@ -1,14 +1,18 @@
 """Counter-based sampling and logprobs: the specification every backend reproduces.
 
 For each logits row ``l`` (float32 [V]) with parameters ``temperature t``,
-``top_p``, ``top_k``, ``seed``, ``step``:
+``top_p``, ``top_k``, ``min_p``, ``seed``, ``step``:
 
+0. Penalties and ``logit_bias`` (kernels/logit_adjust.py) are applied to the row
+   first; ``l`` below (the "raw" logit) is the adjusted row, on every path.
 1. ``t == 0`` (or ``t < 0``): greedy, ``argmax(l)``, the lowest id on ties.
 2. Otherwise, weights. ``z = l * inv_t`` with ``inv_t = float32(1) / float32(t)``
    (float32 multiply), ``m = max(z)``, ``e = exp(z - m)`` in float32 (``e`` in
    (0, 1]; the max gets exactly 1). Each token's integer weight is
    ``w = floor(e * 2**32)`` (uint64; exact: scaling by 2**32 is exact). Tokens
-   with ``w == 0`` are dropped: they can never be drawn. No normalisation is
+   with ``w == 0`` are dropped: they can never be drawn. ``min_p > 0``: tokens
+   with ``w < ceil(min_p * 2**32)`` (min_p widened to float64) are dropped too,
+   i.e. ``p < min_p * p_max`` (the max has ``e = 1``, so ``w / 2**32 = p / p_max``). No normalisation is
    ever done in floating point; renormalising is implicit in step 5.
 3. Order: the remaining tokens sorted by RAW logit ``l`` descending, then id
    ascending. ``top_k > 0`` keeps the first ``top_k``.
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels import logit_adjust
 from kernels.sampling_rows import SamplingRows
 
 MASK64 = (1 << 64) - 1
@@ -64,6 +69,22 @@ def _mul_shift24(a: int, total: int, round_up: bool) -> int:
     return -((-num) >> U_BITS) if round_up else num >> U_BITS
 
 
+def min_weight(min_p: float) -> int:
+    """The smallest integer weight a token keeps (1: only ``w == 0`` is dropped)."""
+    if not min_p > 0.0:
+        return 1
+    return max(1, int(np.ceil(float(np.float32(min_p)) * float(1 << WEIGHT_BITS))))
+
+
+def _weights(logits: np.ndarray, temperature: float, min_p: float) -> np.ndarray:
+    inv_t = np.float32(1.0) / np.float32(temperature)
+    z = logits.astype(np.float32) * inv_t
+    w = (np.exp(z - z.max()).astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+    if min_p > 0.0:
+        w[w < np.uint64(min_weight(min_p))] = 0
+    return w
+
+
 def _sorted_prefix(logits: np.ndarray, ids: np.ndarray, m: int) -> np.ndarray:
     """An exact prefix (length >= min(m, len(ids))) of ``ids`` sorted by logit desc, id asc."""
     if m < len(ids):
@@ -74,7 +95,7 @@ def _sorted_prefix(logits: np.ndarray, ids: np.ndarray, m: int) -> np.ndarray:
 
 
 def sample_row(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
-               seed: int, step: int) -> int:
+               seed: int, step: int, min_p: float = 0.0) -> int:
     """The token chosen for one row (see the module docstring).
 
     Only as much of the sorted order as the answer needs is sorted: a prefix of
@@ -82,10 +103,7 @@ def sample_row(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
     """
     if not temperature > 0.0:
         return int(np.argmax(logits))
-    inv_t = np.float32(1.0) / np.float32(temperature)
-    z = logits.astype(np.float32) * inv_t
-    e = np.exp(z - z.max())
-    w = (e.astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+    w = _weights(logits, temperature, min_p)
     ids = np.nonzero(w)[0]
     u24 = uniform24(seed, step)
     if top_k > 0:
@@ -110,12 +128,13 @@ def sample_row(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
 
 
 def sample_row_full_sort(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
-                         seed: int, step: int) -> int:
+                         seed: int, step: int, min_p: float = 0.0) -> int:
     """``sample_row`` written straight from the specification (full sort); tests compare the two."""
     if not temperature > 0.0:
         return int(np.argmax(logits))
     z = logits.astype(np.float32) * (np.float32(1.0) / np.float32(temperature))
     w = (np.exp(z - z.max()).astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+    w[w < np.uint64(min_weight(min_p))] = 0
     ids = np.nonzero(w)[0]
     order = ids[np.lexsort((ids, -logits[ids]))]
     if top_k > 0:
@@ -129,7 +148,9 @@ def sample_row_full_sort(logits: np.ndarray, temperature: float, top_p: float, t
 
 
 def sample(logits: np.ndarray, rows: SamplingRows) -> np.ndarray:
-    """int32 [R]: one token per logits row, per ``rows`` (see the module docstring)."""
+    """int32 [R]: one token per logits row, per ``rows`` (see the module docstring); ``rows.adjust``
+    must have no pending tokens (``LogitAdjust.resolved``)."""
+    logits = logit_adjust.apply(logits, rows.adjust)
     r_count = logits.shape[0]
     out = np.empty(r_count, dtype=np.int32)
     greedy = ~(np.asarray(rows.temperature) > 0)
@@ -137,7 +158,7 @@ def sample(logits: np.ndarray, rows: SamplingRows) -> np.ndarray:
         out[greedy] = np.argmax(logits[greedy], axis=-1)
     for r in np.nonzero(~greedy)[0]:
         out[r] = sample_row(logits[r], float(rows.temperature[r]), float(rows.top_p[r]),
-                            int(rows.top_k[r]), int(rows.seed[r]), int(rows.step[r]))
+                            int(rows.top_k[r]), int(rows.seed[r]), int(rows.step[r]), rows.min_p_of(r))
     return out
 
 

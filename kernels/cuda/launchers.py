@@ -52,7 +52,7 @@ class Kernels:
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
-                           "sampling": ["sample_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
+                           "sampling": ["sample_rows", "adjust_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
                            "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
@@ -155,6 +155,14 @@ class Kernels:
         self._go("token_mask_rows", (-(-vocab // 256), n_rows), 256,
                  (logits, rows, bits, bit_row, out, vocab, words), "pppppii")
 
-    def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, out, n_rows):
+    def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
+               n_rows):
         self._go("sample_rows", (n_rows,), 1024,
-                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, out), "ppipppppp")
+                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out),
+                 "ppi" + "p" * 9)
+
+    def adjust(self, logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending,
+               tokens, scratch, n_adjusted):
+        self._go("adjust_rows", (n_adjusted,), 1024,
+                 (logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending, tokens,
+                  scratch), "pppi" + "p" * 9)

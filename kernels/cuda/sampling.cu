@@ -5,6 +5,11 @@
 // ~id), larger key first. Every cut the spec makes (top-k, nucleus, the draw) is "the first token in
 // that order whose inclusive cumulative weight exceeds X", found by a radix search over the key, one
 // byte per pass, with a 256-bin histogram of uint64 weights in shared memory. No sort is ever done.
+//
+// Penalties and logit_bias (kernels/logit_adjust.py): ``adjust_rows`` first writes each adjusted
+// row's logits into a scratch row; ``sample_rows`` reads that scratch row where ``adj_row[r] >= 0``
+// (rows without adjustments read the logits in place and pay one int load). min_p is one more
+// weight threshold (``wmin``): a token whose weight is below it is dropped like a zero weight.
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
@@ -32,9 +37,10 @@ __device__ __forceinline__ u64 order_key(float l, int id) {
     return ((u64)b << 32) | (u64)(0xFFFFFFFFu - (u32)id);
 }
 
-__device__ __forceinline__ u64 weight_of(float l, float inv_t, float m) {
+__device__ __forceinline__ u64 weight_of(float l, float inv_t, float m, u64 wmin) {
     float e = expf(__fsub_rn(__fmul_rn(l, inv_t), m));  // no FMA contraction: z = l*inv_t, then z - m
-    return (u64)((double)e * 4294967296.0);
+    u64 w = (u64)((double)e * 4294967296.0);
+    return w >= wmin ? w : 0ull;
 }
 
 __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
@@ -52,8 +58,8 @@ __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
 
 // The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
 // (w, or 1 per token when count) exceeds X. The caller guarantees the candidates' total exceeds X.
-__device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64 kmin, bool count, u64 X,
-                            u64 *hist, u64 *shared2) {
+__device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64 wmin, u64 kmin, bool count,
+                            u64 X, u64 *hist, u64 *shared2) {
     u64 prefix = 0, base = 0;
     int tid = threadIdx.x, lane = tid & 31;
     for (int shift = 56; shift >= 0; shift -= 8) {
@@ -61,7 +67,7 @@ __device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64
         __syncthreads();
         for (int i = tid; i < vocab; i += blockDim.x) {
             float li = l[i];
-            u64 w = weight_of(li, inv_t, m);
+            u64 w = weight_of(li, inv_t, m, wmin);
             if (w == 0) continue;
             u64 key = order_key(li, i);
             if (key < kmin) continue;
@@ -100,11 +106,49 @@ __device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64
     return prefix;
 }
 
-// logits float32 [*, vocab]; row r reads logits[rows[r]]. out int32 [R].
+__device__ __forceinline__ float adjusted(float l, float bias, int c, float presence, float frequency) {
+    float pen = __fadd_rn(__fmul_rn(frequency, (float)c), c > 0 ? presence : 0.f);
+    return __fadd_rn(l, __fsub_rn(bias, pen));
+}
+
+// One block per adjusted row a: scratch[a] = logits[rows[src_row[a]]] with the penalties and biases of
+// entries offsets[a]..offsets[a+1] (token, count, bias) applied; pending[a] >= 0 names one more output
+// token by its index in the step's token ids (``tokens``, on the device: the one-step-behind loop).
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+adjust_rows(const float *__restrict__ logits, const int *__restrict__ rows, const int *__restrict__ src_row,
+            int vocab, const int *__restrict__ offsets, const int *__restrict__ token,
+            const int *__restrict__ count, const float *__restrict__ bias, const float *__restrict__ presence,
+            const float *__restrict__ frequency, const int *__restrict__ pending, const int *__restrict__ tokens,
+            float *__restrict__ scratch) {
+    pdl_wait();
+    pdl_trigger();
+    __shared__ int found;
+    const int a = blockIdx.x, tid = threadIdx.x;
+    const float *l = logits + (size_t)rows[src_row[a]] * vocab;
+    float *dst = scratch + (size_t)a * vocab;
+    for (int i = tid; i < vocab; i += blockDim.x) dst[i] = l[i];
+    const int pend = pending[a] >= 0 ? tokens[pending[a]] : -1;
+    if (tid == 0) found = 0;
+    __syncthreads();
+    const float pres = presence[a], freq = frequency[a];
+    for (int j = offsets[a] + tid; j < offsets[a + 1]; j += blockDim.x) {
+        int t = token[j];
+        int c = count[j];
+        if (t == pend) { c += 1; found = 1; }
+        dst[t] = adjusted(l[t], bias[j], c, pres, freq);
+    }
+    __syncthreads();
+    if (tid == 0 && pend >= 0 && pend < vocab && !found) dst[pend] = adjusted(l[pend], 0.f, 1, pres, freq);
+}
+
+// logits float32 [*, vocab]; row r reads logits[rows[r]], or adj_logits[adj_row[r]] (adjust_rows' output)
+// where adj_row[r] >= 0.
+// out int32 [R].
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
             const float *__restrict__ temperature, const float *__restrict__ top_p, const int *__restrict__ top_k,
-            const u64 *__restrict__ seed, const u64 *__restrict__ step, int *__restrict__ out) {
+            const u64 *__restrict__ seed, const u64 *__restrict__ step, const float *__restrict__ min_p,
+            const int *__restrict__ adj_row, const float *__restrict__ adj_logits, int *__restrict__ out) {
     pdl_wait();
     pdl_trigger();
     __shared__ u64 hist[256];
@@ -113,7 +157,8 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     __shared__ float fscratch[32];
     __shared__ int iscratch[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const float *l = logits + (size_t)rows[r] * vocab;
+    const int ar = adj_row[r];
+    const float *l = ar >= 0 ? adj_logits + (size_t)ar * vocab : logits + (size_t)rows[r] * vocab;
     const float temp = temperature[r];
 
     if (!(temp > 0.f)) {  // greedy: argmax, lowest id on ties
@@ -148,17 +193,19 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     mx = fscratch[0];
     for (int w = 1; w < (int)(blockDim.x >> 5); w++) mx = fmaxf(mx, fscratch[w]);
 
+    const float mp = min_p[r];
+    const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;
     u64 cnt = 0;
-    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(l[i], inv_t, mx) ? 1 : 0;
+    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(l[i], inv_t, mx, wmin) ? 1 : 0;
     cnt = block_sum_u64(cnt, scratch);
 
     u64 kmin = 0;
     const int k = top_k[r];
-    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, vocab, inv_t, mx, 0, true, (u64)(k - 1), hist, shared2);
+    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, shared2);
 
     u64 total = 0;
     for (int i = tid; i < vocab; i += blockDim.x) {
-        u64 w = weight_of(l[i], inv_t, mx);
+        u64 w = weight_of(l[i], inv_t, mx, wmin);
         if (w && order_key(l[i], i) >= kmin) total += w;
     }
     total = block_sum_u64(total, scratch);
@@ -168,16 +215,16 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     if (p < 1.0f) {
         u64 p24 = (u64)ceil((double)p * 16777216.0);
         u64 need = mul_shift24(p24, total, true);
-        kcut = radix_search(l, vocab, inv_t, mx, kmin, false, need ? need - 1 : 0, hist, shared2);
+        kcut = radix_search(l, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, shared2);
         u64 kept = 0;
         for (int i = tid; i < vocab; i += blockDim.x) {
-            u64 w = weight_of(l[i], inv_t, mx);
+            u64 w = weight_of(l[i], inv_t, mx, wmin);
             if (w && order_key(l[i], i) >= kcut) kept += w;
         }
         total = block_sum_u64(kept, scratch);
     }
     u64 u24 = splitmix64(seed[r] ^ (step[r] * GOLDEN)) >> 40;
     u64 below = mul_shift24(u24, total, false);
-    u64 key = radix_search(l, vocab, inv_t, mx, kcut, false, below, hist, shared2);
+    u64 key = radix_search(l, vocab, inv_t, mx, wmin, kcut, false, below, hist, shared2);
     if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
 }

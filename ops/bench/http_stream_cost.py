@@ -21,6 +21,7 @@ import time
 import httpx
 
 from aotx.engine.types import Delta
+from aotx.sampling_defaults import SamplingDefaults
 
 
 class _Handle:
@@ -49,6 +50,8 @@ class ScriptedService:
     context_length = context_tokens = 8192
     default_max_tokens = 256
     backend_name = "scripted"
+    vocab_size = 49152
+    sampling_defaults = SamplingDefaults(0.2, 0.9)
 
     def known_model(self, name: str) -> bool:
         return name == self.model_id

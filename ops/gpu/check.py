@@ -15,6 +15,12 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "8")
 
 
+def _random_prompts(bundle, n: int = 12) -> list[list[int]]:
+    import numpy as np
+    rng = np.random.default_rng(11)
+    return [[int(t) for t in rng.integers(3, bundle.config.vocab_size, int(rng.integers(5, 60)))] for _ in range(n)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--real", action="store_true", help="also run end to end on the real GGUF weights")
@@ -25,7 +31,7 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import kernel_check, model_check, overlap_check
+    from ops.gpu import kernel_check, model_check, overlap_check, penalty_check
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
@@ -57,6 +63,12 @@ def main(argv=None) -> int:
         import traceback
         traceback.print_exc()
         results.append(("random overlap (kernels.cuda.overlap)", 0, 0, False, "exception: traceback above"))
+    try:
+        penalty_check.run(random_bundle, _random_prompts(random_bundle), record, "random ")
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        results.append(("random penalties (ops.gpu.penalty_check)", 0, 0, False, "exception: traceback above"))
     if args.real:
         from kernels import load_model
         bundle = load_model(progress=False)
@@ -82,6 +94,16 @@ def main(argv=None) -> int:
             traceback.print_exc()
             results.append(("real structured outputs (token_mask.cu, engine)", 0, 0, False,
                             "exception: traceback above"))
+        try:
+            from ops.gpu.model_check import PROMPTS
+            tok = bundle.tokenizer
+            prompts = [tok.encode(bundle.chat_template.render([{"role": "user", "content": p}],
+                                                              add_generation_prompt=True)) for p in PROMPTS]
+            penalty_check.run(bundle, prompts, record, "real ")
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            results.append(("real penalties (ops.gpu.penalty_check)", 0, 0, False, "exception: traceback above"))
     failed = [r for r in results if not r[3]]
     print(f"\n{len(results) - len(failed)}/{len(results)} checks passed in {time.time() - t0:.0f} s")
     for r in failed:

@@ -234,12 +234,62 @@ def check_sampling(c: Ctx, logits: np.ndarray | None = None):
     rows = SamplingRows(temps, top_p, top_k, seed, step)
     ref = sampler.sample(logits, rows)
     dl = c.up(np.ascontiguousarray(logits))
-    params = [c.up(temps), c.up(top_p), c.up(top_k), c.up(seed), c.up(step.astype(np.uint64))]
+    params = [c.up(temps), c.up(top_p), c.up(top_k), c.up(seed), c.up(step.astype(np.uint64)),
+              c.up(np.zeros(r, np.float32)), c.up(np.full(r, -1, np.int32)), 0]
     out = c.zeros(r * 4)
     c.k.sample(dl, c.up(np.arange(r, dtype=np.int32)), V, *params, out, r)
     got = c.down(out, (r,), np.int32)
     mism = int((got != ref).sum())
     c.record(f"sample_rows ({r} rows, greedy/temp/top-k/top-p)", float(mism), 0.0, f"mismatched rows={mism}")
+    c.free()
+    check_sampling_adjusted(c)
+
+
+def check_sampling_adjusted(c: Ctx):
+    """adjust_rows (penalties, logit_bias; the pending token read from device token ids) then
+    sample_rows with min_p, against kernels/logit_adjust.py + kernels/sampler.py, exact ids."""
+    from kernels.logit_adjust import LogitAdjust
+
+    r = 48
+    logits = c.rng.standard_normal((r, V)).astype(np.float32) * 3
+    temps = np.array([0.0, 0.7, 1.0, 1.3] * (r // 4), np.float32)
+    top_p = np.array([1.0, 0.9, 0.95, 1.0, 0.5, 1.0] * (r // 6), np.float32)
+    top_k = np.array([0, 0, 50, 0, 0, 1000] * (r // 6), np.int32)
+    min_p = np.array([0.0, 0.05, 0.0, 0.1, 0.0, 0.02, 0.0, 0.0] * (r // 8), np.float32)
+    seed = c.rng.integers(0, 2 ** 63, r).astype(np.uint64)
+    step = c.rng.integers(0, 1000, r).astype(np.int64)
+    tokens = c.rng.integers(0, V, 4 * r).astype(np.int32)          # the step's token ids on the device
+    per_row = []
+    for i in range(r):
+        if i % 3 == 2:
+            continue                                              # rows without adjustment in between
+        top = np.argsort(-logits[i])[:40]
+        entries = {int(t): (int(c.rng.integers(0, 6)), 0.0) for t in top[c.rng.permutation(40)[:20]]}
+        for t in c.rng.integers(0, V, 5):
+            entries[int(t)] = (entries.get(int(t), (0, 0.0))[0], float(c.rng.uniform(-100, 100)))
+        if i % 5 == 0:
+            entries[int(top[0])] = (0, -100.0)                    # the greedy token banned
+        pending = 4 * i + 1 if i % 2 else -1
+        if i % 4 == 1:
+            tokens[pending] = int(top[1])                         # pending token among the entries
+        per_row.append((i, float(c.rng.uniform(-2, 2)), float(c.rng.uniform(-2, 2)), entries, pending))
+    adj = LogitAdjust.build(per_row)
+    ref = sampler.sample(logits, SamplingRows(temps, top_p, top_k, seed, step, min_p, adj.resolved(tokens)))
+    a = len(adj.rows)
+    scratch = c.zeros(a * V * 4)
+    rows_dev = c.up(np.arange(r, dtype=np.int32))
+    dl = c.up(np.ascontiguousarray(logits))
+    c.k.adjust(dl, rows_dev, c.up(adj.rows), V, c.up(adj.offsets), c.up(adj.token), c.up(adj.count),
+               c.up(adj.bias), c.up(adj.presence), c.up(adj.frequency), c.up(adj.pending), c.up(tokens), scratch, a)
+    adj_row = np.full(r, -1, np.int32)
+    adj_row[adj.rows] = np.arange(a, dtype=np.int32)
+    out = c.zeros(r * 4)
+    c.k.sample(dl, rows_dev, V, c.up(temps), c.up(top_p), c.up(top_k), c.up(seed), c.up(step.astype(np.uint64)),
+               c.up(min_p), c.up(adj_row), scratch, out, r)
+    got = c.down(out, (r,), np.int32)
+    mism = int((got != ref).sum())
+    c.record(f"adjust_rows+sample_rows ({r} rows, penalties/bias/min-p)", float(mism), 0.0,
+             f"mismatched rows={mism}")
     c.free()
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from aotx.engine import RequestRejected
+from aotx.sampling_defaults import defaults_for
 from quart import Quart
 
 from api.app_common import install_common
@@ -35,6 +36,8 @@ class FakeService:
     created = 1700000000
     context_length = 8192
     default_max_tokens = 64
+    vocab_size = 49152
+    sampling_defaults = defaults_for("smollm2-135m-instruct")
 
     def __init__(self):
         self.tapes = [tape(["Hello", " world"])]

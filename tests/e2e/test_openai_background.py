@@ -91,7 +91,10 @@ def _stats(base_url: str) -> dict:
 
 
 def test_cancel_stops_the_run(openai_client, base_url):
-    r = openai_client.responses.create(model=MODEL, input=LONG, background=True, max_output_tokens=2000)
+    # temperature 1.0 explicitly: a long ramble, still running when the cancel arrives (the model's default
+    # 0.2 may end it sooner)
+    r = openai_client.responses.create(model=MODEL, input=LONG, background=True, max_output_tokens=2000,
+                                       temperature=1.0)
     wait_until(lambda: openai_client.responses.retrieve(r.id), "the run to be generating",
                done=lambda x: x.status == "in_progress")
     cancelled = openai_client.responses.cancel(r.id)

@@ -12,7 +12,7 @@ MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}   # SmolLM2-135M: 9 heads / 3 KV heads
 EXPECTED = {
     "embedding": ["embedding_gather"], "norm": ["add_rmsnorm"], "rope": ["rope_inplace"],
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
-    "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows"],
+    "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
     "token_mask": ["token_mask_rows"],
 }

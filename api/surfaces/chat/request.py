@@ -9,6 +9,7 @@ from aotx.tool_calls import forced_call_primer, tools_active
 from api import fields, structured
 from api.budgets import chat_budget
 from api.errors import ApiError
+from api.sampling_params import openai_sampling
 from api.surfaces.openai_messages import parse_chat_messages, parse_tool_choice, parse_tools
 
 MAX_N = 16
@@ -52,15 +53,14 @@ def parse_chat_request(body: dict, service) -> ChatRequest:
     top = fields.opt_int(body, "top_logprobs", None, 0, 20)
     if top is not None and not logprobs:
         raise ApiError(400, "'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
-    for key in ("frequency_penalty", "presence_penalty"):
-        fields.opt_number(body, key, 0.0, -2.0, 2.0)
-    temperature, top_p = fields.sampling_numbers(body)
+    temperature, top_p = fields.sampling_numbers(body, service)
     constraint = structured.constraint(
         service, answer, tools, tool_choice, forced_call_primer(tools, tool_choice),
         [f"tools[{k}].function.parameters" for k in range(len(tools))])
     base = SamplingParams(
         max_tokens=chat_budget(body, service.default_max_tokens), temperature=temperature,
         top_p=top_p, seed=seed, stop=fields.stop_strings(body, "stop"),
-        logprobs=(top or 0) if logprobs else None, constraint=constraint)
+        logprobs=(top or 0) if logprobs else None, **openai_sampling(body, service.vocab_size),
+        constraint=constraint)
     params = [base if seed is None else replace(base, seed=seed + i) for i in range(n)]
     return ChatRequest(model, messages, tools, tool_choice, stream, include_usage, logprobs, params)

@@ -7,6 +7,7 @@ from aotx.engine.types import SamplingParams
 from api import fields, structured
 from api.budgets import decode_budget
 from api.errors import ApiError
+from api.sampling_params import openai_sampling
 from api.unsupported import check_suffix
 
 MAX_N = 16
@@ -68,14 +69,13 @@ def parse_completion_request(body: dict, service) -> CompletionRequest:
     echo = fields.opt_bool(body, "echo")
     logprobs = fields.opt_int(body, "logprobs", None, 0, 5)
     seed = fields.opt_int(body, "seed", None)
-    for key in ("frequency_penalty", "presence_penalty"):
-        fields.opt_number(body, key, 0.0, -2.0, 2.0)
-    temperature, top_p = fields.sampling_numbers(body)
+    temperature, top_p = fields.sampling_numbers(body, service)
     base = SamplingParams(
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
         temperature=temperature, top_p=top_p, seed=seed,
         stop=fields.stop_strings(body, "stop"), logprobs=logprobs,
         prompt_logprobs=logprobs if echo and logprobs is not None else None,
+        **openai_sampling(body, service.vocab_size),
         constraint=structured.constraint(service, answer, [], None, ""))
     params = [base if seed is None else replace(base, seed=seed + i) for i in range(n)]
     return CompletionRequest(model, prompts, n, echo, logprobs, stream, include_usage, params)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, named_choice, tools_active
-from api import fields, structured
+from api import fields, structured, unsupported
 from api.budgets import decode_budget
 from api.fields import bad
 from api.tool_schemas import check_tool_schema
@@ -154,7 +154,8 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
     tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if count_only:
         return MessagesRequest(model, messages, prefill, tools, tool_choice, False, None)
-    temperature = fields.opt_number(body, "temperature", 1.0, 0.0, 1.0)
+    unsupported.check_foreign_sampling(body, "messages")
+    temperature, top_p = fields.sampling_numbers(body, service, temperature_max=1.0)
     if prefill and (answer is not None or any(t.strict for t in tools)):
         raise bad("messages", "An assistant prefill cannot be combined with structured outputs "
                               "('output_config.format' or strict tools): the output must follow the schema from its start.")
@@ -164,7 +165,7 @@ def parse_messages_request(body: dict, service, *, count_only: bool = False) -> 
         [f"tools[{k}].input_schema" for k in range(len(tools))])
     params = SamplingParams(
         max_tokens=decode_budget(body, "max_tokens", service.default_max_tokens),
-        temperature=temperature, top_p=fields.opt_number(body, "top_p", 1.0, 0.0, 1.0),
+        temperature=temperature, top_p=top_p,
         top_k=fields.opt_int(body, "top_k", 0, 0),
         stop=fields.stop_strings(body, "stop_sequences"), constraint=constraint)
     return MessagesRequest(model, messages, prefill, tools, tool_choice,

@@ -7,7 +7,7 @@ from typing import Sequence
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.engine.types import SamplingParams
 from aotx.tool_calls import forced_call_primer, tools_active
-from api import fields, structured
+from api import fields, structured, unsupported
 from api.budgets import decode_budget
 from api.fields import bad
 from api.stored_http import check_metadata
@@ -113,7 +113,8 @@ def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -
         raise bad("include", "'include' must be an array of strings.")
     logprobs = LOGPROBS_INCLUDE in include
     top = fields.opt_int(body, "top_logprobs", None, 0, 20)
-    temperature, top_p = fields.sampling_numbers(body)
+    unsupported.check_foreign_sampling(body, "responses")
+    temperature, top_p = fields.sampling_numbers(body, service)
     budget = decode_budget(body, "max_output_tokens", service.default_max_tokens)
     metadata = check_metadata(body.get("metadata"))
     constraint = structured.constraint(service, answer, tools, tool_choice,

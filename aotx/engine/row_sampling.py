@@ -1,0 +1,88 @@
+"""One step's per-row sampling parameters (kernels.SamplingRows) from its sampled sequences.
+
+Penalties count the output tokens of the answer so far. In the one-step-behind loop the host has
+not read the token sampled by the step in flight when it launches the next one; that token is the
+row's own input token of this step (a placeholder the device fills), so the row names it by its
+index in the step's token ids (``LogitAdjust.pending``) and the sampler counts it there: on the
+device for CUDA, from the resolved batch on the host otherwise. Rows with no penalty and no bias
+are not in the adjustment at all; a step where no row has any builds none.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aotx.engine.sequence import Sequence
+from kernels.logit_adjust import LogitAdjust
+from kernels.sampling_rows import SamplingRows
+
+
+def _penalized(seq: Sequence) -> bool:
+    p = seq.params
+    return bool(p.presence_penalty or p.frequency_penalty)
+
+
+class RowEntries:
+    """One sequence's entries, kept up to date as its output grows (O(new tokens) per step): its
+    bias keys (count 0 until generated), then each further output token once, with its count."""
+
+    def __init__(self, logit_bias: tuple[tuple[int, float], ...]) -> None:
+        n = max(16, 2 * len(logit_bias))
+        self.token = np.zeros(n, np.int32)
+        self.count = np.zeros(n, np.int32)
+        self.bias = np.zeros(n, np.float32)
+        self.index: dict[int, int] = {}
+        self.n = 0
+        self.counted = 0
+        for t, b in logit_bias:
+            self._slot(int(t))
+            self.bias[self.index[int(t)]] = b
+
+    def _slot(self, t: int) -> int:
+        i = self.index.get(t)
+        if i is None:
+            if self.n == len(self.token):
+                for name in ("token", "count", "bias"):
+                    a = getattr(self, name)
+                    setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
+            i = self.index[t] = self.n
+            self.token[i] = t
+            self.n += 1
+        return i
+
+    def update(self, output_ids: list[int], counting: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if counting:
+            for t in output_ids[self.counted:]:
+                i = self._slot(int(t))        # may grow the arrays: index them after
+                self.count[i] += 1
+            self.counted = len(output_ids)
+        n = self.n
+        return self.token[:n], self.count[:n], self.bias[:n]
+
+
+def _entries(seq: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if seq.entries is None:
+        seq.entries = RowEntries(seq.params.logit_bias)
+    return seq.entries.update(seq.output_ids, _penalized(seq))
+
+
+def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int]) -> SamplingRows:
+    """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device."""
+    adjusted = [(i, q) for i, q in enumerate(seqs) if q.params.logit_bias or _penalized(q)]
+    adjust = None
+    if adjusted:
+        entries = [_entries(q) for _, q in adjusted]
+        adjust = LogitAdjust.from_arrays(
+            [i for i, _ in adjusted], [q.params.presence_penalty for _, q in adjusted],
+            [q.params.frequency_penalty for _, q in adjusted], [e[0] for e in entries], [e[1] for e in entries],
+            [e[2] for e in entries],
+            [pending_token.get(q.seq_id, -1) if _penalized(q) else -1 for _, q in adjusted])
+    min_p = [q.params.min_p for q in seqs]
+    return SamplingRows(
+        temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
+        top_p=np.array([q.params.top_p for q in seqs], dtype=np.float32),
+        top_k=np.array([q.params.top_k for q in seqs], dtype=np.int32),
+        seed=np.array([q.seed for q in seqs], dtype=np.uint64),
+        step=np.array([q.sampled for q in seqs], dtype=np.int64),
+        min_p=np.array(min_p, dtype=np.float32) if any(min_p) else None,
+        adjust=adjust,
+    )
