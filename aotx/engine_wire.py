@@ -70,6 +70,7 @@ def params_from_wire(m: dict[str, Any], constraints: Any = None) -> SamplingPara
         kw["constraint"] = constraints.from_grammar(str(c["kind"]), str(c["grammar"]))
     kw["stop"] = tuple(kw.get("stop") or ())
     kw["stop_token_ids"] = tuple(kw.get("stop_token_ids") or ())
+    kw["logit_bias"] = tuple((int(t), float(b)) for t, b in kw.get("logit_bias") or ())
     return SamplingParams(**kw)
 
 

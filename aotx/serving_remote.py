@@ -24,6 +24,7 @@ import nats.errors
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import ENGINE_STOPPED, RequestRejected, SamplingParams
 from aotx.engine.types import Delta
+from aotx.sampling_defaults import SamplingDefaults, defaults_for
 from aotx.engine_wire import (
     ENGINE_TIMEOUT,
     ENGINE_UNAVAILABLE,
@@ -234,8 +235,11 @@ class RemoteModelService:
     """What the wire surfaces use of ModelService, in an HTTP worker (no weights, no engine)."""
 
     def __init__(self, text_side, client: EngineClient, *, model_id: str, backend_name: str, created: int,
-                 context_tokens: int, default_max_tokens: int) -> None:
+                 context_tokens: int, default_max_tokens: int,
+                 sampling_defaults: SamplingDefaults | None = None) -> None:
         self.bundle = text_side
+        # the engine process's per-model defaults (its --default-temperature / --default-top-p)
+        self.sampling_defaults = sampling_defaults or defaults_for(model_id)
         self.client = client
         self.model_id, self.backend_name, self.created = model_id, backend_name, int(created)
         self.context_length = int(text_side.config.context_length)
@@ -270,6 +274,10 @@ class RemoteModelService:
 
     async def text_prompt_ids(self, text: str, *, limit: int | None = None) -> list[int]:
         return await self.prompts.text(text, limit=limit)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.bundle.config.vocab_size)
 
     @property
     def constraints(self):

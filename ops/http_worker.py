@@ -20,6 +20,7 @@ import socket
 import sys
 
 from aotx.runtime import RemoteRuntime
+from aotx.sampling_defaults import SamplingDefaults
 from aotx.serving_remote import EngineClient, RemoteModelService
 from api.app import create_app
 from api.drain import drain_of
@@ -60,7 +61,8 @@ async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: sock
                                 worker=f"{spec['index']}-{os.getpid()}").start()
     service = RemoteModelService(text, client, model_id=spec["model_id"], backend_name=spec["backend"],
                                  created=spec["created"], context_tokens=spec["context_tokens"],
-                                 default_max_tokens=spec["default_max_tokens"])
+                                 default_max_tokens=spec["default_max_tokens"],
+                                 sampling_defaults=SamplingDefaults(**spec["sampling_defaults"]))
     remote = RemoteRuntime(spec["nats_url"], spec["runtime"], config.config_sha256, auth=auth)
     await remote.start()
     app = create_app(service, settings)

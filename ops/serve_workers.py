@@ -44,6 +44,7 @@ def worker_spec(args, service: ModelService, settings: GatewaySettings, config, 
             "model": args.model, "model_id": service.model_id, "backend": service.backend_name,
             "created": service.created, "context_tokens": service.context_tokens,
             "default_max_tokens": service.default_max_tokens, "shutdown_grace": settings.shutdown_grace,
+            "sampling_defaults": service.sampling_defaults.json(),
             "log_level": args.log_level, "parent": os.getpid()}
 
 

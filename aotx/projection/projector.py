@@ -13,6 +13,8 @@ publication (a MUTATION transfer holding `memory.publication`) changes both the 
 receipt) and the memory store (the published copies). A STORED transfer is an event of the
 standard surfaces' stored state (aotx.stored: responses, conversations, idempotency keys), applied
 to `stored`; it must be on its identity's lineage subject. Anything else fails closed (ReplayError).
+A message on a subject that is not a journal record's (`<prefix>.<lineage>.tick`) was written by no
+runtime (an operator's filler, say): it is counted and skipped, at boot and live alike.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..stored import StoredState, apply_stored_into, identity_lineage, stored_fr
 BOOT_CONTROL = "runtime.boot"
 _CHAIN_PERSON = b"aotx-commit"
 TICK_KIND = "tick"
+_TICK_SUFFIX = "." + TICK_KIND
 
 
 class ReplayError(RuntimeError):
@@ -100,6 +103,10 @@ class Projector:
         return n
 
     def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+        if not subject.endswith(_TICK_SUFFIX):   # not a journal record's subject (`<prefix>.<lineage>.tick`):
+            self.last_subject_seq[subject] = seq   # nothing a runtime wrote (an operator's filler): skipped
+            self.messages += 1
+            return []
         if own and self.reassembler.accept_whole(own[0].lineage_hash, own):
             done = list(own)
         else:

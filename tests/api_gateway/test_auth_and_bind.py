@@ -40,6 +40,9 @@ def test_gateway_config_validation(tmp_path):
     assert load_token_digests(good) == {token_digest("s3cret"): "alice"}
 
 
+from aotx.sampling_defaults import defaults_for  # noqa: E402  (the stub's model defaults)
+
+
 class _Routes:
     def snapshot(self):
         from aotx.route_metrics import LANES, SURFACES
@@ -53,6 +56,7 @@ class _IdleService:
     created = 0
     context_length = 8192
     routes = _Routes()
+    sampling_defaults = defaults_for("smollm2-135m-instruct")
 
     def known_model(self, name):
         return name == self.model_id

@@ -87,6 +87,30 @@ def test_every_surface_buffered_and_streamed(base_url):
     assert httpx.get(f"{base_url}/health").json()["model"] == MODEL
 
 
+def test_structured_outputs_sampling_extras_and_defaults_cross_the_worker_hop(base_url):
+    """What a worker parses reaches the engine process whole: a json_schema constraint (compiled
+    again there from its grammar), logit_bias and penalties, and the model's default sampling."""
+    import jsonschema
+    from pydantic import BaseModel
+
+    class Person(BaseModel):
+        name: str
+        age: int
+
+    oa = _oa(base_url)
+    parsed = oa.chat.completions.parse(model="smollm2-135m-instruct", max_tokens=60, response_format=Person,
+                                       messages=[{"role": "user", "content": "Describe a person as JSON."}])
+    choice = parsed.choices[0]
+    assert choice.finish_reason == "stop", choice
+    jsonschema.validate(json.loads(choice.message.content), Person.model_json_schema())
+    forced = oa.chat.completions.create(model="smollm2-135m-instruct", max_tokens=3, temperature=0,
+                                        logit_bias={"504": 100}, presence_penalty=1.0,
+                                        messages=[{"role": "user", "content": "Hi"}])
+    assert forced.choices[0].message.content == "TheTheThe"   # token 504 is "The": +100 forces it
+    models = httpx.get(f"{base_url}/v1/models", timeout=30).json()["data"]
+    assert models[0]["sampling_defaults"] == {"temperature": 0.2, "top_p": 0.9}
+
+
 def test_a_forwarded_answer_is_the_one_the_worker_would_give(base_url):
     """A Responses request that stores nothing runs in the worker; with an Idempotency-Key it is forwarded to
     the main process: same status, header names in the same order, same body but its ids and times."""
