@@ -92,8 +92,10 @@ async def client(spec: dict) -> dict:
         return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(n).hex(),
                            "operation_key": os.urandom(16).hex(), "sequence": str(seqs[n]), **fields}).encode()
 
+    give_up = time.monotonic() + 120 + spec["seconds"]   # nothing here waits past this
+
     async def ok(n: str, kind, raw, resource=None) -> dict:
-        while True:
+        while time.monotonic() < give_up:
             out = await submit_body(remote, Actor(n, Grants.all()), kind, raw, resource)
             if out.status in (200, 201):
                 seqs[n] += 1
@@ -101,17 +103,20 @@ async def client(spec: dict) -> dict:
             if out.status not in (429, 503):
                 raise RuntimeError(f"{n} {kind}: {out.status} {out.body}")
             await asyncio.sleep(0.05)
+        raise RuntimeError(f"{n} {kind}: no answer but 'retry later' for 120 s")
     spaces, done = {}, 0
     for n in spec["names"]:
         await ok(n, MutationKind.REGISTER, body(n))
         spaces[n] = (await ok(n, MutationKind.CREATE_SPACE, body(n, scope="private")))["resource"]
     first, other = spec["others"][0], None
-    while True:   # the first participant's id, once it is registered (by whichever client owns it)
+    while other is None:   # the first participant's id, once registered (by whichever client owns it)
+        if time.monotonic() > give_up:
+            raise RuntimeError(f"{first} was never registered")
         out = await remote.query("participant", Actor(first, Grants.all()))
         if out.status == 200 and out.body.get("participant"):
             other = out.body["participant"]
-            break
-        await asyncio.sleep(0.05)
+        else:
+            await asyncio.sleep(0.05)
     await asyncio.sleep(max(0.0, spec["start_at"] - time.time()))
     stop_at = time.monotonic() + spec["seconds"]
 
@@ -140,7 +145,17 @@ def level(args, cluster: EmbeddedCluster, root: Path, rf, r: int) -> float:
     try:
         start_at = time.time() + 3.0 + 0.05 * args.participants
         clients = start_clients(args, rf, cluster, names, start_at)
-        results = [json.loads(c.communicate(timeout=600)[0]) for c in clients]
+        results = []
+        try:
+            for c in clients:
+                out, _ = c.communicate(timeout=300 + args.seconds)
+                if c.returncode != 0:
+                    raise RuntimeError(f"a client process failed (exit {c.returncode}); see its traceback above")
+                results.append(json.loads(out))
+        finally:
+            for c in clients:
+                if c.poll() is None:
+                    c.kill()
         return sum(x["done"] for x in results) / args.seconds
     finally:
         for p in runtimes:
