@@ -108,15 +108,17 @@ async def client(spec: dict) -> dict:
     for n in spec["names"]:
         await ok(n, MutationKind.REGISTER, body(n))
         spaces[n] = (await ok(n, MutationKind.CREATE_SPACE, body(n, scope="private")))["resource"]
-    first, other = spec["others"][0], None
-    while other is None:   # the first participant's id, once registered (by whichever client owns it)
-        if time.monotonic() > give_up:
-            raise RuntimeError(f"{first} was never registered")
-        out = await remote.query("participant", Actor(first, Grants.all()))
-        if out.status == 200 and out.body.get("participant"):
-            other = out.body["participant"]
-        else:
-            await asyncio.sleep(0.05)
+    ids: dict[str, str] = {}
+    for name in spec["others"][:2]:   # the first two participants' ids, once registered (by their clients)
+        while name not in ids:
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"{name} was never registered")
+            out = await remote.query("participant", Actor(name, Grants.all()))
+            if out.status == 200 and out.body.get("participant"):
+                ids[name] = out.body["participant"]
+            else:
+                await asyncio.sleep(0.05)
+    first, second = spec["others"][:2]
     await asyncio.sleep(max(0.0, spec["start_at"] - time.time()))
     stop_at = time.monotonic() + spec["seconds"]
 
@@ -127,6 +129,7 @@ async def client(spec: dict) -> dict:
             if seqs[n] % 64 == 0:
                 await ok(n, MutationKind.RETIRE, body(n, retry_floor=str(seqs[n])))
             else:
+                other = ids[second] if n == first else ids[first]   # (an owner's own rights never change)
                 await ok(n, MutationKind.SET_MEMBER, body(n, participant=other,
                                                          permissions=["read"] if i % 2 else ["read", "write"]),
                          spaces[n])
