@@ -34,7 +34,6 @@ from ops.shared_stack import stream_spec
 
 CONFIG_SHA = "be" * 32
 ALL = ["shared_read", "shared_write", "shared_manage"]
-AOTX = str(Path(sys.executable).with_name("aotx"))
 
 
 async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float) -> float:
@@ -56,7 +55,7 @@ async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float)
 
 
 def start_runtime(rf, grants: Path, cluster: EmbeddedCluster, log: Path) -> subprocess.Popen:
-    cmd = [AOTX, "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
+    cmd = [sys.executable, "-m", "ops.cli", "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
            "--nats-password-file", str(cluster.password_file(RUNTIME_USER)), "--service-grants", str(grants),
            "--no-model", "--leases"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
