@@ -4,14 +4,14 @@ JetStream cluster, against the cluster's own publish rate, in one run (issue 15 
     .venv/bin/python -m ops.bench.cluster_scale [--runtimes 1,2,3] [--participants 48]
                                                 [--seconds 10] [--client-procs 4]
 
-Starts an EmbeddedCluster (3 nodes, sync_interval always, the split deployment's users). Then:
+Starts an EmbeddedCluster (3 nodes, sync_interval always, its one user). Then:
 
 * the cluster's ceiling: `--participants` raw publishers (nats-py, awaited acks, one subject each,
   400-byte messages, expected-last-subject-sequence guards like the runtime's) for `--seconds`;
 * for each R in `--runtimes`: a fresh journal (its own runtime file and stream), R `aotx boot
   --leases --no-model` processes, and `--client-procs` client processes (RemoteRuntime, as a gateway
   talks to runtimes) sharing the participants: each registers, creates a private space, then toggles
-  another participant's rights there (every 64th sequence retires its receipts) as fast as its
+  another participant's rights there (every 16th sequence retires its receipts) as fast as its
   answers come, for `--seconds`. Aggregate acknowledged mutations/s, the ratio to R = 1 and to the
   raw ceiling are printed. The participants' lineages spread over the runtimes by their leases.
 """
@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 
 from aotx.runtime_file import pack_shared, write_grants
-from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, NatsUser, StreamSpec
-from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
-from ops.shared_stack import stream_spec
+from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, StreamSpec
 
 CONFIG_SHA = "be" * 32
+RETIRE_EVERY = 16   # 48 participants × 16 receipts stay inside the default 1,024-receipt table
 ALL = ["shared_read", "shared_write", "shared_manage"]
 
 
@@ -55,8 +54,8 @@ async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float)
 
 
 def start_runtime(rf, grants: Path, cluster: EmbeddedCluster, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "ops.cli", "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
-           "--nats-password-file", str(cluster.password_file(RUNTIME_USER)), "--service-grants", str(grants),
+    cmd = [sys.executable, "-m", "ops.cli", "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user",
+           DEFAULT_USER, "--nats-password-file", str(cluster.password_file()), "--service-grants", str(grants),
            "--no-model", "--leases"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
                             env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
@@ -72,7 +71,7 @@ def start_clients(args, rf, cluster: EmbeddedCluster, names: list[str], start_at
     per = [names[i::args.client_procs] for i in range(args.client_procs)]
     return [subprocess.Popen(
         [sys.executable, "-m", "ops.bench.cluster_scale", "--client", json.dumps({
-            "urls": cluster.urls, "password_file": str(cluster.password_file(GATEWAY_USER)), "name": rf.name,
+            "urls": cluster.urls, "password_file": str(cluster.password_file()), "name": rf.name,
             "names": chunk, "others": names, "start_at": start_at, "seconds": args.seconds})],
         stdout=subprocess.PIPE, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}) for chunk in per if chunk]
 
@@ -84,7 +83,7 @@ async def client(spec: dict) -> dict:
     from eventlog import NatsAuth
     password = Path(spec["password_file"]).read_text().strip()
     remote = await RemoteRuntime(spec["urls"], spec["name"], CONFIG_SHA, timeout=30,
-                                 auth=NatsAuth(user=GATEWAY_USER, password=password)).start()
+                                 auth=NatsAuth(user=DEFAULT_USER, password=password)).start()
     seqs = {n: 1 for n in spec["others"]}
 
     def body(n: str, **fields) -> bytes:
@@ -125,7 +124,7 @@ async def client(spec: dict) -> dict:
         nonlocal done
         i = 0
         while time.monotonic() < stop_at:
-            if seqs[n] % 64 == 0:
+            if seqs[n] % RETIRE_EVERY == 0:   # (the 1,024-receipt table holds every participant's)
                 await ok(n, MutationKind.RETIRE, body(n, retry_floor=str(seqs[n])))
             else:
                 other = ids[second] if n == first else ids[first]   # (an owner's own rights never change)
@@ -139,8 +138,9 @@ async def client(spec: dict) -> dict:
     return {"done": done, "seconds": spec["seconds"]}
 
 
-def level(args, cluster: EmbeddedCluster, root: Path, rf, r: int) -> float:
-    """R runtimes on the one journal (each level its own participants), the clients' aggregate rate."""
+def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
+    """R runtimes on a fresh journal of the level's own, the clients' aggregate rate."""
+    rf, _ = pack_shared(root / f"level{r}.aotxrt", name=f"cs{r}")
     names = [f"b{r}p{i}" for i in range(args.participants)]
     write_grants(root / f"grants{r}", {n: ALL for n in names}, CONFIG_SHA)
     runtimes = [start_runtime(rf, root / f"grants{r}", cluster, root / f"boot{r}-{i}.log") for i in range(r)]
@@ -180,15 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(x) for x in args.runtimes.split(",")]
     with tempfile.TemporaryDirectory(prefix="aotx-cluster-bench-") as tmp:
         root = Path(tmp)
-        rf, _ = pack_shared(root / "runtime.aotxrt", name="cs")
-        users = (NatsUser(DEFAULT_USER), *split_users(rf.name, stream_spec(rf)))
-        with EmbeddedCluster(root / "cluster", users=users) as cluster:
+        with EmbeddedCluster(root / "cluster") as cluster:   # its one unrestricted user (a bench, not a deployment)
             ceiling = asyncio.run(raw_ceiling(cluster, args.participants, args.seconds))
             print(f"[cluster_scale] raw guarded publishes, {args.participants} in flight: {ceiling:,.0f}/s",
                   file=sys.stderr, flush=True)
             rows = []
             for r in levels:
-                rate = level(args, cluster, root, rf, r)
+                rate = level(args, cluster, root, r)
                 rows.append((r, rate))
                 print(f"[cluster_scale] {r} runtime(s): {rate:,.0f} mutations/s", file=sys.stderr, flush=True)
     base = rows[0][1] if rows else 1.0
