@@ -93,6 +93,7 @@ async def client(spec: dict) -> dict:
     give_up = time.monotonic() + 120 + spec["seconds"]   # nothing here waits past this
 
     async def ok(n: str, kind, raw, resource=None) -> dict:
+        out = None
         while time.monotonic() < give_up:
             out = await submit_body(remote, Actor(n, Grants.all()), kind, raw, resource)
             if out.status in (200, 201):
@@ -101,7 +102,7 @@ async def client(spec: dict) -> dict:
             if out.status not in (429, 503):
                 raise RuntimeError(f"{n} {kind}: {out.status} {out.body}")
             await asyncio.sleep(0.05)
-        raise RuntimeError(f"{n} {kind}: no answer but 'retry later' for 120 s")
+        raise RuntimeError(f"{n} {kind}: no answer but 'retry later' for 120 s; the last: {out.status} {out.body}")
     spaces, done = {}, 0
     for n in spec["names"]:
         await ok(n, MutationKind.REGISTER, body(n))
@@ -152,6 +153,8 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
             for c in clients:
                 out, _ = c.communicate(timeout=300 + args.seconds)
                 if c.returncode != 0:
+                    for i in range(r):   # what the runtimes said
+                        sys.stderr.write(f"--- runtime {i}:\n{(root / f'boot{r}-{i}.log').read_text()[-3000:]}\n")
                     raise RuntimeError(f"a client process failed (exit {c.returncode}); see its traceback above")
                 results.append(json.loads(out))
         finally:
