@@ -23,6 +23,7 @@ import nats.errors
 
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import ENGINE_STOPPED, RequestRejected, SamplingParams
+from aotx.engine.request import DeltaStream
 from aotx.engine.types import Delta
 from aotx.sampling_defaults import SamplingDefaults, defaults_for
 from aotx.engine_wire import (
@@ -49,7 +50,7 @@ def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-class RemoteHandle:
+class RemoteHandle(DeltaStream):
     """RequestHandle's caller side for a generation that runs in the engine process."""
 
     def __init__(self, client: EngineClient, rid: int) -> None:
@@ -62,17 +63,6 @@ class RemoteHandle:
         self._done = False
         self._cancel_sent = False
 
-    def __aiter__(self) -> RemoteHandle:
-        return self
-
-    async def __anext__(self) -> Delta:
-        if self._done:
-            raise StopAsyncIteration
-        delta = await self._queue.get()
-        if delta.finish_reason is not None:
-            self._done = True
-            self.finish_reason = delta.finish_reason
-        return delta
 
     def put(self, delta: Delta) -> None:
         self._queue.put_nowait(delta)

@@ -51,7 +51,28 @@ def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
             raise RequestRejected("invalid_params", message)
 
 
-class RequestHandle:
+class DeltaStream:
+    """Async iteration over a request's deltas (`_queue`), ending after the one with a finish
+    reason (kept in `finish_reason`); the engine's own handle and an HTTP worker's remote one."""
+
+    _queue: asyncio.Queue
+    _done: bool
+    finish_reason: str | None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._done:
+            raise StopAsyncIteration
+        delta = await self._queue.get()
+        if delta.finish_reason is not None:
+            self._done = True
+            self.finish_reason = delta.finish_reason
+        return delta
+
+
+class RequestHandle(DeltaStream):
     """An async iterator of Delta for one request; the last has finish_reason set.
 
     Deltas are produced on the engine thread and handed to the submitting
@@ -71,17 +92,6 @@ class RequestHandle:
         self.finish_reason: str | None = None
         self._sink: Callable[[Delta], None] | None = None
 
-    def __aiter__(self) -> "RequestHandle":
-        return self
-
-    async def __anext__(self) -> Delta:
-        if self._done:
-            raise StopAsyncIteration
-        delta = await self._queue.get()
-        if delta.finish_reason is not None:
-            self._done = True
-            self.finish_reason = delta.finish_reason
-        return delta
 
     def cancel(self) -> None:
         """Ask the engine to stop this request (idempotent; no-op once finished).

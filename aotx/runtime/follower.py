@@ -26,6 +26,8 @@ import nats.errors
 
 from eventlog import EventLogError
 
+from .stopping import cancel_and_wait
+
 log = logging.getLogger("aotx.runtime")
 RETRY_SECONDS = 0.5
 
@@ -42,12 +44,7 @@ class Follower:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait([task], what="journal follower")
 
     async def _run(self) -> None:
         w = self.writer

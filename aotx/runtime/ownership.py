@@ -29,6 +29,8 @@ import msgpack
 
 from eventlog import LeaseBucket
 
+from .stopping import cancel_and_wait
+
 log = logging.getLogger("aotx.runtime.ownership")
 
 
@@ -150,12 +152,7 @@ class Ownership:
     async def stop(self, release: bool = True) -> None:
         """Stop renewing; `release`: give every lease back (a successor need not wait for the TTL)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait([task], what="lease renewal")
         if release:
             for lineage, (revision, _) in list(self.held.items()):
                 await self._try(self.bucket.release(lineage.hex(), revision), "lease release")

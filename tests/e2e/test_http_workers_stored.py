@@ -1,5 +1,5 @@
-"""The stored surfaces' end-to-end modules (stored Responses and Conversations, Idempotency-Key, background
-Responses) run again, unchanged, against `aotx serve --http-workers 2`: every server this module starts gets
+"""The stored surfaces' end-to-end modules (stored Responses and Conversations, Idempotency-Key) run
+again, unchanged, against `aotx serve --http-workers 2`: every server this module starts gets
 the flag, so the one-writer guarantees hold when the requests come through the workers."""
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ import pytest
 
 from tests.conftest import SERVER_ARGS
 from tests.e2e.test_idempotency_keys import *
-from tests.e2e.test_openai_background import *
 from tests.e2e.test_stored_responses import *
 from tests.server_process import EXTRA_ARGS_ENV, ServerProcess
 
 FLAGS = "--http-workers 2"
 
 # What the worker hop could change is the routing of stored and keyed requests, not what a restart
-# does to the log (the journal is the main process's, as without workers): the restart and the
-# input-validation cases run once, in their own modules, not again here (test time).
-del test_stored_state_survives_kill_9, test_background_bad_input, test_foreign_and_unknown_ids_are_404
+# does to the log (the journal is the main process's, as without workers): the restart case runs
+# once, in its own module, not again here; background runs take the same forwarding to the main
+# process as every /v1/responses* route (tests/api/test_worker_proxy_routes.py), so their module
+# is not repeated either (test time: `make test` must stay under 10 minutes on the 2-core CI box).
+del test_stored_state_survives_kill_9
 
 
 @pytest.fixture(scope="module", autouse=True)
