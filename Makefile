@@ -8,8 +8,10 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 MODEL_STAMP := $(VENV)/.model-installed
 # two workers, each module (and its module-scoped servers) on one of them: 1,708 tests in 8 min 45 s
-# on the idle 2-core sandbox, against 16 min 21 s in one process (CI=true, 2026-12-01)
-PYTEST_ARGS ?= -n 2 --dist loadscope
+# on the idle 2-core sandbox, against 16 min 21 s in one process (CI=true, 2026-12-01). Modules go out
+# in tests/conftest.py's order (LONGEST_FIRST, then collection order), not xdist's default (most tests
+# first), which met the few-test, long e2e modules last: one worker ran the tail alone (11-12 min).
+PYTEST_ARGS ?= -n 2 --dist loadscope --no-loadscope-reorder
 
 .PHONY: install serve test bench-cpu gpu-check gpu-bench clean
 
