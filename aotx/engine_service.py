@@ -21,6 +21,7 @@ import nats.errors
 
 from aotx.engine import RequestRejected
 from aotx.engine_wire import (
+    heartbeat,
     HEARTBEAT,
     WIRE_VERSION,
     WORKER_TIMEOUT,
@@ -173,12 +174,7 @@ class EngineService:
         return len(keys)
 
     async def _heartbeat(self) -> None:
-        while True:
-            try:
-                await self._nc.publish(alive_subject(self.name), _pack({"v": WIRE_VERSION}))
-            except nats.errors.Error as exc:
-                log.warning("engine heartbeat not sent: %s", exc)
-            await asyncio.sleep(HEARTBEAT)
+        await heartbeat(self._nc, alive_subject(self.name), _pack({"v": WIRE_VERSION}), "engine")
 
     async def _sweep(self) -> None:
         """Cancel the generations of workers not heard for worker_timeout (a killed worker)."""

@@ -18,8 +18,12 @@ A rid is the worker's own integer; a delta is the list DELTA_FIELDS (logprobs as
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 from typing import Any
+
+import nats.errors
 
 from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
 
@@ -102,3 +106,14 @@ def split_to_fit(items: list, pack, limit: int) -> list[bytes]:
         return [data]
     half = len(items) // 2
     return split_to_fit(items[:half], pack, limit) + split_to_fit(items[half:], pack, limit)
+
+
+async def heartbeat(nc, subject: str, data: bytes, what: str) -> None:
+    """Publish `data` on `subject` every HEARTBEAT seconds until cancelled (the engine process's and
+    each worker's liveness); a publish that fails is logged and the next one tried."""
+    while True:
+        try:
+            await nc.publish(subject, data)
+        except nats.errors.Error as exc:
+            logging.getLogger("aotx.engine_wire").warning("%s heartbeat not sent: %s", what, exc)
+        await asyncio.sleep(HEARTBEAT)

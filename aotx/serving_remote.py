@@ -27,6 +27,7 @@ from aotx.engine.request import DeltaStream
 from aotx.engine.types import Delta
 from aotx.sampling_defaults import SamplingDefaults, defaults_for
 from aotx.engine_wire import (
+    heartbeat,
     ENGINE_TIMEOUT,
     ENGINE_UNAVAILABLE,
     HEARTBEAT,
@@ -207,12 +208,7 @@ class EngineClient:
             handle.put(Delta("", finish_reason="error", error=error or f"{ENGINE_UNAVAILABLE}: {why}"))
 
     async def _heartbeat(self) -> None:
-        while True:
-            try:
-                await self._nc.publish(ctl_subject(self.name), _pack({"op": "hb", "w": self.worker}))
-            except nats.errors.Error as exc:
-                log.warning("worker heartbeat not sent: %s", exc)
-            await asyncio.sleep(HEARTBEAT)
+        await heartbeat(self._nc, ctl_subject(self.name), _pack({"op": "hb", "w": self.worker}), "worker")
 
     async def _watch(self) -> None:
         while True:

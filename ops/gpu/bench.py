@@ -12,6 +12,8 @@ shapes and speed; no EOS concerns: HF runs min_new_tokens=256).
 """
 from __future__ import annotations
 
+from ops.gpu.fused_bench import graph_seconds
+
 import argparse
 import os
 import sys
@@ -101,17 +103,7 @@ def kernel_table(backend) -> list[tuple[str, float, str]]:
     rows = []
 
     def timed(fn, reps=50):
-        """Seconds per launch: ``reps`` launches captured in one graph (no Python launch gaps),
-        replayed 5 times, median."""
-        fn()
-        graph = driver.Graph(st, lambda: [fn() for _ in range(reps)])
-        graph.launch(st)
-        ts = []
-        for _ in range(5):
-            timer.start(st)
-            graph.launch(st)
-            ts.append(timer.stop(st) / reps)
-        return float(np.median(ts)) * 1e-3
+        return graph_seconds(st, timer, fn, reps)
 
     w = backend.layers[0]
     shapes = [("qkv", w["wqkv"], backend.qkv_n, H), ("o", w["wo"], H, cfg.q_size),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def _timed(st, timer, fn, reps=50) -> float:
-    """Seconds per launch: ``reps`` launches in one graph, replayed 5 times, median."""
+def graph_seconds(st, timer, fn, reps=50) -> float:
+    """Seconds per launch: ``reps`` launches captured in one graph (no Python launch gaps), replayed
+    5 times, median (CUDA events: `timer`, a driver.Timer, on stream `st`)."""
     from kernels.cuda import driver
 
     fn()
@@ -38,11 +39,11 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
             state["i"] += 1
             k.mlp_fused(backend.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], backend.act,
                         H, F, t, backend.sync)
-        s = _timed(st, timer, mlp, reps=len(ws))
+        s = graph_seconds(st, timer, mlp, reps=len(ws))
         rows.append((f"mlp_fused T={t} (gate/up {2 * F}x{H} + down {H}x{F})", 3 * F * H * 2 / s / 1e9,
                      f"GB/s (weights), {s * 1e6:.2f} us"))
         for store in (True, False):
-            s = _timed(st, timer, lambda t=t, store=store: k.lm_head_argmax(
+            s = graph_seconds(st, timer, lambda t=t, store=store: k.lm_head_argmax(
                 backend.residual, 0, backend.out_norm, cfg.rms_eps, backend.embed, V, H, t,
                 backend.logits if store else 0, backend.sync + 8, backend.sync + 4, backend.sample_out), reps=20)
             rows.append((f"lm_head_argmax T={t} [{V}x{H}] logits {'stored' if store else 'not stored'}",
@@ -57,7 +58,7 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
                            np.arange(b), tables, npg)
         nsplit = backend._nsplit(b, ctx)
         w = backend.layers[0]
-        s = _timed(st, timer, lambda b=b, p=p, npg=npg, nsplit=nsplit, w=w: k.attn_o_fused(
+        s = graph_seconds(st, timer, lambda b=b, p=p, npg=npg, nsplit=nsplit, w=w: k.attn_o_fused(
             backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps,
             backend.scale, b, cfg.n_kv_heads, nsplit, backend.attn, backend.part_o, backend.part_ml, w["wo"],
             backend.residual, H, backend.sync + 76, backend.sync + 72), reps=20)
