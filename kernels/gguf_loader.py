@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels import model_cache
 from kernels.chat_template import ChatTemplate
 from kernels.config import LlamaConfig
 from kernels.tokenizer import Tokenizer
@@ -147,13 +148,19 @@ def _check_shapes(w: dict[str, np.ndarray], cfg: LlamaConfig) -> None:
 
 def load_model(path: str | os.PathLike | None = None, progress: bool = True) -> ModelBundle:
     """Read the GGUF at ``path`` (default: ``default_model_path()``), dequantize to float32."""
-    from gguf import GGUFReader
-
     path = Path(path) if path is not None else default_model_path()
-    reader = GGUFReader(str(path))
-    meta = _metadata(reader)
-    cfg = LlamaConfig.from_metadata(meta)
-    weights = _fuse(_dequantize_all(reader, progress), cfg)
+    meta, weights, sha256 = _read_cached(path)
+    if weights is None:
+        from gguf import GGUFReader
+        reader = GGUFReader(str(path))
+        meta = _metadata(reader)
+        cfg = LlamaConfig.from_metadata(meta)
+        weights = _fuse(_dequantize_all(reader, progress), cfg)
+        sha256 = _sha256(path)
+        model_cache.write(path, meta, sha256, weights)
+    else:
+        cfg = LlamaConfig.from_metadata(meta)
+        _check_shapes(weights, cfg)
     tokenizer = Tokenizer.from_gguf_metadata(meta)
     template = ChatTemplate(
         meta["tokenizer.chat_template"],
@@ -161,7 +168,18 @@ def load_model(path: str | os.PathLike | None = None, progress: bool = True) -> 
         eos_token=tokenizer.token_text(cfg.eos_id),
     )
     return ModelBundle(config=cfg, weights=weights, tokenizer=tokenizer,
-                       chat_template=template, path=path, sha256=_sha256(path))
+                       chat_template=template, path=path, sha256=sha256)
+
+
+def _read_cached(path: Path) -> tuple[dict, dict[str, np.ndarray] | None, str]:
+    """(metadata, weights, sha256) from the disk cache (``kernels.model_cache``), or ({}, None, "")."""
+    record = model_cache.read_meta(path)
+    if record is None:
+        return {}, None, ""
+    weights = model_cache.read_weights(path, record)
+    if weights is None:
+        return {}, None, ""
+    return record["meta"], weights, record["sha256"]
 
 
 _CACHE: dict[Path, ModelBundle] = {}

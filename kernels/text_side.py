@@ -1,7 +1,8 @@
 """The model's text side alone: config, tokenizer and chat template from the GGUF metadata, no weights.
 
 An HTTP worker of `aotx serve --http-workers N` renders and tokenizes prompts itself but runs no model:
-reading the metadata takes a fraction of the ~4 s a full load (dequantization) takes.
+reading the metadata takes a fraction of the ~4 s a full load (dequantization) takes, and nothing
+where the model's disk cache (``kernels.model_cache``) already holds it.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels import model_cache
 from kernels.chat_template import ChatTemplate
 from kernels.config import LlamaConfig
 from kernels.gguf_loader import _metadata, default_model_path
@@ -24,10 +26,13 @@ class TextSide:
 
 
 def load_text_side(path: str | os.PathLike | None = None) -> TextSide:
-    from gguf import GGUFReader
-
     path = Path(path) if path is not None else default_model_path()
-    meta = _metadata(GGUFReader(str(path)))
+    record = model_cache.read_meta(path)
+    if record is not None:
+        meta = record["meta"]
+    else:
+        from gguf import GGUFReader
+        meta = _metadata(GGUFReader(str(path)))
     cfg = LlamaConfig.from_metadata(meta)
     tokenizer = Tokenizer.from_gguf_metadata(meta)
     template = ChatTemplate(meta["tokenizer.chat_template"], bos_token=tokenizer.token_text(cfg.bos_id),
