@@ -29,8 +29,9 @@ async function start(token) {
   showStatus(status, '');
   showSignedIn(true);
   showParticipant();
-  const conversation = new ConversationView(api);
-  const spaces = new SpacesView(api, {openConversation: (con) => conversation.open(con)});
+  let spaces = null;
+  const conversation = new ConversationView(api, {onInputDone: () => spaces && spaces.space && spaces.showMemory()});
+  spaces = new SpacesView(api, {openConversation: (con) => conversation.open(con)});
   if (api.me.registered) await spaces.refresh();
   byId('register').addEventListener('click', async () => {
     const sent = await api.mutate('/participant');

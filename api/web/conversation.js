@@ -10,9 +10,10 @@ const TERMINAL = new Set(['completed', 'cancelled', 'interrupted', 'failed', 'de
 const enc = encodeURIComponent;
 
 export class ConversationView {
-  constructor(api, {onLeave} = {}) {
+  constructor(api, {onLeave, onInputDone} = {}) {
     this.api = api;
     this.onLeave = onLeave || (() => undefined);
+    this.onInputDone = onInputDone || (() => undefined);   // an input ended: its memory may be listed now
     this.con = null;
     this.stream = null;
     this.inputs = new Map();   // operation -> {node, answer, stream}
@@ -139,6 +140,7 @@ export class ConversationView {
           if (ev.data && ev.data.execution) this.setExecution(item, ev.data.execution);
           if (ev.data && ev.data.error) item.error.textContent = String(ev.data.error);
           this.refreshReceipt(op, item);
+          this.onInputDone(op);
           return true;
         }
         if (ev.event === 'error') {

@@ -29,12 +29,16 @@ export class SpacesView {
   }
 
   async refresh() {
+    const current = this.latest('spaces');
+    let spaces;
     try {
-      this.spaces = await this.api.list('/spaces', 'spaces');
+      spaces = await this.api.list('/spaces', 'spaces');
     } catch (err) {
-      showStatus(byId('spaces-status'), `spaces: ${err.message}`, 'error');
+      if (current()) showStatus(byId('spaces-status'), `spaces: ${err.message}`, 'error');
       return;
     }
+    if (!current()) return;
+    this.spaces = spaces;
     showStatus(byId('spaces-status'), this.spaces.length ? '' : 'no spaces yet');
     const list = clear(byId('space-list'));
     for (const space of this.spaces) {
@@ -88,21 +92,36 @@ export class SpacesView {
     await Promise.all([this.showMembers(manage), this.showConversations(), this.showMemory()]);
   }
 
+  // The latest of overlapping reads of one list draws it; an older one that answers later is dropped.
+  latest(name) {
+    this.reads = this.reads || {};
+    const n = (this.reads[name] || 0) + 1;
+    this.reads[name] = n;
+    return () => this.reads[name] === n;
+  }
+
   async showMembers(manage) {
-    const list = clear(byId('member-list'));
-    let members;
+    const current = this.latest('members');
+    let members, failure;
     try {
       members = await this.api.list(`/spaces/${enc(this.space)}/members`, 'members');
     } catch (err) {
+      failure = err;
+    }
+    if (!current()) return;
+    const list = clear(byId('member-list'));
+    if (failure) {
+      const err = failure;
       list.append(el('li', {class: 'error', text: `members: ${err.message}`}));
       return;
     }
     if (!members.length) list.append(el('li', {class: 'empty', text: 'no member rows (the owner has every right)'}));
     for (const m of members) {
-      const remove = el('button', {type: 'button', class: 'remove', hidden: !manage, text: 'Remove'});
+      const remove = el('button', {type: 'button', class: 'remove', hidden: !manage || !(m.permissions || []).length,
+                                   text: 'Remove'});
       remove.addEventListener('click', () => this.sendMember(m.participant, []));
       list.append(el('li', {class: 'member', dataset: {participant: m.participant}},
-        idLabel(m.participant, this.me()), ' ', el('span', {class: 'rights', text: (m.permissions || []).join(', ') || 'no rights'}),
+        idLabel(m.participant, this.me()), ' ', el('span', {class: 'rights', text: (m.permissions || []).join(', ') || 'no rights (removed)'}),
         ' ', remove));
     }
   }
@@ -130,11 +149,17 @@ export class SpacesView {
   }
 
   async showConversations() {
-    const list = clear(byId('conversation-list'));
-    let conversations;
+    const current = this.latest('conversations');
+    let conversations, failure;
     try {
       conversations = await this.api.list(`/spaces/${enc(this.space)}/conversations`, 'conversations');
     } catch (err) {
+      failure = err;
+    }
+    if (!current()) return;
+    const list = clear(byId('conversation-list'));
+    if (failure) {
+      const err = failure;
       list.append(el('li', {class: 'error', text: `conversations: ${err.message}`}));
       return;
     }
@@ -162,11 +187,17 @@ export class SpacesView {
   }
 
   async showMemory() {
-    const list = clear(byId('memory-list'));
-    let rows;
+    const current = this.latest('memory');
+    let rows, failure;
     try {
       rows = await this.api.list(`/spaces/${enc(this.space)}/memory`, 'memory');
     } catch (err) {
+      failure = err;
+    }
+    if (!current()) return;
+    const list = clear(byId('memory-list'));
+    if (failure) {
+      const err = failure;
       list.append(el('li', {class: 'error', text: `memory: ${err.message}`}));
       return;
     }
