@@ -26,9 +26,9 @@ def artifact_dir(name: str) -> Path:
     return out
 
 
-def chromium():
+def chromium(binary: str = CHROMIUM, driver: str = CHROMEDRIVER):
     """A new headless Chromium session (its console log kept: goog:loggingPrefs)."""
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    missing = [p for p in (binary, driver) if not os.access(p, os.X_OK)]
     if missing:
         pytest.fail(f"NO BROWSER: {', '.join(missing)} not found or not executable; {INSTALL_HINT}", pytrace=False)
     os.environ["SE_OFFLINE"] = "true"   # Selenium Manager must not fetch anything
@@ -36,12 +36,12 @@ def chromium():
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = binary
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--disable-extensions", "--no-first-run", f"--window-size={WINDOW[0]},{WINDOW[1]}"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
 def console_problems(driver) -> list[dict]:

@@ -14,6 +14,7 @@ from api.settings import GatewaySettings, token_digest
 from api.web_routes import PAGES, WEB_DIR
 from api.worker_proxy import forwarded
 from tests.api_gateway.test_auth_and_bind import _IdleService
+from tests.web.browser import chromium
 
 STATIC = ("app.js", "api.js", "sse.js", "conversation.js", "space.js", "dom.js", "stats.js", "app.css",
           "favicon.svg")
@@ -80,3 +81,34 @@ def test_page_paths_are_the_pages_and_no_worker_forwards_them():
     assert set(PAGES) == PAGE_PATHS
     for path in (*PAGE_PATHS, *(f"/static/{name}" for name in STATIC)):
         assert not forwarded("GET", path, {}), path
+
+
+def test_a_missing_browser_fails_the_page_test_loudly_saying_how_to_install_it(tmp_path):
+    with pytest.raises(pytest.fail.Exception, match=r"NO BROWSER: .*apt-get install -y chromium chromium-driver"):
+        chromium(binary=str(tmp_path / "chromium"))
+
+
+async def test_the_lone_gateway_serves_the_page_too():
+    from api.app import create_shared_gateway
+
+    class _NotStarted:   # requests for the page never reach the runtime (nor does the test client start it)
+        started = False
+
+    client = create_shared_gateway(_NotStarted(), {}).test_client()
+    r = await client.get("/")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "Content-Security-Policy" in r.headers
+    assert (await client.get("/static/app.js")).status_code == 200
+    assert (await client.get("/static/nope.js")).status_code == 404
+
+
+def test_every_page_file_ships_in_the_wheel():
+    """pyproject's package-data for api names every file the page serves (a wheel without them serves no page)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["api"]
+    served = [p for p in WEB_DIR.iterdir() if p.is_file()]
+    assert served and all(any(fnmatch.fnmatch(f"web/{p.name}", pat) for pat in patterns) for p in served), patterns
