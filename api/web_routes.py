@@ -16,7 +16,7 @@ from pathlib import Path
 
 from quart import Blueprint, Response
 
-from api.auth import PAGE_PATHS, PAGE_PREFIX
+from api.auth import PAGE_PREFIX
 from api.errors import ApiError
 
 WEB_DIR = Path(__file__).with_name("web")
@@ -24,7 +24,7 @@ CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; c
                  ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-PAGES = {"/": "index.html", "/stats": "stats.html"}
+PAGES = {"/": "index.html", "/stats": "stats.html"}   # api.auth.PAGE_PATHS opens the same paths
 
 
 def _read_files(folder: Path) -> dict[str, tuple[bytes, str]]:

@@ -2,7 +2,7 @@
 // participant record when there is none, then spaces (space.js) and one conversation (conversation.js).
 import {Api, storedToken, storeToken} from './api.js';
 import {ConversationView} from './conversation.js';
-import {byId, showStatus} from './dom.js';
+import {byId, errorText, showStatus} from './dom.js';
 import {SpacesView} from './space.js';
 
 let api = null;
@@ -34,14 +34,18 @@ async function start(token) {
   spaces = new SpacesView(api, {openConversation: (con) => conversation.open(con)});
   if (api.me.registered) await spaces.refresh();
   byId('register').addEventListener('click', async () => {
-    const sent = await api.mutate('/participant');
-    if (![200, 201].includes(sent.status)) {
-      showStatus(byId('register-status'), `not registered: ${sent.status} ${JSON.stringify(sent.body.error || sent.body)}`, 'error');
-      return;
+    try {
+      const sent = await api.mutate('/participant');
+      if (![200, 201].includes(sent.status)) {
+        showStatus(byId('register-status'), `not registered: ${errorText(sent.status, sent.body)}`, 'error');
+        return;
+      }
+      await api.syncParticipant();
+      showParticipant();
+      await spaces.refresh();
+    } catch (err) {
+      showStatus(byId('register-status'), `not registered: ${err.message}`, 'error');
     }
-    await api.syncParticipant();
-    showParticipant();
-    await spaces.refresh();
   });
 }
 

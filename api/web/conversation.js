@@ -96,7 +96,13 @@ export class ConversationView {
   }
 
   async refreshReceipt(op, item) {
-    const {status, body} = await this.api.request('GET', `/operations/${enc(op)}`);
+    let status, body;
+    try {
+      ({status, body} = await this.api.request('GET', `/operations/${enc(op)}`));
+    } catch (err) {
+      item.receipt.textContent = `receipt: ${err.message}`;
+      return;
+    }
     if (status !== 200) {
       item.receipt.textContent = `receipt: ${errorText(status, body)}`;
       return;
