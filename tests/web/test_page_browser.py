@@ -10,6 +10,7 @@ import base64
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -18,7 +19,7 @@ from tests.waiting import wait_until
 from .browser import artifact_dir, chromium, console_problems
 
 TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
-PROMPT = "Tell me a short story about a lighthouse keeper."
+PROMPT = "Tell me a short story about a <b>lighthouse</b> keeper <img src=x onerror=alert(1)>."   # shown as text
 
 
 class Page:
@@ -34,20 +35,29 @@ class Page:
     def all(self, css: str):
         return self.driver.find_elements(By.CSS_SELECTOR, css)
 
+    # read in one script: the page redraws its lists, so an element found in one call may be gone in the next
     def text(self, css: str) -> str:
-        found = self.all(css)
-        return found[0].text if found else ""
+        return self.driver.execute_script(
+            "const n = document.querySelector(arguments[0]); return n ? n.innerText : ''", css)
 
     def visible(self, css: str) -> bool:
-        found = self.all(css)
-        return bool(found) and found[0].is_displayed()
+        return self.driver.execute_script(
+            "const n = document.querySelector(arguments[0]); return !!n && n.getClientRects().length > 0", css)
 
     def wait(self, check, what: str):
         return wait_until(check, f"{self.name}'s page: {what}")
 
     def click(self, css: str) -> None:
-        self.wait(lambda: self.visible(css) and self.find(css).is_enabled(), f"{css} to be clickable")
-        self.find(css).click()
+        def clicked() -> bool:
+            try:
+                found = self.find(css) if self.visible(css) else None
+                if found is None or not found.is_enabled():
+                    return False
+                found.click()
+                return True
+            except StaleElementReferenceException:   # redrawn between the look and the click: look again
+                return False
+        self.wait(clicked, f"{css} clicked")
 
     def type(self, css: str, text: str) -> None:
         field = self.find(css)
@@ -122,13 +132,10 @@ def pages(server):
 
 def _answer(page: Page, op: str) -> tuple[str, str, str]:
     """(answer text exactly as in the DOM, execution, receipt line) of an input on a page; empty strings while it is not shown."""
-    items = page.all(f'#transcript li.input[data-operation="{op}"]')
-    if not items:
-        return "", "", ""
-    item = items[0]
-    return (item.find_element(By.CSS_SELECTOR, ".answer").get_attribute("textContent"),
-            item.get_attribute("data-execution") or "",
-            item.find_element(By.CSS_SELECTOR, ".receipt").text)
+    return tuple(page.driver.execute_script(
+        "const li = [...document.querySelectorAll('#transcript li.input')].find((n) => n.dataset.operation === arguments[0]);"
+        "return li ? [li.querySelector('.answer').textContent, li.dataset.execution || '',"
+        " li.querySelector('.receipt').textContent] : ['', '', '']", op))
 
 
 def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_removed(server, pages):
@@ -183,6 +190,8 @@ def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_r
     result = httpx.get(f"{server.base_url}/aotx/v1/shared/operations/{op}/result",
                        headers={"Authorization": f"Bearer {bob.token}"}).json()
     assert text == base64.b64decode(result["bytes"]).decode("utf-8")   # the exact saved bytes
+    shown = bob.find(f'#transcript li.input[data-operation="{op}"] .text')
+    assert shown.get_attribute("textContent") == PROMPT and not shown.find_elements(By.CSS_SELECTOR, "*")
     author = bob.find(f'#transcript li.input[data-operation="{op}"] .meta .id')
     assert author.get_attribute("title") == alice_id
     alice.wait(lambda: _answer(alice, op)[0] == text, "the same answer on alice's page")
@@ -270,4 +279,41 @@ def test_the_page_s_stream_reader_resumes_with_last_event_id(pages):
     assert got["calls"] == [["/x", None], ["/x", "/x@5"], ["/x", "/x@5"]]
     assert got["events"] == [["output", "/x@3", 1], ["output", "/x@5", 2], ["end", "/x@5", 3]]
     assert got["states"][0] == "connecting" and "reconnecting" in got["states"] and got["states"][-1] == "ended"
+    assert console_problems(driver) == []
+
+
+HOLD_SCRIPT = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const {ConversationView} = await import('/static/conversation.js');
+  const sent = [];
+  const api = {resend: async (path, envelope) => { sent.push([path, envelope]);
+    return {status: 202, body: {operation: 'op-1', status: {admission: 'saved'}}, path, envelope}; }};
+  const view = Object.create(ConversationView.prototype);   // its answers only: no stream, no listeners
+  view.api = api;
+  const envelope = {schema: 'aotx.shared.mutation.v1', lineage: 'ab', operation_key: '01', sequence: '7', text: 'hi'};
+  view.answered({status: 429, body: {error: {type: 'journal_hold', message: 'the journal is on hold (full): <i>x</i>'}},
+                 path: '/conversations/con-x/inputs', envelope});
+  const row = document.querySelector('#held li.held');
+  const held = row.textContent, markup = row.querySelectorAll('i').length, status = document.getElementById('compose-status').textContent;
+  row.querySelector('button').click();
+  for (let i = 0; i < 100 && document.querySelector('#held li.held'); i++) await new Promise((r) => setTimeout(r, 20));
+  done({held, markup, status, sent, left: document.querySelectorAll('#held li.held').length,
+        after: document.getElementById('compose-status').textContent});
+})().catch((err) => done({error: String(err)}));
+"""
+
+
+def test_a_held_input_shows_the_429_reason_and_send_again_is_the_exact_same_mutation(pages):
+    """conversation.js in the browser: a 429 journal hold keeps the input with the server's reason
+    (as text), and "Send again" posts the very same envelope (operation key and sequence) to the same path."""
+    driver = pages[1].driver
+    driver.set_script_timeout(60)
+    got = driver.execute_async_script(HOLD_SCRIPT)
+    assert "error" not in got, got
+    assert got["held"].startswith("held (429): 429 journal_hold: the journal is on hold (full): <i>x</i>"), got
+    assert got["markup"] == 0 and "on hold" in got["status"], got
+    assert got["sent"] == [["/conversations/con-x/inputs", {"schema": "aotx.shared.mutation.v1", "lineage": "ab",
+                                                           "operation_key": "01", "sequence": "7", "text": "hi"}]]
+    assert got["left"] == 0 and got["after"].startswith("saved: op-1"), got
     assert console_problems(driver) == []
