@@ -19,7 +19,8 @@ from tests.waiting import wait_until
 from .browser import artifact_dir, chromium, console_problems
 
 TERMINAL = ("completed", "cancelled", "interrupted", "failed", "deadline_exceeded")
-PROMPT = "Tell me a short story about a <b>lighthouse</b> keeper <img src=x onerror=alert(1)>."   # shown as text
+PROMPT = "Tell me a short story about a lighthouse keeper."
+LONG = "Write a very long story about the <b>sea</b>. <img src=x onerror=alert(1)>"   # markup: shown as text
 
 
 class Page:
@@ -190,8 +191,6 @@ def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_r
     result = httpx.get(f"{server.base_url}/aotx/v1/shared/operations/{op}/result",
                        headers={"Authorization": f"Bearer {bob.token}"}).json()
     assert text == base64.b64decode(result["bytes"]).decode("utf-8")   # the exact saved bytes
-    shown = bob.find(f'#transcript li.input[data-operation="{op}"] .text')
-    assert shown.get_attribute("textContent") == PROMPT and not shown.find_elements(By.CSS_SELECTOR, "*")
     author = bob.find(f'#transcript li.input[data-operation="{op}"] .meta .id')
     assert author.get_attribute("title") == alice_id
     alice.wait(lambda: _answer(alice, op)[0] == text, "the same answer on alice's page")
@@ -210,12 +209,14 @@ def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_r
     alice.open_space(space)
 
     # alice cancels her own long input while bob watches it stream
-    alice.type("#compose-text", "Write a very long story about the sea.")
+    alice.type("#compose-text", LONG)
     alice.type("#compose-max", "400")
     alice.click("#send")
     long = alice.wait(lambda: (alice.text("#compose-status").split() + [""])[1] if alice.text(
         "#compose-status").startswith("saved") and op not in alice.text("#compose-status") else "", "the long input saved")
     bob.wait(lambda: _answer(bob, long)[0], "the long answer streaming")
+    shown = bob.find(f'#transcript li.input[data-operation="{long}"] .text')
+    assert shown.get_attribute("textContent") == LONG and not shown.find_elements(By.CSS_SELECTOR, "*")
     alice.click(f'#transcript li.input[data-operation="{long}"] button.cancel')
     for page in pages:
         page.wait(lambda: _answer(page, long)[1] == "cancelled", "the long input cancelled")
