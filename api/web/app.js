@@ -30,7 +30,8 @@ async function start(token) {
   showSignedIn(true);
   showParticipant();
   let spaces = null;
-  const conversation = new ConversationView(api, {onInputDone: () => spaces && spaces.space && spaces.showMemory()});
+  const conversation = new ConversationView(api, {onInputDone: () => spaces && spaces.space && spaces.showMemory(),
+                                                  onEnded: () => spaces && spaces.refresh()});
   spaces = new SpacesView(api, {openConversation: (con) => conversation.open(con)});
   if (api.me.registered) await spaces.refresh();
   byId('register').addEventListener('click', async () => {

@@ -10,8 +10,9 @@ const TERMINAL = new Set(['completed', 'cancelled', 'interrupted', 'failed', 'de
 const enc = encodeURIComponent;
 
 export class ConversationView {
-  constructor(api, {onLeave, onInputDone} = {}) {
+  constructor(api, {onLeave, onInputDone, onEnded} = {}) {
     this.api = api;
+    this.onEnded = onEnded || (() => undefined);   // the stream ended (rights gone?): what is readable may have changed
     this.onLeave = onLeave || (() => undefined);
     this.onInputDone = onInputDone || (() => undefined);   // an input ended: its memory may be listed now
     this.con = null;
@@ -57,6 +58,7 @@ export class ConversationView {
         const node = byId('stream-state');
         node.dataset.state = state;
         node.textContent = state === 'ended' ? `stream ended: ${detail}` : state + (detail ? ` (${detail})` : '');
+        if (state === 'ended') this.onEnded(con);
       },
     });
   }

@@ -228,6 +228,7 @@ def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_r
     state, line = bob.wait(lambda: bob.stream_state() if bob.stream_state()[0] == "ended" else None,
                            "the stream to end")
     assert "not_found" in line, line
+    bob.wait(lambda: space not in bob.space_ids() and not bob.visible("#space"), "the room gone from his list")
     bob.shot("6-removed")
     for page in pages:
         assert console_problems(page.driver) == [], page.name
