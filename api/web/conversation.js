@@ -86,6 +86,8 @@ export class ConversationView {
     const node = el('li', {class: own ? 'input own' : 'input', dataset: {operation: input.operation}},
       el('div', {class: 'meta'}, idLabel(input.author, this.me()), ' · ', execution, ' · ', receipt, ' ', cancel),
       el('div', {class: 'text', text: input.text}),
+      Array.isArray(input.media) && input.media.length
+        ? el('div', {class: 'media', text: `${input.media.length} media attached (not shown here)`}) : null,
       answer, error);
     byId('transcript').append(node);
     const item = {node, answer, receipt, execution, cancel, error, text: new Utf8Text(), stream: null,

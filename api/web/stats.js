@@ -59,12 +59,17 @@ function draw(name, unit) {
     pen = true;
   });
   ctx.stroke();
+  ctx.fillStyle = '#1f4e79';
+  values.forEach((v, i) => {   // a dot on each point: a lone point (TTFT of one request) shows too
+    if (v !== null) ctx.fillRect((i / (POINTS - 1)) * (width - 4) + 1, height - 3 - (v / max) * (height - 14), 3, 3);
+  });
   ctx.fillStyle = '#5b6470';
   ctx.font = '11px system-ui, sans-serif';
   ctx.fillText(`max ${known.length ? max.toFixed(1) : 'n/a'} ${unit}`, 4, 11);
   const last = values.length ? values[values.length - 1] : null;
   const label = byId(`label-${name}`);
   label.dataset.value = last === null ? '' : String(last);
+  label.dataset.max = known.length ? String(max) : '';   // the highest point on the plot (tests read it)
   label.textContent = `${label.textContent.split(':')[0]}: ${last === null ? 'n/a' : last.toFixed(1)}`;
 }
 

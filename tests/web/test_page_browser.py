@@ -240,6 +240,11 @@ def test_stats_page_plots_the_figures(server, pages):
     alice.wait(lambda: alice.text("#health") == "ok", "health ok")
     alice.wait(lambda: alice.all("#figures tr"), "the /v1/stats figures")
     alice.wait(lambda: alice.find("#label-tps").get_attribute("data-value"), "a tokens/s point")
+    r = httpx.post(f"{server.base_url}/v1/chat/completions", timeout=120, json={
+        "model": "smollm2-135m-instruct", "max_tokens": 16, "messages": [{"role": "user", "content": "Count to ten."}]})
+    assert r.status_code == 200, r.text
+    for plot in ("tps", "ttft", "batch"):   # the request shows on every plot
+        alice.wait(lambda: float(alice.find(f"#label-{plot}").get_attribute("data-max") or 0) > 0, f"a {plot} point above 0")
     figures = set(alice.driver.execute_script(   # one read: the table is drawn again every second
         "return [...document.querySelectorAll('#figures tr td:first-child')].map((td) => td.textContent)"))
     assert "engine.generation_tokens_total" in figures
