@@ -182,6 +182,7 @@ def test_two_people_one_room_bob_sees_alice_streaming_and_his_stream_ends_when_r
 
     wait_until(observe, "bob's page: alice's answer to finish", done=lambda execution: execution in TERMINAL)
     assert len(seen) >= 3, f"the answer did not grow over several observations: {seen!r}"
+    print(f"bob saw the answer grow over {len(seen)} observations")
     assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(seen, seen[1:])), seen
     text, execution, _ = _answer(bob, op)
     assert execution == "completed"
