@@ -13,7 +13,7 @@ MODEL_STAMP := $(VENV)/.model-installed
 # first), which met the few-test, long e2e modules last: one worker ran the tail alone (11-12 min).
 PYTEST_ARGS ?= -n 2 --dist loadscope --no-loadscope-reorder
 
-.PHONY: install serve test bench-cpu gpu-check gpu-bench clean
+.PHONY: install serve test browser bench-cpu gpu-check gpu-bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +37,28 @@ $(MODEL_STAMP): | $(BIN)/python
 
 install: $(STAMP) $(MODEL_STAMP)
 
+# The page test (tests/web) drives Debian's headless Chromium and its chromedriver, never one downloaded
+# at run time: apt installs them here when they are missing and we may (root, or sudo without a
+# password). Where we may not, or apt fails, this says so and tests/web fails, saying how to install them.
+BROWSER_PACKAGES := chromium chromium-driver
+CHROMIUM ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
+browser:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo=none; fi; \
+	  if [ "$$sudo" = none ] || ! command -v apt-get >/dev/null; then \
+	    echo "make test: no $(CHROMIUM) or $(CHROMEDRIVER), and no apt-get as root here: install $(BROWSER_PACKAGES) (tests/web fails without them)" >&2; \
+	  else \
+	    echo "make test: installing $(BROWSER_PACKAGES) with apt-get (tests/web drives them)" >&2; \
+	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null \
+	      || echo "make test: apt-get install $(BROWSER_PACKAGES) failed (tests/web fails without them)" >&2; \
+	  fi; \
+	fi
+
 serve: install
 	$(BIN)/aotx serve $(ARGS)
 
-test: install $(TEST_STAMP)
+test: install $(TEST_STAMP) browser
 	$(BIN)/lint-imports --no-cache
 	@OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc

@@ -5,7 +5,7 @@ import logging
 
 from quart import Quart, request
 
-from api import ops_routes
+from api import ops_routes, web_routes
 from api.app_common import install_common
 from api.auth import authenticated
 from api.drain import Drain, EXT as DRAIN_EXT
@@ -24,7 +24,7 @@ def _surface_blueprints():
 
 def create_app(service, settings: GatewaySettings | None = None) -> Quart:
     settings = settings or GatewaySettings()
-    app = Quart("aotx")
+    app = Quart("aotx", static_folder=None)   # /static/ is the page's (api.web_routes), not Flask's default
     app.config["AOTX_SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
@@ -62,6 +62,7 @@ def create_app(service, settings: GatewaySettings | None = None) -> Quart:
         await service.stop()
 
     app.register_blueprint(ops_routes.blueprint)
+    app.register_blueprint(web_routes.make_blueprint())   # the page at / and /stats (no token needed)
     for bp in _surface_blueprints():
         app.register_blueprint(bp)
     return app
@@ -78,7 +79,7 @@ def create_shared_gateway(runtime, principals, settings: GatewaySettings | None 
     from api.shared import attach_shared
 
     settings = settings or GatewaySettings()
-    app = Quart("aotx-gateway")
+    app = Quart("aotx-gateway", static_folder=None)
     app.config["AOTX_SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
@@ -90,4 +91,5 @@ def create_shared_gateway(runtime, principals, settings: GatewaySettings | None 
                         "runtime": runtime_name, "runtime_connected": runtime.started})
 
     attach_shared(app, runtime, principals)
+    app.register_blueprint(web_routes.make_blueprint())   # the page works here too (its /stats shows /health)
     return app
