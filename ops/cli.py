@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from ops import audit_cmd, boot_cmd, cluster_cmd, drill, gateway_cmd, grants_cmd, logs, pack_cmd, serve_cmd
+from ops.chat import command as chat_cmd
 
 _COMMANDS = {
     "serve": (serve_cmd, "serve the model, the shared runtime and an embedded nats-server over HTTP"),
@@ -14,6 +15,7 @@ _COMMANDS = {
     "grants": (grants_cmd, "write the deployment grant file from a gateway config"),
     "audit": (audit_cmd, "print one decoded line per journal transfer"),
     "cluster": (cluster_cmd, "start a JetStream cluster of nats-servers on loopback (development, drills)"),
+    "chat": (chat_cmd, "a terminal chat: plain (stored history) or joined to a shared conversation"),
     "drill": (drill, "recovery drill: SIGKILL the runtime and nats-server under load, check the ledger"),
 }
 
