@@ -81,3 +81,17 @@ def test_models_keys_and_request_ids_add_no_series(server):
     assert set(_scrape(server.base_url)) == series
     for value in ("key-one", "key-two", "another-model", "rid-one", MODEL):
         assert value not in text
+
+
+def test_the_grafana_dashboard_reads_only_metrics_that_exist(server):
+    import json
+    import re
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parents[2] / "docs" / "grafana" / "aotx.json").read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\baotx_[a-z_]+", e)}
+    served = {name for name, _ in _scrape(server.base_url)}
+    assert used and used <= served, used - served
+    histograms = {m[:-len("_bucket")] for m in used if m.endswith("_bucket")}
+    assert set(REQUEST_HISTOGRAMS) <= histograms and "aotx_journal_append_ack_seconds" in histograms
