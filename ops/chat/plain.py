@@ -3,6 +3,8 @@ server (a stored response), and the next turn names it with `previous_response_i
 only what is new and a long chat costs no re-upload. `/new` starts over, `/quit` (or Ctrl-D) ends."""
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from .sse import events
@@ -17,7 +19,6 @@ class ChatError(Exception):
 
 
 def error_text(r: httpx.Response, body: bytes) -> str:
-    import json
     try:
         err = json.loads(body)["error"]
         return f"{r.status_code} {err.get('type') or ''}: {err.get('message')}".strip()

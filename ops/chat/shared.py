@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import codecs
+import json
 
 import httpx
 
@@ -108,7 +109,10 @@ class SharedChat:
                 self.out.line(f"(the conversation stream ended: {ev.json().get('error', {}).get('message')})")
                 return True
             return False
-        await self._stream(f"/aotx/v1/shared/conversations/{self.con}/events", {"stream": "true"}, on)
+        try:
+            await self._stream(f"/aotx/v1/shared/conversations/{self.con}/events", {"stream": "true"}, on)
+        except SharedError as exc:   # refused at (re)connection: rights gone, the token no longer accepted
+            self.out.line(f"(the conversation stream ended: {exc}; /quit)")
 
     async def answer_all(self) -> None:
         while True:
@@ -193,7 +197,6 @@ class SharedChat:
 
 
 def _json_of(body: bytes):
-    import json
     try:
         return json.loads(body)
     except ValueError:

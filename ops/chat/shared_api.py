@@ -58,11 +58,18 @@ class SharedApi:
                 if r.status_code != 200:
                     self.next_sequence = sequence + 1
                 return doc
-            if r.status_code == 409 and attempt == 0 and "sequence" in str(doc).lower():
+            if r.status_code == 409 and attempt == 0 and _stale_sequence(doc):
                 await self.sync()   # another client of this principal used the sequence
                 continue
             raise SharedError(r.status_code, doc)
         raise AssertionError("unreachable")
+
+
+def _stale_sequence(doc: Any) -> bool:
+    """A 409 about the envelope's sequence (aotx.state.decide: "sequence N is ahead of ..." / "sequence N
+    belongs to operation ... with other canonical bytes"), not one about the mutation itself."""
+    message = doc.get("error", {}).get("message", "") if isinstance(doc, dict) else ""
+    return isinstance(message, str) and message.startswith("sequence ")
 
 
 def _operation_key() -> str:
