@@ -114,3 +114,25 @@ def test_shared_chat_prints_others_inputs_and_answers_and_runs_its_commands(serv
         _quit(child)
     finally:
         child.close(force=True)
+
+
+def test_a_space_alone_gets_a_new_conversation(server, room):
+    child = _chat("--base-url", server.base_url, "--token-file", str(room["alice_token"]), "--space", room["space"])
+    try:
+        child.expect(r"created conversation (con-[0-9a-f]{32}-[0-9a-f]{32})")
+        con = child.match.group(1)
+        child.expect_exact(f"joined {con} in space {room['space']}")
+        child.sendline("/help")
+        child.expect_exact("/members, /memory, /cancel (your last input), /help, /quit")
+        _quit(child)
+    finally:
+        child.close(force=True)
+    status, doc = room["bob"].get(f"/conversations/{con}")
+    assert status == 200 and doc["space"] == room["space"]
+
+
+def test_a_shared_chat_needs_a_token(monkeypatch, capsys):
+    from ops import cli
+    monkeypatch.delenv("AOTX_API_KEY", raising=False)
+    assert cli.main(["chat", "--space", "spc-x"]) == 2
+    assert "--token-file" in capsys.readouterr().err
