@@ -42,7 +42,7 @@ class JournalMetrics:
         began = time.perf_counter()
         try:
             yield
-        except BaseException:
+        except Exception:   # failed or refused (counted, then raised on); a cancelled append is neither
             self.errors.labels(path).inc()
             raise
         self.ack.labels(path).observe(time.perf_counter() - began)
