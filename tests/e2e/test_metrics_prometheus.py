@@ -50,7 +50,7 @@ def test_a_request_moves_its_surface_and_lanes_histograms(server):
 
 def test_a_shared_mutation_moves_the_journal_figures(server):
     before = _scrape(server.base_url)
-    alice = SharedClient(server.base_url, (server.var / "tokens" / "alice").read_text().strip())
+    alice = SharedClient.fresh_keys(server.base_url, (server.var / "tokens" / "alice").read_text().strip())
     try:
         if not alice.sync()["registered"]:
             assert alice.post("/participant")[0] == 201

@@ -55,7 +55,7 @@ def test_plain_chat_second_turn_carries_the_first(server):
 def room(server):
     """alice's room with bob in it (read, write) and one conversation."""
     tokens = {n: (server.var / "tokens" / n).read_text().strip() for n in ("alice", "bob")}
-    alice, bob = SharedClient(server.base_url, tokens["alice"]), SharedClient(server.base_url, tokens["bob"])
+    alice, bob = (SharedClient.fresh_keys(server.base_url, tokens[n]) for n in ("alice", "bob"))
     for who in (alice, bob):
         if not who.sync()["registered"]:
             assert who.post("/participant")[0] == 201
