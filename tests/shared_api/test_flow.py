@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .harness import TOKENS, fresh_spec, journal_bytes, shared_app
 
 
