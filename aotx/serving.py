@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aotx.chat_types import ChatMessage, ToolSpec
 from aotx.engine import Engine, EngineConfig, RequestHandle, SamplingParams
 from aotx.prompt_work import PromptWork
+from aotx.request_latency import RequestLatency
 from aotx.route_metrics import RouteMetrics
 from aotx.sampling_defaults import SamplingDefaults, defaults_for
 
@@ -47,6 +48,7 @@ class ModelService:
         self.default_max_tokens = int(default_max_tokens)
         self.sampling_defaults = sampling_defaults or defaults_for(model_id)
         self.routes = RouteMetrics()
+        self.latency = RequestLatency()   # TTFT / ITL / queue / duration by surface and lane
         self._tokenizer = bundle.tokenizer
         self.prompts = PromptWork(bundle.tokenizer, bundle.chat_template)
         self._constraints = None
@@ -133,6 +135,8 @@ class ModelService:
     def submit(self, prompt_ids: list[int], params: SamplingParams, *, surface: str,
                lane: str, claim=None, borrow: bool = False) -> RequestHandle:
         """`claim`/`borrow`: a page claim of the engine's admission line (aotx.engine.Engine.submit)."""
+        watch = self.latency.observer(surface, lane)   # from before the submission
         handle = self.engine.submit(list(prompt_ids), params, claim=claim, borrow=borrow)
         self.routes.record(surface, lane)
+        handle.observe(watch)
         return handle

@@ -10,6 +10,9 @@ Shared conversations (paths under /aotx/v1/shared):
   `type` and render it with shared_error_response, through the app's JSON provider like every other
   shared answer.
 Framework errors keep their headers (a 405's `Allow`, RFC 9110 §15.5.6).
+Every error answer of a request carries that request's id as a top-level `request_id` (the same id as
+the `x-request-id` header and the `aotx.http` log record: api.request_ids), in all three envelopes;
+an error event inside a stream carries none (it is not the answer of a request).
 """
 from __future__ import annotations
 
@@ -81,6 +84,14 @@ def anthropic_body(err: ApiError) -> dict:
     return body
 
 
+def with_request_id(body: dict) -> dict:
+    """The error body with this request's id added at the top level (none outside a request)."""
+    rid = current_request_id()
+    if rid is None or "request_id" in body:
+        return body
+    return {**body, "request_id": rid}
+
+
 def shared_body(err: ApiError) -> dict:
     try:
         phrase = HTTPStatus(err.status).phrase
@@ -93,7 +104,7 @@ def shared_body(err: ApiError) -> dict:
 def shared_error_response(err: ApiError, headers: dict[str, str] | None = None) -> Response:
     """A shared route's error: the shared envelope, rendered as every shared answer is (jsonify)."""
     from quart import current_app
-    response = current_app.json.response(shared_body(err))
+    response = current_app.json.response(with_request_id(shared_body(err)))
     response.status_code = err.status
     for name, value in (headers or {}).items():
         response.headers[name] = value
@@ -119,7 +130,7 @@ def error_response(err: ApiError, envelope: str, headers: dict[str, str] | None 
     out = dict(headers or {})
     if not err.should_retry:
         out["x-should-retry"] = "false"
-    return Response(strict_json.dumps(error_body(err, envelope)), status=err.status,
+    return Response(strict_json.dumps(with_request_id(error_body(err, envelope))), status=err.status,
                     content_type="application/json", headers=out)
 
 

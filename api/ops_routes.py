@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from quart import Blueprint, Response, current_app, jsonify
 
-from api.metrics_text import render_prometheus, stats_document
+from api.metrics_registry import CONTENT_TYPE, render_metrics
+from api.shared.common import EXT as SHARED_EXT
+from api.metrics_text import stats_document
 
 blueprint = Blueprint("ops", __name__)
 
@@ -42,8 +44,8 @@ async def get_model(model: str):
 
 @blueprint.get("/metrics")
 async def metrics():
-    return Response(render_prometheus(_service()), mimetype="text/plain",
-                    content_type="text/plain; version=0.0.4; charset=utf-8")
+    shared = current_app.extensions.get(SHARED_EXT) or {}
+    return Response(render_metrics(_service(), shared.get("runtime")), content_type=CONTENT_TYPE)
 
 
 @blueprint.get("/v1/stats")

@@ -19,6 +19,7 @@ from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_r
 from aotx.serving import ModelService
 from aotx.runtime.ownership import LeasePolicy
 from eventlog import NatsAuth
+from ops.model_files import missing_model_files
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.reload import boot_reloader, on_sighup
@@ -49,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"aotx boot: {problem}", file=sys.stderr)
         return 2
+    missing = None if args.no_model else missing_model_files(args)   # one line naming the package
+    if missing:
+        print(f"aotx boot: {missing}", file=sys.stderr)
+        return 1
     try:
         rf = read_runtime_file(args.runtime)
         grants = load_grants(args.service_grants, max_age_s=args.grant_max_age_hours * 3600)

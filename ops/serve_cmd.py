@@ -31,9 +31,11 @@ from aotx.runtime import GrantedRuntime
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService
 from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, NatsServerError, redact_url
+from ops.model_files import missing_model_files
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.http_workers import auto_workers, bind_reuseport
+from ops.ready_block import ReadyFacts, model_file, print_ready, tokens_note
 from ops.reload import on_sighup, serve_reloader
 from ops.serve_workers import serve_with_workers
 from ops.shared_stack import boot_summary, granted_runtime
@@ -88,9 +90,7 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     problem = bind_problem(args)
     if problem:
         raise GatewayConfigError(problem)
-    config_path, tokens, _ = ensure_dev_config(args.var)
-    print(f"aotx: development bearer tokens for alice and bob are in {tokens}/ "
-          f"(gateway config {config_path})", file=sys.stderr, flush=True)
+    config_path, _, _ = ensure_dev_config(args.var)   # where the tokens are: the ready block (ops.ready_block)
     return load_gateway_config(config_path)
 
 
@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"aotx serve: {problem}", file=sys.stderr)
         return 2
+    missing = missing_model_files(args)   # one line naming the package, before anything starts
+    if missing:
+        print(f"aotx serve: {missing}", file=sys.stderr)
+        return 1
     try:
         auth = nats_auth(args)
     except NatsArgsError as exc:
@@ -163,7 +167,7 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.
         if isinstance(sock, list):   # --http-workers N > 1
             return asyncio.run(_serve_workers(args, service, settings, config, shared, nats_url, auth,
                                               embedded is not None, sock))
-        return asyncio.run(_serve(service, settings, config, shared, redact_url(nats_url), embedded is not None,
+        return asyncio.run(_serve(args, service, settings, config, shared, redact_url(nats_url), embedded is not None,
                                   sock))
     finally:
         if embedded is not None:
@@ -182,7 +186,7 @@ async def _serve_workers(args, service: ModelService, settings: GatewaySettings,
                                     embedded, sockets)
 
 
-async def _serve(service: ModelService, settings: GatewaySettings, config: GatewayConfig,
+async def _serve(args: argparse.Namespace, service: ModelService, settings: GatewaySettings, config: GatewayConfig,
                  shared: GrantedRuntime, nats_url: str, embedded: bool, sock: socket.socket) -> int:
     try:
         await shared.start()  # boot = journal replay, before the gateway answers
@@ -198,11 +202,10 @@ async def _serve(service: ModelService, settings: GatewaySettings, config: Gatew
     on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
 
     def ready(host: str, port: int) -> None:
-        print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {nats_url} "
-              f"({boot_summary(shared.runtime)}); /aotx/v1/shared requires a bearer token", file=sys.stderr, flush=True)
-        print(f"aotx: serving {service.model_id} on http://{host}:{port} "
-              f"(backend {service.backend_name}, auth {'on' if settings.require_auth else 'off'})",
-              file=sys.stderr, flush=True)
+        note, token_dir = tokens_note(args)
+        print_ready(ReadyFacts(host, port, service.model_id, service.backend_name, model_file(service),
+                               settings.require_auth, note, nats_url, embedded, boot_summary(shared.runtime),
+                               token_dir))
 
     try:
         await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock,

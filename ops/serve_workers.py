@@ -29,6 +29,7 @@ from api.shared import attach_shared
 from api.stored_access import attach_stored
 from eventlog import NatsAuth
 from ops.http_workers import HttpWorkers, WorkersFailed
+from ops.ready_block import ReadyFacts, model_file, print_ready, tokens_note
 from ops.reload import on_sighup, serve_reloader
 from ops.shared_stack import boot_summary
 from ops.shutdown import FLUSH_SECONDS, cancel_leftovers, graceful_timeout
@@ -107,11 +108,11 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
             status["code"] = 1
             await stop_all()
             return
-        print(f"aotx: shared runtime booted on {'embedded ' if embedded else ''}nats {shown_url} "
-              f"({boot_summary(shared.runtime)}); /aotx/v1/shared requires a bearer token", file=sys.stderr, flush=True)
-        print(f"aotx: serving {service.model_id} on http://{settings.host}:{public_port} "
-              f"(backend {service.backend_name}, auth {'on' if settings.require_auth else 'off'}, "
-              f"{len(workers.procs)} HTTP workers {' '.join(map(str, workers.pids))})", file=sys.stderr, flush=True)
+        note, token_dir = tokens_note(args)
+        print_ready(ReadyFacts(settings.host, public_port, service.model_id, service.backend_name,
+                               model_file(service), settings.require_auth, note, shown_url, embedded,
+                               boot_summary(shared.runtime), token_dir,
+                               f", {len(workers.procs)} HTTP workers {' '.join(map(str, workers.pids))}"))
 
     try:
         await serve_app(app, "127.0.0.1", private.getsockname()[1], stop,

@@ -330,7 +330,8 @@ class Engine:
             tail = seq.detokenizer.flush()
             text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
         delta = Delta(text, (tid,), (res.logprob,) if res.logprob is not None else (), reason, stop,
-                      seq.prompt_len, len(seq.output_ids))     # the counts _send would add: no copy
+                      seq.prompt_len, len(seq.output_ids),     # the counts _send would add: no copy
+                      queued_s=seq.queued_s if first else None)
         if reason is not None:
             self._finish(seq, reason)
             self._end(seq, delta)

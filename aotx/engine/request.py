@@ -91,7 +91,7 @@ class RequestHandle(DeltaStream):
         self._done = False                   # the final delta was consumed
         self.finish_reason: str | None = None
         self._sink: Callable[[Delta], None] | None = None
-
+        self._observer: Callable[[Delta], None] | None = None
 
     def cancel(self) -> None:
         """Ask the engine to stop this request (idempotent; no-op once finished).
@@ -108,8 +108,15 @@ class RequestHandle(DeltaStream):
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
+    def observe(self, observer: Callable[[Delta], None]) -> None:
+        """On the handle's loop, before its first delta: `observer` sees every delta first (the request
+        latency histograms: aotx.request_latency), wherever the delta then goes."""
+        self._observer = observer
+
     def put(self, delta: Delta) -> None:
         """On the handle's loop: queue one delta for the iterator (or hand it to the sink of `redirect`)."""
+        if self._observer is not None:
+            self._observer(delta)
         if self._sink is not None:
             if delta.finish_reason is not None:
                 self._done = True

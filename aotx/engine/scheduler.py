@@ -22,6 +22,7 @@ the claimant's place and may use the claim's pages, which stay promised.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -200,6 +201,8 @@ class Scheduler:
                 self.waiting[0].passed_over += 1
             free_pages -= seq.reserved_pages
             seq.status = SequenceStatus.RUNNING
+            if seq.admitted_time is None:   # its queue time ends here (aotx.request_latency)
+                seq.admitted_time = time.monotonic()
             self.running.append(seq)
             n = _chunk(seq, budget)
             budget -= n

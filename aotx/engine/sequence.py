@@ -37,6 +37,7 @@ class Sequence:
     line: float = -1.0
     borrows: Any = None                # the page claim (aotx.engine.scheduler.Claim) it may use, kept
     passed_over: int = 0               # later sequences admitted while it waited at the head of the line
+    admitted_time: float | None = None   # when the scheduler first admitted it (the end of its queue time)
     first_token_time: float | None = None
     last_token_time: float | None = None
     # prompt logprobs gathered across prefill chunks, released with the first delta
@@ -56,6 +57,11 @@ class Sequence:
     def __post_init__(self) -> None:
         if self.line < 0:
             self.line = self.arrival_time
+
+    @property
+    def queued_s(self) -> float | None:
+        """Seconds from submission to admission (None until admitted)."""
+        return None if self.admitted_time is None else self.admitted_time - self.arrival_time
 
     @property
     def prompt_len(self) -> int:

@@ -64,3 +64,4 @@ class Delta:
     completion_tokens: int = 0
     error: str | None = None
     prompt_logprobs: tuple[TokenLogprob, ...] = field(default=())  # set on the first delta only
+    queued_s: float | None = None   # on the first token's delta: seconds from submission to admission

@@ -120,7 +120,8 @@ async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first
         for j, tick in enumerate(p.ticks):
             messages.append(BatchMessage(p.flight.subject, tick.data, writer.msg_id(tick), expected if j == 0 else None))
     try:
-        acks = await recorder.append_batch(messages)
+        with writer.metrics.timed("batch", len(messages)):
+            acks = await recorder.append_batch(messages)
     except _WHOLE as exc:
         if len(parts) == 1:
             f = parts[0].flight

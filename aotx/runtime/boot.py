@@ -64,10 +64,11 @@ def snapshot_start(snapshots: SnapshotSource, capacities: Capacities) -> StartPo
 
 
 async def replay(recorder: Recorder, capacities: Capacities | None = None, *, progress: bool = True,
-                 projector: Projector | None = None, from_seq: int = 1) -> Projector:
+                 projector: Projector | None = None, from_seq: int = 1,
+                 on_progress: Callable[[int, int], None] | None = None) -> Projector:
     """The projector of the whole log: `projector` (default: a fresh one, of this stream, with
     `capacities`) fed every message from `from_seq` on, then checked complete (a transfer left
-    partial fails closed)."""
+    partial fails closed). `on_progress(applied, total)` after every batch (the replay gauges)."""
     info = await recorder.stream_info()
     incarnation = info.created.isoformat()
     proj = projector
@@ -84,12 +85,19 @@ async def replay(recorder: Recorder, capacities: Capacities | None = None, *, pr
     with tqdm(total=total, desc="aotx journal replay", unit="msg", file=sys.stderr,
               disable=not progress, leave=False) as bar:
         batch: list[tuple[str, int, bytes]] = []
+        done = 0
+        report = on_progress or (lambda applied, of: None)
+        report(0, total)
         async for msg in recorder.read(from_seq):
             batch.append((msg.subject, msg.seq, msg.data))
             if len(batch) >= REPLAY_BATCH:
+                done += len(batch)
                 bar.update(proj.feed_many(batch))
                 batch.clear()
+                report(done, total)
+        done += len(batch)
         bar.update(proj.feed_many(batch))
+        report(done, total)
     proj.finish()
     return proj
 

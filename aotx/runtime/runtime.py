@@ -201,7 +201,8 @@ class SharedRuntime(RuntimePort):
         try:
             point = boot.BootPoint() if self.boot_start is None else await self.boot_start(recorder)
             self.writer.projector = await boot.replay(recorder, self.capacities, progress=self.progress,
-                                                      projector=point.projector, from_seq=point.from_seq)
+                                                      projector=point.projector, from_seq=point.from_seq,
+                                                      on_progress=self.writer.metrics.replay_progress)
         except BaseException:
             await self.stop()  # fail closed: no state, no connection left behind
             raise

@@ -60,7 +60,8 @@ async def append_guarded(writer, recorder, f, tick, msg_id: str):
     while True:
         expected = writer.expected(f)
         try:
-            return await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
+            with writer.metrics.timed("single", 1):
+                return await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
         except ConcurrencyConflict:
             attempt += 1
             if attempt > SPURIOUS_RETRIES or not await spurious_conflict(recorder, f.subject, expected):

@@ -44,6 +44,7 @@ from ..state.mutations import Mutation
 from .batch_append import BATCH_MIN_MESSAGES, append_batched
 from .connection import JournalConnection
 from .hold import HoldStatus
+from .journal_metrics import JournalMetrics
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
 from .write_order import append_guarded, feed_landed, held_flights
@@ -95,6 +96,7 @@ class JournalWriter:
         self.connection, self.spec, self.boot_id, self.observers = connection, spec, boot_id, observers
         self.batch_min_messages = max(1, int(batch_min_messages))   # a round this large goes as one batch
         self.hold = HoldStatus()
+        self.metrics = JournalMetrics(self.hold, lambda: 0 if self.projector is None else self.applied_seq())
         self.projector: Projector | None = None   # set by boot
         self.failed: Optional[str] = None
         self.lock = asyncio.Lock()

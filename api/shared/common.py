@@ -15,7 +15,7 @@ from quart import current_app, g, jsonify, request
 from aotx.runtime import Outcome, RuntimePort
 from aotx.state import Refusal
 
-from ..errors import ApiError
+from ..errors import ApiError, with_request_id
 
 BASE_PATH = "/aotx/v1/shared"
 EXT = "aotx_shared"
@@ -39,6 +39,8 @@ def actor() -> Any:
 
 
 def json_answer(status: int, body: Mapping[str, Any]):
+    if status >= 400 and isinstance(body, dict) and "error" in body:   # the request's id (api.errors)
+        body = with_request_id(body)
     response = jsonify(body)
     response.status_code = status
     return response

@@ -191,7 +191,8 @@ def openapi_document(base: str) -> dict[str, Any]:
     schemas = {
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["type", "message"],
-            "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}},
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}}},
+            "request_id": {"type": "string", "description": "the request's id (also the x-request-id header)"}}},
         "Media": {"type": "object", "required": ["sha256", "type", "byte_length"], "properties": {
             "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "type": {"enum": ["image", "audio"]},
             "byte_length": {"type": "integer", "minimum": 1}}},

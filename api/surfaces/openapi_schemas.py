@@ -40,7 +40,7 @@ _INPUT = {"oneOf": [_STR, {"type": "array", "items": ref("InputItem")}]}
 SCHEMAS: dict[str, Any] = {
     "OpenAIError": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["message", "type", "param", "code"], "properties": {
-            "message": _STR, "type": _STR, "param": _NULL_STR, "code": _NULL_STR}}}},
+            "message": _STR, "type": _STR, "param": _NULL_STR, "code": _NULL_STR}}, "request_id": _STR}},
     "AnthropicError": {"type": "object", "required": ["type", "error"], "properties": {
         "type": {"const": "error"}, "request_id": _STR,
         "error": {"type": "object", "required": ["type", "message"],

@@ -87,6 +87,16 @@ def test_every_surface_buffered_and_streamed(base_url):
     assert httpx.get(f"{base_url}/health").json()["model"] == MODEL
 
 
+def test_the_main_process_metrics_count_what_the_workers_served(base_url):
+    """/metrics is forwarded to the main process, whose engine ran every generation of the test above."""
+    from prometheus_client.parser import text_string_to_metric_families
+    text = httpx.get(f"{base_url}/metrics", timeout=30).text
+    counts = {(s.labels["surface"], s.labels["lane"]): s.value for f in text_string_to_metric_families(text)
+              for s in f.samples if s.name == "aotx_request_duration_seconds_count"}
+    assert counts[("chat", "buffered")] >= 3 and counts[("chat", "stream")] >= 1
+    assert counts[("completions", "stream")] >= 1 and counts[("messages", "stream")] >= 1
+
+
 def test_structured_outputs_sampling_extras_and_defaults_cross_the_worker_hop(base_url):
     """What a worker parses reaches the engine process whole: a json_schema constraint (compiled
     again there from its grammar), logit_bias and penalties, and the model's default sampling."""

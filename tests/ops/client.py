@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Any
 
 import httpx
@@ -11,11 +12,13 @@ SCHEMA = "aotx.shared.mutation.v1"
 
 
 class SharedClient:
-    def __init__(self, base_url: str, token: str | None) -> None:
+    def __init__(self, base_url: str, token: str | None, *, first_key: int = 1) -> None:
+        """`first_key`: where its operation keys start; a client of a principal that other clients of the
+        same server used before (the session `server`) starts at a random one (fresh_keys)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url + BASE, headers=headers, timeout=30)
         self.lineage, self.next_sequence = "", 1
-        self._keys = itertools.count(1)
+        self._keys = itertools.count(first_key)
 
     def get(self, path: str) -> tuple[int, Any]:
         r = self.http.get(path)
@@ -39,6 +42,11 @@ class SharedClient:
     def skip_keys(self, n: int) -> None:
         for _ in range(n):
             next(self._keys)
+
+    @classmethod
+    def fresh_keys(cls, base_url: str, token: str | None) -> "SharedClient":
+        """A client whose operation keys no other client of this principal used (random 64-bit start)."""
+        return cls(base_url, token, first_key=secrets.randbits(64) | 1)
 
     def close(self) -> None:
         self.http.close()

@@ -65,7 +65,7 @@ def test_boot_and_gateway_over_nats(tmp_path):
             assert health.status_code == 200 and health.headers["x-request-id"] == "gw-1"
             trace = httpx.request("TRACE", f"{base}/aotx/v1/shared/spaces")
             assert trace.status_code == 405 and "GET" in trace.headers["allow"], trace.text
-            assert set(trace.json()) == {"error"} and re.fullmatch(r"req_[0-9a-f]{24}", trace.headers["x-request-id"])
+            assert set(trace.json()) == {"error", "request_id"} and re.fullmatch(r"req_[0-9a-f]{24}", trace.headers["x-request-id"])
             assert SharedClient(base, "not-a-token").get("/participant")[0] == 401
 
             alice.sync()

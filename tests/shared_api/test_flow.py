@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .harness import TOKENS, fresh_spec, journal_bytes, shared_app
 
 
@@ -41,7 +39,7 @@ async def test_register_create_retry_conflict_retire(nats_url):
         status, err = await alice.post("/spaces", {**space_body, "scope": "room"})
         assert status == 409 and err["error"]["type"] == "conflict"
         status, err = await alice.post("/spaces", alice.body(sequence=alice.next_sequence + 5))
-        assert status == 409 and set(err) == {"error"}
+        assert status == 409 and set(err) == {"error", "request_id"}
 
         # a non-member never sees the private space; a read member does after the manage grant
         await bob.sync()

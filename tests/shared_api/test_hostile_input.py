@@ -41,7 +41,7 @@ GENERATED = re.compile(r"req_[0-9a-f]{24}")
 
 def assert_shared_error(status: int, body: object, expected: int = 400) -> str:
     assert status == expected, body
-    assert isinstance(body, dict) and set(body) == {"error"}, body
+    assert isinstance(body, dict) and set(body) == {"error", "request_id"}, body
     assert isinstance(body["error"]["type"], str) and isinstance(body["error"]["message"], str)
     return body["error"]["message"]
 

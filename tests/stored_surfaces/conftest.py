@@ -68,7 +68,7 @@ async def call(client, method: str, path: str, body=None, headers=A):
 def openai_error(status_body, status: int, param=None) -> dict:
     code, body = status_body
     assert code == status, body
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert set(body) == {"error", "request_id"} and set(body["error"]) == {"message", "type", "param", "code"}, body
     if param is not None:
         assert body["error"]["param"] == param, body
     return body["error"]
