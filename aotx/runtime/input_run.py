@@ -21,6 +21,7 @@ from ..state.execution import InputCompleted, OutputAppended
 from . import memory_work as mw
 from .execution_port import ExecutionSettings, ProjectionReads
 from .input_journal import InputJournal
+from .input_trace import stamp
 from .running import Running
 
 log = logging.getLogger("aotx.runtime.executor")
@@ -61,6 +62,7 @@ class InputRunner:
         if memory is None:
             return
         prompt = self.service.chat_prompt(mw.prompt_messages(memory, request.text))
+        stamp(run.lineage, run.sequence, "prompt")
         page_size = int(self.service.engine.config.page_size)
         room = record.page_limit * page_size - len(prompt)
         if room < 1:
@@ -78,6 +80,7 @@ class InputRunner:
         claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
         try:
             run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)
+            stamp(run.lineage, run.sequence, "submitted")
         except Exception as exc:  # RequestRejected (queue full, engine stopping, …)
             self.service.engine.release_claim(claim)   # (idempotent: a refusal has released it)
             await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
@@ -97,6 +100,7 @@ class InputRunner:
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(run.request)
         vector = await (run.embedding if run.embedding is not None else self.embed(text))
+        stamp(run.lineage, run.sequence, "embedded")
         # the author's rights now, after the wait (not those at admission)
         rendered = mw.recall_for(self.reads.state, self.reads.memory, place.space, run.lineage,
                                  self.author_grants(run.lineage), vector, int(record.lease_revision))
@@ -152,6 +156,8 @@ class InputRunner:
         final = None
         over = False
         async for delta in run.handle:
+            if final is None and saved == 0 and not pending:
+                stamp(run.lineage, run.sequence, "first_delta")
             if not run.cancelled and run.record(self.reads.state).cancel_requested:  # however it was saved
                 run.cancelled = True
                 run.handle.cancel()
@@ -169,6 +175,8 @@ class InputRunner:
                 if not await self.journal.write(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
                     run.handle.cancel()
                     return
+                if not saved:
+                    stamp(run.lineage, run.sequence, "first_output")
                 saved += len(pending)
                 pending.clear()
                 last_flush = time.monotonic()
