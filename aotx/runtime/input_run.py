@@ -43,6 +43,9 @@ class InputRunner:
             raise
         except Exception:  # a bug must not leave the input looking alive: record it as failed
             log.exception("input %s/%d failed", run.lineage.hex(), run.sequence)
+            if run.handle is not None:
+                run.handle.cancel()   # (a no-op for an ended request)
+            run.memory_later = None   # (what failed may be the embedding it waits for)
             record = run.record(self.reads.state)
             if record is not None and not record.status.terminal:
                 await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
@@ -95,16 +98,22 @@ class InputRunner:
 
     async def _memory(self, run: Running, record):
         """Embed, recall, interpret (mode 2) and retain. The rendered memory for the prompt, or None
-        when the input ended here (cancelled, past its deadline, or its journal failed)."""
+        when the input ended here (cancelled, past its deadline, or its journal failed). Where nothing
+        can be recalled (mode 1) the prompt does not wait for the embedding: it is awaited for the
+        memory input, by the input's next write, with the generation running (`run.memory_later`)."""
         state = self.reads.state
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(run.request)
-        vector = await (run.embedding if run.embedding is not None else self.embed(text))
+        embedding = run.embedding if run.embedding is not None else asyncio.ensure_future(self.embed(text))
+        mode = int(record.retention_mode)
+        grants = self.author_grants(run.lineage)   # the author's rights now (not those at admission)
+        if mode != 2 and not mw.can_recall(state, self.reads.memory, place.space, run.lineage, grants):
+            return await self._nothing_to_recall(run, record, place, mode, text, embedding)
+        vector = await embedding
         stamp(run.lineage, run.sequence, "embedded")
         # the author's rights now, after the wait (not those at admission)
         rendered = mw.recall_for(self.reads.state, self.reads.memory, place.space, run.lineage,
                                  self.author_grants(run.lineage), vector, int(record.lease_revision))
-        mode = int(record.retention_mode)
         interpretation = None
         if mode == 2:
             interpretation = await self._interpret(run)
@@ -121,6 +130,26 @@ class InputRunner:
         else:
             run.retained = True
         return rendered
+
+    async def _nothing_to_recall(self, run: Running, record, place: mw.InputPlace, mode: int, text: bytes,
+                                 embedding: asyncio.Future):
+        """The empty recall, rendered now; the memory input (which needs the vector) is built by
+        `run.memory_later`, which the input's next write awaits (aotx.runtime.input_journal): by then the
+        engine works on the prompt."""
+        if run.record(self.reads.state).cancel_requested or run.stopped:
+            embedding.cancel()
+            await self.journal.write(run, self.stopped(run, 0, 0))
+            return None
+        if self.reads.memory.has_retained(place.op.lineage, place.op.operation):
+            embedding.cancel()
+            run.retained = True
+        else:
+            async def later() -> None:
+                vector = await embedding
+                stamp(run.lineage, run.sequence, "embedded")
+                run.memory_event = mw.retention(place, run.lineage, mode, text, vector, None)
+            run.memory_later = later
+        return mw.nothing_recalled(int(record.lease_revision))
 
     async def _interpret(self, run: Running) -> bytes | None:
         """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""
