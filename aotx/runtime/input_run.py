@@ -145,10 +145,9 @@ class InputRunner:
             run.retained = True
         else:
             async def later() -> None:
-                vector = await embedding
-                stamp(run.lineage, run.sequence, "embedded")
-                run.memory_event = mw.retention(place, run.lineage, mode, text, vector, None)
+                run.memory_event = mw.retention(place, run.lineage, mode, text, await embedding, None)
             run.memory_later = later
+            embedding.add_done_callback(lambda _: stamp(run.lineage, run.sequence, "embedded"))
         return mw.nothing_recalled(int(record.lease_revision))
 
     async def _interpret(self, run: Running) -> bytes | None:

@@ -1,5 +1,6 @@
 """When each stage of a shared input's run happened, for the benchmark's breakdown of the time before
-its first output (ops.bench.shared_inputs prints it).
+its first output (ops.bench.shared_inputs prints it); the same for stored responses (`stamp_response`,
+ops.bench.stored_responses).
 
 Off unless the environment variable AOTX_INPUT_TRACE names a file when the process starts; then every
 `stamp` appends one JSON line `{"input": "<lineage hex>/<sequence>", "stage": "<name>", "t": <seconds>}`
@@ -37,10 +38,12 @@ class InputTrace:
         return self._file is not None
 
     def stamp(self, lineage: bytes, sequence: int, stage: str) -> None:
-        if self._file is None:
-            return
-        self._file.write(json.dumps({"input": f"{lineage.hex()}/{sequence}", "stage": stage,
-                                     "t": time.monotonic()}) + "\n")
+        if self._file is not None:
+            self.stamp_key(f"{lineage.hex()}/{sequence}", stage)
+
+    def stamp_key(self, key: str, stage: str) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps({"input": key, "stage": stage, "t": time.monotonic()}) + "\n")
 
 
 TRACE = InputTrace(os.environ.get(ENV))
@@ -48,3 +51,9 @@ TRACE = InputTrace(os.environ.get(ENV))
 
 def stamp(lineage: bytes, sequence: int, stage: str) -> None:
     TRACE.stamp(lineage, sequence, stage)
+
+
+def stamp_response(response_id: str, stage: str) -> None:
+    """A stored /v1/responses request's stage (ops.bench.stored_responses): `create_sent`, `submitted`,
+    `create_acked`, `finish_sent`, `finish_acked`; the `input` field holds the response id."""
+    TRACE.stamp_key(response_id, stage)

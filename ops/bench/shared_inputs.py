@@ -12,7 +12,9 @@ belongs to participant i mod P (--participants; default one participant per conv
 participant posts its inputs one after another (its sequences are ordered), the participants at
 once; each follower starts as soon as its POST answers. Reports inputs/s (N over the wall time to
 the last end), time to the first SSE output byte (p50, from the start of the input's POST) and the
-same for Chat Completions, and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3).
+same for Chat Completions, and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3);
+then the median time from an input's POST to each stage of its way to the first output byte, the
+client's and the server's (AOTX_INPUT_TRACE, set for the server it starts: aotx.runtime.input_trace).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import numpy as np
 
 from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from api.gateway_config import add_dev_principal, ensure_dev_config
+from ops.bench.stage_trace import read_trace, stage_medians, table
 from ops.gpu.serve_bench import start_server
 from scenarios import HttpTransport, Model, Party, Runner
 
@@ -111,28 +114,9 @@ def trace_key(op: str) -> str:
     return f"{lineage}/{int(ident[:16], 16)}"
 
 
-def read_trace(path: Path) -> dict[str, dict[str, float]]:
-    """The server's stage stamps by input (the first of each stage)."""
-    out: dict[str, dict[str, float]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            out.setdefault(row["input"], {}).setdefault(row["stage"], row["t"])
-    return out
-
-
 def breakdown(rows: list[dict], trace: dict[str, dict[str, float]]) -> list[tuple[int, dict[str, float]]]:
     """Per level, the median time (ms) from each input's POST to each stage (client's and server's)."""
-    table = []
-    for r in rows:
-        per_stage: dict[str, list[float]] = {}
-        for key, client_stamps in r["shared"]["inputs"].items():
-            stamps = {**trace.get(key, {}), **client_stamps}
-            for stage in STAGES:
-                if stage in stamps:
-                    per_stage.setdefault(stage, []).append((stamps[stage] - stamps["t0"]) * 1e3)
-        table.append((r["n"], {stage: float(np.median(v)) for stage, v in per_stage.items()}))
-    return table
+    return [(r["n"], stage_medians(r["shared"]["inputs"], trace, STAGES)) for r in rows]
 
 
 # the client's (posted: the 202; opened: the events stream's headers; first_byte) and the server's
@@ -223,12 +207,9 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['n']} | {r['shared']['per_s']:.2f} | {r['chat']['per_s']:.2f} | {r['ratio']:.2f}× | "
               f"{r['shared']['ttfb_p50'] * 1e3:.0f} | {r['chat']['ttfb_p50'] * 1e3:.0f} |")
-    print("\nshared input: median ms from its POST to each stage (posted = its 202, opened = its events stream's "
-          "headers, first_byte = its first output event; the others from the server's AOTX_INPUT_TRACE)\n")
-    print("| concurrent | " + " | ".join(STAGES) + " |")
-    print("|---:|" + "---:|" * len(STAGES))
-    for n, medians in breakdown(rows, trace):
-        print(f"| {n} | " + " | ".join(f"{medians[s]:.1f}" if s in medians else "–" for s in STAGES) + " |")
+    print(table("shared input: median ms from its POST to each stage (posted = its 202, opened = its events "
+                "stream's headers, first_byte = its first output event; the others from the server's "
+                "AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
     return 0
 
 

@@ -7,7 +7,8 @@ import time
 from aotx.runtime.input_trace import InputTrace
 from aotx.state.derive import operation_id
 from aotx.state.ids import IdKind, format_id
-from ops.bench.shared_inputs import STAGES, breakdown, read_trace, trace_key
+from ops.bench.shared_inputs import STAGES, breakdown, trace_key
+from ops.bench.stage_trace import read_trace
 
 
 def test_a_trace_writes_one_line_per_stamp_on_the_monotonic_clock(tmp_path):

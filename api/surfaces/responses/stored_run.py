@@ -25,6 +25,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
+from aotx.runtime.input_trace import stamp_response
 from aotx.stored import (
     CreateResponse,
     DeleteResponse,
@@ -84,8 +85,10 @@ class StoredRun:
             checked(await port.record(identity, cmd))   # 429 (the hold) before anything runs
             return await self._submitted(submit)
         recording = asyncio.ensure_future(port.record(identity, cmd))
+        stamp_response(self.response_id, "create_sent")
         try:
             handles = await submit()
+            stamp_response(self.response_id, "submitted")
         except ApiError:
             if isinstance(await asyncio.shield(recording), Saved):
                 await self.abandon()
@@ -102,6 +105,7 @@ class StoredRun:
         if not isinstance(out, Saved):
             cancel_all(handles)
             raise refusal_error(out)
+        stamp_response(self.response_id, "create_acked")
         return handles
 
     async def _submitted(self, submit: Callable[[], Awaitable[list]]) -> list:
@@ -151,6 +155,7 @@ class StoredRun:
         return task
 
     async def _record_finish(self, final: dict) -> None:
+        stamp_response(self.response_id, "finish_sent")
         status = STATUS[final["status"]]
         cmd = FinishResponse(self.response_id, status, [dict(item) for item in final["output"]],
                              usage=final.get("usage"), error=final.get("error"),
@@ -160,6 +165,7 @@ class StoredRun:
         if not isinstance(out, Saved):   # it stays in progress until the next boot closes it as interrupted
             log.warning("could not record the end of response %s: %s", self.response_id, out)
         self.recorded = isinstance(out, Saved)
+        stamp_response(self.response_id, "finish_acked")
 
     def finish_soon(self, final: dict) -> None:
         """`finish` in a task of its own: the request that ran it is gone (cancelled, or dropped)."""
