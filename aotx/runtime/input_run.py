@@ -45,7 +45,7 @@ class InputRunner:
             log.exception("input %s/%d failed", run.lineage.hex(), run.sequence)
             if run.handle is not None:
                 run.handle.cancel()   # (a no-op for an ended request)
-            run.memory_later = None   # (what failed may be the embedding it waits for)
+            await self._memory_or_none(run)
             record = run.record(self.reads.state)
             if record is not None and not record.status.terminal:
                 await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
@@ -149,6 +149,16 @@ class InputRunner:
             run.memory_later = later
             embedding.add_done_callback(lambda _: stamp(run.lineage, run.sequence, "embedded"))
         return mw.nothing_recalled(int(record.lease_revision))
+
+    async def _memory_or_none(self, run: Running) -> None:
+        """Before a failed input's end: its memory input where its embedding came, else none."""
+        later, run.memory_later = run.memory_later, None
+        if later is not None:
+            try:
+                await later()
+            except Exception as exc:   # what failed may be that embedding: the input ends without memory
+                log.warning("input %s/%d: no memory input, its embedding failed: %s", run.lineage.hex(),
+                            run.sequence, exc)
 
     async def _interpret(self, run: Running) -> bytes | None:
         """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""

@@ -336,3 +336,25 @@ async def test_with_nothing_to_recall_generation_starts_while_the_embedding_is_c
             assert fresh.memory.digest() == runtime.memory.digest() and fresh.state_hash() == runtime.state_hash()
         finally:
             await fresh.stop()
+
+
+class BrokenEmbedder:
+    def embed(self, texts):
+        raise RuntimeError("the embedding model is broken")
+
+
+async def test_an_embedding_that_fails_after_generation_began_ends_the_input_failed_without_memory(nats_url,
+                                                                                                  service):
+    spy = SubmitSpy(service)
+    async with shared_app(nats_url, fresh_spec(), service=spy, embedder=BrokenEmbedder()) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        space, con = await _space(alice)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs",
+                                           alice.body(text="Hello there.", model=model, max_output_tokens=4))
+        assert status == 202, receipt
+        done = await _wait(alice, receipt["operation"])
+        assert done["execution"] == "failed" and len(spy.prompts) == 1   # it was asked of the engine, then ended
+        assert await _memory(alice, space) == []
+        assert (await _result(alice, receipt["operation"]))["saved_bytes"] == 0   # no output went out before it
