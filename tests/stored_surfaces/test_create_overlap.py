@@ -70,7 +70,7 @@ async def test_the_engine_is_asked_while_the_create_is_in_flight_and_no_byte_goe
     await _idle_loop()
     assert not first.done(), "a byte went out before the store had the response"
     port.release.set()
-    import time; t=time.monotonic(); text = (await asyncio.wait_for(first, BOUND)).decode(); print("first", time.monotonic()-t)
+    text = (await asyncio.wait_for(first, BOUND)).decode()
     assert port.landed.is_set()
     while "response.completed" not in text:
         text += (await asyncio.wait_for(conn.receive(), BOUND)).decode()
