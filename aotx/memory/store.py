@@ -204,6 +204,12 @@ class MemoryStore:
             out.append(Recalled(float(scores[i]), text, source, emb, interp))
         return out
 
+    def can_recall(self, space: bytes, reader: Reader | None = None) -> bool:
+        """Whether `recall` in `space` for `reader` could pick anything now, whatever the query (False:
+        it answers [] for every vector)."""
+        memo: dict[bytes, bool] = {}
+        return any(self.visible(e, space, reader, _seen=memo) for e in self._matrix_ids)
+
     def visible_texts(self, space: bytes) -> list[tuple[MemoryObject, MemoryObject | None]]:
         """Every text memory recall could pick in `space` for any reader (its own memory and every
         instance memory, embedding visible), with its interpretation or None — what bounds the size

@@ -42,6 +42,7 @@ from .execution_port import ExecutionJournal, ExecutionSettings, ProjectionReads
 from .grouping import Candidate, claim_group
 from .input_journal import InputJournal
 from .input_run import FLUSH_BYTES, FLUSH_SECONDS, InputRunner
+from .input_trace import stamp
 from .observers import Applied
 from .running import Running
 from .stopping import cancel_and_wait
@@ -181,6 +182,7 @@ class Executor:
         """Its lease is applied: the execution deadline starts, and the run."""
         run.preleased = False
         self.running[run.key] = run
+        stamp(run.lineage, run.sequence, "begun")
         loop = asyncio.get_running_loop()
         run.timer = loop.call_later(self.deadline, run.expire)
         run.task = loop.create_task(self.runner.run(run, self._ended))

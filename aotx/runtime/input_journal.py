@@ -3,7 +3,9 @@
 Each call is one write. What a read-back after an unacknowledged write already applied is not
 written again; on a journal hold the write waits for the hold to lift and goes on where it stood.
 The input's memory input rides with its next write after the lease, ahead of it: in the log
-before any output of the input (its prompt never depends on its own memory).
+before any output of the input (its prompt never depends on its own memory). Where its prompt was
+built before its embedding was there (nothing to recall), that write first awaits the embedding
+(`Running.memory_later`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ class InputJournal:
         """Journal an input's events in one write; False when they could not be (the next boot then
         marks the input interrupted)."""
         todo = list(events)
-        with_memory = run.memory_event is not None and not any(isinstance(e, LeaseApplied) for e in todo)
+        leasing = any(isinstance(e, LeaseApplied) for e in todo)
+        if run.memory_later is not None and not leasing:   # its memory input waits for the embedding
+            later, run.memory_later = run.memory_later, None
+            await later()
+        with_memory = run.memory_event is not None and not leasing
         if with_memory:
             todo.insert(0, run.memory_event)
         names = "+".join(type(e).__name__ for e in todo)

@@ -21,6 +21,7 @@ from ..state.execution import InputCompleted, OutputAppended
 from . import memory_work as mw
 from .execution_port import ExecutionSettings, ProjectionReads
 from .input_journal import InputJournal
+from .input_trace import stamp
 from .running import Running
 
 log = logging.getLogger("aotx.runtime.executor")
@@ -42,6 +43,9 @@ class InputRunner:
             raise
         except Exception:  # a bug must not leave the input looking alive: record it as failed
             log.exception("input %s/%d failed", run.lineage.hex(), run.sequence)
+            if run.handle is not None:
+                run.handle.cancel()   # (a no-op for an ended request)
+            await self._memory_or_none(run)
             record = run.record(self.reads.state)
             if record is not None and not record.status.terminal:
                 await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
@@ -61,6 +65,7 @@ class InputRunner:
         if memory is None:
             return
         prompt = self.service.chat_prompt(mw.prompt_messages(memory, request.text))
+        stamp(run.lineage, run.sequence, "prompt")
         page_size = int(self.service.engine.config.page_size)
         room = record.page_limit * page_size - len(prompt)
         if room < 1:
@@ -78,6 +83,7 @@ class InputRunner:
         claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
         try:
             run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)
+            stamp(run.lineage, run.sequence, "submitted")
         except Exception as exc:  # RequestRejected (queue full, engine stopping, …)
             self.service.engine.release_claim(claim)   # (idempotent: a refusal has released it)
             await self.journal.write(run, InputCompleted(run.lineage, run.sequence, Execution.FAILED,
@@ -92,15 +98,22 @@ class InputRunner:
 
     async def _memory(self, run: Running, record):
         """Embed, recall, interpret (mode 2) and retain. The rendered memory for the prompt, or None
-        when the input ended here (cancelled, past its deadline, or its journal failed)."""
+        when the input ended here (cancelled, past its deadline, or its journal failed). Where nothing
+        can be recalled (mode 1) the prompt does not wait for the embedding: it is awaited for the
+        memory input, by the input's next write, with the generation running (`run.memory_later`)."""
         state = self.reads.state
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(run.request)
-        vector = await (run.embedding if run.embedding is not None else self.embed(text))
+        embedding = run.embedding if run.embedding is not None else asyncio.ensure_future(self.embed(text))
+        mode = int(record.retention_mode)
+        grants = self.author_grants(run.lineage)   # the author's rights now (not those at admission)
+        if mode != 2 and not mw.can_recall(state, self.reads.memory, place.space, run.lineage, grants):
+            return await self._nothing_to_recall(run, record, place, mode, text, embedding)
+        vector = await embedding
+        stamp(run.lineage, run.sequence, "embedded")
         # the author's rights now, after the wait (not those at admission)
         rendered = mw.recall_for(self.reads.state, self.reads.memory, place.space, run.lineage,
                                  self.author_grants(run.lineage), vector, int(record.lease_revision))
-        mode = int(record.retention_mode)
         interpretation = None
         if mode == 2:
             interpretation = await self._interpret(run)
@@ -117,6 +130,35 @@ class InputRunner:
         else:
             run.retained = True
         return rendered
+
+    async def _nothing_to_recall(self, run: Running, record, place: mw.InputPlace, mode: int, text: bytes,
+                                 embedding: asyncio.Future):
+        """The empty recall, rendered now; the memory input (which needs the vector) is built by
+        `run.memory_later`, which the input's next write awaits (aotx.runtime.input_journal): by then the
+        engine works on the prompt."""
+        if run.record(self.reads.state).cancel_requested or run.stopped:
+            embedding.cancel()
+            await self.journal.write(run, self.stopped(run, 0, 0))
+            return None
+        if self.reads.memory.has_retained(place.op.lineage, place.op.operation):
+            embedding.cancel()
+            run.retained = True
+        else:
+            async def later() -> None:
+                run.memory_event = mw.retention(place, run.lineage, mode, text, await embedding, None)
+            run.memory_later = later
+            embedding.add_done_callback(lambda _: stamp(run.lineage, run.sequence, "embedded"))
+        return mw.nothing_recalled(int(record.lease_revision))
+
+    async def _memory_or_none(self, run: Running) -> None:
+        """Before a failed input's end: its memory input where its embedding came, else none."""
+        later, run.memory_later = run.memory_later, None
+        if later is not None:
+            try:
+                await later()
+            except Exception as exc:   # what failed may be that embedding: the input ends without memory
+                log.warning("input %s/%d: no memory input, its embedding failed: %s", run.lineage.hex(),
+                            run.sequence, exc)
 
     async def _interpret(self, run: Running) -> bytes | None:
         """Mode 2: the same model's interpretation of the input (None when stopped meanwhile)."""
@@ -152,6 +194,8 @@ class InputRunner:
         final = None
         over = False
         async for delta in run.handle:
+            if final is None and saved == 0 and not pending:
+                stamp(run.lineage, run.sequence, "first_delta")
             if not run.cancelled and run.record(self.reads.state).cancel_requested:  # however it was saved
                 run.cancelled = True
                 run.handle.cancel()
@@ -169,6 +213,8 @@ class InputRunner:
                 if not await self.journal.write(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
                     run.handle.cancel()
                     return
+                if not saved:
+                    stamp(run.lineage, run.sequence, "first_output")
                 saved += len(pending)
                 pending.clear()
                 last_flush = time.monotonic()

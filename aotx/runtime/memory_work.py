@@ -5,7 +5,8 @@ Runs after the input's lease is applied (inside its execution deadline), before 
 1. the retained text = the input's text + one link per media row (aotx.memory.compose_text);
 2. its embedding (all-MiniLM-L6-v2 over the text without the links);
 3. recall: the top RECALL_K text memories visible in the conversation's space to the input's
-   author by similarity to that embedding, read before this input is retained (an input never
+   author by similarity to that embedding (where none is visible to him the recall is empty whatever
+   the vector: the prompt is then built without waiting for the embedding, `can_recall`), read before this input is retained (an input never
    recalls itself), rendered by the lease's revision (rev 3 compact context + the historical-data
    rule, rev 4/5 shared source labels); links in recalled memory stay text. The author's rights
    are read at recall time (current grants ∩ membership): an author removed from the space, or
@@ -105,6 +106,16 @@ def recall_for(state: State, store: MemoryStore, space: bytes, author: bytes, gr
     memory he may read at this moment."""
     reader = space_reader(state, state.participant_row(author), grants)
     return render_memory(revision, store.recall(space, vector, k, reader))
+
+
+def nothing_recalled(revision: int) -> RenderedMemory:
+    """What `recall_for` renders when it recalls nothing."""
+    return render_memory(revision, [])
+
+
+def can_recall(state: State, store: MemoryStore, space: bytes, author: bytes, grants: Grants) -> bool:
+    """Whether `recall_for` could recall anything now, whatever the vector (False: it renders nothing)."""
+    return store.can_recall(space, space_reader(state, state.participant_row(author), grants))
 
 
 def prompt_messages(rendered: RenderedMemory, text: str) -> list[ChatMessage]:

@@ -27,6 +27,7 @@ class Running:
     retained: bool = False      # its memory input is committed (or it ended without one)
     embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
     memory_event: Any = None    # its memory input, journalled with its next write (first output or completion)
+    memory_later: Any = None    # builds memory_event once the embedding is there (nothing recalled: it did not wait)
     task: Optional[asyncio.Task] = None
     handle: Any = None
     slot: int = -1

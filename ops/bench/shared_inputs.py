@@ -12,13 +12,16 @@ belongs to participant i mod P (--participants; default one participant per conv
 participant posts its inputs one after another (its sequences are ordered), the participants at
 once; each follower starts as soon as its POST answers. Reports inputs/s (N over the wall time to
 the last end), time to the first SSE output byte (p50, from the start of the input's POST) and the
-same for Chat Completions, and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3).
+same for Chat Completions, and the journal's overhead as the ratio chat inputs/s ÷ shared inputs/s (target ≤ 1.3);
+then the median time from an input's POST to each stage of its way to the first output byte, the
+client's and the server's (AOTX_INPUT_TRACE, set for the server it starts: aotx.runtime.input_trace).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -27,7 +30,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from api.gateway_config import add_dev_principal, ensure_dev_config
+from ops.bench.stage_trace import read_trace, stage_medians, table
 from ops.gpu.serve_bench import start_server
 from scenarios import HttpTransport, Model, Party, Runner
 
@@ -59,9 +64,10 @@ def input_steps(tag: str, n: int, max_tokens: int, participants: int) -> list[di
             for i in range(n)]
 
 
-async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float) -> dict:
+async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float, posted: float) -> dict:
     first, end = None, None
     async with client.stream("GET", f"{BASE}/operations/{op}/events", headers=headers) as r:
+        opened = time.perf_counter()
         async for line in r.aiter_lines():
             if line.startswith("event: output") and first is None:
                 first = time.perf_counter()
@@ -69,7 +75,9 @@ async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float) -
                 data = json.loads(line[6:])
                 if "finish" in data:
                     end = data
-    return {"ttfb": (first or time.perf_counter()) - t0, "end": end}
+    first = first or time.perf_counter()
+    return {"ttfb": first - t0, "end": end, "op": op,
+            "stamps": {"t0": t0, "posted": posted, "opened": opened, "first_byte": first}}
 
 
 async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int,
@@ -86,7 +94,8 @@ async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: i
         for step in (s for s in steps if s["actor"] == name):
             t0 = time.perf_counter()
             await runner.run_step(step)
-            tasks.append(asyncio.create_task(follow(client, headers, runner.names[step["name"]], t0)))
+            tasks.append(asyncio.create_task(follow(client, headers, runner.names[step["name"]], t0,
+                                                    time.perf_counter())))
         return await asyncio.gather(*tasks)
 
     names = sorted({s["actor"] for s in steps})
@@ -95,7 +104,25 @@ async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: i
     bad = [r["end"] for r in results if not r["end"] or r["end"]["execution"] != "completed"]
     if bad:
         raise RuntimeError(f"inputs did not complete: {bad[:3]}")
-    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results]))}
+    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results])),
+            "inputs": {trace_key(r["op"]): r["stamps"] for r in results}}
+
+
+def trace_key(op: str) -> str:
+    """An operation ID's input as aotx.runtime.input_trace names it: `<lineage hex>/<sequence>`."""
+    _, lineage, ident = op.split("-")
+    return f"{lineage}/{int(ident[:16], 16)}"
+
+
+def breakdown(rows: list[dict], trace: dict[str, dict[str, float]]) -> list[tuple[int, dict[str, float]]]:
+    """Per level, the median time (ms) from each input's POST to each stage (client's and server's)."""
+    return [(r["n"], stage_medians(r["shared"]["inputs"], trace, STAGES)) for r in rows]
+
+
+# the client's (posted: the 202; opened: the events stream's headers; first_byte) and the server's
+# (aotx.runtime.input_trace) stages, in the order they happen
+STAGES = ("posted", "begun", "embedded", "prompt", "submitted", "opened", "first_delta", "first_output",
+          "first_byte")
 
 
 async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
@@ -160,6 +187,8 @@ def main(argv=None) -> int:
     levels = [int(x) for x in args.levels.split(",")]
     participants = args.participants or max(levels)
     with tempfile.TemporaryDirectory(prefix="aotx-shared-bench-") as var:
+        trace_path = Path(var) / "input-trace.jsonl"
+        os.environ[INPUT_TRACE] = str(trace_path)   # the server stamps each input's stages there
         config, tokens, _ = ensure_dev_config(var)
         for i in range(participants):
             add_dev_principal(config, tokens, actor(i, participants))
@@ -169,6 +198,7 @@ def main(argv=None) -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+        trace = read_trace(trace_path)
     print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens, "
           f"{participants} participant(s))\n")
     print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
@@ -177,6 +207,9 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['n']} | {r['shared']['per_s']:.2f} | {r['chat']['per_s']:.2f} | {r['ratio']:.2f}× | "
               f"{r['shared']['ttfb_p50'] * 1e3:.0f} | {r['chat']['ttfb_p50'] * 1e3:.0f} |")
+    print(table("shared input: median ms from its POST to each stage (posted = its 202, opened = its events "
+                "stream's headers, first_byte = its first output event; the others from the server's "
+                "AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
     return 0
 
 

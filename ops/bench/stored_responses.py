@@ -9,7 +9,10 @@ directory. For each concurrency level N: N streaming POST /v1/responses with `st
 once, then the same N prompts with `store: false`, each read to its terminal event. Reports
 responses/s (N over the wall time to the last terminal event) for both and the overhead as the ratio
 store:false responses/s ÷ store:true responses/s (issue 11's target ≤ 1.15), and the first
-`response.output_text.delta` latency p50 of each.
+`response.output_text.delta` latency p50 of each; then, for store:true, the median time from the POST
+to each stage, the client's and the server's (AOTX_INPUT_TRACE, set for the server it starts:
+CreateResponse sent / engine asked / CreateResponse acknowledged / headers / first delta /
+FinishResponse sent / acknowledged / terminal event).
 
 Then `--resumes` times: a background streamed response (`background: true, stream: true`) read for
 `--cut` events, the connection dropped, and GET /v1/responses/{id}?stream=true&starting_after=N
@@ -22,13 +25,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 
+from aotx.runtime.input_trace import ENV as INPUT_TRACE
+from ops.bench.stage_trace import read_trace, stage_medians, table
 from ops.gpu.serve_bench import start_server
 
 MODEL = "smollm2-135m-instruct"
@@ -43,26 +50,37 @@ def _body(i: int, max_tokens: int, **extra) -> dict:
             "temperature": 0, "stream": True, **extra}
 
 
-async def one(client: httpx.AsyncClient, i: int, max_tokens: int, store: bool) -> float:
-    t0, first = time.perf_counter(), None
+async def one(client: httpx.AsyncClient, i: int, max_tokens: int, store: bool) -> tuple[str, dict]:
+    """(response id, client stamps: t0 = the POST, opened = the response's headers, first_delta, terminal)."""
+    t0, first, rid = time.perf_counter(), None, ""
     async with client.stream("POST", "/v1/responses", json=_body(i, max_tokens, store=store)) as r:
+        opened = time.perf_counter()
         r.raise_for_status()
         async for line in r.aiter_lines():
             if not line.startswith("data: "):
                 continue
             event = json.loads(line[6:])
+            rid = rid or event.get("response", {}).get("id", "")
             if first is None and event["type"] == "response.output_text.delta":
                 first = time.perf_counter()
             if event["type"] in TERMINAL:
                 break
-    return (first or time.perf_counter()) - t0
+    end = time.perf_counter()
+    return rid, {"t0": t0, "opened": opened, "first_delta": first or end, "terminal": end}
 
 
 async def level(client: httpx.AsyncClient, n: int, max_tokens: int, store: bool) -> dict:
     start = time.perf_counter()
-    firsts = await asyncio.gather(*(one(client, i, max_tokens, store) for i in range(n)))
+    done = await asyncio.gather(*(one(client, i, max_tokens, store) for i in range(n)))
     wall = time.perf_counter() - start
-    return {"per_s": n / wall, "first_p50": float(np.median(firsts))}
+    firsts = [s["first_delta"] - s["t0"] for _, s in done]
+    return {"per_s": n / wall, "first_p50": float(np.median(firsts)), "requests": dict(done)}
+
+
+# a store:true request's stages: the client's (opened: the response's headers; first_delta; terminal: the
+# terminal event) and the server's (aotx.runtime.input_trace.stamp_response)
+STAGES = ("create_sent", "submitted", "create_acked", "opened", "first_delta", "finish_sent", "finish_acked",
+          "terminal")
 
 
 async def _events(r: httpx.Response):
@@ -132,12 +150,15 @@ def main(argv=None) -> int:
         ap.error("--cut must be at least 5")
     levels = [int(x) for x in args.levels.split(",")]
     with tempfile.TemporaryDirectory(prefix="aotx-stored-bench-") as var:
+        trace_path = Path(var) / "stage-trace.jsonl"
+        os.environ[INPUT_TRACE] = str(trace_path)   # the server stamps each stored response's stages there
         proc, base = start_server(args.backend, max(levels), max(args.max_tokens, 2 * args.cut), var)
         try:
             rows, resumed = asyncio.run(run(base, levels, args.max_tokens, args.resumes, args.cut))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+        trace = read_trace(trace_path)
     print(f"\n## /v1/responses store:true vs store:false ({args.backend}, max {args.max_tokens} output tokens)\n")
     print("| concurrent | store:true resp/s | store:false resp/s | overhead (false ÷ true) "
           "| store:true first delta p50 ms | store:false first delta p50 ms |")
@@ -145,6 +166,9 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['n']} | {r['stored']['per_s']:.2f} | {r['plain']['per_s']:.2f} | {r['ratio']:.2f}× | "
               f"{r['stored']['first_p50'] * 1e3:.0f} | {r['plain']['first_p50'] * 1e3:.0f} |")
+    print(table("store:true: median ms from the POST to each stage (opened = the response's headers, terminal = "
+                "the terminal event; the others from the server's AOTX_INPUT_TRACE)", STAGES,
+                [(r["n"], stage_medians(r["stored"]["requests"], trace, STAGES)) for r in rows]))
     print(f"\nresumed stream (GET ?stream=true&starting_after=N, {args.resumes} runs, cut after {args.cut} events): "
           f"first replayed event p50 {resumed['live_p50'] * 1e3:.1f} ms (max {resumed['live_max'] * 1e3:.1f}) "
           f"while the run is live, p50 {resumed['done_p50'] * 1e3:.1f} ms (max {resumed['done_max'] * 1e3:.1f}) "

@@ -65,6 +65,19 @@ def test_instance_memory_reaches_only_readers_of_its_owner_space(store):
                                                                  b"the cafeteria closes at 3"}
 
 
+def test_can_recall_says_whether_any_vector_recalls_something(store):
+    """What lets an input's prompt skip waiting for its embedding (aotx.runtime.memory_work.can_recall):
+    False exactly where recall answers nothing for every query."""
+    spaces = (P1, P2, ROOM, INST, space_id("alice", 9), space_id("carol", 5))
+    queries = [unit((d, 1.0)) for d in range(4)] + [unit((0, -1.0))]
+    for space in spaces:
+        for reader in (EVERYONE, reads(P1, P2, ROOM), reads(INST), reads(), None):
+            recalls = any(store.recall(space, q, 10, reader) for q in queries)
+            assert store.can_recall(space, reader) is recalls, (space, reader)
+    assert not MemoryStore().can_recall(P1, EVERYONE)
+    assert not store.can_recall(space_id("carol", 5), reads())   # a reader of nothing: not even instance memory
+
+
 def test_recall_order_is_by_score_then_creation_and_k_bounds_it(store):
     s = MemoryStore()
     for i, v in enumerate([unit((0, 1.0), (1, 1.0)), unit((0, 1.0)), unit((1, 1.0)), unit((0, 1.0))]):

@@ -10,6 +10,7 @@ input whose journal write hit a hold resumes once it lifts.
 from __future__ import annotations
 
 import base64
+import threading
 
 import pytest
 
@@ -23,6 +24,8 @@ from tests.waiting import wait_until_async
 
 from .harness import fresh_spec, shared_app
 from .test_inputs import _wait
+
+HELD_BOUND = 60.0   # seconds: a bound on a wait that must end, so that the old behaviour fails instead of hanging
 
 
 async def _register(*parties):
@@ -279,3 +282,79 @@ def test_grouping_takes_the_head_of_the_queue_within_the_budget():
     assert claim_group(q, within(30)) == [0, 1]     # 10 + 20; the 5 waits behind nothing it would overtake
     assert claim_group(q, within(29)) == [0]        # 20 does not fit: the group stops, nobody overtakes
     assert claim_group(q, within(9)) == []
+
+
+class HeldEmbedder:
+    """The real embedding model, each call waiting (in its worker thread, bounded) for `release`."""
+
+    def __init__(self) -> None:
+        self.inner, self.release = default_embedder(), threading.Event()
+
+    def embed(self, texts):
+        assert self.release.wait(HELD_BOUND), "the embedding was never released"
+        return self.inner.embed(texts)
+
+
+class SubmitSpy:
+    """The model service, noting each prompt asked of its engine."""
+
+    def __init__(self, service) -> None:
+        self._service, self.prompts = service, []
+
+    def __getattr__(self, name):
+        return getattr(self._service, name)
+
+    def submit(self, prompt, params, **kw):
+        self.prompts.append(list(prompt))
+        return self._service.submit(prompt, params, **kw)
+
+
+async def test_with_nothing_to_recall_generation_starts_while_the_embedding_is_computed(nats_url, service):
+    embedder, spy = HeldEmbedder(), SubmitSpy(service)
+    async with shared_app(nats_url, fresh_spec(), service=spy, embedder=embedder) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        space, con = await _space(alice)
+        text = "Remember that the boat leaves at nine."
+        status, receipt = await alice.post(f"/conversations/{con}/inputs",
+                                           alice.body(text=text, model=model, max_output_tokens=4))
+        assert status == 202, receipt
+        # a space with no memory recalls nothing whatever the vector: the prompt (the bare user turn) goes
+        # to the engine while the embedding, needed only for the memory input, is still being computed
+        await wait_until_async(lambda: spy.prompts, "the input to be asked of the engine while its embedding is held",
+                               timeout=HELD_BOUND)
+        assert spy.prompts == [service.chat_prompt([ChatMessage(role="user", content=text)])]
+        embedder.release.set()
+        done = await _wait(alice, receipt["operation"])
+        assert done["execution"] == "completed" and done["result"]["input_tokens"] == _no_memory_prompt(service, text)
+        # the memory input still goes into the log (with the first output), embedding and all
+        rows = await _memory(alice, space)
+        assert sorted(r["kind"] for r in rows) == ["embedding", "source", "text"]
+        fresh = await SharedRuntime(nats_url, runtime.spec, progress=False).start()
+        try:
+            assert fresh.memory.digest() == runtime.memory.digest() and fresh.state_hash() == runtime.state_hash()
+        finally:
+            await fresh.stop()
+
+
+class BrokenEmbedder:
+    def embed(self, texts):
+        raise RuntimeError("the embedding model is broken")
+
+
+async def test_an_embedding_that_fails_after_generation_began_ends_the_input_failed_without_memory(nats_url,
+                                                                                                  service):
+    spy = SubmitSpy(service)
+    async with shared_app(nats_url, fresh_spec(), service=spy, embedder=BrokenEmbedder()) as (runtime, p, client):
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        space, con = await _space(alice)
+        status, receipt = await alice.post(f"/conversations/{con}/inputs",
+                                           alice.body(text="Hello there.", model=model, max_output_tokens=4))
+        assert status == 202, receipt
+        done = await _wait(alice, receipt["operation"])
+        assert done["execution"] == "failed" and len(spy.prompts) == 1   # it was asked of the engine, then ended
+        assert await _memory(alice, space) == []
+        assert (await _result(alice, receipt["operation"]))["saved_bytes"] == 0   # no output went out before it

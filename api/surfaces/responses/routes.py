@@ -7,7 +7,7 @@ import time
 
 from quart import current_app
 
-from api.errors import OPENAI, ApiError
+from api.errors import OPENAI
 from api.idempotency import admit_key, idempotent
 from api.idempotency.gate import bound_gate
 from api.ids import new_id
@@ -47,13 +47,10 @@ async def responses():
     projector = ResponsesStreamProjector(**ident)
     gate = bound_gate() if plan.store else None   # a keyed stored response: the key's answer, saved once
     run = BoundRun(plan, ident, gate) if gate is not None else run_for(plan, ident)
-    await run.begin(projector.base)
     lane = "stream" if req.stream else "buffered"
-    try:
-        handles = await submit_all(svc, [prompt], [req.params], surface="responses", lane=lane)
-    except ApiError:
-        await run.abandon()
-        raise
+    # CreateResponse is journalled while the engine starts; the answer waits for it (stored_run.begin)
+    handles = await run.begin(projector.base, lambda: submit_all(svc, [prompt], [req.params], surface="responses",
+                                                                 lane=lane))
     if req.stream:
         return sse_response(run.stream(stream_events(handles, projector), projector))
     return json_response(await run.buffered(handles, ident))

@@ -1,9 +1,12 @@
 """A stored (`store: true`) response's life in the stored state, around its generation.
 
 `begin` records CreateResponse (the input items with ids, instructions, tools, the other echoed fields
-as `params`, metadata, previous_response_id, conversation) before the engine is asked; a refusal (a
-journal hold: 429; limits) stores nothing and runs nothing. `abandon` deletes it again when the
-engine refuses the request at admission. `buffered` and `stream` run the generation and record
+as `params`, metadata, previous_response_id, conversation) while the engine is asked, and gives the
+handles only once the store has it: no status line and no byte of the answer goes out before (the
+engine's first tokens wait in the handles). A hold known at that moment (`on_hold`) answers 429 before
+the engine is asked; a create refused otherwise (the hold that very write discovers: 429; limits)
+cancels the generation and stores nothing, as a background run does. An engine refusal at admission
+deletes the response again (`abandon`) once it landed. `buffered` and `stream` run the generation and record
 FinishResponse (output items, usage, status, error) before the client sees the end: the buffered JSON
 is answered, and a stream's terminal event is sent, only once the store has the finished response (a
 stream starts recording it as soon as the final object exists and sends the events before the terminal
@@ -19,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
+from aotx.runtime.input_trace import stamp_response
 from aotx.stored import (
     CreateResponse,
     DeleteResponse,
@@ -30,8 +34,8 @@ from aotx.stored import (
     Saved,
 )
 from api.errors import ApiError
-from api.runner import collect
-from api.stored_http import checked
+from api.runner import cancel_all, collect
+from api.stored_http import checked, refusal_error
 from api.surfaces.responses.buffered import build_response
 from api.surfaces.responses.stored_plan import StoredPlan
 from api.surfaces.responses.stored_object import stored_params
@@ -62,14 +66,72 @@ class StoredRun:
         self.finished = False
         self.recorded = False      # FinishResponse was recorded
 
-    async def begin(self, base: dict) -> None:
+    def _create(self, base: dict) -> CreateResponse:
         plan = self.plan
-        cmd = CreateResponse(self.response_id, base["created_at"], base["model"], plan.input_items,
-                             instructions=base.get("instructions"), tools=list(base.get("tools") or ()),
-                             params=stored_params(base),
-                             metadata=base.get("metadata") or {}, previous_response_id=plan.previous_response_id,
-                             conversation=plan.conversation)
-        checked(await plan.port.record(plan.identity, cmd))
+        return CreateResponse(self.response_id, base["created_at"], base["model"], plan.input_items,
+                              instructions=base.get("instructions"), tools=list(base.get("tools") or ()),
+                              params=stored_params(base),
+                              metadata=base.get("metadata") or {}, previous_response_id=plan.previous_response_id,
+                              conversation=plan.conversation)
+
+    async def begin(self, base: dict, submit: Callable[[], Awaitable[list]]) -> list:
+        """Record CreateResponse and ask the engine (`submit`) at once; the handles once the store has the
+        response, so that nothing of the answer goes out before it. A hold known now (`on_hold`) refuses
+        before the engine is asked; a create refused otherwise (the hold it discovers, a limit) cancels
+        the generation and raises the refusal, nothing stored; an engine refusal deletes the response
+        again (once it landed) before it is raised."""
+        port, identity, cmd = self.plan.port, self.plan.identity, self._create(base)
+        if port.on_hold():
+            checked(await port.record(identity, cmd))   # 429 (the hold) before anything runs
+            return await self._submitted(submit)
+        recording = asyncio.ensure_future(port.record(identity, cmd))
+        stamp_response(self.response_id, "create_sent")
+        try:
+            handles = await submit()
+            stamp_response(self.response_id, "submitted")
+        except ApiError:
+            if isinstance(await asyncio.shield(recording), Saved):
+                await self.abandon()
+            raise
+        except BaseException:
+            self._close_when_recorded(recording)
+            raise
+        try:
+            out = await asyncio.shield(recording)
+        except BaseException:   # the client left while the create was in flight
+            cancel_all(handles)
+            self._close_when_recorded(recording)
+            raise
+        if not isinstance(out, Saved):
+            cancel_all(handles)
+            raise refusal_error(out)
+        stamp_response(self.response_id, "create_acked")
+        return handles
+
+    async def _submitted(self, submit: Callable[[], Awaitable[list]]) -> list:
+        try:
+            return await submit()
+        except ApiError:
+            await self.abandon()
+            raise
+
+    def _close_when_recorded(self, recording: asyncio.Future) -> None:
+        """The request ended before it was answered: once the create lands, finish the response as failed
+        (client_disconnected), as a stream cut by the client is."""
+        self.finished = True
+        failed = ResponsesStreamProjector(**self.ident).response("failed", error=DISCONNECTED)
+
+        async def close() -> None:
+            try:
+                out = await recording
+            except Exception as exc:   # the request already met this error; the next boot closes it if it landed
+                log.warning("the create of response %s failed: %s", self.response_id, exc)
+                return
+            if isinstance(out, Saved):
+                await self._record_finish(failed)
+        task = asyncio.get_running_loop().create_task(close())
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
 
     async def abandon(self) -> None:
         self.finished = True
@@ -93,6 +155,7 @@ class StoredRun:
         return task
 
     async def _record_finish(self, final: dict) -> None:
+        stamp_response(self.response_id, "finish_sent")
         status = STATUS[final["status"]]
         cmd = FinishResponse(self.response_id, status, [dict(item) for item in final["output"]],
                              usage=final.get("usage"), error=final.get("error"),
@@ -102,6 +165,7 @@ class StoredRun:
         if not isinstance(out, Saved):   # it stays in progress until the next boot closes it as interrupted
             log.warning("could not record the end of response %s: %s", self.response_id, out)
         self.recorded = isinstance(out, Saved)
+        stamp_response(self.response_id, "finish_acked")
 
     def finish_soon(self, final: dict) -> None:
         """`finish` in a task of its own: the request that ran it is gone (cancelled, or dropped)."""
@@ -178,11 +242,8 @@ class StoredRun:
 class _NotStored:
     finished = True
 
-    async def begin(self, base: dict) -> None:
-        return None
-
-    async def abandon(self) -> None:
-        return None
+    async def begin(self, base: dict, submit: Callable[[], Awaitable[list]]) -> list:
+        return await submit()
 
     async def buffered(self, handles, ident: dict) -> dict:
         return build_response((await collect(handles))[0], **ident)

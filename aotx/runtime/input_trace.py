@@ -1,0 +1,59 @@
+"""When each stage of a shared input's run happened, for the benchmark's breakdown of the time before
+its first output (ops.bench.shared_inputs prints it); the same for stored responses (`stamp_response`,
+ops.bench.stored_responses).
+
+Off unless the environment variable AOTX_INPUT_TRACE names a file when the process starts; then every
+`stamp` appends one JSON line `{"input": "<lineage hex>/<sequence>", "stage": "<name>", "t": <seconds>}`
+to it, `t` on the CLOCK_MONOTONIC clock (time.monotonic: on Linux the same clock as a client's
+time.perf_counter on that host, so the bench puts the server's stages on its own time line). Off, a
+stamp costs one attribute test. Not a log: the bench reads the file once the server stopped.
+
+Stages, in order: `begun` (the lease applied: the run starts), `embedded` (the input's vector),
+`prompt` (recall and the prompt built), `submitted` (asked of the engine), `first_delta` (the engine's
+first delta), `first_output` (the write of the first output bytes acknowledged: readers may see them).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import IO, Optional
+
+log = logging.getLogger("aotx.runtime")
+ENV = "AOTX_INPUT_TRACE"
+
+
+class InputTrace:
+    def __init__(self, path: Optional[str]) -> None:
+        self._file: Optional[IO[str]] = None
+        if path:
+            try:
+                self._file = open(path, "a", buffering=1, encoding="utf-8")   # line-buffered: whole lines
+            except OSError as exc:
+                log.warning("input trace %s could not be opened: %s", path, exc)
+
+    @property
+    def on(self) -> bool:
+        return self._file is not None
+
+    def stamp(self, lineage: bytes, sequence: int, stage: str) -> None:
+        if self._file is not None:
+            self.stamp_key(f"{lineage.hex()}/{sequence}", stage)
+
+    def stamp_key(self, key: str, stage: str) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps({"input": key, "stage": stage, "t": time.monotonic()}) + "\n")
+
+
+TRACE = InputTrace(os.environ.get(ENV))
+
+
+def stamp(lineage: bytes, sequence: int, stage: str) -> None:
+    TRACE.stamp(lineage, sequence, stage)
+
+
+def stamp_response(response_id: str, stage: str) -> None:
+    """A stored /v1/responses request's stage (ops.bench.stored_responses): `create_sent`, `submitted`,
+    `create_acked`, `finish_sent`, `finish_acked`; the `input` field holds the response id."""
+    TRACE.stamp_key(response_id, stage)
