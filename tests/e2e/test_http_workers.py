@@ -1,6 +1,9 @@
 """`aotx serve --http-workers 2` end to end (the real model, the official SDKs): every model surface buffered and
 streamed through the workers, a client disconnect cancels its generation, kill -9 of a worker (the other keeps
 serving, the engine cancels the dead worker's generations), then SIGTERM leaves no process behind.
+The stored surfaces' and Idempotency-Key end-to-end tests (tests/e2e/test_stored_responses.py,
+test_idempotency_keys.py) run first on the same server, unchanged, so that the one-writer guarantees are
+checked with the requests coming through the workers (one server start for both: test time).
 The tests of this module run in order on one server; the last two end it."""
 from __future__ import annotations
 
@@ -16,6 +19,11 @@ import openai
 import pytest
 
 from tests.conftest import SERVER_ARGS
+from tests.e2e.test_idempotency_keys import (  # noqa: F401  (run here, against the workers, first)
+    test_a_repeat_is_the_saved_answer_with_the_replay_header, test_concurrent_duplicates_share_one_generation_on_both_sdks)
+from tests.e2e.test_stored_responses import (  # noqa: F401
+    other_client, test_conversations_and_a_response_appended_to_one, test_create_retrieve_input_items_delete,
+    test_previous_response_id_chain_with_a_function_tool_round_trip)
 from tests.server_process import ServerProcess
 from tests.waiting import wait_until
 
@@ -39,6 +47,16 @@ def server():
 @pytest.fixture(scope="module")
 def base_url(server) -> str:
     return server.base_url
+
+
+@pytest.fixture(scope="module")
+def served(server) -> str:   # the idempotency tests' name for it
+    return server.base_url
+
+
+@pytest.fixture(scope="module")
+def openai_client(base_url):   # the stored tests' client, on this module's server (conftest's is the session's)
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="any-key", max_retries=0, timeout=120)
 
 
 def _workers(server) -> list[int]:

@@ -13,8 +13,6 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import SERVER_ARGS
-from tests.server_process import ServerProcess
 
 MODEL = "smollm2-135m-instruct"
 ASK = [{"role": "user", "content": "Name a colour."}]
@@ -23,12 +21,11 @@ _COUNT = re.compile(r'^aotx_route_requests_total\{[^}]*\} (\d+)\.0$', re.M)   # 
 
 
 @pytest.fixture(scope="module")
-def served():
-    proc = ServerProcess(*SERVER_ARGS).start()   # its own server: the generation counter is this module's
-    try:
-        yield proc.base_url
-    finally:
-        proc.stop()
+def served(base_url):
+    # the session's server: its xdist worker runs one module at a time, so the generation counter's
+    # differences (all these tests read) are this module's own; tests/e2e/test_http_workers.py runs the
+    # same tests against its `--http-workers 2` server
+    return base_url
 
 
 def generations(url: str) -> int:
