@@ -62,6 +62,7 @@ class Projector:
     reassembler: Reassembler = field(default_factory=lambda: Reassembler(recovery=True))
     last_transfer: dict[int, int] = field(default_factory=dict)      # lineage hash -> last transfer id
     last_subject_seq: dict[str, int] = field(default_factory=dict)   # subject -> last stream seq
+    applied_seq: int = 0   # the highest stream seq applied (= max of last_subject_seq), kept as it goes
     chains: dict[int, bytes] = field(default_factory=dict)           # lineage hash -> commit digest
     boots: dict[int, str] = field(default_factory=dict)              # lineage hash -> boot that writes it
     messages: int = 0
@@ -105,6 +106,8 @@ class Projector:
     def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
         if not subject.endswith(_TICK_SUFFIX):   # not a journal record's subject (`<prefix>.<lineage>.tick`):
             self.last_subject_seq[subject] = seq   # nothing a runtime wrote (an operator's filler): skipped
+            if seq > self.applied_seq:
+                self.applied_seq = seq
             self.messages += 1
             return []
         if own and self.reassembler.accept_whole(own[0].lineage_hash, own):
@@ -115,6 +118,8 @@ class Projector:
             except ValueError as exc:  # RecordError / TransferError: fail closed
                 raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
         self.last_subject_seq[subject] = seq
+        if seq > self.applied_seq:
+            self.applied_seq = seq
         self.messages += 1
         for transfer in done:
             self._absorb(transfer, subject, seq)
