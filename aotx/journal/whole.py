@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from .crc32c import crc32c
+from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
 from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, Transfer, unpack_body
 
@@ -23,6 +23,8 @@ _unpack_header = HEADER.unpack_from
 _blake2b = hashlib.blake2b
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
+# the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
+_crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
 
 def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -> Optional[list[Transfer]]:
@@ -63,7 +65,7 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             if not 0 < blen <= MAX_BODY or off > size or (blen != MAX_BODY and i < count - 1):
                 return None
             body = data[start:off]
-            if crc32c(body) != crc:
+            if _crc_extend(0, body) != crc:
                 return None
             parts.append(body)
         whole = parts[0] if count == 1 else b"".join(parts)

@@ -34,6 +34,7 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
+_RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -79,7 +80,7 @@ def apply_into(state: State, event: Event) -> int:
     prow = ix.participants.get(op.lineage)
     parts = state.participants
     nxt = 1 if prow is None else int(parts["next_sequence"][prow])   # (a column, then a row: 3× a row's field)
-    where = f"{event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
+    where = _Where(event)   # formatted only into an error's message
     if isinstance(event, ParticipantRegistered) != (prow is None):
         raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
     if op.sequence != nxt:
@@ -132,12 +133,12 @@ def apply_into(state: State, event: Event) -> int:
     slot = heapq.heappop(free)
     admitted = isinstance(event, InputAdmitted)
     # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
-    state.receipts[slot] = np.frombuffer(_RECEIPT_ROW.pack(
+    _RECEIPT_ROW.pack_into(state.receipts, slot * _RECEIPT_SIZE,
         1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 202 if admitted else 201,
         # a synchronous mutation is admitted and terminal in the same saved event; an input's
         # terminal result is saved later by its completion transfer
         Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.PENDING if admitted else Terminal.SAVED,
-        resource[0], resource[1], resource[2], len(op.command), 0), dtype=RECEIPT)[0]
+        resource[0], resource[1], resource[2], len(op.command), 0)
     state.commands[slot] = op.command  # type: ignore[index]
     if admitted:
         order = state.input_counts[con_row] + 1
@@ -151,6 +152,22 @@ def apply_into(state: State, event: Event) -> int:
         parts["next_sequence"][new_prow] = op.sequence + 1
     object.__setattr__(state, "applied", state.applied + 1)
     return slot
+
+
+class _Where:
+    """Where an event is, for an error's message: formatted only when one is raised."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+
+    def __str__(self) -> str:
+        op = self.event.op
+        return f"{self.event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _u8(value: bytes) -> np.ndarray:
@@ -231,14 +248,17 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
 
 
 def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
-    space = _space(state, e.space_lineage, e.space, where)
-    target = state.participant_row(e.participant_lineage)
+    ix = state.index   # (the event's fields are bytes: the index's keys, looked up directly)
+    space = ix.spaces.get(e.space_lineage + e.space)
+    if space is None:
+        _space(state, e.space_lineage, e.space, where)   # raises: the space does not exist
+    target = ix.participants.get(e.participant_lineage)
     if target is None or state.participants["ident"][target].tobytes() != e.participant:
         raise ApplyError(f"{where}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
                          " does not exist")
     if int(state.spaces["owner"][space]) == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
-    existing = state.member_row(space, target)
+    existing = ix.members.get((space, target))
     if existing is None and state.n_members >= len(state.members):
         raise CapacityFull("members", len(state.members))
 
