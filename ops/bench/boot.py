@@ -12,7 +12,8 @@ mutations: set-member toggles on each participant's own space and, every 12th se
 of everything below it (so the default 1,024-receipt table never fills).
 
 Then, in the same run: a raw ordered-consumer read of the stream; a full replay (`SharedRuntime.start()`,
-no snapshots); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
+no snapshots); the projector alone fed every message from memory (CPU µs a message: the replay's own
+cost, without the read path); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
 decode, tail of 0); and for each `--every` N its worst case: the only snapshot N − 1 messages before the
 end (list + download + decode + that tail). Every snapshot boot's state hash is checked against the full
 replay's.
@@ -33,7 +34,7 @@ from aotx.runtime.replay import TICK_KIND, Projector, boot_control_body
 from aotx.snapshot import (DEFAULT_EVERY, SnapshotPolicy, SnapshotStore, covered_seq, decode_snapshot, encode_snapshot,
                            load_newest)
 from aotx.state import (SCHEMA, Accepted, Actor, Capacities, Command, Grants, MutationKind, decide, empty_state,
-                        encode_event, lineage_for, parse_mutation, receipt_json, transfer_kind)
+                        encode_event, lineage_for, parse_mutation, receipt_json, state_hash, transfer_kind)
 from aotx.state.apply import apply_into, owned_copy
 from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec, connect
 
@@ -193,6 +194,16 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         messages = [(m.subject, m.seq, m.data) async for m in rec.read(1)]
         info = await rec.stream_info()
         await rec.close()
+        # the projector alone (no read path): every message fed from memory, CPU time of this process
+        alone = Projector(spec.name, full.projector.incarnation, caps)
+        t = time.process_time()
+        for i in range(0, len(messages), 256):
+            alone.feed_many(messages[i:i + 256])
+        feed_us = (time.process_time() - t) / len(messages) * 1e6
+        assert state_hash(alone.state) == state_hash(full.projector.state)
+        print(f"  projector feed alone (from memory): {feed_us:.1f} µs CPU a message "
+              f"({1e6 / feed_us:.0f} msg/s of one core)", flush=True)
+        del alone
         prefix, fed, blobs = Projector(spec.name, full.projector.incarnation, caps), 0, {}
         for every in sorted(everies, reverse=True):   # one pass over the log, the earliest cut first
             cut = last - (every - 1)
@@ -219,7 +230,7 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
                   f"msg/s) — {full_s / boot_s:.1f}× faster than the full replay", flush=True)
         await store.close()
         print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3),
-                          "full_replay_s": round(full_s, 3),
+                          "full_replay_s": round(full_s, 3), "feed_us": round(feed_us, 1),
                           "snapshot_bytes": len(blob), "encode_ms": round(encode_s * 1e3, 1),
                           "upload_ms": round(upload_s * 1e3, 1), "download_ms": round(download_s * 1e3, 1),
                           "decode_ms": round(decode_s * 1e3, 1), "snapshot_boot_s": round(snap_s, 3),
