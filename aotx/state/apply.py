@@ -34,6 +34,10 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
+# the receipt row's constant codes, as plain ints (packed per event)
+_ACCEPTED, _COMMITTED, _SAVED_ADMISSION = int(Transport.ACCEPTED), int(Commit.COMMITTED), int(Admission.SAVED)
+_PENDING, _SAVED_TERMINAL = int(Terminal.PENDING), int(Terminal.SAVED)
+_KIND_CODE = {cls: int(kind) for cls, kind in _KIND.items()}
 _RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
@@ -81,7 +85,8 @@ def apply_into(state: State, event: Event) -> int:
     parts = state.participants
     nxt = 1 if prow is None else int(parts["next_sequence"][prow])   # (a column, then a row: 3× a row's field)
     where = _Where(event)   # formatted only into an error's message
-    if isinstance(event, ParticipantRegistered) != (prow is None):
+    registers = isinstance(event, ParticipantRegistered)
+    if registers != (prow is None):
         raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
     if op.sequence != nxt:
         raise ApplyError(f"{where}: expected sequence {nxt}")
@@ -92,7 +97,10 @@ def apply_into(state: State, event: Event) -> int:
 
     # ---- checks: each returns the write to do once every check has passed ----
     freed: list[int] = []
-    if isinstance(event, ParticipantRegistered):
+    if isinstance(event, MemberRightsSet):   # the commonest first (the classes are disjoint: order is free)
+        write = _set_member(state, event, where)
+        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
+    elif registers:
         write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
         assert prow is not None
@@ -101,9 +109,6 @@ def apply_into(state: State, event: Event) -> int:
     elif isinstance(event, SpaceCreated):
         assert prow is not None
         write, resource = _create_space(state, event, prow, where), (ResourceKind.SPACE, op.lineage, event.space)
-    elif isinstance(event, MemberRightsSet):
-        write = _set_member(state, event, where)
-        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
     elif isinstance(event, ConversationCreated):
         assert prow is not None
         write = _create_conversation(state, event, prow, where)
@@ -134,10 +139,10 @@ def apply_into(state: State, event: Event) -> int:
     admitted = isinstance(event, InputAdmitted)
     # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
     _RECEIPT_ROW.pack_into(state.receipts, slot * _RECEIPT_SIZE,
-        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 202 if admitted else 201,
+        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND_CODE[type(event)], 202 if admitted else 201,
         # a synchronous mutation is admitted and terminal in the same saved event; an input's
         # terminal result is saved later by its completion transfer
-        Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.PENDING if admitted else Terminal.SAVED,
+        _ACCEPTED, _COMMITTED, _SAVED_ADMISSION, _PENDING if admitted else _SAVED_TERMINAL,
         resource[0], resource[1], resource[2], len(op.command), 0)
     state.commands[slot] = op.command  # type: ignore[index]
     if admitted:
