@@ -20,7 +20,7 @@ from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
 from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
-_blake2b = hashlib.blake2b
+_DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
 # the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
@@ -72,7 +72,7 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
         if len(whole) < DIGEST_SIZE:
             return None
         payload, digest = whole[:-DIGEST_SIZE], whole[-DIGEST_SIZE:]
-        h2 = _blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)
+        h2 = _DIGEST_HASH.copy()
         h2.update(_pack_prefix(kind, tid, lh, len(payload)))
         h2.update(payload)
         if h2.digest() != digest:

@@ -143,7 +143,7 @@ def _shape(value):
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.tag)
-@settings(SETTINGS, max_examples=25)
+@settings(SETTINGS, max_examples=10)
 @given(data=st.data())
 def test_the_generated_decoder_builds_what_the_class_builds(kind, data):
     """aotx.journal.fast_decode: each kind's generated decoder gives the instance that decoding leaf by
