@@ -12,7 +12,8 @@ mutations: set-member toggles on each participant's own space and, every 12th se
 of everything below it (so the default 1,024-receipt table never fills).
 
 Then, in the same run: a raw ordered-consumer read of the stream; a full replay (`SharedRuntime.start()`,
-no snapshots); the projector alone fed every message from memory (CPU µs a message: the replay's own
+no snapshots; with the CPU time of this process per message for both, which a loaded machine moves
+less than the rates); the projector alone fed every message from memory (CPU µs a message: the replay's own
 cost, without the read path); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
 decode, tail of 0); and for each `--every` N its worst case: the only snapshot N − 1 messages before the
 end (list + download + decode + that tail). Every snapshot boot's state hash is checked against the full
@@ -157,13 +158,18 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         t = time.perf_counter()
         last = await write_log(url, auth, spec, gen, 2)
         print(f"  wrote {last} journal messages in {time.perf_counter() - t:.1f} s", flush=True)
+        c = time.process_time()
         raw = await raw_read(url, auth, spec, last)
-        print(f"  raw ordered consumer: {last / raw:8.0f} msg/s ({raw:.2f} s)", flush=True)
-
-        full_s, full = await timed_boot(url, auth, spec, caps, snapshots=False)
-        reference = full.state_hash()
-        print(f"  full replay boot: {full_s:6.2f} s ({last / full_s:.0f} msg/s, {full_s / raw:.1f}× the raw read)",
+        raw_cpu = (time.process_time() - c) / last * 1e6
+        print(f"  raw ordered consumer: {last / raw:8.0f} msg/s ({raw:.2f} s; {raw_cpu:.1f} µs CPU a message here)",
               flush=True)
+
+        c = time.process_time()
+        full_s, full = await timed_boot(url, auth, spec, caps, snapshots=False)
+        full_cpu = (time.process_time() - c) / last * 1e6
+        reference = full.state_hash()
+        print(f"  full replay boot: {full_s:6.2f} s ({last / full_s:.0f} msg/s, {full_s / raw:.1f}× the raw read; "
+              f"{full_cpu:.1f} µs CPU a message here, {raw_cpu / full_cpu:.2f}× the raw read's CPU rate)", flush=True)
         t = time.perf_counter()
         blob = encode_snapshot(full.projector)
         encode_s = time.perf_counter() - t
@@ -231,6 +237,7 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         await store.close()
         print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3),
                           "full_replay_s": round(full_s, 3), "feed_us": round(feed_us, 1),
+                          "raw_cpu_us": round(raw_cpu, 1), "replay_cpu_us": round(full_cpu, 1),
                           "snapshot_bytes": len(blob), "encode_ms": round(encode_s * 1e3, 1),
                           "upload_ms": round(upload_s * 1e3, 1), "download_ms": round(download_s * 1e3, 1),
                           "decode_ms": round(decode_s * 1e3, 1), "snapshot_boot_s": round(snap_s, 3),
