@@ -20,6 +20,7 @@ runtime (an operator's filler, say): it is counted and skipped, at boot and live
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -99,8 +100,13 @@ class Projector:
 
     def feed_many(self, messages: Iterable[tuple[str, int, bytes]]) -> int:
         """Absorb messages (subject, seq, data) in order, as `feed` does one by one; returns how many.
-        Boot feeds the journal in batches through this (the tables are unlocked once per batch)."""
+        Boot feeds the journal in batches through this (the tables are unlocked once per batch).
+        The cyclic garbage collector is paused for the batch (a replay allocates a few objects per
+        message and makes no cycles; its young-generation passes cost ~15–20 % of the feed) and runs
+        as usual once the batch is done; nothing else runs meanwhile (the call does not await)."""
         n = 0
+        collecting = gc.isenabled()
+        gc.disable()
         self._writable(True)
         try:
             for subject, seq, data in messages:
@@ -108,6 +114,8 @@ class Projector:
                 n += 1
         finally:
             self._writable(False)
+            if collecting:
+                gc.enable()
         return n
 
     def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:

@@ -4,9 +4,11 @@ the plain expressions they replace answer: the subject's lineage check, the Save
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import struct
 
+import pytest
 from hypothesis import given, strategies as st
 
 from aotx.projection.projector import _save, _subject_lineage, chain
@@ -39,3 +41,25 @@ def test_the_prepared_hashers_hash_as_a_fresh_one(lineage, sequence, key, previo
     assert operation_id(lineage, sequence, key) == seq + hashlib.blake2b(
         lineage + seq + key, digest_size=8, person=b"aotx-operation").digest()
     assert chain(previous, digest) == hashlib.blake2b(previous + digest, digest_size=32, person=b"aotx-commit").digest()
+
+
+def test_a_batch_is_fed_with_the_cyclic_collector_paused_and_restored_after():
+    """Projector.feed_many pauses gc for the batch (no await inside) and leaves it as it found it."""
+    from aotx.projection import Projector
+
+    seen: list[bool] = []
+    p = Projector("S", "I")
+    p._feed = lambda subject, seq, data: seen.append(gc.isenabled())   # what the batch sees, per message
+    assert gc.isenabled()
+    assert p.feed_many([("x.f", 1, b""), ("x.f", 2, b"")]) == 2
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        p.feed_many([("x.f", 3, b"")])
+        assert not gc.isenabled()   # a caller's own pause is kept
+    finally:
+        gc.enable()
+    p._feed = lambda subject, seq, data: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        p.feed_many([("x.f", 4, b"")])
+    assert gc.isenabled()   # restored after a failure too
