@@ -12,7 +12,7 @@ a str pattern): tests/eventlog/test_nats_client.py holds the two equal.
 from __future__ import annotations
 
 import re
-from typing import Dict
+from typing import Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
 
@@ -20,10 +20,25 @@ _SPACE = re.compile(r"\s")
 _CRLF = b"\r\n"
 
 
+# a name's verdict (its str key, or None: skipped), per raw name bytes: the same few names head every
+# message; bounded, since a peer can send any names
+NAMES: Dict[bytes, Optional[str]] = {}
+MAX_NAMES = 1024
+
+
+def _judge(name: bytes) -> Optional[str]:
+    """The key of a raw header name as nats-py reads it, or None where it skips the line."""
+    try:
+        key = name.strip().decode("ascii")
+    except UnicodeDecodeError:   # a non-ASCII name: skipped, as nats-py does
+        return None
+    return None if _SPACE.search(key) is not None else key
+
+
 def parse_header_lines(raw: bytes) -> Dict[str, str]:
     """A NATS header block (`Name: Value\\r\\n` per line) as nats-py's own parser reads it."""
     out: Dict[str, str] = {}
-    search = _SPACE.search
+    names = NAMES
     for line in raw.split(_CRLF):
         if not line:
             continue
@@ -31,12 +46,13 @@ def parse_header_lines(raw: bytes) -> Dict[str, str]:
         if not sep:
             continue
         try:
-            key = name.strip().decode("ascii")
-        except UnicodeDecodeError:   # a non-ASCII name: skipped, as nats-py does
-            continue
-        if search(key) is not None:
-            continue
-        out[key] = value.strip().decode("utf-8", "replace")
+            key = names[name]
+        except KeyError:
+            key = _judge(name)
+            if len(names) < MAX_NAMES:
+                names[name] = key
+        if key is not None:
+            out[key] = value.strip().decode("utf-8", "replace")
     return out
 
 

@@ -67,6 +67,7 @@ def _bytes(size: Optional[int]):
         if v.__class__ is bytes and (size is None or len(v) == size):
             return v
         return decode(bytes(v) if isinstance(v, (bytearray, memoryview)) else v)
+    decode.inline = ("bytes", size)   # what it accepts, for aotx.journal.fast_decode  # type: ignore[attr-defined]
     return encode, decode
 
 
@@ -76,10 +77,17 @@ def _string(w: Any) -> str:
     return w
 
 
+_unsigned.inline = ("unsigned", None)   # type: ignore[attr-defined]
+_string.inline = ("str", None)   # type: ignore[attr-defined]
+
+
 def _boolean(w: Any) -> bool:
     if w.__class__ is not bool:
         raise _got("true or false", w)
     return w
+
+
+_boolean.inline = ("bool", None)   # type: ignore[attr-defined]
 
 
 def _array(item: tuple[Callable, Callable], want: str):
@@ -104,6 +112,7 @@ def _members(cls: type[enum.Enum], values: dict[int, Any], want: str):
         if member is None:
             raise _got(want, w)
         return member
+    decode.inline = ("members", values)   # type: ignore[attr-defined]
     return (lambda v: int(decode(_to_unsigned(v)))), decode
 
 

@@ -15,8 +15,9 @@ one must stay readable (old records decode forever).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from .fast_decode import compile_decoder
 from .fields import Refused, Schema, compile_schema
 from .transfer import pack_body, unpack_body
 
@@ -42,6 +43,7 @@ class Kind:
     version: int
     schema: Schema
     keys: frozenset
+    fast: Callable[[dict], Any]   # the generated decoder (aotx.journal.fast_decode); names no fault
 
 
 class Registry:
@@ -59,7 +61,7 @@ class Registry:
         keys = ["kind", "v", *(leaf.key for leaf in schema.leaves)]
         if len(set(keys)) != len(keys):
             raise ValueError(f"{tag}: two fields share a wire key in {keys}")
-        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys))
+        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys), compile_decoder(cls, schema.leaves))
         self._by_tag[tag], self._by_cls[cls] = kind, kind
         return kind
 
@@ -106,6 +108,11 @@ class Registry:
         v = body.get("v")
         if type(v) is not int or v != kind.version:
             raise error(f"{tag}: unknown encoding version {v!r:.20} (this reader knows {kind.version})")
+        if len(body) == len(kind.keys):   # kind, v and each leaf's key read there: then they are the keys
+            try:
+                return kind.fast(body)
+            except (KeyError, Refused):
+                pass   # checked again key by key and leaf by leaf below, to name the fault
         if body.keys() != kind.keys:
             extra, missing = sorted(set(body) - kind.keys, key=repr), sorted(kind.keys - set(body))
             raise error(f"{tag}: " + (f"unknown field {extra[0]!r:.60}" if extra else f"missing field {missing[0]!r}"))

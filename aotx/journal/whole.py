@@ -15,14 +15,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from .crc32c import crc32c
+from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
 from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
-_blake2b = hashlib.blake2b
+_DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
+# the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
+_crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
 
 def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -> Optional[list[Transfer]]:
@@ -63,14 +65,14 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             if not 0 < blen <= MAX_BODY or off > size or (blen != MAX_BODY and i < count - 1):
                 return None
             body = data[start:off]
-            if crc32c(body) != crc:
+            if _crc_extend(0, body) != crc:
                 return None
             parts.append(body)
         whole = parts[0] if count == 1 else b"".join(parts)
         if len(whole) < DIGEST_SIZE:
             return None
         payload, digest = whole[:-DIGEST_SIZE], whole[-DIGEST_SIZE:]
-        h2 = _blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)
+        h2 = _DIGEST_HASH.copy()
         h2.update(_pack_prefix(kind, tid, lh, len(payload)))
         h2.update(payload)
         if h2.digest() != digest:

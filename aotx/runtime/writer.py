@@ -168,7 +168,7 @@ class JournalWriter:
     def applied_seq(self) -> int:
         """The last stream sequence applied (the projector holds every message up to it)."""
         assert self.projector is not None
-        return max(self.projector.last_subject_seq.values(), default=0)
+        return self.projector.applied_seq   # kept by the projector as it applies: O(1)
 
     def _defer(self, f: Flight, bound: int) -> None:
         """Leave a flight's acknowledged ticks past `bound` to the read-back (applied there, in stream

@@ -215,6 +215,7 @@ def _projector(doc: dict, source: str, incarnation: str, caps: Capacities) -> Pr
     p.reassembler = Reassembler.resume(dict(_pairs(rs["last_id"], "reassembler last ids", int, int)), recovery=True)
     p.last_transfer = dict(_pairs(pj["last_transfer"], "last transfer ids", int, int))
     p.last_subject_seq = dict(_pairs(pj["last_subject_seq"], "last subject sequences", str, int))
+    p.applied_seq = max(p.last_subject_seq.values(), default=0)   # not stored: derived, as before
     p.chains = dict(_pairs(pj["chains"], "commit chains", int, bytes))
     p.boots = dict(_pairs(pj["boots"], "boots", int, str))
     p.messages, p.transfers = pj["messages"], pj["transfers"]

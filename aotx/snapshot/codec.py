@@ -17,7 +17,7 @@ from .format import SnapshotHeader, SnapshotRefused, pack_snapshot, unpack_snaps
 
 def covered_seq(p: Projector) -> int:
     """The last stream sequence a projection has applied (0 before any)."""
-    return max(p.last_subject_seq.values(), default=0)
+    return p.applied_seq
 
 
 def encode_snapshot(p: Projector) -> bytes:

@@ -34,6 +34,11 @@ _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: Mutation
          InputCancelled: MutationKind.CANCEL, MemoryPublicationRecorded: MutationKind.PUBLISH}
 _TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 _ZERO16 = bytes(16)
+# the receipt row's constant codes, as plain ints (packed per event)
+_ACCEPTED, _COMMITTED, _SAVED_ADMISSION = int(Transport.ACCEPTED), int(Commit.COMMITTED), int(Admission.SAVED)
+_PENDING, _SAVED_TERMINAL = int(Terminal.PENDING), int(Terminal.SAVED)
+_KIND_CODE = {cls: int(kind) for cls, kind in _KIND.items()}
+_RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -79,8 +84,9 @@ def apply_into(state: State, event: Event) -> int:
     prow = ix.participants.get(op.lineage)
     parts = state.participants
     nxt = 1 if prow is None else int(parts["next_sequence"][prow])   # (a column, then a row: 3× a row's field)
-    where = f"{event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
-    if isinstance(event, ParticipantRegistered) != (prow is None):
+    where = _Where(event)   # formatted only into an error's message
+    registers = isinstance(event, ParticipantRegistered)
+    if registers != (prow is None):
         raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
     if op.sequence != nxt:
         raise ApplyError(f"{where}: expected sequence {nxt}")
@@ -91,7 +97,10 @@ def apply_into(state: State, event: Event) -> int:
 
     # ---- checks: each returns the write to do once every check has passed ----
     freed: list[int] = []
-    if isinstance(event, ParticipantRegistered):
+    if isinstance(event, MemberRightsSet):   # the commonest first (the classes are disjoint: order is free)
+        write = _set_member(state, event, where)
+        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
+    elif registers:
         write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
         assert prow is not None
@@ -100,9 +109,6 @@ def apply_into(state: State, event: Event) -> int:
     elif isinstance(event, SpaceCreated):
         assert prow is not None
         write, resource = _create_space(state, event, prow, where), (ResourceKind.SPACE, op.lineage, event.space)
-    elif isinstance(event, MemberRightsSet):
-        write = _set_member(state, event, where)
-        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
     elif isinstance(event, ConversationCreated):
         assert prow is not None
         write = _create_conversation(state, event, prow, where)
@@ -132,12 +138,12 @@ def apply_into(state: State, event: Event) -> int:
     slot = heapq.heappop(free)
     admitted = isinstance(event, InputAdmitted)
     # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
-    state.receipts[slot] = np.frombuffer(_RECEIPT_ROW.pack(
-        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND[type(event)], 202 if admitted else 201,
+    _RECEIPT_ROW.pack_into(state.receipts, slot * _RECEIPT_SIZE,
+        1, op.lineage, op.sequence, op.operation, op.operation_key, _KIND_CODE[type(event)], 202 if admitted else 201,
         # a synchronous mutation is admitted and terminal in the same saved event; an input's
         # terminal result is saved later by its completion transfer
-        Transport.ACCEPTED, Commit.COMMITTED, Admission.SAVED, Terminal.PENDING if admitted else Terminal.SAVED,
-        resource[0], resource[1], resource[2], len(op.command), 0), dtype=RECEIPT)[0]
+        _ACCEPTED, _COMMITTED, _SAVED_ADMISSION, _PENDING if admitted else _SAVED_TERMINAL,
+        resource[0], resource[1], resource[2], len(op.command), 0)
     state.commands[slot] = op.command  # type: ignore[index]
     if admitted:
         order = state.input_counts[con_row] + 1
@@ -151,6 +157,22 @@ def apply_into(state: State, event: Event) -> int:
         parts["next_sequence"][new_prow] = op.sequence + 1
     object.__setattr__(state, "applied", state.applied + 1)
     return slot
+
+
+class _Where:
+    """Where an event is, for an error's message: formatted only when one is raised."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+
+    def __str__(self) -> str:
+        op = self.event.op
+        return f"{self.event.KIND} lineage {op.lineage.hex()} sequence {op.sequence}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _u8(value: bytes) -> np.ndarray:
@@ -231,14 +253,17 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
 
 
 def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
-    space = _space(state, e.space_lineage, e.space, where)
-    target = state.participant_row(e.participant_lineage)
+    ix = state.index   # (the event's fields are bytes: the index's keys, looked up directly)
+    space = ix.spaces.get(e.space_lineage + e.space)
+    if space is None:
+        _space(state, e.space_lineage, e.space, where)   # raises: the space does not exist
+    target = ix.participants.get(e.participant_lineage)
     if target is None or state.participants["ident"][target].tobytes() != e.participant:
         raise ApplyError(f"{where}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
                          " does not exist")
     if int(state.spaces["owner"][space]) == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
-    existing = state.member_row(space, target)
+    existing = ix.members.get((space, target))
     if existing is None and state.n_members >= len(state.members):
         raise CapacityFull("members", len(state.members))
 

@@ -21,10 +21,15 @@ def lineage_for(principal: str) -> bytes:
     return hashlib.blake2b(principal.encode("utf-8"), digest_size=16, person=_LINEAGE_PERSON).digest()
 
 
+_OPERATION_HASH = hashlib.blake2b(digest_size=8, person=_OPERATION_PERSON)   # copied per ID: no parameter parsing
+_pack_u64 = struct.Struct(">Q").pack
+
+
 def operation_id(lineage: bytes, sequence: int, operation_key: bytes) -> bytes:
-    tag = hashlib.blake2b(lineage + struct.pack(">Q", sequence) + operation_key, digest_size=8,
-                          person=_OPERATION_PERSON).digest()
-    return struct.pack(">Q", sequence) + tag
+    seq = _pack_u64(sequence)
+    h = _OPERATION_HASH.copy()
+    h.update(lineage + seq + operation_key)
+    return seq + h.digest()
 
 
 def operation_sequence(operation: bytes) -> int:

@@ -12,7 +12,9 @@ mutations: set-member toggles on each participant's own space and, every 12th se
 of everything below it (so the default 1,024-receipt table never fills).
 
 Then, in the same run: a raw ordered-consumer read of the stream; a full replay (`SharedRuntime.start()`,
-no snapshots); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
+no snapshots; with the CPU time of this process per message for both, which a loaded machine moves
+less than the rates); the projector alone fed every message from memory (CPU µs a message: the replay's own
+cost, without the read path); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
 decode, tail of 0); and for each `--every` N its worst case: the only snapshot N − 1 messages before the
 end (list + download + decode + that tail). Every snapshot boot's state hash is checked against the full
 replay's.
@@ -33,7 +35,7 @@ from aotx.runtime.replay import TICK_KIND, Projector, boot_control_body
 from aotx.snapshot import (DEFAULT_EVERY, SnapshotPolicy, SnapshotStore, covered_seq, decode_snapshot, encode_snapshot,
                            load_newest)
 from aotx.state import (SCHEMA, Accepted, Actor, Capacities, Command, Grants, MutationKind, decide, empty_state,
-                        encode_event, lineage_for, parse_mutation, receipt_json, transfer_kind)
+                        encode_event, lineage_for, parse_mutation, receipt_json, state_hash, transfer_kind)
 from aotx.state.apply import apply_into, owned_copy
 from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec, connect
 
@@ -156,13 +158,18 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         t = time.perf_counter()
         last = await write_log(url, auth, spec, gen, 2)
         print(f"  wrote {last} journal messages in {time.perf_counter() - t:.1f} s", flush=True)
+        c = time.process_time()
         raw = await raw_read(url, auth, spec, last)
-        print(f"  raw ordered consumer: {last / raw:8.0f} msg/s ({raw:.2f} s)", flush=True)
-
-        full_s, full = await timed_boot(url, auth, spec, caps, snapshots=False)
-        reference = full.state_hash()
-        print(f"  full replay boot: {full_s:6.2f} s ({last / full_s:.0f} msg/s, {full_s / raw:.1f}× the raw read)",
+        raw_cpu = (time.process_time() - c) / last * 1e6
+        print(f"  raw ordered consumer: {last / raw:8.0f} msg/s ({raw:.2f} s; {raw_cpu:.1f} µs CPU a message here)",
               flush=True)
+
+        c = time.process_time()
+        full_s, full = await timed_boot(url, auth, spec, caps, snapshots=False)
+        full_cpu = (time.process_time() - c) / last * 1e6
+        reference = full.state_hash()
+        print(f"  full replay boot: {full_s:6.2f} s ({last / full_s:.0f} msg/s, {full_s / raw:.1f}× the raw read; "
+              f"{full_cpu:.1f} µs CPU a message here, {raw_cpu / full_cpu:.2f}× the raw read's CPU rate)", flush=True)
         t = time.perf_counter()
         blob = encode_snapshot(full.projector)
         encode_s = time.perf_counter() - t
@@ -193,6 +200,16 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         messages = [(m.subject, m.seq, m.data) async for m in rec.read(1)]
         info = await rec.stream_info()
         await rec.close()
+        # the projector alone (no read path): every message fed from memory, CPU time of this process
+        alone = Projector(spec.name, full.projector.incarnation, caps)
+        t = time.process_time()
+        for i in range(0, len(messages), 256):
+            alone.feed_many(messages[i:i + 256])
+        feed_us = (time.process_time() - t) / len(messages) * 1e6
+        assert state_hash(alone.state) == state_hash(full.projector.state)
+        print(f"  projector feed alone (from memory): {feed_us:.1f} µs CPU a message "
+              f"({1e6 / feed_us:.0f} msg/s of one core)", flush=True)
+        del alone
         prefix, fed, blobs = Projector(spec.name, full.projector.incarnation, caps), 0, {}
         for every in sorted(everies, reverse=True):   # one pass over the log, the earliest cut first
             cut = last - (every - 1)
@@ -219,7 +236,8 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
                   f"msg/s) — {full_s / boot_s:.1f}× faster than the full replay", flush=True)
         await store.close()
         print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3),
-                          "full_replay_s": round(full_s, 3),
+                          "full_replay_s": round(full_s, 3), "feed_us": round(feed_us, 1),
+                          "raw_cpu_us": round(raw_cpu, 1), "replay_cpu_us": round(full_cpu, 1),
                           "snapshot_bytes": len(blob), "encode_ms": round(encode_s * 1e3, 1),
                           "upload_ms": round(upload_s * 1e3, 1), "download_ms": round(download_s * 1e3, 1),
                           "decode_ms": round(decode_s * 1e3, 1), "snapshot_boot_s": round(snap_s, 3),

@@ -1,6 +1,6 @@
 """Benchmark (not a test): durable shared mutations/s against raw JetStream publish, and replay rate.
 
-    .venv/bin/python -m ops.bench.mutations [--n 2000] [--clients 8]
+    .venv/bin/python -m ops.bench.mutations [--n 2000] [--clients 8] [--client-processes]
 
 One embedded nats-server (file storage, sync_interval always), and in the same run:
 
@@ -10,7 +10,8 @@ One embedded nats-server (file storage, sync_interval always), and in the same r
   expected last subject sequence → apply on the ack), one client and `--clients` participants
   concurrently (set-member mutations and, every 64th sequence, a retirement, so the default
   1024-receipt table never fills; every one admitted: 201);
-* over HTTP: the same through hypercorn + Quart (`attach_shared`) with httpx clients in this process;
+* over HTTP: the same through hypercorn + Quart (`attach_shared`) with httpx clients in this process
+  (and, with `--client-processes`, from one process per client: ops.bench.http_clients);
 * replay: a new runtime's boot (every message through the reassembler and apply) against a raw
   ordered-consumer read of the same stream.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +36,7 @@ from aotx.state import Capacities, Grants, MutationKind
 from aotx.state.derive import lineage_for
 from aotx.state.rights import Actor
 from eventlog import EmbeddedNats, StreamSpec, connect
+from ops.bench.http_clients import Job, post_all
 
 SCHEMA = "aotx.shared.mutation.v1"
 ALL = {"shared_read", "shared_write", "shared_manage"}
@@ -103,7 +104,18 @@ async def setup(load: Load, submit) -> None:
         load.space[n] = r["resource"]
 
 
-async def bench(n: int, clients: int, tmp: Path) -> None:
+def http_jobs(load: Load, tokens: dict[str, str], c: int, count: int) -> Job:
+    """Client `c`'s next `count` mutations as HTTP requests, in order (each is expected to be admitted)."""
+    job: Job = []
+    for i in range(count):
+        name, raw, space = load.next_member(c, i)
+        path = f"/aotx/v1/shared/spaces/{space}/members" if space else "/aotx/v1/shared/participant/retirements"
+        job.append((path, raw, {"Authorization": f"Bearer {tokens[name]}", "Content-Type": "application/json"}))
+        load.seq[name] += 1
+    return job
+
+
+async def bench(n: int, clients: int, tmp: Path, client_processes: bool = False) -> None:
     spec = StreamSpec(name="BENCH", subject_prefix="bench.j")
     caps = Capacities(participants=64)   # the defaults otherwise (1024 receipts): every 64th mutation retires
     async with EmbeddedNats(tmp / "nats") as server:
@@ -192,6 +204,10 @@ async def bench(n: int, clients: int, tmp: Path) -> None:
             line("over HTTP, 1 client", m, wall, lat, raw1)
             wall, lat = await concurrent(clients, m // clients, http_op)
             line(f"over HTTP, {clients} clients", m // clients * clients, wall, lat, rawk)
+            if client_processes:   # the same requests from processes of their own (http.client, keep-alive)
+                jobs = [http_jobs(load, tokens, c, m // clients) for c in range(clients)]
+                wall, lat = await post_all(port["p"], jobs)
+                line(f"over HTTP, {clients} client processes", m // clients * clients, wall, lat, rawk)
         stop.set()
         await serving
         await runtime.stop()
@@ -229,9 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ops.bench.mutations")
     p.add_argument("--n", type=int, default=2000, help="mutations per runtime measurement (default 2000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent clients / publishers (default 8)")
+    p.add_argument("--client-processes", action="store_true",
+                   help="also measure HTTP with each client in a process of its own (ops.bench.http_clients)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aotx-bench-") as tmp:
-        asyncio.run(bench(args.n, args.clients, Path(tmp)))
+        asyncio.run(bench(args.n, args.clients, Path(tmp), args.client_processes))
     return 0
 
 

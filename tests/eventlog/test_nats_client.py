@@ -33,3 +33,17 @@ def test_a_direct_get_header_block():
         "Nats-Msg-Id": "m-1", "Nats-Stream": "S", "Nats-Subject": "a.b.tick", "Nats-Sequence": "12",
         "Nats-Time-Stamp": "2026-12-01T12:00:00Z"}
     assert Client._parse_header_lines is parse_header_lines
+
+
+def test_a_name_is_judged_once_and_the_memory_of_names_stays_bounded():
+    """Header names repeat on every message (Nats-Stream, Nats-Subject, …): each name's verdict is
+    remembered, for a bounded number of names; a block parses the same before and after that fills."""
+    from eventlog import nats_client
+    nats_client.NAMES.clear()
+    raw = b"Nats-Stream: S\r\nBad Name: x\r\n\r\n"
+    assert parse_header_lines(raw) == reference(raw) == {"Nats-Stream": "S"}
+    assert nats_client.NAMES == {b"Nats-Stream": "Nats-Stream", b"Bad Name": None}
+    for i in range(nats_client.MAX_NAMES + 10):
+        parse_header_lines(b"X-%d: v\r\n\r\n" % i)
+    assert len(nats_client.NAMES) <= nats_client.MAX_NAMES
+    assert parse_header_lines(raw) == reference(raw)

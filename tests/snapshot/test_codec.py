@@ -89,7 +89,8 @@ def test_the_format_carries_every_field_of_what_it_stores():
         "_index"]
     assert [f.name for f in dataclasses.fields(Projector)] == [
         "source", "incarnation", "capacities", "state", "memory", "stored", "reassembler", "last_transfer",
-        "last_subject_seq", "chains", "boots", "messages", "transfers"]
+        "last_subject_seq", "applied_seq", "chains", "boots", "messages", "transfers"]
+    # (applied_seq is derived: the max of last_subject_seq, the header's covered sequence; not in the body)
     # format 2: the stored state (aotx.stored.export writes each of these; sizes and totals are derived)
     assert [f.name for f in dataclasses.fields(StoredState)] == ["books", "totals", "applied", "_owned"]
     assert [f.name for f in dataclasses.fields(Book)] == ["responses", "conversations", "keys"]
@@ -219,3 +220,19 @@ def test_any_flipped_bit_is_refused(data):
 
 def test_the_magic_opens_every_snapshot(log):
     assert encode_snapshot(log.live).startswith(MAGIC) and encode_body(log.live)[:1] == b"\x85"   # a 5-key map
+
+
+def test_the_projector_keeps_its_last_applied_sequence_as_it_goes(log):
+    """`applied_seq` is a running value (the writer and the follower read it per message): after
+    every message it is the highest stream sequence applied, a filler subject's included, and a
+    restored snapshot carries it."""
+    p = Projector("SNAPTEST", "2026-12-01T00:00:00+00:00")
+    assert p.applied_seq == 0
+    for subject, seq, data in log.messages:
+        p.feed(subject, seq, data)
+        assert p.applied_seq == seq == max(p.last_subject_seq.values())
+    filler = log.messages[-1][1] + 1
+    p.feed("snap.j.operator-filler", filler, b"x")   # not a tick subject: skipped, still applied
+    assert p.applied_seq == filler
+    _, restored = decode_snapshot(encode_snapshot(p))
+    assert restored.applied_seq == filler
