@@ -11,7 +11,7 @@ and no `__post_init__`; a class with one, or with slots, is built through its `_
 
 It does not name faults: the registry checks the body's kind and version first, and where a key
 is missing (KeyError) or a leaf refuses its value (`Refused`), or the body has another number of
-keys, decodes it again leaf by leaf, which names the fault as before. The result is equal to what the leaf-by-leaf decode builds (tests/journal/test_fast_decode.py).
+keys, decodes it again leaf by leaf, which names the fault as before. The result is equal to what the leaf-by-leaf decode builds (tests/journal/test_event_registry.py::test_the_generated_decoder_builds_what_the_class_builds).
 """
 
 from __future__ import annotations
