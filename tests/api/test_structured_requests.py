@@ -110,3 +110,32 @@ async def test_responses_echo_the_text_format(client):
     path, body = RESP
     resp, out = await post(client, path, {**body, "text": {"format": fmt}})
     assert resp.status_code == 200 and out["text"]["format"] == fmt
+
+
+OPTIONAL = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name"]}
+
+
+async def test_responses_function_tools_are_strict_unless_strict_false(client, service):
+    """OpenAI's function-calling guide: a Responses tool that omits `strict` is strict, its schema
+    normalized (every property required, no additional ones); Chat stays non-strict; an explicit
+    `strict: false` opts out."""
+    path, body = RESP
+    tool = {"type": "function", "name": "f", "parameters": OPTIONAL}
+    resp, out = await post(client, path, {**body, "tools": [tool]})
+    assert resp.status_code == 200, out
+    c = service.submitted[-1][1].constraint
+    assert c is not None and c.kind == "tool_call"
+    echoed = out["tools"][0]
+    assert echoed["strict"] is True
+    assert echoed["parameters"]["required"] == ["name", "age"]
+    assert echoed["parameters"]["additionalProperties"] is False
+    resp, out = await post(client, path, {**body, "tools": [{**tool, "strict": False}]})
+    assert resp.status_code == 200, out
+    assert service.submitted[-1][1].constraint is None and out["tools"][0]["strict"] is False
+    assert out["tools"][0]["parameters"] == OPTIONAL
+    path, body = CHAT
+    resp, out = await post(client, path, {**body, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": OPTIONAL}}]})
+    assert resp.status_code == 200, out
+    assert service.submitted[-1][1].constraint is None
