@@ -103,11 +103,13 @@ class MaskPrefetch:
         self._thread: threading.Thread | None = None
         self._current: Prefetched | None = None
         self.started = 0                     # fills started (tests, benches)
+        self.enabled = os.environ.get("AOTX_MASK_PREFETCH", "1") != "0"
 
     def start(self, step) -> None:
-        """Begin filling the masks that follow the launched `step` (an aotx.engine.runner.InFlight)."""
+        """Begin filling the masks that follow the launched `step` (an aotx.engine.runner.InFlight).
+        AOTX_MASK_PREFETCH=0 turns it off (every mask filled late, on the engine thread: for A/B)."""
         self._current = None
-        if step is None or step.launched is None:
+        if step is None or step.launched is None or not self.enabled:
             return
         rows = [seq for _, seq in step.plan.sample if seq.matcher is not None and seq.pending > 0]
         if not rows:
