@@ -231,8 +231,8 @@ class Engine:
             if classic:
                 self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
                 pending = None
+        self.runner.prefetch.close()    # first: its fill may still read a launch's ids (staging memory)
         self.runner.launcher.close()
-        self.runner.prefetch.close()
         self._shutdown()
 
     def _apply(self, inbox) -> None:
