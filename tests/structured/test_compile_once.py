@@ -15,8 +15,9 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type"
 class Counting(ConstraintCompiler):
     """Counts builds; the first build waits at `gate` until the test opens it."""
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, shared: ConstraintCompiler) -> None:
         super().__init__(tokenizer)
+        self._ll = shared.ll_tokenizer     # llguidance's tokenizer, built once per session (~1 s)
         self.builds, self.grammars = 0, 0
         self.building, self.gate = threading.Event(), threading.Event()
 
@@ -31,9 +32,8 @@ class Counting(ConstraintCompiler):
         return super()._convert(schema)
 
 
-def test_concurrent_requests_for_one_grammar_compile_it_once(tokenizer):
-    compiler = Counting(tokenizer)
-    compiler.ll_tokenizer    # built once, before the race
+def test_concurrent_requests_for_one_grammar_compile_it_once(tokenizer, compiler):
+    compiler = Counting(tokenizer, compiler)
     got: list = []
     first = threading.Thread(target=lambda: got.append(compiler.json_schema(SCHEMA)))
     first.start()
@@ -50,17 +50,16 @@ def test_concurrent_requests_for_one_grammar_compile_it_once(tokenizer):
     assert compiler.builds == 1 and compiler.waiting() == 0
 
 
-def test_a_schema_sent_again_is_not_converted_again(tokenizer):
-    compiler = Counting(tokenizer)
+def test_a_schema_sent_again_is_not_converted_again(tokenizer, compiler):
+    compiler = Counting(tokenizer, compiler)
     compiler.gate.set()
     a = compiler.json_schema(SCHEMA)
     b = compiler.json_schema({"additionalProperties": False, **SCHEMA})   # same schema, other key order
     assert a is b and compiler.grammars == 1 and compiler.builds == 1
 
 
-def test_a_failed_build_fails_its_waiters_too_and_is_not_cached(tokenizer):
-    compiler = Counting(tokenizer)
-    compiler.ll_tokenizer
+def test_a_failed_build_fails_its_waiters_too_and_is_not_cached(tokenizer, compiler):
+    compiler = Counting(tokenizer, compiler)
     bad = "start: x\n"       # a grammar llguidance refuses (x is not defined)
     errors: list = []
 
