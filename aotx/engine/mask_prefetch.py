@@ -11,9 +11,9 @@ LateMask then takes the rows it finds here (``Prefetched.row``) and fills only t
 that joined since, e.g. its first decode step).
 
 The worker needs the GIL for short stretches (taking a job, the tokens' bookkeeping); with Python's
-default switch interval (5 ms) a busy engine thread could hold it off for a whole step, so the first
-prefetch lowers the process's interval to ``SWITCH_S`` (0.5 ms; ``AOTX_GIL_SWITCH_S``, 0 keeps
-Python's). It only matters while two threads want the GIL.
+default switch interval (5 ms) a busy engine thread could hold it off for a whole step, so while a
+prefetch worker runs the process's interval is ``SWITCH_S`` (0.5 ms; ``AOTX_GIL_SWITCH_S``, 0 keeps
+Python's; the engine's stop puts it back). It only matters while two threads want the GIL.
 
 Matchers are touched by one thread at a time: while a fill is in flight the engine thread only
 reads rows' matchers through ``RowMatcher.sync`` for tokens they have consumed already (a Python
@@ -36,15 +36,36 @@ log = logging.getLogger(__name__)
 SWITCH_S = 0.0005
 
 
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved: float | None = None
+
+
 def _lower_switch_interval() -> None:
+    """While a prefetch worker runs (one per engine), the switch interval is SWITCH_S at most; the
+    last one to close puts the process's back."""
+    global _switch_users, _switch_saved
     raw = os.environ.get("AOTX_GIL_SWITCH_S", "")
     try:
         want = float(raw) if raw else SWITCH_S
     except ValueError:
         log.warning("AOTX_GIL_SWITCH_S=%r is not a number: %s s used", raw, SWITCH_S)
         want = SWITCH_S
-    if want > 0 and want < sys.getswitchinterval():
-        sys.setswitchinterval(want)
+    with _switch_lock:
+        _switch_users += 1
+        if want > 0 and want < sys.getswitchinterval():
+            if _switch_saved is None:
+                _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(want)
+
+
+def _restore_switch_interval() -> None:
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        _switch_users -= 1
+        if _switch_users == 0 and _switch_saved is not None:
+            sys.setswitchinterval(_switch_saved)
+            _switch_saved = None
 
 
 class Prefetched:
@@ -144,6 +165,7 @@ class MaskPrefetch:
             self._jobs.put(None)
             self._thread.join()
             self._thread = None
+            _restore_switch_interval()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:

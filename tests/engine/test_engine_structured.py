@@ -116,3 +116,18 @@ async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real
     # steps apart); every later mask takes all its rows from the prefetch
     assert engine.runner.prefetch.started >= len(seen) - len(params)
     assert len(seen) > 10 and all(reused == rows for rows, reused in seen[len(params):]), seen
+
+
+async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
+                                                                            compiler):
+    import sys
+
+    from aotx.engine import mask_prefetch
+    before = sys.getswitchinterval()
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
+        max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
+    assert engine.runner.prefetch.started > 0
+    assert sys.getswitchinterval() == min(before, mask_prefetch.SWITCH_S)
+    await engine.stop()
+    assert sys.getswitchinterval() == before
