@@ -58,6 +58,7 @@ class EngineService:
         # applied when it arrives; the oldest forgotten past EARLY_CANCELS
         self._early: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._tasks: list[asyncio.Task] = []
+        self._compiling: set[asyncio.Task] = set()        # requests whose constraint compiles in a thread
         self.messages_out = 0                              # delta messages published (test and bench hook)
 
     @property
@@ -77,9 +78,10 @@ class EngineService:
         return self
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._compiling]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for handle in list(self._gens.values()):
             handle.cancel()
         await close_connection(self._nc, name=f"aotx-engine-{self.name}")
@@ -88,9 +90,48 @@ class EngineService:
     # -- requests -------------------------------------------------------------------------------
     async def _on_gen(self, msg) -> None:
         try:
-            reply = self._submit(msgpack.unpackb(msg.data, raw=False))
-        except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as exc:
+            req = msgpack.unpackb(msg.data, raw=False)
+            grammars = self._uncompiled(req)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, msgpack.UnpackException) as exc:
+            await self._respond(msg, {"rejected": "invalid_request", "message": f"malformed generate request: {exc}"})
+            return
+        if grammars:    # compiled in a thread, in a task of its own: the next request is not held behind it
+            task = asyncio.get_running_loop().create_task(self._compile_then_submit(msg, req, grammars))
+            self._compiling.add(task)
+            task.add_done_callback(self._compiling.discard)
+            return
+        await self._submit_and_reply(msg, req)
+
+    def _uncompiled(self, req) -> list[tuple[str, str]]:
+        """The constraint grammars of a request that this process has not compiled yet: a large one
+        takes milliseconds to seconds, so never on this loop."""
+        if not isinstance(req, dict) or req.get("v") != WIRE_VERSION:
+            return []
+        out = []
+        for _, _, params in req["items"]:
+            c = params.get("constraint")
+            if isinstance(c, dict) and not self.service.constraints.cached_grammar(str(c["grammar"])):
+                out.append((str(c["kind"]), str(c["grammar"])))
+        return out
+
+    async def _compile_then_submit(self, msg, req: dict, grammars: list[tuple[str, str]]) -> None:
+        try:
+            for kind, grammar in grammars:   # cached by digest: _submit then finds them compiled
+                await asyncio.to_thread(self.service.constraints.from_grammar, kind, grammar)
+        except ValueError as exc:           # ConstraintError: the same answer _submit would give
+            await self._respond(msg, {"rejected": "invalid_request", "message": f"malformed generate request: {exc}"})
+            return
+        await self._submit_and_reply(msg, req)
+
+    async def _submit_and_reply(self, msg, req) -> None:
+        try:
+            reply = self._submit(req)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
             reply = {"rejected": "invalid_request", "message": f"malformed generate request: {exc}"}
+        await self._respond(msg, reply)
+
+    @staticmethod
+    async def _respond(msg, reply: dict) -> None:
         try:
             await msg.respond(_pack(reply))
         except nats.errors.Error as exc:   # the worker will time out and answer 503

@@ -30,3 +30,9 @@ def defaults_for(model_id: str, temperature: float | None = None, top_p: float |
     base = MODEL_DEFAULTS.get(model_id, FALLBACK)
     return SamplingDefaults(base.temperature if temperature is None else float(temperature),
                             base.top_p if top_p is None else float(top_p))
+
+
+def resolved(defaults: SamplingDefaults, temperature: float | None, top_p: float | None) -> tuple[float, float]:
+    """(temperature, top_p): each one given wins, an absent one (None) is the default's."""
+    return (defaults.temperature if temperature is None else float(temperature),
+            defaults.top_p if top_p is None else float(top_p))

@@ -13,9 +13,13 @@ What each surface accepts (anything else in these fields is a 400 naming the par
 A schema is checked against its metaschema (api.tool_schemas), then compiled by aotx.structured;
 a schema llguidance cannot enforce exactly is a 400 naming the param, never a 200 that ignores it.
 `strict` false or absent is enforced as well: this server never does less than the schema.
+
+Compiling a large schema takes milliseconds to seconds: a body that may carry a constraint is
+parsed in a worker thread (`parsed`), never on the event loop; a body without one is parsed inline.
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 
@@ -27,6 +31,22 @@ from api.tool_schemas import check_tool_schema
 
 ANY_OBJECT = {"type": "object"}
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+# the body fields that can make a request constrained (a format, or tools)
+_CONSTRAINING = ("response_format", "text", "output_config", "output_format", "tools")
+
+
+def may_compile(body: dict) -> bool:
+    return isinstance(body, dict) and any(body.get(k) is not None for k in _CONSTRAINING)
+
+
+async def parsed(parse, body: dict, *args, **kw):
+    """`parse(body, *args, **kw)`, in a worker thread when the body may carry a constraint (its
+    compile would block the loop); its errors (a 400) are raised here as they would be inline."""
+    if not may_compile(body):
+        return parse(body, *args, **kw)
+    return await asyncio.to_thread(parse, body, *args, **kw)
 
 
 def _schema(holder: dict, key: str, param: str) -> dict:

@@ -24,10 +24,24 @@ def memory_object(operation: str, kind: str = "text") -> str:
     return h.hexdigest()
 
 
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _input_canon(fields: Mapping[str, Any]) -> tuple:
+    """Revision 2 (aotx.state.mutations): an absent temperature / top_p stays None (the model's default)."""
     media = tuple((m["type"], m["sha256"]) for m in fields.get("media", ()))
     return (fields["text"], fields["model"], int(fields.get("max_output_tokens", 256)),
-            float(fields.get("temperature", 0.0)), float(fields.get("top_p", 1.0)), fields.get("pages"), media)
+            _opt_float(fields.get("temperature")), _opt_float(fields.get("top_p")), fields.get("pages"), media)
+
+
+def legacy(canon: tuple) -> tuple:
+    """An input's revision-1 canonical input (absent temperature / top_p written 0.0 / 1.0): the runtime
+    also replays a retry whose revision-1 form is the stored input (aotx.state.mutations.legacy_bytes)."""
+    if canon[0] != INPUT:
+        return canon
+    head, (temperature, top_p), tail = canon[:6], canon[6:8], canon[8:]
+    return (*head, 0.0 if temperature is None else temperature, 1.0 if top_p is None else top_p, *tail)
 
 
 def canonical(kind: str, fields: dict[str, Any], key: str, space: str | None = None) -> tuple:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from .canonical import MEMORY_ROLES, canonical, memory_object
+from .canonical import MEMORY_ROLES, canonical, legacy, memory_object
 from .records import Input, Memory, Participant, Receipt, Space
 from .vocabulary import (ALL_GRANTS, ALL_RIGHTS, CANCEL, CONVERSATION, EXECUTIONS, GRANT_NEEDED, GRANT_RIGHT,
                          IMPLICIT_INSTANCE, INPUT, MANAGE, MEMBER, NEW_STATUSES, PUBLISH, QUEUED, READ, REGISTER,
@@ -88,7 +88,7 @@ class Model:
             return 410
         canon = canonical(kind, fields, key, space)
         if seq < nxt:
-            return 200 if p.receipts[seq].canon == canon else 409
+            return 200 if p.receipts[seq].canon in (canon, legacy(canon)) else 409
         if p.key_in_use(key):
             return 409
         if kind == REGISTER:

@@ -222,13 +222,16 @@ class Engine:
                 except Exception as exc:  # a bug here must not leave callers waiting forever
                     log.exception("engine step failed outside the backend")
                     self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
-            # step N+1 is on its way: now read step N back, deliver, and look at the line again
-            if pending is not None:
+            classic = launched is not None and (not self._one_behind or launched.needs_logits)
+            if launched is not None and not classic:   # step N+2's masks fill while step N is delivered
+                self.runner.prefetch.start(launched)
+            if pending is not None:     # step N+1 is on its way: read step N back, deliver, look again
                 self._complete_guarded(pending)
             pending = launched
-            if launched is not None and (not self._one_behind or launched.needs_logits):
+            if classic:
                 self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
                 pending = None
+        self.runner.prefetch.close()    # first: its fill may still read a launch's ids (staging memory)
         self.runner.launcher.close()
         self._shutdown()
 

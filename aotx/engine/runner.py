@@ -16,6 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
+from aotx.engine.mask_prefetch import MaskPrefetch
 from aotx.engine.masks import step_mask
 from aotx.engine.row_sampling import sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
@@ -71,6 +72,7 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
+        self.prefetch = MaskPrefetch()      # the next step's masks, filled while this one completes
         # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
         # array instead of converting a page list (no host work proportional to the context)
         self._tables: dict[int, tuple[np.ndarray, int]] = {}
@@ -95,7 +97,8 @@ class ModelRunner:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            mask = step_mask(seqs, previous.launched if previous is not None else None)
+            before = previous.launched if previous is not None else None
+            mask = step_mask(seqs, before, self.prefetch.take(before) if before is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
         for s in scheduled:
@@ -110,6 +113,7 @@ class ModelRunner:
         results, plan = step.results, step.plan
         if step.launched is None:
             return results
+        self.prefetch.settle(step.launched)     # a fill consuming this step's tokens is over
         try:
             ids = step.launched.ids()
         finally:

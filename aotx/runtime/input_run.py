@@ -16,6 +16,7 @@ import math
 import time
 from typing import Any, Awaitable, Callable
 
+from ..sampling_defaults import resolved
 from ..state import Execution
 from ..state.execution import InputCompleted, OutputAppended
 from . import memory_work as mw
@@ -75,8 +76,11 @@ class InputRunner:
                       f"this input's page limit is {record.page_limit}"))
             return
         from aotx.engine import SamplingParams
+        # an absent temperature / top_p is the served model's default (an input journalled by revision 1
+        # has 0.0 / 1.0 in its bytes: greedy, as it always ran)
+        temperature, top_p = resolved(self.service.sampling_defaults, request.temperature, request.top_p)
         params = SamplingParams(max_tokens=min(int(request.max_output_tokens), room),
-                                temperature=float(request.temperature), top_p=float(request.top_p))
+                                temperature=temperature, top_p=top_p)
         if run.record(self.reads.state).cancel_requested or run.stopped:
             await self.journal.write(run, self.stopped(run, len(prompt), 0))
             return

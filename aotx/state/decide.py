@@ -15,7 +15,7 @@ from .events import (ConversationCreated, InputAdmitted, InputCancelled, MemberR
 from .errors import StateError
 from .ids import IdKind, ResourceId, format_id
 from .mutations import (CancelInput, CreateConversation, CreateSpace, PublishMemory, RegisterParticipant,
-                        RetireReceipts, SetMemberRights, SubmitInput, canonical_bytes)
+                        RetireReceipts, SetMemberRights, SubmitInput, canonical_bytes, legacy_bytes)
 from .rights import effective_rights
 from .state import State
 from .tables import raw
@@ -59,8 +59,8 @@ def decide(state: State, command: Command) -> Decision:
         if slot is None:
             raise StateError(f"no receipt for lineage {lineage.hex()} sequence {seq} between floor and next")
         op = format_id(IdKind.OPERATION, lineage, raw(state.receipts[slot]["operation"]))
-        if state.commands[slot] == canon:
-            return Replayed(op, slot)
+        if state.commands[slot] == canon or state.commands[slot] == legacy_bytes(m):
+            return Replayed(op, slot)   # (an input journalled by revision 1: mutations.legacy_bytes)
         return conflict(f"sequence {seq} belongs to operation {op} with other canonical bytes; "
                         f"a new operation uses the next sequence {nxt}")
     caps = state.capacities

@@ -9,7 +9,7 @@ Resolution rules that shape the canonical bytes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import math
 import re
 from typing import Any, Mapping, Optional, Union
@@ -98,15 +98,19 @@ class MediaRef:
 @dataclass(frozen=True)
 class SubmitInput:
     """An input to a conversation. `pages` None = the page grant at admission (the effective page
-    limit is recorded in the admission, apart from these caller bytes)."""
+    limit is recorded in the admission, apart from these caller bytes). `temperature` / `top_p`
+    None = absent: the served model's default sampling at execution (aotx.sampling_defaults), kept
+    apart from an explicit value in the canonical bytes (`null`). Revision 1 resolved an absent
+    field to 0.0 / 1.0 in the bytes; `legacy_bytes` is that form (decide: an exact retry of an input
+    journalled then)."""
 
     envelope: Envelope
     conversation: ResourceId
     text: str
     model: str
     max_output_tokens: int = MAX_OUTPUT_TOKENS_DEFAULT
-    temperature: float = 0.0
-    top_p: float = 1.0
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
     pages: Optional[int] = None
     media: tuple[MediaRef, ...] = ()
     kind = MutationKind.INPUT
@@ -164,6 +168,20 @@ def canonical_bytes(mutation: Mutation) -> bytes:
     return canonical_json(fields)
 
 
+# revision 1 of the input's bytes: an absent temperature / top_p was written as these values
+LEGACY_TEMPERATURE, LEGACY_TOP_P = 0.0, 1.0
+
+
+def legacy_bytes(mutation: Mutation) -> Optional[bytes]:
+    """The revision-1 canonical bytes of an input that leaves temperature or top_p absent (None
+    otherwise: its bytes are the same in both revisions)."""
+    if not isinstance(mutation, SubmitInput) or (mutation.temperature is not None and mutation.top_p is not None):
+        return None
+    return canonical_bytes(replace(
+        mutation, temperature=LEGACY_TEMPERATURE if mutation.temperature is None else mutation.temperature,
+        top_p=LEGACY_TOP_P if mutation.top_p is None else mutation.top_p))
+
+
 def _ident(body: Mapping[str, Any], env: Envelope) -> bytes:
     if "id" not in body:
         return env.operation_key
@@ -200,8 +218,11 @@ def _int_field(body: Mapping[str, Any], name: str, default: Optional[int], lo: i
     return value
 
 
-def _number(body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, open_low: bool) -> float:
+def _number(body: Mapping[str, Any], name: str, default: Optional[float], lo: float, hi: float, *,
+            open_low: bool) -> Optional[float]:
     value = body.get(name, default)
+    if value is None and default is None:       # absent or null: the default, resolved later
+        return None
     if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
         raise MalformedMutation(f"{name} must be a number, got {value!r}")
     if not lo <= value <= hi:  # compared exactly: an int too large for a float must not reach float()
@@ -256,8 +277,8 @@ def _parse_input(env: Envelope, con: ResourceId, body: Mapping[str, Any]) -> Sub
                                 f"({MEDIA_LINK_BYTES} bytes each) is {size} bytes; the limit is {MAX_INPUT_BYTES}")
     return SubmitInput(env, con, text, model,
                        max_output_tokens=_int_field(body, "max_output_tokens", MAX_OUTPUT_TOKENS_DEFAULT, 1, 1 << 20),
-                       temperature=_number(body, "temperature", 0.0, 0.0, 2.0, open_low=False),
-                       top_p=_number(body, "top_p", 1.0, 0.0, 1.0, open_low=True),
+                       temperature=_number(body, "temperature", None, 0.0, 2.0, open_low=False),
+                       top_p=_number(body, "top_p", None, 0.0, 1.0, open_low=True),
                        pages=_int_field(body, "pages", None, 1, 0xFFFFFFFF), media=media)
 
 

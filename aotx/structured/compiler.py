@@ -1,7 +1,10 @@
 """Compile a request's constraint once: JSON schema / any JSON object / a tool call -> Constraint.
 
-Grammars are llguidance's; compiled constraints are cached by the sha256 of their grammar, so a
-schema sent again costs a dictionary look-up. Whatever llguidance cannot enforce exactly (an
+Grammars are llguidance's; compiled constraints are cached by the sha256 of their grammar, and a
+JSON schema's grammar by the schema's canonical JSON, so a schema sent again costs a dictionary
+look-up (no conversion, no compile). Compiling is thread-safe and single-flight: callers compile
+off the event loop, in threads (api.structured.parsed, aotx.engine_service), and concurrent
+callers asking for one grammar wait for the one build in flight. Whatever llguidance cannot enforce exactly (an
 unknown keyword, an unknown format, an unsatisfiable schema, a broken $ref) raises
 ConstraintError with llguidance's reason: the surface answers 400 naming its param. Nothing is
 ever compiled "leniently": a keyword is enforced or the request is refused.
@@ -12,6 +15,7 @@ model cannot then spend its budget on whitespace, and the text parses the same e
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,6 +40,16 @@ def _short(message: str) -> str:
     return message if len(message) <= MESSAGE_MAX else message[:MESSAGE_MAX] + "…"
 
 
+class _Flight:
+    """A build in flight: its waiters block on `done`, then read `result` or `error`."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Constraint | None = None
+        self.error: BaseException | None = None
+        self.waiters = 0
+
+
 class ConstraintCompiler:
     """One per tokenizer (the serving process keeps one); thread-safe."""
 
@@ -44,6 +58,8 @@ class ConstraintCompiler:
         self._ll: llguidance.LLTokenizer | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Constraint] = OrderedDict()
+        self._grammars: OrderedDict[str, str] = OrderedDict()     # canonical schema JSON -> grammar
+        self._flights: dict[str, _Flight] = {}
 
     @property
     def ll_tokenizer(self) -> llguidance.LLTokenizer:
@@ -59,11 +75,22 @@ class ConstraintCompiler:
         """Output is one JSON value valid against `schema` (a JSON Schema object)."""
         if not isinstance(schema, dict):
             raise ConstraintError("the schema must be a JSON object")
-        try:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_OPTIONS)
-        except ValueError as exc:
-            raise ConstraintError(_short(str(exc))) from None
-        return self._compiled("json_schema", grammar)
+        return self._compiled("json_schema", self._grammar(schema))
+
+    def _grammar(self, schema: dict) -> str:
+        """The schema's llguidance grammar (cached by the schema's canonical JSON)."""
+        key = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            hit = self._grammars.get(key)
+            if hit is not None:
+                self._grammars.move_to_end(key)
+                return hit
+        grammar = self._convert(schema)
+        with self._lock:
+            self._grammars[key] = grammar
+            while len(self._grammars) > CACHE_SIZE:
+                self._grammars.popitem(last=False)
+        return grammar
 
     def json_object(self) -> Constraint:
         """Output is one JSON object, any keys and values (JSON mode)."""
@@ -89,6 +116,18 @@ class ConstraintCompiler:
         return self._compiled(kind, grammar)
 
     # -- compile + cache ---------------------------------------------------------
+    @staticmethod
+    def _convert(schema: dict) -> str:
+        try:
+            return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_OPTIONS)
+        except ValueError as exc:
+            raise ConstraintError(_short(str(exc))) from None
+
+    def cached_grammar(self, grammar: str) -> bool:
+        """Whether `grammar` is compiled already (from_grammar would be a look-up)."""
+        with self._lock:
+            return hashlib.sha256(grammar.encode()).hexdigest() in self._cache
+
     def _compiled(self, kind: str, grammar: str) -> Constraint:
         digest = hashlib.sha256(grammar.encode()).hexdigest()
         with self._lock:
@@ -96,19 +135,48 @@ class ConstraintCompiler:
             if hit is not None:
                 self._cache.move_to_end(digest)
                 return hit
+            flight = self._flights.get(digest)
+            mine = flight is None
+            if mine:
+                flight = self._flights[digest] = _Flight()
+            else:
+                flight.waiters += 1
+        if not mine:            # another thread builds it: wait for that build (or its error)
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            assert flight.result is not None
+            return flight.result
+        try:
+            flight.result = self._build(kind, digest, grammar)
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._flights[digest]
+                if flight.result is not None:
+                    self._cache[digest] = flight.result
+                    while len(self._cache) > CACHE_SIZE:
+                        self._cache.popitem(last=False)
+            flight.done.set()
+        return flight.result
+
+    def _build(self, kind: str, digest: str, grammar: str) -> Constraint:
         tok = self.ll_tokenizer
         error = llguidance.LLMatcher.validate_grammar(grammar, tok)
         if error:
             raise ConstraintError(_short(error))
         constraint = Constraint(kind, digest, grammar, tok)
         constraint.start()          # builds its prototype matcher here, at parse time, once
-        with self._lock:
-            self._cache[digest] = constraint
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
         return constraint
 
     def cached(self) -> int:
         with self._lock:
             return len(self._cache)
+
+    def waiting(self) -> int:
+        """Threads waiting on a build in flight (for tests and metrics)."""
+        with self._lock:
+            return sum(f.waiters for f in self._flights.values())
 

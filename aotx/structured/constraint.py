@@ -41,6 +41,10 @@ class RowMatcher:
         self._m = matcher
         self._tokens: list[int] = []    # every token consumed, in order
         self._ok = True
+        # the index of the first token refused, and why: read without touching the llguidance matcher,
+        # which a mask-fill thread may be using (aotx.engine.mask_prefetch)
+        self._bad_at: int | None = None
+        self._why = ""
 
     @property
     def consumed(self) -> int:
@@ -66,7 +70,16 @@ class RowMatcher:
             raise RuntimeError(f"constraint matcher failed: {self._m.get_error()}")
 
     def consume(self, token_id: int) -> bool:
-        ok = bool(self._m.consume_token(int(token_id))) and not self._m.is_error()
+        return self.consumed_as(token_id, bool(self._m.consume_token(int(token_id))))
+
+    def consumed_as(self, token_id: int, accepted: bool) -> bool:
+        """Record `token_id` as consumed by the llguidance matcher (here, or by a batch consume:
+        aotx.structured.batch.sync_rows) with `accepted`, what that consume returned."""
+        ok = accepted and not self._m.is_error()
+        if not ok and self._bad_at is None:
+            self._bad_at = len(self._tokens)
+            why = self._m.get_error() if self._m.is_error() else f"token {int(token_id)} is not allowed"
+            self._why = " ".join(why.split())[:300]
         self._tokens.append(int(token_id))
         self._ok = self._ok and ok
         return self._ok
@@ -75,16 +88,16 @@ class RowMatcher:
         """Output token `index` is `token_id`: consume it unless it already was (the engine learns a
         token once early, to fill the next mask while the device runs, and once when it is read back);
         False when it was not allowed, or differs from the token consumed at that index."""
-        if index < len(self._tokens):
-            return self._ok and self._tokens[index] == int(token_id)
+        if index < len(self._tokens):      # consumed already: a comparison (no llguidance call)
+            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
         if index > len(self._tokens):
             raise ValueError(f"token {index} skips {index - len(self._tokens)} the matcher has not seen")
         return self.consume(token_id)
 
     @property
     def error(self) -> str:
-        if self._m.is_error():
-            return " ".join(self._m.get_error().split())[:300]
+        if self._why:
+            return self._why
         return "" if self._ok else "a token differs from the one consumed"
 
     @property

@@ -104,8 +104,11 @@ def openapi_document(base: str) -> dict[str, Any]:
                                 "([image:<sha256>] or [audio:<sha256>]) in the text is refused (400)"},
                        "model": {"type": "string"},
                        "max_output_tokens": {"type": "integer", "minimum": 1, "default": 256},
-                       "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 0},
-                       "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 1},
+                       "temperature": {"type": "number", "minimum": 0, "maximum": 2,
+                                       "description": "default (absent or null): the model's, "
+                                                      "GET /v1/models sampling_defaults"},
+                       "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                 "description": "default (absent or null): the model's"},
                        "pages": {"type": "integer", "minimum": 1,
                                  "description": "KV page limit; default the page grant"},
                        "media": {"type": "array", "maxItems": 8,

@@ -5,6 +5,7 @@ import json
 
 from aotx.chat_types import ChatMessage, ToolCall, ToolSpec
 from aotx.tool_calls import named_choice
+from api import strict_schema
 from api.fields import bad
 from api.tool_schemas import check_tool_schema
 from api.unsupported import MEDIA_PARTS, refuse_media
@@ -91,8 +92,10 @@ def parse_chat_messages(raw: object) -> list[ChatMessage]:
     return out
 
 
-def parse_tool_spec(raw: object, param: str, *, flat: bool) -> ToolSpec:
-    """Chat: {"type":"function","function":{name,description,parameters}}; Responses: flat."""
+def parse_tool_spec(raw: object, param: str, *, flat: bool, strict_default: bool = False) -> ToolSpec:
+    """Chat: {"type":"function","function":{name,description,parameters}}; Responses: flat.
+    `strict_default`: an omitted `strict` means strict, the schema normalized (api.strict_schema:
+    the Responses API's default; Chat's is non-strict)."""
     if not isinstance(raw, dict) or raw.get("type") != "function":
         kind = raw.get("type") if isinstance(raw, dict) else None
         raise bad(param, f"Only function tools are supported; '{param}' has type {kind!r}.")
@@ -107,15 +110,18 @@ def parse_tool_spec(raw: object, param: str, *, flat: bool) -> ToolSpec:
     strict = fn.get("strict")
     if strict not in (None, True, False):
         raise bad(f"{param}.strict" if flat else f"{param}.function.strict", "'strict' must be a boolean.")
+    if strict is None and strict_default:
+        strict, params = True, strict_schema.normalized(params)
     return ToolSpec(fn["name"], desc, params, strict=strict is True)
 
 
-def parse_tools(raw: object, *, flat: bool) -> list[ToolSpec]:
+def parse_tools(raw: object, *, flat: bool, strict_default: bool = False) -> list[ToolSpec]:
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise bad("tools", "'tools' must be an array.")
-    return [parse_tool_spec(t, f"tools[{k}]", flat=flat) for k, t in enumerate(raw)]
+    return [parse_tool_spec(t, f"tools[{k}]", flat=flat, strict_default=strict_default)
+            for k, t in enumerate(raw)]
 
 
 def parse_tool_choice(raw: object, tools: list[ToolSpec], *, flat: bool) -> str | None:

@@ -14,6 +14,8 @@ between consecutive steps, since ``reset_timing()``.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from kernels.cuda import driver
@@ -96,12 +98,17 @@ class _Handle:
         self.launcher, self.logits, self.n, self.offset, self.arena = launcher, logits, n, offset, arena
         self.start, self.end = start, end
         self._ids: np.ndarray | None = None
+        self._lock = threading.Lock()   # read by the engine thread and by its mask-fill thread
 
     def ids(self) -> np.ndarray:
         if self._ids is None:
-            self.end.synchronize()
-            self._ids = self.arena.buf.view(np.int32, self.n, self.offset).copy()
-            self.launcher._account(self)
+            with self._lock:
+                if self._ids is None:
+                    self.launcher.backend.dev.make_current()   # (a no-op on the engine thread)
+                    self.end.synchronize()
+                    ids = self.arena.buf.view(np.int32, self.n, self.offset).copy()
+                    self.launcher._account(self)
+                    self._ids = ids
         return self._ids
 
 

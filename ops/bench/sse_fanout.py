@@ -126,7 +126,7 @@ async def bench(args, tmp: Path) -> None:
             for i in range(args.inputs):
                 author = authors[i % len(authors)]
                 receipt = await submit(author, MutationKind.INPUT, cons[i % len(cons)], text=f"input {i}",
-                                       model=MODEL, max_output_tokens=16)
+                                       model=MODEL, max_output_tokens=16, temperature=0)
                 inputs.append((author, receipt))
 
             query = runtime.query = Counted(runtime.query)
@@ -165,7 +165,7 @@ async def bench(args, tmp: Path) -> None:
             queries, checks = query.calls - queries0, query.checks - checks0
             wakeups = (broker.stats.wakeups if broker is not None else waits.calls) - wakeups0
             for con in cons:   # one more input each ends the conversation readers (not timed)
-                await submit("alice", MutationKind.INPUT, con, text="last", model=MODEL, max_output_tokens=16)
+                await submit("alice", MutationKind.INPUT, con, text="last", model=MODEL, max_output_tokens=16, temperature=0)
             await asyncio.gather(*con_readers)
             for i, body in enumerate(bodies):
                 op = inputs[i % len(inputs)][1]["operation"]

@@ -121,7 +121,9 @@ class InputLoad:
         text = VICTIM_PROMPT if victim else self.rng.choice(PROMPTS)
         tokens = max(self.max_tokens * 8, 96) if victim else self.rng.randint(max(1, self.max_tokens // 2),
                                                                                self.max_tokens)
-        fields = {"text": text, "model": self.model, "max_output_tokens": tokens, "pages": INPUT_PAGES}
+        # greedy, as inputs were by default before revision 2 (a victim must still be generating when killed)
+        fields = {"text": text, "model": self.model, "max_output_tokens": tokens, "pages": INPUT_PAGES,
+                  "temperature": 0}
         try:
             answer = await self._post(f"/conversations/{con}/inputs", fields, 202)
         except ScenarioViolation:

@@ -2,7 +2,13 @@
 what is accepted reaches the engine as a constraint; what cannot be enforced is a 400 naming it."""
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
+
+from aotx.structured import ConstraintCompiler
+from tests.waiting import wait_until_async
 
 from tests.api.fake_service import FakeService, make_app
 from tests.api.test_requests import MODEL, USER, assert_error, post
@@ -110,3 +116,74 @@ async def test_responses_echo_the_text_format(client):
     path, body = RESP
     resp, out = await post(client, path, {**body, "text": {"format": fmt}})
     assert resp.status_code == 200 and out["text"]["format"] == fmt
+
+
+OPTIONAL = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name"]}
+
+
+async def test_responses_function_tools_are_strict_unless_strict_false(client, service):
+    """OpenAI's function-calling guide: a Responses tool that omits `strict` is strict, its schema
+    normalized (every property required, no additional ones); Chat stays non-strict; an explicit
+    `strict: false` opts out."""
+    path, body = RESP
+    tool = {"type": "function", "name": "f", "parameters": OPTIONAL}
+    resp, out = await post(client, path, {**body, "tools": [tool]})
+    assert resp.status_code == 200, out
+    c = service.submitted[-1][1].constraint
+    assert c is not None and c.kind == "tool_call"
+    echoed = out["tools"][0]
+    assert echoed["strict"] is True
+    assert echoed["parameters"]["required"] == ["name", "age"]
+    assert echoed["parameters"]["additionalProperties"] is False
+    resp, out = await post(client, path, {**body, "tools": [{**tool, "strict": False}]})
+    assert resp.status_code == 200, out
+    assert service.submitted[-1][1].constraint is None and out["tools"][0]["strict"] is False
+    assert out["tools"][0]["parameters"] == OPTIONAL
+    path, body = CHAT
+    resp, out = await post(client, path, {**body, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": OPTIONAL}}]})
+    assert resp.status_code == 200, out
+    assert service.submitted[-1][1].constraint is None
+
+
+class GatedCompiler(ConstraintCompiler):
+    """The real compiler whose builds wait at `gate`: a build on the event loop would hold it."""
+
+    def __init__(self, tokenizer) -> None:
+        super().__init__(tokenizer)
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def _build(self, kind, digest, grammar):
+        self.entered.set()
+        assert self.gate.wait(timeout=30), "the compile held the event loop"
+        return super()._build(kind, digest, grammar)
+
+
+class GatedService(FakeService):
+    def __init__(self, compiler) -> None:
+        super().__init__()
+        self._compiler = compiler
+
+    @property
+    def constraints(self):
+        return self._compiler
+
+
+async def test_a_schema_compiles_off_the_event_loop():
+    """While a new schema compiles, the loop serves: a plain request completes before it."""
+    from kernels import load_model_cached
+    compiler = GatedCompiler(load_model_cached(progress=False).tokenizer)
+    svc = GatedService(compiler)
+    client = make_app(svc).test_client()
+    path, body = CHAT
+    fmt = {"type": "json_schema", "json_schema": {"name": "p", "schema": {**PERSON, "title": "gated"}}}
+    slow = asyncio.create_task(post(client, path, {**body, "response_format": fmt}))
+    await wait_until_async(compiler.entered.is_set, "the schema's compile to start")
+    resp, out = await post(client, path, body)
+    assert resp.status_code == 200, out
+    assert not slow.done() and svc.submitted[-1][1].constraint is None
+    compiler.gate.set()
+    resp, out = await slow
+    assert resp.status_code == 200, out
+    assert svc.submitted[-1][1].constraint is not None

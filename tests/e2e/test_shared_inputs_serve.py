@@ -68,7 +68,7 @@ def test_inputs_through_aotx_serve_survive_sigkill_as_interrupted(tmp_path):
         assert base64.b64decode(alice.http.get(f"/memory/{copy['object']}").json()["data"]) == b"Say yes."
 
         status, long = alice.post(f"/conversations/{con}/inputs", text="Write a very long story about the sea.",
-                                  model=model, max_output_tokens=400)
+                                  model=model, max_output_tokens=400, temperature=0)
         assert status == 202
         # its memory input goes into the journal with its first output: wait for saved output bytes
         running = wait_until(lambda: alice.receipt(long["operation"]), "the long input's first saved output",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from types import SimpleNamespace
 
 import msgpack
 import nats
@@ -156,4 +157,40 @@ async def test_a_cancel_that_arrives_before_its_generation_still_cancels_it(serv
     finally:
         beating.cancel()
         await raw.close()
+        await engine.stop()
+
+
+async def test_a_new_grammar_compiles_off_the_engine_loop(service, nats_url):
+    """The engine process compiles a constraint's grammar it has not seen in a thread: while that
+    compile is in flight (held at a gate), a plain generation is accepted and runs to its end."""
+    import llguidance
+
+    from tests.api.test_structured_requests import GatedCompiler
+
+    schema = {"type": "object", "properties": {"gated_engine": {"type": "integer"}}, "required": ["gated_engine"]}
+    # what a worker sends: the constraint's kind and grammar (aotx.engine_wire)
+    constraint = SimpleNamespace(kind="json_schema", grammar=llguidance.LLMatcher.grammar_from_json_schema(schema))
+    gated = GatedCompiler(service._tokenizer)
+    saved, service._constraints = service._constraints, gated
+    name = secrets.token_hex(4)
+    engine = await EngineService(service, nats_url, name).start()
+    client = await EngineClient(nats_url, name).start()
+    try:
+        prompt = service.chat_prompt([ChatMessage(role="user", content=PROMPT)])
+        slow = asyncio.create_task(client.submit(
+            [prompt], [SamplingParams(max_tokens=8, temperature=0.0, constraint=constraint)],
+            surface="chat", lane="stream"))
+        await wait_until_async(gated.entered.is_set, "the engine's compile to start")
+        [plain] = await client.submit([prompt], [SamplingParams(max_tokens=4, temperature=0.0)],
+                                      surface="chat", lane="stream")
+        out = await _collect(plain)
+        assert out[-1].finish_reason == "length" and not slow.done()
+        gated.gate.set()
+        [handle] = await slow
+        out = await _collect(handle)
+        assert out[-1].finish_reason in ("stop", "length")
+    finally:
+        gated.gate.set()
+        service._constraints = saved
+        await client.stop()
         await engine.stop()

@@ -83,3 +83,51 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
     assert last.finish_reason == "stop"
     jsonschema.validate(json.loads(text), PERSON)
     assert late and sum(late) >= len(late) - 1      # every mask after the first learnt its token late
+
+
+async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real_engine, chat_prompt, compiler,
+                                                                     monkeypatch):
+    """Overlapped: once step k is launched, a worker thread fills the masks that follow it
+    (aotx.engine.mask_prefetch); step k+1's late mask takes those rows instead of filling them.
+    Output is the classic loop's, token for token, seeded draws included."""
+    from aotx.engine import masks
+    seen = []       # per mask: (constrained rows, rows taken from the prefetch)
+    real_call = masks.LateMask.__call__
+
+    def spy(self):
+        out = real_call(self)
+        seen.append((len(self.rows), self.reused))
+        return out
+
+    monkeypatch.setattr(masks.LateMask, "__call__", spy)
+    c = compiler.json_schema(PERSON)
+    prompt = chat_prompt(QUESTION)
+    params = [SamplingParams(max_tokens=40, temperature=0, constraint=c),
+              SamplingParams(max_tokens=40, temperature=1.0, seed=7, constraint=c)]
+    outs = {}
+    for overlap in (False, True):
+        seen.clear()
+        engine = make_real_engine(overlap=overlap)
+        outs[overlap] = await asyncio.gather(*(run(engine.submit(prompt, p)) for p in params))
+    assert [t for t, _ in outs[True]] == [t for t, _ in outs[False]]
+    for text, last in outs[True]:
+        jsonschema.validate(json.loads(text), PERSON)
+    # a row's first mask has nothing launched before it to prefetch from (the rows join one or two
+    # steps apart); every later mask takes all its rows from the prefetch
+    assert engine.runner.prefetch.started >= len(seen) - len(params)
+    assert len(seen) > 10 and all(reused == rows for rows, reused in seen[len(params):]), seen
+
+
+async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
+                                                                            compiler):
+    import sys
+
+    from aotx.engine import mask_prefetch
+    before = sys.getswitchinterval()
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
+        max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
+    assert engine.runner.prefetch.started > 0
+    assert sys.getswitchinterval() == min(before, mask_prefetch.SWITCH_S)
+    await engine.stop()
+    assert sys.getswitchinterval() == before

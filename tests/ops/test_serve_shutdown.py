@@ -237,7 +237,7 @@ def _busy_shared(server: ServerProcess) -> tuple[SharedClient, Worker]:
     """A running shared input and an open conversation SSE stream."""
     alice, con, token = _shared(server)
     status, receipt = alice.post(f"/conversations/{con}/inputs", text=PROMPT, model=MODEL,
-                                 max_output_tokens=LONG)
+                                 max_output_tokens=LONG, temperature=0)
     assert status == 202, receipt
     _wait(lambda: alice.get(f"/operations/{receipt['operation']}")[1]["execution"] == "running",
           "the shared input to run")

@@ -131,3 +131,14 @@ def test_receipt_change():
     assert "terminal" in receipt_change(done, {**done, "output_bytes": 6})
     assert "sequence" in receipt_change(base, {**running, "sequence": "4"})
     assert not same_receipt({"operation": "op-y", "kind": "space.create"}, {"operation": "op-y", "kind": "x"})
+
+
+def test_client_canonical_input_keeps_absent_sampling_apart_revision_2():
+    """As aotx.state.mutations: an absent temperature / top_p is not an explicit 0 / 1, and the
+    revision-1 form of an input that omits them is the explicit greedy one (the runtime replays it)."""
+    from scenarios.canonical import canonical, legacy
+    con = "con-x"
+    absent = canonical(INPUT, {"text": "hi", "model": "m"}, "k", con)
+    greedy = canonical(INPUT, {"text": "hi", "model": "m", "temperature": 0, "top_p": 1}, "k", con)
+    assert absent != greedy and legacy(absent) == greedy and legacy(greedy) == greedy
+    assert canonical(INPUT, {"text": "hi", "model": "m", "temperature": None}, "k", con) == absent

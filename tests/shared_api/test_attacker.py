@@ -315,7 +315,7 @@ async def test_open_streams_end_at_the_next_read_after_removal_block_or_reload(w
                                      alice.body(participant=w.pids[name], permissions=["read"]))
         assert status == 201
     status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
-        text="Write a very long story about the sea.", model=w.service.model_id, max_output_tokens=300))
+        text="Write a very long story about the sea.", model=w.service.model_id, max_output_tokens=300, temperature=0))
     assert status == 202, receipt
     op = receipt["operation"]
     inst_con = w.places["inst"].con

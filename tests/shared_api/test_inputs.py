@@ -182,7 +182,7 @@ async def test_refusals_and_cancellation(nats_url, service):
         assert status == 409 and err["error"]["type"] == "page_limit"
 
         status, long = await alice.post(path, alice.body(text="Write a very long story about the sea.",
-                                                         model=service.model_id, max_output_tokens=400))
+                                                         model=service.model_id, max_output_tokens=400, temperature=0))
         assert status == 202
         target = long["sequence"]
         status, cancel = await alice.post(f"/conversations/{con}/cancellations",
@@ -204,7 +204,7 @@ async def test_restart_interrupts_an_unfinished_admission(nats_url, service):
         alice = p["alice"]
         _, con = await _setup(p)
         status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
-            text="Count from one to one hundred.", model=service.model_id, max_output_tokens=400))
+            text="Count from one to one hundred.", model=service.model_id, max_output_tokens=400, temperature=0))
         assert status == 202
         op = receipt["operation"]
         running = await _wait(alice, op, states=("running",) + TERMINAL)
@@ -245,7 +245,7 @@ async def test_removing_a_member_ends_their_open_stream(nats_url, service):
         alice, bob = p["alice"], p["bob"]
         space, con = await _setup(p)
         status, receipt = await alice.post(f"/conversations/{con}/inputs", alice.body(
-            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=300))
+            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=300, temperature=0))
         assert status == 202
         op = receipt["operation"]
         await _wait(alice, op, states=("running",) + TERMINAL)
@@ -323,7 +323,7 @@ async def test_an_input_past_its_execution_deadline_ends_with_504(nats_url, serv
         status, caps = await alice.get("/capabilities")
         assert caps["journal"] is not None
         status, r = await alice.post(f"/conversations/{con}/inputs", alice.body(
-            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=400))
+            text="Write a very long story about the sea.", model=service.model_id, max_output_tokens=400, temperature=0))
         assert status == 202
         done = await _wait(alice, r["operation"], states=TERMINAL + ("deadline_exceeded",))
         assert done["execution"] == "deadline_exceeded" and done["status_code"] == 504, done["result"]

@@ -42,9 +42,9 @@ async def _space(owner, scope="private") -> tuple[str, str]:
     return sp["resource"], conv["resource"]
 
 
-async def _say(who, con: str, text: str, model: str, tokens: int = 4) -> dict:
+async def _say(who, con: str, text: str, model: str, tokens: int = 4, **sampling) -> dict:
     status, receipt = await who.post(f"/conversations/{con}/inputs",
-                                     who.body(text=text, model=model, max_output_tokens=tokens))
+                                     who.body(text=text, model=model, max_output_tokens=tokens, **sampling))
     assert status == 202, receipt
     done = await _wait(who, receipt["operation"])
     assert done["execution"] == "completed", done
@@ -239,9 +239,9 @@ async def test_an_input_resumes_after_a_journal_hold(nats_url, service):
         _, con_ref = await _space(alice)
         _, con = await _space(alice)
         text = "Count from one to forty in words."
-        reference = await _say(alice, con_ref, text, model, tokens=48)
+        reference = await _say(alice, con_ref, text, model, tokens=48, temperature=0)   # greedy: comparable
         status, receipt = await alice.post(f"/conversations/{con}/inputs",
-                                           alice.body(text=text, model=model, max_output_tokens=48))
+                                           alice.body(text=text, model=model, max_output_tokens=48, temperature=0))
         assert status == 202
         op = receipt["operation"]
         await wait_until_async(lambda: _result(alice, op), f"{op}'s first saved output bytes",

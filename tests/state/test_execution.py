@@ -58,8 +58,13 @@ def test_admission_records_digest_and_page_limit_apart_from_the_callers_bytes():
     assert d.state.executions[slot].status is Execution.QUEUED
     # defaults are part of the canonical bytes: an explicit default is the same input
     again = parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text="hi", model=MODEL, max_output_tokens=256,
-                                                    temperature=0, top_p=1, media=[]), con)
+                                                    media=[]), con)
     assert decide(d.state, Command(d.actor("alice"), again, CTX)).status == 200
+    # but not temperature / top_p (revision 2): absent is the model's default, apart from explicit greedy
+    # (tests/state/test_input_sampling_revision.py)
+    greedy = parse_mutation(MutationKind.INPUT, body("alice", 4, 4, text="hi", model=MODEL, temperature=0,
+                                                     top_p=1), con)
+    assert decide(d.state, Command(d.actor("alice"), greedy, CTX)).status == 409
 
 
 def test_input_refusals():

@@ -126,3 +126,24 @@ def test_each_sequence_starts_its_own_matcher(compiler, tokenizer):
     assert a.accepting and not b.accepting and b.consumed == 0
     assert walk(c, tokenizer, '{"name": "Bo", "age": 2}') == (True, True)
     assert not a.sync(0, tokenizer.encode("x")[0]) and a.sync(0, tokenizer.encode('{"name": "Ann", "age": 31}')[0])
+
+
+def test_a_batch_of_rows_advances_as_each_row_alone(compiler, tokenizer):
+    """batch.sync_rows (one parallel consume) == RowMatcher.sync row by row; a refused token marks
+    only its own index and later ones (an earlier token still reads as consumed and allowed), and
+    its reason is kept without asking the llguidance matcher again (a fill thread may hold it)."""
+    from aotx.structured import batch
+    c = compiler.json_schema(PERSON)
+    good = tokenizer.encode('{"name": "Ann", "age": 31}')
+    bad_tok = tokenizer.encode("x")[0]
+    rows, alone = [c.start() for _ in range(3)], [c.start() for _ in range(3)]
+    for i, tok in enumerate(good[:4]):
+        toks = [tok, tok, bad_tok if i == 2 else tok]
+        got = batch.sync_rows(rows, [i] * 3, toks)
+        assert got == [m.sync(i, t) for m, t in zip(alone, toks)]
+        assert got == [True, True, i < 2]
+    assert [m.consumed for m in rows] == [4, 4, 4]
+    assert batch.sync_rows(rows, [1, 1, 1], [good[1]] * 3) == [True, True, True]   # consumed already
+    failed = rows[2]
+    assert failed.sync(1, good[1]) and not failed.sync(2, bad_tok) and failed.failed
+    assert failed.error

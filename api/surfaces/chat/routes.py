@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from api import structured
 from api.budgets import context_fit
 from api.errors import OPENAI
 from api.idempotency import admit_key, idempotent
@@ -22,7 +23,7 @@ blueprint = surface_blueprint("chat", OPENAI)
 async def chat_completions():
     svc = service()
     body = await json_body()
-    req = parse_chat_request(body, svc)
+    req = await structured.parsed(parse_chat_request, body, svc)   # a schema compiles off the loop
     fit = context_fit(svc, body, "max_tokens", "max_completion_tokens")
     prompt = await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
                                   primer=req.tool_primer)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from api import structured
 from api.budgets import ContextFit, context_fit
 from api.errors import OPENAI, ApiError
 from api.idempotency import admit_key, idempotent
@@ -39,7 +40,7 @@ def _echo_text(svc, prompt: PromptInput) -> str:
 async def completions():
     svc = service()
     body = await json_body()
-    req = parse_completion_request(body, svc)
+    req = await structured.parsed(parse_completion_request, body, svc)
     fit = context_fit(svc, body, "max_tokens", prompt_field="prompt")
     prompt_ids = [await _prompt_ids(svc, fit, p) for p in req.prompts]
     echo = [_echo_text(svc, p) if req.echo else None for p in req.prompts]

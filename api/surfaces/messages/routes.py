@@ -1,6 +1,7 @@
 """POST /v1/messages and POST /v1/messages/count_tokens."""
 from __future__ import annotations
 
+from api import structured
 from api.budgets import context_fit
 from api.errors import ANTHROPIC
 from api.idempotency import admit_key, idempotent
@@ -29,7 +30,7 @@ async def _prompt_ids(svc, body: dict, req: MessagesRequest) -> list[int]:
 async def messages():
     svc = service()
     body = await json_body()
-    req = parse_messages_request(body, svc)
+    req = await structured.parsed(parse_messages_request, body, svc)
     prompt = await _prompt_ids(svc, body, req)
     await admit_key(body, stream=req.stream)   # Idempotency-Key (api.idempotency)
     lane = "stream" if req.stream else "buffered"
@@ -46,6 +47,6 @@ async def messages():
 async def count_tokens():
     svc = service()
     body = await json_body()
-    req = parse_messages_request(body, svc, count_only=True)
+    req = await structured.parsed(parse_messages_request, body, svc, count_only=True)
     # counted as /v1/messages would take it: a prompt too long for the context is the same 400
     return json_response({"input_tokens": len(await _prompt_ids(svc, {}, req))})

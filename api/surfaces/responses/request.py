@@ -106,7 +106,7 @@ def parse_responses_request(body: dict, service, context: Sequence[dict] = ()) -
     instructions = fields.opt_str(body, "instructions")
     if instructions:
         messages = [ChatMessage("system", instructions)] + messages
-    tools = parse_tools(body.get("tools"), flat=True)
+    tools = parse_tools(body.get("tools"), flat=True, strict_default=True)   # OpenAI: strict unless false
     tool_choice = parse_tool_choice(body.get("tool_choice"), tools, flat=True)
     include = fields.opt_list(body, "include") or []
     if not all(isinstance(x, str) for x in include):

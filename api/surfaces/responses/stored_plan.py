@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from aotx.stored import StoredRefusal
 from aotx.stored.port import StoredJournal
-from api import fields
+from api import fields, structured
 from api.budgets import context_fit
 from api.errors import ApiError
 from api.stored_access import caller_identity, stored_port
@@ -104,7 +104,8 @@ async def fit_prompt(plan: StoredPlan, body: dict, svc) -> tuple[ResponsesReques
     """The request and its prompt ids: the context (all of it, or with `truncation: "auto"` the newest
     part that fits) then the input."""
     async def build(dropped: int) -> tuple[ResponsesRequest, list[int]]:
-        req = parse_responses_request(body, svc, context=plan.context[dropped:])   # validates the budget first
+        req = await structured.parsed(parse_responses_request, body, svc,   # validates the budget first
+                                      context=plan.context[dropped:])
         fit = context_fit(svc, body, "max_output_tokens", prompt_field="input", output_word="output")
         return req, await fit.prompt_ids(svc.chat_prompt_ids, req.messages, req.tools, req.tool_choice,
                                          primer=req.tool_primer)
