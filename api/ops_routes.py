@@ -46,6 +46,13 @@ async def metrics():
                     content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+WORKERS_EXT = "aotx.http_workers"   # `aotx serve --http-workers N`: a callable giving the workers' figures
+
+
 @blueprint.get("/v1/stats")
 async def stats():
-    return jsonify(stats_document(_service()))
+    doc = stats_document(_service())
+    workers = current_app.extensions.get(WORKERS_EXT)
+    if workers is not None:
+        doc["http_workers"] = workers()
+    return jsonify(doc)
