@@ -59,10 +59,17 @@ def bind_reuseport(host: str, port: int, count: int, *, listen: bool = True) -> 
     return out
 
 
+WORKER_COMMAND = (sys.executable, "-m", "ops.http_worker")
+
+
 class HttpWorkers:
-    def __init__(self, sockets: list[socket.socket], spec: dict) -> None:
+    """`command`: what a worker runs (a test gives a stand-in); `policy`: a RestartPolicy per worker."""
+
+    def __init__(self, sockets: list[socket.socket], spec: dict, *, command: tuple[str, ...] = WORKER_COMMAND,
+                 policy=RestartPolicy) -> None:
         self._sockets = sockets
         self._spec = spec
+        self._command, self._policy = command, policy
         self.procs: list[asyncio.subprocess.Process] = []
         self._watchers: list[asyncio.Task] = []
         self._policies: list[RestartPolicy] = []
@@ -85,7 +92,7 @@ class HttpWorkers:
         env = {**os.environ, SPEC_ENV: json.dumps({**self._spec, "fd": fd, "index": index})}
         try:
             return await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ops.http_worker", env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                *self._command, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, start_new_session=True)
         finally:
             sock.close()   # the worker holds it now
@@ -94,7 +101,7 @@ class HttpWorkers:
         """Spawn every worker and wait until each has said `ready`; raise WorkersFailed otherwise."""
         for index, sock in enumerate(self._sockets):
             self.procs.append(await self._spawn(index, sock))
-            self._policies.append(RestartPolicy())
+            self._policies.append(self._policy())
         try:
             await asyncio.wait_for(asyncio.gather(*(self._ready(p) for p in self.procs)), timeout)
         except TimeoutError:

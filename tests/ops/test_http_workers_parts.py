@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import socket
+import sys
 
 import msgpack
 import pytest
@@ -20,8 +22,10 @@ from aotx.engine_wire import (
 )
 from ops.gpu import serving_report
 from ops.gpu.serve_load import cpu_per_token, server_cpu
-from ops.http_workers import auto_workers, bind_reuseport
+from ops.http_workers import HttpWorkers, auto_workers, bind_reuseport
+from ops.worker_restarts import RestartPolicy
 from ops.serve_cmd import _workers
+from tests.waiting import wait_until_async
 
 
 def test_the_flag_takes_a_count_or_auto():
@@ -136,8 +140,6 @@ def test_cpu_accounting_and_the_report_column():
 
 
 def test_a_dead_worker_is_restarted_with_backoff_until_a_crash_loop():
-    from ops.worker_restarts import RestartPolicy
-
     policy = RestartPolicy(first=0.5, ceiling=4.0, loop_exits=5, window=30.0)
     assert [policy.exited(t) for t in (0.0, 1.0, 2.0, 3.0)] == [0.5, 1.0, 2.0, 4.0]
     assert policy.exited(4.0) is None   # the 5th exit within 30 s: no more restarts
@@ -145,3 +147,42 @@ def test_a_dead_worker_is_restarted_with_backoff_until_a_crash_loop():
     assert [calm.exited(t) for t in (0.0, 40.0, 80.0, 120.0, 160.0, 200.0)] == [0.5] * 6   # far apart: no loop
     ceiling = RestartPolicy(first=1.0, ceiling=3.0, loop_exits=10, window=30.0)
     assert [ceiling.exited(t) for t in range(4)] == [1.0, 2.0, 3.0, 3.0]
+
+
+def _stand_in(body: str) -> tuple[str, ...]:
+    """A worker stand-in that says `ready` like ops.http_worker, then runs `body`."""
+    return (sys.executable, "-c", f"print('ready', flush=True)\n{body}")
+
+
+def _supervised(command: tuple[str, ...], policy=None) -> HttpWorkers:
+    socks = bind_reuseport("127.0.0.1", 0, 1)
+    spec = {"host": "127.0.0.1", "port": socks[0].getsockname()[1]}
+    return HttpWorkers(socks, spec, command=command,
+                       policy=policy or (lambda: RestartPolicy(first=0.01, ceiling=0.02, loop_exits=3, window=600)))
+
+
+async def test_a_worker_that_keeps_dying_is_restarted_until_a_crash_loop(caplog):
+    workers = _supervised(_stand_in("raise SystemExit(3)"))
+    await workers.start()
+    try:
+        await wait_until_async(lambda: workers.given_up, "the crash loop to stop the restarts")
+        assert workers.given_up == [0] and workers.exits == 3 and workers.restarts == 2
+        assert "exited with 3" in caplog.text and "a crash loop, NOT started again" in caplog.text
+        assert workers.snapshot()["pids"] == []
+    finally:
+        await workers.stop(10)
+
+
+async def test_a_killed_worker_is_started_again_and_stop_starts_nothing():
+    workers = _supervised(_stand_in("import time\ntime.sleep(600)"))
+    await workers.start()
+    try:
+        (first,) = workers.pids
+        os.kill(first, signal.SIGKILL)
+        doc = await wait_until_async(workers.snapshot, "the killed worker to be started again",
+                                     done=lambda d: d["restarts"] == 1 and len(d["pids"]) == 1)
+        assert doc["pids"] != [first] and doc["exits"] == 1
+    finally:
+        await workers.stop(10)
+    assert workers.restarts == 1 and workers.exits == 1 and workers.snapshot()["pids"] == []
+    assert all(p.returncode is not None for p in workers.procs)
