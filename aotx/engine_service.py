@@ -1,9 +1,11 @@
 """The engine process's side of `aotx serve --http-workers N`: generations for HTTP workers over NATS.
 
 Workers submit on `gen` (request/reply: accepted or refused before anything runs); each accepted
-request's handle is redirected (RequestHandle.redirect) into a per-worker outbox, and one flush per
-event-loop turn publishes every delta of that worker gathered since: the engine hands a whole step's
-deltas to the loop in one callback, so NATS carries at most one message per worker per engine step.
+request's handle is redirected (RequestHandle.redirect) into its worker's outbox (a list: one append a
+token, nothing encoded yet), and one flush per event-loop turn encodes and publishes each non-empty
+outbox in one go (aotx.engine_wire.step_to_wire): the engine hands a whole step's deltas to the loop in
+one callback, so NATS carries at most one message per worker per engine step, and a worker with nothing
+new costs nothing.
 A worker's cancellations and heartbeats come on `ctl`; one silent for WORKER_TIMEOUT (killed, hung,
 cut off) has its generations cancelled. The engine announces itself on `alive` every HEARTBEAT.
 Wire format and subjects: aotx.engine_wire.
@@ -27,12 +29,12 @@ from aotx.engine_wire import (
     WORKER_TIMEOUT,
     alive_subject,
     ctl_subject,
-    delta_to_wire,
     gen_subject,
     params_from_wire,
     split_to_fit,
+    step_to_wire,
 )
-from eventlog import NatsAuth, OutageLog, close_connection, connect
+from eventlog import NatsAuth, OutageLog, close_connection, connect, flush_subscriptions
 
 log = logging.getLogger("aotx.engine_service")
 EARLY_CANCELS = 4096   # cancels remembered for generations not seen yet
@@ -40,6 +42,14 @@ EARLY_CANCELS = 4096   # cancels remembered for generations not seen yet
 
 def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
+
+
+class _Outbox:
+    """One worker's deltas since the last flush: (rid, Delta) pairs, in the engine's order."""
+    __slots__ = ("worker", "inbox", "items")
+
+    def __init__(self, worker: str, inbox: str) -> None:
+        self.worker, self.inbox, self.items = worker, inbox, []
 
 
 class EngineService:
@@ -52,7 +62,8 @@ class EngineService:
         self._nc = None
         self._gens: dict[tuple[str, int], Any] = {}        # (worker, rid) -> RequestHandle
         self._seen: dict[str, float] = {}                  # worker -> last heard (monotonic)
-        self._outbox: dict[str, list] = {}                 # worker inbox -> [[rid, delta], ...]
+        self._outboxes: dict[str, _Outbox] = {}            # worker inbox -> its outbox
+        self._dirty: list[_Outbox] = []                    # outboxes with deltas since the last flush
         self._flushing: asyncio.Task | None = None
         # cancels that came before their generation (a worker gave up while its submit was on the way):
         # applied when it arrives; the oldest forgotten past EARLY_CANCELS
@@ -72,7 +83,7 @@ class EngineService:
                                  reconnect_time_wait=0.2)
         await self._nc.subscribe(gen_subject(self.name), cb=self._on_gen)
         await self._nc.subscribe(ctl_subject(self.name), cb=self._on_ctl)
-        await self._nc.flush()
+        await flush_subscriptions(self._nc)   # a worker's first submit finds us (never `no responders`)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._heartbeat()), loop.create_task(self._sweep())]
         return self
@@ -156,29 +167,46 @@ class EngineService:
                 handle.cancel()
             raise
         out = []
+        outbox = self._outboxes.get(inbox)
+        if outbox is None:
+            outbox = self._outboxes[inbox] = _Outbox(worker, inbox)
         for (rid, _, _), handle in zip(items, handles):
             key = (worker, int(rid))
             self._gens[key] = handle
-            handle.redirect(lambda delta, key=key, inbox=inbox: self._deliver(key, inbox, delta))
+            handle.redirect(self._sink(outbox, key[1]))
             out.append([handle.request_id, handle.prompt_tokens, handle.max_tokens])
             if self._early.pop(key, 0) is None:   # its worker cancelled it before it got here
                 handle.cancel()
         return {"ok": out}
 
-    def _deliver(self, key: tuple[str, int], inbox: str, delta) -> None:
-        """On the loop, one call per delta; every delta of one engine step arrives in one loop callback."""
-        self._outbox.setdefault(inbox, []).append([key[1], delta_to_wire(delta)])
-        if delta.finish_reason is not None:
-            self._gens.pop(key, None)
-        if self._flushing is None:
-            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+    def _sink(self, outbox: _Outbox, rid: int):
+        """The delta sink of one generation: on the loop, one call per delta, every delta of one engine
+        step in one loop callback; the flush after that callback sends them."""
+        items, dirty = outbox.items, self._dirty
+
+        def sink(delta) -> None:
+            if not items:
+                dirty.append(outbox)
+                if self._flushing is None:
+                    self._flushing = asyncio.get_running_loop().create_task(self._flush())
+            items.append((rid, delta))
+        return sink
 
     async def _flush(self) -> None:
-        outbox, self._outbox, self._flushing = self._outbox, {}, None
+        dirty, self._flushing = self._dirty.copy(), None   # the sinks hold this list: emptied, never replaced
+        self._dirty.clear()
+        steps = []
+        for outbox in dirty:   # taken before the first await: the next step's deltas go to the next flush
+            items = outbox.items.copy()
+            outbox.items.clear()
+            for rid, delta in items:
+                if delta.finish_reason is not None:
+                    self._gens.pop((outbox.worker, rid), None)
+            steps.append((outbox.inbox, items))
         if self._nc is None:
             return
-        for inbox, items in outbox.items():
-            for data in split_to_fit(items, _pack, self._nc.max_payload):
+        for inbox, items in steps:
+            for data in split_to_fit(step_to_wire(items), _pack, self._nc.max_payload):
                 try:
                     await self._nc.publish(inbox, data)
                     self.messages_out += 1
@@ -207,12 +235,18 @@ class EngineService:
         elif op == "bye":
             self._cancel_worker(worker)
             self._seen.pop(worker, None)
+            self._forget_outboxes(worker)
 
     def _cancel_worker(self, worker: str) -> int:
         keys = [k for k in self._gens if k[0] == worker]
         for key in keys:
             self._gens[key].cancel()
         return len(keys)
+
+    def _forget_outboxes(self, worker: str) -> None:
+        """A gone worker's outbox leaves the table (its generations' sinks still hold it for their last deltas)."""
+        for inbox in [i for i, o in self._outboxes.items() if o.worker == worker]:
+            del self._outboxes[inbox]
 
     async def _heartbeat(self) -> None:
         await heartbeat(self._nc, alive_subject(self.name), _pack({"v": WIRE_VERSION}), "engine")
@@ -226,6 +260,7 @@ class EngineService:
                 if now - self._seen.get(worker, now) > self.worker_timeout:
                     n = self._cancel_worker(worker)
                     self._seen.pop(worker, None)
+                    self._forget_outboxes(worker)
                     log.warning("http worker %s silent for %.1f s: %d generation(s) cancelled",
                                 worker, self.worker_timeout, n)
 

@@ -11,10 +11,14 @@ Subjects, for an engine named `<name>` (random per `aotx serve`, so two servers 
       HEARTBEAT seconds), {"op": "bye", "w"}. A worker silent for WORKER_TIMEOUT has its generations cancelled.
 * `aotx.eng.<name>.alive` engine -> workers: {"v": 1} every HEARTBEAT seconds. A worker that hears nothing
       for ENGINE_TIMEOUT ends its open generations with ENGINE_UNAVAILABLE.
-* the worker's inbox     engine -> worker: [[rid, delta], ...]: every delta of that worker's generations of
-      one engine step, in one message (split only past the NATS payload limit).
+* the worker's inbox     engine -> worker: [item, ...]: every delta of that worker's generations of one
+      engine step, in one message (split only past the NATS payload limit; step_to_wire / step_from_wire).
+      An item is [rid, text, token ids, prompt tokens, completion tokens] for a plain token (no finish,
+      stop sequence, error or logprobs: the common case), else [rid, delta] with the delta as
+      delta_to_wire's list (logprobs as nested lists).
 
-A rid is the worker's own integer; a delta is the list DELTA_FIELDS (logprobs as nested lists).
+A rid is the worker's own integer. Version 2: plain tokens in the short 5-item form (version 1 sent every
+delta as [rid, delta]).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import nats.errors
 
 from aotx.engine.types import Delta, SamplingParams, TokenLogprob, TopLogprob
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 HEARTBEAT = 1.0          # seconds between heartbeats, both ways
 WORKER_TIMEOUT = 3.0     # seconds of worker silence before the engine cancels its generations
 ENGINE_TIMEOUT = 3.0     # seconds of engine silence before a worker ends its open generations
@@ -97,6 +101,29 @@ def delta_from_wire(w: list) -> Delta:
                  completion_tokens=w[5], error=w[6],
                  logprobs=tuple(_lp_from_wire(x) for x in w[7]) if w[7] else (),
                  prompt_logprobs=tuple(_lp_from_wire(x) for x in w[8]) if w[8] else ())
+
+
+def step_to_wire(items: list[tuple[int, Delta]]) -> list:
+    """One step's (rid, delta) pairs of one worker as the inbox message's items (see the module doc)."""
+    out = []
+    for rid, d in items:
+        if (d.finish_reason is None and d.stop_sequence is None and d.error is None and not d.logprobs
+                and not d.prompt_logprobs):
+            out.append((rid, d.text, d.token_ids, d.prompt_tokens, d.completion_tokens))
+        else:
+            out.append((rid, delta_to_wire(d)))
+    return out
+
+
+def step_from_wire(items) -> list[tuple[int, Delta]]:
+    """step_to_wire's items (unpacked as lists or tuples) back as (rid, delta) pairs."""
+    out = []
+    for w in items:
+        if len(w) == 5:
+            out.append((w[0], Delta(w[1], tuple(w[2]), (), None, None, w[3], w[4])))
+        else:
+            out.append((w[0], delta_from_wire(w[1])))
+    return out
 
 
 def split_to_fit(items: list, pack, limit: int) -> list[bytes]:

@@ -34,9 +34,9 @@ from aotx.engine_wire import (
     WIRE_VERSION,
     alive_subject,
     ctl_subject,
-    delta_from_wire,
     gen_subject,
     params_to_wire,
+    step_from_wire,
     worker_inbox,
 )
 from aotx.prompt_work import PromptWork
@@ -188,11 +188,10 @@ class EngineClient:
 
     async def _on_deltas(self, msg) -> None:
         self.messages_in += 1
-        for rid, wire in msgpack.unpackb(msg.data, raw=False):
+        for rid, delta in step_from_wire(msgpack.unpackb(msg.data, raw=False, use_list=False)):
             handle = self._open.get(rid)
             if handle is None:
                 continue
-            delta = delta_from_wire(wire)
             if delta.finish_reason is not None:
                 del self._open[rid]
             handle.put(delta)

@@ -48,6 +48,13 @@ async def metrics():
     return Response(render_metrics(_service(), shared.get("runtime")), content_type=CONTENT_TYPE)
 
 
+WORKERS_EXT = "aotx.http_workers"   # `aotx serve --http-workers N`: a callable giving the workers' figures
+
+
 @blueprint.get("/v1/stats")
 async def stats():
-    return jsonify(stats_document(_service()))
+    doc = stats_document(_service())
+    workers = current_app.extensions.get(WORKERS_EXT)
+    if workers is not None:
+        doc["http_workers"] = workers()
+    return jsonify(doc)

@@ -4,7 +4,7 @@ Imports nothing of ours.
 """
 
 from .binary import NatsServerNotFound, find_nats_server
-from .connect import NatsAuth, NatsAuthorizationError, connect, redact_url
+from .connect import NatsAuth, NatsAuthorizationError, connect, flush_subscriptions, redact_url
 from .connection import OutageLog, close_connection, drain_connection
 from .dirlock import DirectoryLock, DirectoryLocked
 from .errors import (
@@ -41,7 +41,7 @@ __all__ = [
     "MemorySubscription", "MessageTooLarge", "NatsAuth", "NatsAuthorizationError", "NatsPermissions",
     "NatsServerError", "NatsUser", "NatsServerNotFound", "OutageLog", "Recorder",
     "SUBJECT_PREFIX", "ServerSettings", "SnapshotBucket", "StoredMedia", "StoredMessage", "StreamSpec", "StreamStatus", "Subscription",
-    "close_connection", "connect", "drain_connection", "ensure_stream", "find_nats_server", "journal_subject",
+    "close_connection", "connect", "drain_connection", "flush_subscriptions", "ensure_stream", "find_nats_server", "journal_subject",
     "map_publish_error", "media_publish_subjects", "redact_url", "render_config", "snapshot_bucket_name", "snapshot_publish_subjects",
     "stored_auth",
 ]

@@ -104,3 +104,14 @@ async def _close_quietly(nc: Client) -> None:
         await nc.close()
     except (nats.errors.Error, OSError) as exc:  # a half-open connection after a refusal: it is gone either way
         _log.debug("closing a refused nats connection: %s", type(exc).__name__)
+
+
+async def flush_subscriptions(nc: Client) -> None:
+    """Return once nats-server has every command `nc` was given so far (the SUBs of a service that
+    then says it is up). nats-py's flush() writes its PING straight to the socket, ahead of what still
+    waits for its flusher task (a SUB just made): its PONG can come back before the server has the
+    subscription, and a request from another connection then meets `no responders`. The flusher,
+    woken before that PING, has written those commands by the time the PONG is read, so a second
+    PING follows them and its PONG proves they arrived."""
+    await nc.flush()
+    await nc.flush()

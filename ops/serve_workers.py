@@ -23,6 +23,7 @@ from aotx.runtime import GrantedRuntime, RuntimeRpcServer
 from aotx.serving import ModelService
 from api.app import create_app
 from api.drain import drain_of
+from api.ops_routes import WORKERS_EXT
 from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings
 from api.shared import attach_shared
@@ -65,6 +66,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
     public_port = sockets[0].getsockname()[1]
     workers = HttpWorkers(sockets, worker_spec(args, service, dataclasses.replace(settings, port=public_port),
                                                config, nats_url, auth, name, f"serve-{name}", main_url))
+    app.extensions[WORKERS_EXT] = workers.snapshot   # /v1/stats `http_workers` (the workers forward it here)
     stop, drain, status = asyncio.Event(), drain_of(app), {"code": 0}
     worker_bound = graceful_timeout(settings.shutdown_grace) + FLUSH_SECONDS + STOP_MARGIN
     loop = asyncio.get_running_loop()

@@ -1,6 +1,7 @@
 """`aotx serve --http-workers 2` end to end (the real model, the official SDKs): every model surface buffered and
 streamed through the workers, a client disconnect cancels its generation, kill -9 of a worker (the other keeps
-serving, the engine cancels the dead worker's generations), then SIGTERM leaves no process behind.
+serving, the engine cancels the dead worker's generations, the main process starts it again and the new
+one serves), then SIGTERM leaves no process behind and restarts nothing.
 The stored surfaces' and Idempotency-Key end-to-end tests (tests/e2e/test_stored_responses.py,
 test_idempotency_keys.py) run first on the same server, unchanged, so that the one-writer guarantees are
 checked with the requests coming through the workers (one server start for both: test time).
@@ -76,6 +77,15 @@ def _engine(base_url: str) -> dict:
 
 def _cancelled(base_url: str) -> int:
     return _engine(base_url)["finished"].get("cancelled", 0)
+
+
+def _polled(look):
+    """`look()`, or None where the connection was reset: one that reached a worker's socket as the worker
+    died (SIGKILL) is reset by the kernel, and the next look reaches a live worker."""
+    try:
+        return look()
+    except httpx.TransportError:
+        return None
 
 
 def test_every_surface_buffered_and_streamed(base_url):
@@ -213,8 +223,9 @@ def test_kill_9_of_a_worker_the_other_keeps_serving_and_its_generations_are_canc
     lost = holders.count(victim)
     before = _cancelled(base_url)
     os.kill(victim, signal.SIGKILL)
-    wait_until(lambda: _cancelled(base_url), f"the engine to cancel the {lost} generation(s) of the dead worker {victim}",
-               done=lambda n: n >= before + lost)
+    wait_until(lambda: _polled(lambda: _cancelled(base_url)),
+               f"the engine to cancel the {lost} generation(s) of the dead worker {victim}",
+               done=lambda n: n is not None and n >= before + lost)
     assert any(re.search(rf"http worker \d+-{victim} silent for .*: {lost} generation", line)
                for line in server.stderr_lines)
     for conn, holder in zip(conns, holders):
@@ -226,6 +237,40 @@ def test_kill_9_of_a_worker_the_other_keeps_serving_and_its_generations_are_canc
                                                     max_tokens=3)
         assert got.choices[0].finish_reason in ("length", "stop")
     wait_until(lambda: _engine(base_url)["running"] == 0, "the closed streams to be cancelled")
+
+
+def _workers_doc(base_url: str) -> dict:
+    return httpx.get(f"{base_url}/v1/stats", timeout=30).json()["http_workers"]
+
+
+def _served_by(base_url: str, pids: list[int]) -> int:
+    """The worker that answers a fresh connection's /health."""
+    host, port = base_url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["model"] == MODEL
+        return _holder(conn, pids)
+    finally:
+        conn.close()
+
+
+def test_the_killed_worker_is_started_again_and_serves(server, base_url):
+    first = _workers(server)   # the ready line's pids: one of them was killed above
+    doc = wait_until(lambda: _polled(lambda: _workers_doc(base_url)), "the main process to start the dead worker again",
+                     done=lambda d: d is not None and d["restarts"] >= 1 and len(d["pids"]) == 2)
+    assert doc["exits"] == 1 and doc["given_up"] == [] and doc["workers"] == 2
+    new = [p for p in doc["pids"] if p not in first]
+    assert len(new) == 1, doc
+    assert any(re.search(r"HTTP worker \d \(pid \d+\) exited with -9; 1 worker\(s\) keep serving; restarting", line)
+               for line in server.stderr_lines)
+    wait_until(lambda: _served_by(base_url, doc["pids"]), f"the new worker {new[0]} to serve a connection",
+               done=lambda pid: pid == new[0])
+    for _ in range(2):   # through either worker: the engine serves the new one as the old
+        got = _oa(base_url).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                    max_tokens=3)
+        assert got.choices[0].finish_reason in ("length", "stop")
 
 
 def _descendants(pid: int) -> set[int]:
@@ -251,8 +296,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_sigterm_leaves_no_process_behind(server):
-    pids = set(_workers(server)) | _descendants(server.proc.pid)   # live workers (the killed one is gone), nats
+def test_sigterm_leaves_no_process_behind_and_restarts_nothing(server, base_url):
+    live = _workers_doc(base_url)["pids"]
+    pids = set(live) | _descendants(server.proc.pid)   # live workers (the killed one is gone), nats
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait_exit(timeout=60) == 0
     wait_until(lambda: [p for p in pids if _alive(p)], "every process of the server to end", done=lambda a: not a)
+    assert sum("started again" in line for line in server.stderr_lines) == 1   # the one restart above, no other

@@ -21,6 +21,7 @@ from aotx.engine_wire import (
     ctl_subject,
     gen_subject,
     params_to_wire,
+    step_from_wire,
 )
 from aotx.serving_remote import EngineClient
 from tests.conftest import started_service
@@ -134,7 +135,7 @@ async def test_a_cancel_that_arrives_before_its_generation_still_cancels_it(serv
     ends: list = []
 
     async def on_deltas(msg):
-        ends.extend(w for _, w in msgpack.unpackb(msg.data, raw=False) if w[2] is not None)
+        ends.extend(d for _, d in step_from_wire(msgpack.unpackb(msg.data, raw=False)) if d.finish_reason)
 
     async def heartbeat():   # a live worker: only the early cancel can end its generation
         while True:
@@ -153,7 +154,7 @@ async def test_a_cancel_that_arrives_before_its_generation_still_cancels_it(serv
         reply = msgpack.unpackb((await raw.request(gen_subject(name), msgpack.packb(req), timeout=10)).data)
         assert "ok" in reply
         await wait_until_async(lambda: ends, "the generation to end")
-        assert ends[0][2] == "cancelled" and engine.generations == 0
+        assert ends[0].finish_reason == "cancelled" and engine.generations == 0
     finally:
         beating.cancel()
         await raw.close()
@@ -194,3 +195,21 @@ async def test_a_new_grammar_compiles_off_the_engine_loop(service, nats_url):
         service._constraints = saved
         await client.stop()
         await engine.stop()
+
+
+async def test_a_started_engine_answers_at_once_a_worker_connected_before_it(nats_url):
+    """start() returns once the server has its subscriptions: a request from a connection opened before
+    it is answered, never `no responders` (nats-py's flush() alone wrote its PING ahead of the SUB)."""
+    raw = await nats.connect(nats_url)
+    try:
+        for _ in range(100):   # the race lost about one start in twenty
+            name = secrets.token_hex(4)
+            engine = await EngineService(None, nats_url, name).start()
+            try:
+                reply = msgpack.unpackb((await raw.request(gen_subject(name), msgpack.packb({"v": 0}),
+                                                           timeout=10)).data)
+                assert reply["rejected"] == "invalid_request"
+            finally:
+                await engine.stop()
+    finally:
+        await raw.close()
