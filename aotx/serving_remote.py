@@ -41,7 +41,7 @@ from aotx.engine_wire import (
 )
 from aotx.prompt_work import PromptWork
 from aotx.route_metrics import RouteMetrics
-from eventlog import NatsAuth, OutageLog, close_connection, connect
+from eventlog import NatsAuth, OutageLog, close_connection, connect, flush_subscriptions
 
 log = logging.getLogger("aotx.serving_remote")
 SUBMIT_TIMEOUT = 10.0   # seconds to wait for the engine to accept or refuse
@@ -101,7 +101,7 @@ class EngineClient:
                                  disconnected_cb=disconnected, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
         await self._nc.subscribe(self.inbox, cb=self._on_deltas, pending_msgs_limit=-1, pending_bytes_limit=-1)
         await self._nc.subscribe(alive_subject(self.name), cb=self._on_alive)
-        await self._nc.flush()
+        await flush_subscriptions(self._nc)   # the server has the SUBs (not flush() alone)
         self._last_alive = time.monotonic()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._heartbeat()), loop.create_task(self._watch())]

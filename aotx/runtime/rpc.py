@@ -32,7 +32,7 @@ from typing import Any, Callable
 import msgpack
 import nats.errors
 
-from eventlog import NatsAuth, OutageLog, close_connection, connect, drain_connection
+from eventlog import NatsAuth, OutageLog, close_connection, connect, drain_connection, flush_subscriptions
 
 from ..state import Grants, MutationKind, canonical_json
 from ..state.mutation_forms import request_body
@@ -104,7 +104,7 @@ class RuntimeRpcServer:
         await self._nc.subscribe(self.subject, queue=QUEUE, cb=self._on_message)
         # this boot alone (where gateways route a lineage's commands to the runtime that holds it)
         await self._nc.subscribe(boot_subject(self.name, self.target.runtime.boot_id), cb=self._on_message)
-        await self._nc.flush()
+        await flush_subscriptions(self._nc)   # the server has the SUBs (not flush() alone)
         self.target.changes.sinks.append(self._heard)
         self._due.set()
         self._announcer = asyncio.get_running_loop().create_task(self._announce())

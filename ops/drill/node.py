@@ -18,7 +18,7 @@ import sys
 
 from aotx.runtime import RuntimeRpcServer
 from aotx.runtime_file import load_grants, read_runtime_file
-from eventlog import connect
+from eventlog import connect, flush_subscriptions
 from ops.model_args import add_model_arguments, load_service, runtime_options
 from ops.nats_args import add_nats_arguments, nats_auth
 from ops.shared_stack import boot_summary, granted_runtime
@@ -72,7 +72,7 @@ async def _main(args: argparse.Namespace) -> int:
                                       "hold": runtime.hold.active, "executing": _executing(runtime)}).encode())
 
     await nc.subscribe(state_subject(rf.name), cb=state)
-    await nc.flush()
+    await flush_subscriptions(nc)
     proj = runtime.projector
     model = "no model" if service is None else f"model {service.model_id} ({service.backend_name})"
     print(f"drill node: runtime {rf.name} booted ({proj.messages} journal messages, {proj.transfers} transfers "
