@@ -9,6 +9,7 @@ OPEN_PATHS = frozenset({"/health"})
 # the web page (api.web_routes): static files that hold no data; what they show, they fetch with a token
 PAGE_PATHS = frozenset({"/", "/stats"})
 PAGE_PREFIX = "/static/"
+PAGE_BLUEPRINT = "web"   # api.web_routes' blueprint: only its routes are open
 # /aotx/v1/shared checks its own tokens and grants (always, loopback or not): see api/shared.
 SHARED_PREFIX = "/aotx/v1/shared"
 
@@ -33,8 +34,8 @@ def authenticated() -> bool:
     settings: GatewaySettings = current_app.config["AOTX_SETTINGS"]
     if request.path == SHARED_PREFIX or request.path.startswith(SHARED_PREFIX + "/"):
         return True
-    if not settings.require_auth or request.path in OPEN_PATHS or request.path in PAGE_PATHS:
+    if not settings.require_auth or request.path in OPEN_PATHS:
         return True
-    if request.path.startswith(PAGE_PREFIX):
-        return True
+    if request.blueprint == PAGE_BLUEPRINT and (request.path in PAGE_PATHS or request.path.startswith(PAGE_PREFIX)):
+        return True   # the page's own routes (as the router matched them), never another route under /static/
     return settings.principal_for(presented_token()) is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from quart import Blueprint, Response
 
-from api.auth import PAGE_PREFIX
+from api.auth import PAGE_BLUEPRINT, PAGE_PREFIX
 from api.errors import ApiError
 
 WEB_DIR = Path(__file__).with_name("web")
@@ -44,7 +44,7 @@ def make_blueprint(folder: Path = WEB_DIR) -> Blueprint:
     missing = sorted(set(PAGES.values()) - set(files))
     if missing:
         raise RuntimeError(f"the web page's files {missing} are missing from {folder}")
-    bp = Blueprint("web", __name__)
+    bp = Blueprint(PAGE_BLUEPRINT, __name__)
 
     def page(name: str):
         async def handler():

@@ -33,7 +33,9 @@ export function byId(id) {
 export function shortId(id) {
   if (typeof id !== 'string') return String(id);
   const parts = id.split('-');
-  if (parts.length === 3 && parts[2].length > 8) return `${parts[0]}-…${parts[2].slice(-6)}`;
+  // par-/spc-/con-<lineage>-<ident>: the lineage is the hash of a principal's name (the operator's), the
+  // ident a key the client chose; the label shows both, so no one can wear another's label
+  if (parts.length === 3 && parts[1].length > 8 && parts[2].length > 6) return `${parts[0]}-${parts[1].slice(0, 8)}…${parts[2].slice(-6)}`;
   return id.length > 20 ? `${id.slice(0, 8)}…${id.slice(-6)}` : id;
 }
 

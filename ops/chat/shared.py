@@ -26,7 +26,14 @@ HELP = "/members, /memory, /cancel (your last input), /help, /quit; any other li
 
 
 def short(participant: str | None) -> str:
-    return "?" if not participant else f"par-…{participant[-8:]}"
+    """`par-<lineage 8>…<ident 6>`: the lineage is the hash of the principal's name (the operator's), the
+    ident a key the participant chose, so the label shows both: no one can wear another's label."""
+    if not participant:
+        return "?"
+    parts = participant.split("-")
+    if len(parts) == 3 and len(parts[1]) > 8 and len(parts[2]) > 6:
+        return f"{parts[0]}-{parts[1][:8]}…{parts[2][-6:]}"
+    return participant
 
 
 class Printer:
@@ -39,7 +46,7 @@ class Printer:
     def line(self, text: str) -> None:
         if self.open:
             say()
-        say(text)
+        say(text.replace("\n", "\n    "))   # another's newline cannot start a line of its own ("[you] ...")
         if self.open:
             say("model> ", end="")
 

@@ -35,6 +35,19 @@ async def read_line(prompt: str = "") -> str | None:
     return await got
 
 
+# What others wrote, the model's output and the server's messages reach the terminal as text only: a
+# control character (C0 but newline and tab, DEL, C1) or a bidi override would let them move the cursor,
+# rewrite a line ("\r[you] ..."), clear the screen, set the title or the clipboard (OSC 52), or make the
+# terminal type an answer into our input. Each is shown as a visible escape instead.
+_VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
+_VISIBLE.update({c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]})
+
+
+def visible(text: str) -> str:
+    """`text` with every control character and bidi override written as an escape (\\x1b, \\u202e)."""
+    return text.translate(_VISIBLE)
+
+
 def say(text: str = "", end: str = "\n") -> None:
-    sys.stdout.write(text + end)
+    sys.stdout.write(visible(text) + end)
     sys.stdout.flush()

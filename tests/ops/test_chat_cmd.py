@@ -12,6 +12,7 @@ import httpx
 import pexpect
 import pytest
 
+from ops.chat.shared import short
 from tests.ops.client import SharedClient
 from tests.waiting import wait_until
 
@@ -91,7 +92,7 @@ def test_shared_chat_prints_others_inputs_and_answers_and_runs_its_commands(serv
         status, receipt = bob.post(f"/conversations/{room['con']}/inputs", text="Hello from Bob, say hi.",
                                    model="smollm2-135m-instruct", max_output_tokens=12)
         assert status == 202, receipt
-        child.expect_exact(f"[par-…{bob.sync()['participant'][-8:]}] Hello from Bob, say hi.")
+        child.expect_exact(f"[{short(bob.sync()['participant'])}] Hello from Bob, say hi.")
         child.expect_exact("model> ")
         answer = _answer_text(bob, receipt["operation"])
         child.expect_exact(answer.split("\n")[0][:40])

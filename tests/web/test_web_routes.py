@@ -65,6 +65,10 @@ async def test_static_files_have_their_content_types(client):
                                   "/static/", "/static/index.html/", "/static/.", "/static/%00"])
 async def test_unknown_or_traversing_static_path_is_a_json_404(client, path):
     r = await client.get(path, follow_redirects=True)   # a doubled slash is merged first (308)
+    # a path the page's static route matches is open (its answer, 404, needs no token); one that no
+    # route of the page matches is like any other path: 401 without the token, 404 with it
+    if r.status_code == 401:
+        r = await client.get(path, follow_redirects=True, headers={"Authorization": "Bearer s3cret"})
     assert r.status_code == 404, path
     body = await r.get_json()
     assert body["error"]["message"] and "Content-Security-Policy" not in r.headers, path
@@ -74,8 +78,28 @@ async def test_unknown_or_traversing_static_path_is_a_json_404(client, path):
 async def test_the_api_still_needs_its_token(client):
     assert (await client.get("/v1/models")).status_code == 401
     assert (await client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})).status_code == 200
-    for path in ("/statsx", "/static", "/index.html", "/stats/"):   # only the page paths are open
+    for path in ("/statsx", "/static", "/index.html", "/stats/", "/static/"):   # only the page's routes are open
         assert (await client.get(path)).status_code == 401, path
+
+
+async def test_a_route_under_static_that_is_not_the_page_s_still_needs_the_token():
+    """Openness follows the router's match (the page's blueprint), not the path's prefix: a route added
+    under /static/ by anything else is not public."""
+    from quart import Quart
+
+    from api.app import create_app
+
+    app: Quart = create_app(_IdleService(), GatewaySettings(host="0.0.0.0", token_digests={token_digest("s3cret"): "alice"}))
+
+    @app.get("/static-admin/<name>")
+    async def _other(name):
+        return {"name": name}
+
+    app.add_url_rule("/static/x/admin", "not_the_page", _other, defaults={"name": "x"}, methods=["GET"])
+    c = app.test_client()
+    assert (await c.get("/static-admin/a")).status_code == 401
+    assert (await c.get("/static/x/admin")).status_code == 401
+    assert (await c.get("/static/x/admin", headers={"Authorization": "Bearer s3cret"})).status_code == 200
 
 
 def test_page_paths_are_the_pages_and_no_worker_forwards_them():
