@@ -1,9 +1,12 @@
 // One open conversation: every member's inputs as they are saved (the conversation's SSE stream),
 // each input's answer as it is generated (its operation's SSE stream, or its saved result once it is
 // over), the receipt's states (saved admission, saved terminal), posting an input (a 429 hold keeps
-// it with its reason and a button to send it again, exactly), and cancelling one's own.
+// it with its reason and a button to send it again, exactly), and cancelling one's own. At most two
+// answer streams are open at once (live.js): the other unfinished inputs wait "queued for live view",
+// their receipts polled, and show their saved result once they end.
 import {base64Bytes, Utf8Text} from './api.js';
 import {byId, clear, el, errorText, idLabel, showStatus} from './dom.js';
+import {LiveStreams, POLL_MS} from './live.js';
 import {ResumableStream} from './sse.js';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'interrupted', 'failed', 'deadline_exceeded']);
@@ -17,7 +20,12 @@ export class ConversationView {
     this.onInputDone = onInputDone || (() => undefined);   // an input ended: its memory may be listed now
     this.con = null;
     this.stream = null;
-    this.inputs = new Map();   // operation -> {node, answer, stream}
+    this.inputs = new Map();   // operation -> {node, answer, stream, poll, ...}
+    this.live = new LiveStreams({onChange: (live, queued) => {
+      const node = byId('conversation');
+      node.dataset.liveStreams = String(live);
+      node.dataset.queuedStreams = String(queued);
+    }});
     byId('compose').addEventListener('submit', (ev) => { ev.preventDefault(); this.post(); });
     byId('close-conversation').addEventListener('click', () => this.close());
   }
@@ -33,9 +41,13 @@ export class ConversationView {
 
   close() {
     if (this.stream) this.stream.stop();
-    for (const item of this.inputs.values()) if (item.stream) item.stream.stop();
+    for (const item of this.inputs.values()) {
+      if (item.stream) item.stream.stop();
+      clearInterval(item.poll);
+    }
     this.stream = null;
     this.inputs.clear();
+    this.live.clear();
     this.con = null;
     byId('conversation').hidden = true;
     this.onLeave();
@@ -48,6 +60,7 @@ export class ConversationView {
     const title = byId('conversation-id');
     title.textContent = con;
     clear(byId('transcript'));
+    this.live.changed();
     showStatus(byId('compose-status'), '');
     const model = this.model();
     byId('send').disabled = !model;
@@ -83,20 +96,58 @@ export class ConversationView {
     const cancel = el('button', {type: 'button', class: 'cancel', hidden: !own || TERMINAL.has(input.execution),
                                  text: 'Cancel'});
     const error = el('div', {class: 'item-error'});
+    const liveState = el('span', {class: 'live-state'});
     const node = el('li', {class: own ? 'input own' : 'input', dataset: {operation: input.operation}},
-      el('div', {class: 'meta'}, idLabel(input.author, this.me()), ' · ', execution, ' · ', receipt, ' ', cancel),
+      el('div', {class: 'meta'}, idLabel(input.author, this.me()), ' · ', execution, ' · ', receipt, ' ', cancel,
+         ' ', liveState),
       el('div', {class: 'text', text: input.text}),
       Array.isArray(input.media) && input.media.length
         ? el('div', {class: 'media', text: `${input.media.length} media attached (not shown here)`}) : null,
       answer, error);
     byId('transcript').append(node);
-    const item = {node, answer, receipt, execution, cancel, error, text: new Utf8Text(), stream: null,
-                  sequence: input.sequence};
+    const item = {node, answer, receipt, execution, cancel, error, liveState, text: new Utf8Text(), stream: null,
+                  poll: null, sequence: input.sequence};
     this.inputs.set(input.operation, item);
     cancel.addEventListener('click', () => this.cancel(input.operation, item));
     this.refreshReceipt(input.operation, item);
     if (TERMINAL.has(input.execution)) this.readSaved(input.operation, item);
-    else this.follow(input.operation, item);
+    else this.watch(input.operation, item, own);
+  }
+
+  // An unfinished input: its answer stream now when one of the live slots is free, else it waits in the
+  // queue and its receipt is read every POLL_MS until it is its turn or its execution has ended.
+  watch(op, item, own) {
+    const started = this.live.want(op, {own, start: () => {
+      clearInterval(item.poll);
+      item.poll = null;
+      this.setLive(item, 'live', '');
+      return this.follow(op, item);
+    }});
+    if (started) return;
+    this.setLive(item, 'queued', 'queued for live view');
+    item.poll = setInterval(() => this.pollQueued(op, item), POLL_MS);
+  }
+
+  setLive(item, state, text) {
+    item.node.dataset.live = state;
+    item.liveState.textContent = text;
+  }
+
+  async pollQueued(op, item) {
+    const execution = await this.refreshReceipt(op, item);
+    if (!this.live.queued(op) || this.inputs.get(op) !== item) return;   // its stream started meanwhile, or closed
+    if (execution === null) {   // the receipt cannot be read (rights gone?): stop asking
+      clearInterval(item.poll);
+      this.live.drop(op);
+      this.setLive(item, 'ended', '');
+      return;
+    }
+    if (!TERMINAL.has(execution)) return;
+    clearInterval(item.poll);
+    this.live.drop(op);
+    this.setLive(item, 'saved', '');
+    await this.readSaved(op, item);
+    this.onInputDone(op);
   }
 
   async refreshReceipt(op, item) {
@@ -105,16 +156,17 @@ export class ConversationView {
       ({status, body} = await this.api.request('GET', `/operations/${enc(op)}`));
     } catch (err) {
       item.receipt.textContent = `receipt: ${err.message}`;
-      return;
+      return '';   // a network failure: ask again later
     }
     if (status !== 200) {
       item.receipt.textContent = `receipt: ${errorText(status, body)}`;
-      return;
+      return [401, 403, 404].includes(status) ? null : '';
     }
     const st = body.status || {};
     item.receipt.textContent = `admission ${st.admission || '?'} · terminal ${st.terminal || '?'}`;
     item.receipt.dataset.terminal = st.terminal || '';
     if (body.execution) this.setExecution(item, body.execution);
+    return body.execution || '';
   }
 
   setExecution(item, execution) {
@@ -137,6 +189,7 @@ export class ConversationView {
     }
   }
 
+  // The input's answer stream; answers a promise that settles when it is over.
   follow(op, item) {
     item.stream = new ResumableStream(this.api, `/operations/${enc(op)}/events`, {
       onEvent: (ev) => {
@@ -163,8 +216,10 @@ export class ConversationView {
       },
       onState: (state, detail) => {
         if (state === 'ended' && detail.match(/^\d{3} /)) item.error.textContent = `answer stream: ${detail}`;
+        if (state === 'ended') this.setLive(item, 'ended', '');
       },
     });
+    return item.stream.done;
   }
 
   async post() {
@@ -222,7 +277,9 @@ export class ConversationView {
       const sent = await this.api.mutate(`/conversations/${enc(this.con)}/cancellations`,
                                          {target_sequence: String(item.sequence)});
       this.answered(sent);
-      if ([200, 201, 202].includes(sent.status)) this.refreshReceipt(op, item);
+      if (![200, 201, 202].includes(sent.status)) return;
+      if (this.live.queued(op)) this.pollQueued(op, item);   // it ended queued: its saved result now
+      else this.refreshReceipt(op, item);
     } catch (err) {
       item.error.textContent = `cancel: ${err.message}`;
     } finally {

@@ -325,3 +325,73 @@ def test_a_held_input_shows_the_429_reason_and_send_again_is_the_exact_same_muta
                                                            "operation_key": "01", "sequence": "7", "text": "hi"}]]
     assert got["left"] == 0 and got["after"].startswith("saved: op-1"), got
     assert console_problems(driver) == []
+
+
+COUNT = "Count from 1 to 1000, separated by commas: 1, 2, 3, 4, 5,"
+WATCH_LIVE = """
+const con = document.getElementById('conversation');
+window.__maxLive = Number(con.dataset.liveStreams || 0);
+new MutationObserver(() => { window.__maxLive = Math.max(window.__maxLive, Number(con.dataset.liveStreams || 0)); })
+  .observe(con, {attributes: true, attributeFilter: ['data-live-streams']});
+"""
+
+
+def _live(page: Page, op: str) -> str:
+    return page.driver.execute_script(
+        "const li = document.querySelector(`#transcript li.input[data-operation=\"${arguments[0]}\"]`);"
+        "return li ? (li.dataset.live || '') + '|' + li.querySelector('.live-state').textContent : ''", op)
+
+
+def test_at_most_two_answer_streams_are_live_and_the_page_still_answers(server, pages):
+    """Four long inputs at once: at most two operation streams are open (#conversation's
+    data-live-streams, watched on every change); the others say "queued for live view"; a member
+    change completes while they run; when a live stream ends the newest queued one goes live; one that
+    ends while queued shows its saved result, exactly."""
+    alice, bob = pages
+    alice_id = httpx.get(f"{server.base_url}/aotx/v1/shared/participant",
+                         headers={"Authorization": f"Bearer {alice.token}"}).json()["participant"]
+    alice_id = alice_id or alice.sign_in()   # this test alone: alice registers first
+    bob.driver.get(server.base_url + "/")   # signed in from this tab's sessionStorage when the first test ran
+    if bob.wait(lambda: bob.visible("#token") or bob.visible("#spaces-panel"), "signed in or not") and bob.visible("#token"):
+        bob.sign_in()
+    bob.create_space("room")
+    bob.click("#new-conversation")
+    bob.wait(lambda: bob.visible("#conversation") and bob.stream_state()[0] == "live", "a new conversation live")
+    bob.driver.execute_script(WATCH_LIVE)
+    ops: list[str] = []
+    for _ in range(4):
+        bob.type("#compose-text", COUNT)
+        bob.type("#compose-max", "400")
+        bob.click("#send")
+        ops.append(bob.wait(lambda: (bob.text("#compose-status").split() + ["", ""])[1] if bob.text(
+            "#compose-status").startswith("saved") and not any(o in bob.text("#compose-status") for o in ops) else "",
+            f"input {len(ops) + 1} saved"))
+    live = lambda: bob.find("#conversation").get_attribute("data-live-streams")   # noqa: E731
+    bob.wait(lambda: live() == "2" and all(_live(bob, op) for op in ops), "two answer streams live, all four shown")
+    assert [_live(bob, op) for op in ops[2:]] == ["queued|queued for live view"] * 2
+    bob.shot("8-queued")
+
+    # a member change while the four run: the page still has connections to spare
+    bob.type("#member-participant", alice_id)
+    bob.click("#set-member")
+    bob.wait(lambda: bob.all(f'#member-list li[data-participant="{alice_id}"]'), "alice listed as a member")
+    running = [op for op in ops if _answer(bob, op)[1] not in TERMINAL]
+    assert running, "the four inputs ended before the member change: it proves nothing"
+
+    # a live one ends (cancelled): the newest queued one goes live; cancel the rest
+    bob.click(f'#transcript li.input[data-operation="{ops[0]}"] button.cancel')
+    bob.wait(lambda: _live(bob, ops[3]).startswith("live|"), "the newest queued input live")
+    assert _live(bob, ops[2]).startswith("queued|")
+    for op in ops[1:]:
+        if _answer(bob, op)[1] not in TERMINAL:
+            bob.click(f'#transcript li.input[data-operation="{op}"] button.cancel')
+    for op in ops:
+        bob.wait(lambda: _answer(bob, op)[1] in TERMINAL, f"{op} ended")
+    bob.wait(lambda: live() == "0", "no answer stream left open")
+    assert bob.driver.execute_script("return window.__maxLive") == 2
+    result = httpx.get(f"{server.base_url}/aotx/v1/shared/operations/{ops[2]}/result",
+                       headers={"Authorization": f"Bearer {bob.token}"}).json()
+    saved = base64.b64decode(result["bytes"]).decode("utf-8")
+    bob.wait(lambda: _answer(bob, ops[2])[0] == saved, "the input that ended queued shows its saved result")
+    bob.shot("9-streams-ended")
+    assert console_problems(bob.driver) == []
