@@ -346,7 +346,8 @@ def test_at_most_two_answer_streams_are_live_and_the_page_still_answers(server, 
     """Four long inputs at once: at most two operation streams are open (#conversation's
     data-live-streams, watched on every change); the others say "queued for live view"; a member
     change completes while they run; when a live stream ends the newest queued one goes live; one that
-    ends while queued shows its saved result, exactly."""
+    ends while queued shows its saved result, exactly; live.js alone: the queue gives the next free stream
+    to one's own inputs first, then to the newest."""
     alice, bob = pages
     alice_id = httpx.get(f"{server.base_url}/aotx/v1/shared/participant",
                          headers={"Authorization": f"Bearer {alice.token}"}).json()["participant"]
@@ -366,7 +367,8 @@ def test_at_most_two_answer_streams_are_live_and_the_page_still_answers(server, 
         ops.append(bob.wait(lambda: (bob.text("#compose-status").split() + ["", ""])[1] if bob.text(
             "#compose-status").startswith("saved") and not any(o in bob.text("#compose-status") for o in ops) else "",
             f"input {len(ops) + 1} saved"))
-    live = lambda: bob.find("#conversation").get_attribute("data-live-streams")   # noqa: E731
+    def live() -> str:
+        return bob.find("#conversation").get_attribute("data-live-streams")
     bob.wait(lambda: live() == "2" and all(_live(bob, op) for op in ops), "two answer streams live, all four shown")
     assert [_live(bob, op) for op in ops[2:]] == ["queued|queued for live view"] * 2
     bob.shot("8-queued")
@@ -386,7 +388,7 @@ def test_at_most_two_answer_streams_are_live_and_the_page_still_answers(server, 
         if _answer(bob, op)[1] not in TERMINAL:
             bob.click(f'#transcript li.input[data-operation="{op}"] button.cancel')
     for op in ops:
-        bob.wait(lambda: _answer(bob, op)[1] in TERMINAL, f"{op} ended")
+        bob.wait(lambda op=op: _answer(bob, op)[1] in TERMINAL, f"{op} ended")
     bob.wait(lambda: live() == "0", "no answer stream left open")
     assert bob.driver.execute_script("return window.__maxLive") == 2
     result = httpx.get(f"{server.base_url}/aotx/v1/shared/operations/{ops[2]}/result",
@@ -394,4 +396,25 @@ def test_at_most_two_answer_streams_are_live_and_the_page_still_answers(server, 
     saved = base64.b64decode(result["bytes"]).decode("utf-8")
     bob.wait(lambda: _answer(bob, ops[2])[0] == saved, "the input that ended queued shows its saved result")
     bob.shot("9-streams-ended")
+    # the queue's order, in live.js alone: own inputs first, then the newest
+    order = bob.driver.execute_async_script(ORDER_SCRIPT)
+    assert order == ["a", "b", "own-2", "own-1", "d", "c"], order
     assert console_problems(bob.driver) == []
+
+
+ORDER_SCRIPT = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const {LiveStreams} = await import('/static/live.js');
+  const started = [], ends = {};
+  const live = new LiveStreams({limit: 2});
+  const want = (key, own) => live.want(key, {own, start: () => { started.push(key);
+    return new Promise((resolve) => { ends[key] = resolve; }); }});
+  want('a', false); want('b', false); want('c', false); want('own-1', true); want('d', false); want('own-2', true);
+  for (const key of ['a', 'b', 'own-1', 'own-2', 'd']) {
+    ends[key]();
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  done(started);
+})().catch((err) => done(String(err)));
+"""
