@@ -20,7 +20,8 @@ export class ConversationView {
     this.onInputDone = onInputDone || (() => undefined);   // an input ended: its memory may be listed now
     this.con = null;
     this.stream = null;
-    this.inputs = new Map();   // operation -> {node, answer, stream, poll, ...}
+    this.inputs = new Map();   // operation -> {node, answer, stream, ...}
+    this.pollTimer = null;     // the next reading of the queued inputs' receipts
     this.live = new LiveStreams({onChange: (live, queued) => {
       const node = byId('conversation');
       node.dataset.liveStreams = String(live);
@@ -41,10 +42,9 @@ export class ConversationView {
 
   close() {
     if (this.stream) this.stream.stop();
-    for (const item of this.inputs.values()) {
-      if (item.stream) item.stream.stop();
-      clearInterval(item.poll);
-    }
+    for (const item of this.inputs.values()) if (item.stream) item.stream.stop();
+    clearTimeout(this.pollTimer);
+    this.pollTimer = null;
     this.stream = null;
     this.inputs.clear();
     this.live.clear();
@@ -106,7 +106,7 @@ export class ConversationView {
       answer, error);
     byId('transcript').append(node);
     const item = {node, answer, receipt, execution, cancel, error, liveState, text: new Utf8Text(), stream: null,
-                  poll: null, sequence: input.sequence};
+                  sequence: input.sequence};
     this.inputs.set(input.operation, item);
     cancel.addEventListener('click', () => this.cancel(input.operation, item));
     this.refreshReceipt(input.operation, item);
@@ -118,14 +118,29 @@ export class ConversationView {
   // queue and its receipt is read every POLL_MS until it is its turn or its execution has ended.
   watch(op, item, own) {
     const started = this.live.want(op, {own, start: () => {
-      clearInterval(item.poll);
-      item.poll = null;
       this.setLive(item, 'live', '');
       return this.follow(op, item);
     }});
     if (started) return;
     this.setLive(item, 'queued', 'queued for live view');
-    item.poll = setInterval(() => this.pollQueued(op, item), POLL_MS);
+    this.schedulePoll();
+  }
+
+  // Every POLL_MS, the queued inputs' receipts, read one request at a time (so the polls never hold
+  // more than one of the browser's connections), until the queue is empty or the conversation closed.
+  schedulePoll() {
+    if (this.pollTimer !== null || !this.live.queue.length) return;
+    const timer = setTimeout(async () => {
+      for (const op of this.live.queue.map((q) => q.key)) {
+        const item = this.inputs.get(op);
+        if (this.pollTimer !== timer) return;   // closed meanwhile
+        if (item) await this.pollQueued(op, item);
+      }
+      if (this.pollTimer !== timer) return;
+      this.pollTimer = null;
+      this.schedulePoll();
+    }, POLL_MS);
+    this.pollTimer = timer;
   }
 
   setLive(item, state, text) {
@@ -137,13 +152,11 @@ export class ConversationView {
     const execution = await this.refreshReceipt(op, item);
     if (!this.live.queued(op) || this.inputs.get(op) !== item) return;   // its stream started meanwhile, or closed
     if (execution === null) {   // the receipt cannot be read (rights gone?): stop asking
-      clearInterval(item.poll);
       this.live.drop(op);
       this.setLive(item, 'ended', '');
       return;
     }
     if (!TERMINAL.has(execution)) return;
-    clearInterval(item.poll);
     this.live.drop(op);
     this.setLive(item, 'saved', '');
     await this.readSaved(op, item);

@@ -2,8 +2,9 @@
 // each open operation stream holds one for as long as its input runs, so a conversation with many
 // long inputs would leave nothing for the page's other requests (send, cancel, member changes). At most
 // LIVE_LIMIT operation streams are open at once; the other inputs wait in a queue, your own first, then
-// the newest, and a queued input's receipt is read every POLL_MS: once its execution has ended, its
-// saved result is read instead (conversation.js). When a live stream ends, the next queued one starts.
+// the newest, and the queued inputs' receipts are read every POLL_MS, one request at a time: once an
+// input's execution has ended, its saved result is read instead (conversation.js). When a live stream
+// ends, the next queued one starts.
 
 export const LIVE_LIMIT = 2;
 export const POLL_MS = 2000;
