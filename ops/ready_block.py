@@ -43,8 +43,20 @@ def model_file(service) -> str:
     return str(path) if path is not None else "?"
 
 
+def browsable_url(host: str, port: int) -> str:
+    """A URL a browser on this machine can open: a wildcard bind (0.0.0.0, ::, "") is reached on the
+    loopback address, an IPv6 literal goes in brackets."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host in ("::", "[::]"):
+        host = "[::1]"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def ready_block(f: ReadyFacts) -> str:
-    url = f"http://{f.host}:{f.port}"
+    url = browsable_url(f.host, f.port)
     alice = "" if f.token_dir is None else f" --token-file {f.token_dir}/alice"
     rows = [
         ("API", f"{url}/v1 (OpenAI chat/completions/responses) and {url}/v1/messages (Anthropic)"),
@@ -56,7 +68,7 @@ def ready_block(f: ReadyFacts) -> str:
         ("model", f"{f.model_id}, backend {f.backend}, from {f.model_file}"),
         ("chat", f"aotx chat --base-url {url}{alice}"),
     ]
-    head = (f"aotx: serving {f.model_id} on {url} (backend {f.backend}, auth {'on' if f.auth else 'off'}"
+    head = (f"aotx: serving {f.model_id} on http://{f.host}:{f.port} (backend {f.backend}, auth {'on' if f.auth else 'off'}"
             f"{f.workers})")
     return "\n".join([head] + [f"aotx:   {name:<8} {text}" for name, text in rows]) + "\n"
 

