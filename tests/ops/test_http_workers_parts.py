@@ -174,7 +174,7 @@ async def test_a_worker_that_keeps_dying_is_restarted_until_a_crash_loop(caplog)
 
 
 async def test_a_killed_worker_is_started_again_and_stop_starts_nothing():
-    workers = _supervised(_stand_in("import time\ntime.sleep(600)"))
+    workers = _supervised(_stand_in("import signal\nsignal.pause()"))   # serves until a signal ends it
     await workers.start()
     try:
         (first,) = workers.pids
