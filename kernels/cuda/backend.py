@@ -17,6 +17,8 @@ from kernels.cuda import driver, fused_policy, launchers as L
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
+from kernels.cuda.token_mask import FUSED as FUSED_MASK
+from kernels.cuda.token_mask import DeviceTokenMask, MaskedLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
 from kernels.ops_rope import rope_cos_sin
 from kernels.sampling_rows import SamplingRows
@@ -313,8 +315,12 @@ class CudaBackend:
         return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
 
     def sample_enqueue(self, logits, rows: SamplingRows) -> int:
-        """Enqueue the sampling kernel; the ids land in ``sample_out`` (int32 [n]); returns n."""
+        """Enqueue the sampling kernel; the ids land in ``sample_out`` (int32 [n]); returns n.
+        ``logits`` may be MaskedLogits (masked_logits, fused): the mask is read inside sample_rows."""
         self.dev.make_current()
+        mask = None
+        if isinstance(logits, MaskedLogits):
+            logits, mask = logits.logits, logits.mask
         if isinstance(logits, DeviceLogits):
             logits.check_live()
             ptr, idx = logits.ptr, logits.rows
@@ -330,8 +336,8 @@ class CudaBackend:
             return 0
         # (not for a masked copy of the logits — a constrained step — whose argmax may differ)
         # (nor for rows whose logits are adjusted first: penalties, logit_bias)
-        if (isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen and logits.ptr == self.logits
-                and rows.adjust is None and not np.any(np.asarray(rows.temperature) > 0)
+        if (mask is None and isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen
+                and logits.ptr == self.logits and rows.adjust is None and not np.any(np.asarray(rows.temperature) > 0)
                 and np.array_equal(idx, np.arange(n))):
             return n   # all greedy: lm_head_argmax already wrote these rows' ids into sample_out
         self._greedy_gen = None   # sample_rows overwrites sample_out
@@ -357,14 +363,16 @@ class CudaBackend:
             if not isinstance(logits, DeviceLogits) and (rows.adjust.pending >= 0).any():
                 raise ValueError("pending output tokens need the step's tokens on the device (sample its DeviceLogits)")
             scratch = self.adjust_bufs.enqueue(ptr, base, rows.adjust)
+        masking = (0, 0, 0) if mask is None else self.token_mask.sample_args(n, mask)
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
                       base + 24 * pad8, base + 24 * pad8 + 8 * n, base + 16 * pad8, base + 20 * pad8, scratch,
-                      self.sample_out, n)
+                      self.sample_out, n, *masking)
         return n
 
     def masked_logits(self, logits, mask):
-        """The rows about to be sampled with the constrained ones masked, in a scratch copy on the
-        device (kernels/cuda/token_mask.py); host logits are uploaded first."""
+        """The rows about to be sampled with the constrained ones masked (kernels/cuda/token_mask.py):
+        MaskedLogits that sample_rows masks as it reads them, or (AOTX_FUSED_MASK=0) a masked scratch
+        copy on the device; host logits are uploaded first."""
         if not isinstance(logits, DeviceLogits):
             arr = np.ascontiguousarray(logits, dtype=np.float32)
             if arr.shape[0] > self.r_cap:
@@ -373,9 +381,8 @@ class CudaBackend:
             self.generation += 1
             logits = DeviceLogits(self, self.logits, arr.shape[0], self.config.vocab_size, self.generation)
         if self.token_mask is None:
-            from kernels.cuda.token_mask import DeviceTokenMask
             self.token_mask = DeviceTokenMask(self)
-        return self.token_mask.masked(logits, mask)
+        return self.token_mask.fused(logits, mask) if FUSED_MASK else self.token_mask.masked(logits, mask)
 
     def logprobs(self, logits, chosen: np.ndarray, k: int):
         """Host-side (only requests that ask for logprobs pay the copy of their rows)."""

@@ -156,10 +156,12 @@ class Kernels:
                  (logits, rows, bits, bit_row, out, vocab, words), "pppppii")
 
     def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
-               n_rows):
+               n_rows, mask_bits=0, mask_row=0, words=0):
+        # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
         self._go("sample_rows", (n_rows,), 1024,
-                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out),
-                 "ppi" + "p" * 9)
+                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
+                  mask_bits, mask_row, words),
+                 "ppi" + "p" * 9 + "ppi")
 
     def adjust(self, logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending,
                tokens, scratch, n_adjusted):

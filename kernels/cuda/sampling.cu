@@ -10,6 +10,11 @@
 // row's logits into a scratch row; ``sample_rows`` reads that scratch row where ``adj_row[r] >= 0``
 // (rows without adjustments read the logits in place and pay one int load). min_p is one more
 // weight threshold (``wmin``): a token whose weight is below it is dropped like a zero weight.
+//
+// Token masks (structured outputs; kernels/token_mask.py): where ``mask_row[r] >= 0`` every read of
+// row r's logit v goes through the bitmask ``mask_bits[mask_row[r]]`` (uint32 [words]; bit v & 31 of
+// word v >> 5): a token not allowed reads as -inf, as if token_mask_rows had masked a copy first (the
+// same values, so the same ids), without the copy. ``mask_row`` null: no row is masked.
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
@@ -37,6 +42,15 @@ __device__ __forceinline__ u64 order_key(float l, int id) {
     return ((u64)b << 32) | (u64)(0xFFFFFFFFu - (u32)id);
 }
 
+// row logit i, -inf where the row's mask (mb: null when unmasked) does not allow token i
+__device__ __forceinline__ float logit_at(const float *l, const u32 *mb, int words, int i) {
+    if (mb != nullptr) {
+        u32 w = (i >> 5) < words ? mb[i >> 5] : 0u;
+        if (!((w >> (i & 31)) & 1u)) return -INFINITY;
+    }
+    return l[i];
+}
+
 __device__ __forceinline__ u64 weight_of(float l, float inv_t, float m, u64 wmin) {
     float e = expf(__fsub_rn(__fmul_rn(l, inv_t), m));  // no FMA contraction: z = l*inv_t, then z - m
     u64 w = (u64)((double)e * 4294967296.0);
@@ -58,15 +72,15 @@ __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
 
 // The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
 // (w, or 1 per token when count) exceeds X. The caller guarantees the candidates' total exceeds X.
-__device__ u64 radix_search(const float *l, int vocab, float inv_t, float m, u64 wmin, u64 kmin, bool count,
-                            u64 X, u64 *hist, u64 *shared2) {
+__device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab, float inv_t, float m, u64 wmin,
+                            u64 kmin, bool count, u64 X, u64 *hist, u64 *shared2) {
     u64 prefix = 0, base = 0;
     int tid = threadIdx.x, lane = tid & 31;
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
         __syncthreads();
         for (int i = tid; i < vocab; i += blockDim.x) {
-            float li = l[i];
+            float li = logit_at(l, mb, words, i);
             u64 w = weight_of(li, inv_t, m, wmin);
             if (w == 0) continue;
             u64 key = order_key(li, i);
@@ -142,13 +156,14 @@ adjust_rows(const float *__restrict__ logits, const int *__restrict__ rows, cons
 }
 
 // logits float32 [*, vocab]; row r reads logits[rows[r]], or adj_logits[adj_row[r]] (adjust_rows' output)
-// where adj_row[r] >= 0.
+// where adj_row[r] >= 0; masked through mask_bits[mask_row[r]] where mask_row (not null) has it >= 0.
 // out int32 [R].
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
             const float *__restrict__ temperature, const float *__restrict__ top_p, const int *__restrict__ top_k,
             const u64 *__restrict__ seed, const u64 *__restrict__ step, const float *__restrict__ min_p,
-            const int *__restrict__ adj_row, const float *__restrict__ adj_logits, int *__restrict__ out) {
+            const int *__restrict__ adj_row, const float *__restrict__ adj_logits, int *__restrict__ out,
+            const u32 *__restrict__ mask_bits, const int *__restrict__ mask_row, int words) {
     pdl_wait();
     pdl_trigger();
     __shared__ u64 hist[256];
@@ -159,13 +174,15 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int ar = adj_row[r];
     const float *l = ar >= 0 ? adj_logits + (size_t)ar * vocab : logits + (size_t)rows[r] * vocab;
+    const int mr = mask_row != nullptr ? mask_row[r] : -1;
+    const u32 *mb = mr >= 0 ? mask_bits + (size_t)mr * words : nullptr;
     const float temp = temperature[r];
 
     if (!(temp > 0.f)) {  // greedy: argmax, lowest id on ties
         float best = -INFINITY;
         int bid = 0x7fffffff;
         for (int i = tid; i < vocab; i += blockDim.x) {
-            float v = l[i];
+            float v = logit_at(l, mb, words, i);
             if (v > best || (v == best && i < bid)) { best = v; bid = i; }
         }
 #pragma unroll
@@ -186,7 +203,7 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
 
     const float inv_t = 1.0f / temp;
     float mx = -INFINITY;
-    for (int i = tid; i < vocab; i += blockDim.x) mx = fmaxf(mx, __fmul_rn(l[i], inv_t));
+    for (int i = tid; i < vocab; i += blockDim.x) mx = fmaxf(mx, __fmul_rn(logit_at(l, mb, words, i), inv_t));
     mx = warp_max(mx);
     if (lane == 0) fscratch[warp] = mx;
     __syncthreads();
@@ -196,17 +213,18 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;
     u64 cnt = 0;
-    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(l[i], inv_t, mx, wmin) ? 1 : 0;
+    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(logit_at(l, mb, words, i), inv_t, mx, wmin) ? 1 : 0;
     cnt = block_sum_u64(cnt, scratch);
 
     u64 kmin = 0;
     const int k = top_k[r];
-    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, shared2);
+    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, mb, words, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, shared2);
 
     u64 total = 0;
     for (int i = tid; i < vocab; i += blockDim.x) {
-        u64 w = weight_of(l[i], inv_t, mx, wmin);
-        if (w && order_key(l[i], i) >= kmin) total += w;
+        float li = logit_at(l, mb, words, i);
+        u64 w = weight_of(li, inv_t, mx, wmin);
+        if (w && order_key(li, i) >= kmin) total += w;
     }
     total = block_sum_u64(total, scratch);
 
@@ -215,16 +233,17 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     if (p < 1.0f) {
         u64 p24 = (u64)ceil((double)p * 16777216.0);
         u64 need = mul_shift24(p24, total, true);
-        kcut = radix_search(l, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, shared2);
+        kcut = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, shared2);
         u64 kept = 0;
         for (int i = tid; i < vocab; i += blockDim.x) {
-            u64 w = weight_of(l[i], inv_t, mx, wmin);
-            if (w && order_key(l[i], i) >= kcut) kept += w;
+            float li = logit_at(l, mb, words, i);
+            u64 w = weight_of(li, inv_t, mx, wmin);
+            if (w && order_key(li, i) >= kcut) kept += w;
         }
         total = block_sum_u64(kept, scratch);
     }
     u64 u24 = splitmix64(seed[r] ^ (step[r] * GOLDEN)) >> 40;
     u64 below = mul_shift24(u24, total, false);
-    u64 key = radix_search(l, vocab, inv_t, mx, wmin, kcut, false, below, hist, shared2);
+    u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, below, hist, shared2);
     if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
 }

@@ -317,6 +317,33 @@ def check_token_mask(c: Ctx):
     c.record(f"token_mask_rows ({r} rows, {len(cons)} constrained)", float(bad), 0.0, f"mismatched values={bad}")
     c.free()
     check_sampling(c, ref)
+    check_fused_mask(c, logits, sampled, mask)
+
+
+def check_fused_mask(c: Ctx, logits: np.ndarray, sampled: np.ndarray, mask):
+    """sample_rows reading the logits through the rows' masks (the fused path, AOTX_FUSED_MASK) draws the
+    ids the numpy sampler draws from the masked rows (kernels.token_mask.masked_rows), exactly, and only
+    allowed tokens; greedy, temperature, top-k and top-p rows."""
+    from kernels.token_mask import allowed, kernel_args, masked_rows
+    r = len(sampled)
+    bit_row = kernel_args(r, mask)
+    temps = np.array([0.0, 0.7, 1.0, 1.3] * (r // 4 + 1), np.float32)[:r]
+    top_p = np.array([1.0, 0.9, 0.5, 0.95, 1.0, 0.3, 0.99, 0.8] * (r // 8 + 1), np.float32)[:r]
+    top_k = np.array([0, 0, 50, 1, 5, 0, 1000, 40000] * (r // 8 + 1), np.int32)[:r]
+    seed = c.rng.integers(0, 2 ** 63, r).astype(np.uint64)
+    step = c.rng.integers(0, 1000, r).astype(np.int64)
+    ref = sampler.sample(masked_rows(logits, sampled, mask.bits, bit_row), SamplingRows(temps, top_p, top_k, seed, step))
+    out = c.zeros(r * 4)
+    c.k.sample(c.up(np.ascontiguousarray(logits)), c.up(sampled), V, c.up(temps), c.up(top_p), c.up(top_k),
+               c.up(seed), c.up(step.astype(np.uint64)), c.up(np.zeros(r, np.float32)), c.up(np.full(r, -1, np.int32)),
+               0, out, r, c.up(np.ascontiguousarray(mask.bits)), c.up(bit_row), mask.bits.shape[1])
+    got = c.down(out, (r,), np.int32)
+    ok = allowed(mask.bits, V)
+    refused = sum(int(not ok[j, got[row]]) for j, row in enumerate(mask.rows))
+    mism = int((got != ref).sum())
+    c.record(f"sample_rows with token masks fused ({r} rows, {len(mask.rows)} constrained)", float(mism + refused),
+             0.0, f"mismatched rows={mism} refused tokens drawn={refused}")
+    c.free()
 
 
 def run_all() -> list:

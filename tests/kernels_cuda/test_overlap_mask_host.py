@@ -147,3 +147,46 @@ def test_device_token_mask_uploads_what_the_kernel_reads(monkeypatch):
     assert np.array_equal(got, expect)
     monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
     monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+
+
+def test_fused_mask_uploads_what_sample_rows_reads(monkeypatch):
+    """The fused path (AOTX_FUSED_MASK): `fused` wraps the rows and their mask untouched, and
+    `sample_args` uploads the bits and each sampled row's mask row; replayed through the twin
+    (masked_rows: sample_rows reads row r's logit v as -inf where its mask row forbids v), they give
+    kernels.token_mask.apply_token_mask's values, unconstrained rows unchanged."""
+    from kernels.token_mask import apply_token_mask, masked_rows
+
+    class _Buffer:
+        next_ptr = 0x1000
+
+        def __init__(self, nbytes):
+            self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
+
+        def free(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+    module = importlib.import_module("kernels.cuda.token_mask")
+    logits_mod = importlib.import_module("kernels.cuda.logits")
+    vocab = 100
+    host = np.random.default_rng().standard_normal((6, vocab)).astype(np.float32)
+    memory = {}
+    be = types.SimpleNamespace(generation=3, dev=types.SimpleNamespace(synchronize=lambda: None))
+    be._htod = lambda ptr, arr: memory.__setitem__(ptr, np.array(arr, copy=True))
+    sampled = logits_mod.DeviceLogits(be, 0xABC, 6, vocab, 3, rows=np.array([5, 1, 3], np.int32))
+    bits = np.zeros((2, 4), np.uint32)
+    bits[0, 0], bits[1, 3] = 0b1011, 1 << 3
+    mask = TokenMask(np.array([0, 2], np.int32), bits)
+    dm = module.DeviceTokenMask(be)
+    wrapped = dm.fused(sampled, mask)
+    assert wrapped.logits is sampled and wrapped.mask is mask and wrapped.shape == (3, vocab)
+    bits_ptr, row_ptr, words = dm.sample_args(3, wrapped.mask)
+    assert words == 4 and memory[row_ptr].tolist() == [0, -1, 1]
+    got = masked_rows(host, sampled.rows, memory[bits_ptr], memory[row_ptr])
+    expect = host[[5, 1, 3]].copy()
+    apply_token_mask(expect, mask)
+    assert np.array_equal(got, expect)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
