@@ -1,13 +1,15 @@
 """The model and runtime flags `aotx serve` and `aotx boot` share, their checks, and the model load.
 
 Model: --backend, --max-batch, --kv-pages, --gpu-memory-utilization, --engine-overlap,
---default-max-tokens, --default-temperature, --default-top-p, --model (the ModelService).
+--default-max-tokens, --default-temperature, --default-top-p, --model (the ModelService), --switch-interval
+(the process's GIL switch interval: the engine thread and the event loop share one interpreter).
 Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
 --snapshot-interval (SharedRuntime's constructor options).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -60,6 +62,26 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
     add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
+    p.add_argument("--switch-interval", type=float, default=_env_switch_ms(), metavar="MS",
+                   help="the interpreter's GIL switch interval in ms (default $AOTX_SWITCH_INTERVAL_MS, else "
+                        f"{DEFAULT_SWITCH_MS:g}): how long the event loop may wait for the engine thread to let "
+                        "go of the GIL (docs/PERFORMANCE.md, \"The GIL switch interval\")")
+
+
+DEFAULT_SWITCH_MS = 5.0   # CPython's own default (sys.getswitchinterval() at start)
+
+
+def _env_switch_ms() -> float:
+    raw = os.environ.get("AOTX_SWITCH_INTERVAL_MS", "")
+    try:
+        return float(raw) if raw else DEFAULT_SWITCH_MS
+    except ValueError:
+        return -1.0   # refused by check_model_arguments, naming the variable
+
+
+def apply_switch_interval(args: argparse.Namespace) -> None:
+    """Set the process's GIL switch interval from --switch-interval (checked: 0.05–100 ms)."""
+    sys.setswitchinterval(float(args.switch_interval) / 1000.0)
 
 
 def check_model_arguments(args: argparse.Namespace) -> str | None:
@@ -73,6 +95,8 @@ def check_model_arguments(args: argparse.Namespace) -> str | None:
         return "--default-top-p must be in (0, 1]"
     if not 0.0 < args.gpu_memory_utilization <= 1.0:
         return "--gpu-memory-utilization must be in (0, 1]"
+    if not 0.05 <= args.switch_interval <= 100.0:
+        return "--switch-interval (or $AOTX_SWITCH_INTERVAL_MS) must be a number of ms in [0.05, 100]"
     if not args.execution_deadline > 0:
         return "--execution-deadline must be positive"
     if args.snapshot_every < 0 or not args.snapshot_interval >= 0:
@@ -100,6 +124,7 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:
     """The ModelService of the flags (a tqdm bar on stderr while the weights load), not started yet;
     None after printing why when the model or backend cannot be loaded."""
+    apply_switch_interval(args)
     try:
         return ModelService.load(service_config(args), progress=progress)
     except Exception as exc:  # a missing model or backend is a clean refusal, not a traceback
