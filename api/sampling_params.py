@@ -2,7 +2,8 @@
 
 Chat Completions and Completions: OpenAI's `presence_penalty`, `frequency_penalty` (-2..2) and
 `logit_bias` ({"<token id>": bias -100..100}), and as extensions (as vLLM takes them) `top_k`
-(0 or -1: off) and `min_p` (0..1). Responses and Messages refuse what their wire format does not
+(0 or -1: off), `min_p` (0..1) and `ignore_eos` (a benchmark switch: EOS does not end the answer, which
+runs to max_tokens or a stop). Responses and Messages refuse what their wire format does not
 define (api.unsupported.check_foreign_sampling).
 """
 from __future__ import annotations
@@ -45,4 +46,5 @@ def openai_sampling(body: dict, vocab_size: int) -> dict[str, Any]:
     return {"presence_penalty": fields.opt_number(body, "presence_penalty", 0.0, -2.0, 2.0),
             "frequency_penalty": fields.opt_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
             "logit_bias": logit_bias(body, vocab_size), "top_k": top_k(body),
-            "min_p": fields.opt_number(body, "min_p", 0.0, 0.0, 1.0)}
+            "min_p": fields.opt_number(body, "min_p", 0.0, 0.0, 1.0),
+            "ignore_eos": fields.opt_bool(body, "ignore_eos")}

@@ -36,8 +36,8 @@ def check_suffix(body: dict) -> None:
 # Sampling parameters a surface's wire format does not define: refused when sent (not null), never
 # ignored. Responses defines temperature / top_p only; Messages temperature / top_p / top_k.
 FOREIGN_SAMPLING = {
-    "responses": ("presence_penalty", "frequency_penalty", "logit_bias", "top_k", "min_p"),
-    "messages": ("presence_penalty", "frequency_penalty", "logit_bias", "min_p"),
+    "responses": ("presence_penalty", "frequency_penalty", "logit_bias", "top_k", "min_p", "ignore_eos"),
+    "messages": ("presence_penalty", "frequency_penalty", "logit_bias", "min_p", "ignore_eos"),
 }
 
 

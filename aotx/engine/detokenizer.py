@@ -26,10 +26,12 @@ class Detokenizer:
     """One request's output text. `add` per sampled token, `flush` at the end."""
 
     def __init__(self, tokenizer: TokenBytes, stop: tuple[str, ...] = (),
-                 stop_token_ids: frozenset[int] | set[int] = frozenset()) -> None:
+                 stop_token_ids: frozenset[int] | set[int] = frozenset(),
+                 silent_ids: frozenset[int] = frozenset()) -> None:
         self._tok = tokenizer
         self._stops = tuple(s for s in stop if s)
         self._stop_ids = frozenset(stop_token_ids)
+        self._silent = silent_ids     # tokens that neither end the output nor add text (EOS under ignore_eos)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""       # decoded text not yet released (possible stop prefix)
         self._parts: list[str] = []   # everything released so far (joined on demand: `text`)
@@ -48,6 +50,8 @@ class Detokenizer:
             raise RuntimeError("detokenizer already finished")
         if token_id in self._stop_ids:
             return self._final("stop")
+        if token_id in self._silent:
+            return DetokStep("")
         piece = self._decoder.decode(self._tok.token_bytes(token_id), final=False)
         if not self._stops:           # the common case: nothing to hold back
             if piece:

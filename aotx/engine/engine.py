@@ -155,13 +155,15 @@ class Engine:
         # a top_k that keeps the whole vocabulary is "off" (and must fit the int32 row field)
         top_k = 0 if params.top_k >= (vocab or 2**31) else params.top_k
         params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k)
-        stop_ids = {self.tokenizer.eos_id, *params.stop_token_ids}
+        eos = self.tokenizer.eos_id
+        stop_ids = {*params.stop_token_ids} | (set() if params.ignore_eos else {eos})
         seq = Sequence(
             prompt_ids=prompt, params=params,
             # any integer is a seed; the sampler reads it mod 2**64 (its uint64 row field)
             seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
-            detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids),
+            detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids,
+                                    silent_ids=frozenset({eos} - stop_ids) if params.ignore_eos else frozenset()),
             matcher=params.constraint.start() if params.constraint is not None else None,
         )
         handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,

@@ -45,6 +45,8 @@ def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
         (not all(-100.0 <= b <= 100.0 for _, b in p.logit_bias), "logit_bias values must be in [-100, 100]"),
         (p.logprobs is not None and p.logprobs < 0, "logprobs must be >= 0"),
         (p.prompt_logprobs is not None and p.prompt_logprobs < 0, "prompt_logprobs must be >= 0"),
+        (p.ignore_eos and p.constraint is not None,
+         "ignore_eos cannot be combined with a structured output (it ends only at EOS)"),
     ]
     for bad, message in problems:
         if bad:

@@ -17,7 +17,9 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias added to the logit), distinct ids
     seed: int | None = None              # None: the engine draws one
     stop: tuple[str, ...] = ()           # stop strings; matched text is not returned
-    stop_token_ids: tuple[int, ...] = () # extra ids that end generation (EOS always does)
+    stop_token_ids: tuple[int, ...] = () # extra ids that end generation (EOS always does, unless ignore_eos)
+    # vLLM's benchmark switch: EOS does not end the answer (it adds no text); max_tokens or a stop does
+    ignore_eos: bool = False
     logprobs: int | None = None          # None: off; k >= 0: chosen token's logprob plus the top k
     prompt_logprobs: int | None = None   # same, for every prompt token (Completions echo)
     # aotx.structured.Constraint (or anything with start() -> a row matcher): every sampled token

@@ -18,7 +18,7 @@ import asyncio
 import sys
 import time
 
-from ops.gpu.latency import device_share, summarize
+from ops.gpu.latency import device_share, ignore_eos, set_ignore_eos, summarize
 from ops.gpu.model_check import PROMPTS
 
 PAGE = 16
@@ -58,7 +58,7 @@ async def run_engine(bundle, backend, concurrency: int, max_tokens: int, tempera
         return tok.encode(bundle.chat_template.render([{"role": "user", "content": text}], add_generation_prompt=True))
 
     async def one(i, stamps, counts, n):
-        params = SamplingParams(max_tokens=n, temperature=temperature, seed=i)
+        params = SamplingParams(max_tokens=n, temperature=temperature, seed=i, ignore_eos=ignore_eos())
         async for d in engine.submit(prompt(i), params):
             if d.token_ids:
                 stamps[i].append(time.perf_counter())
@@ -95,7 +95,9 @@ def main(argv=None) -> int:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--loops", default="behind,classic")
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--ignore-eos", action="store_true", help="every stream runs to --max-tokens (vLLM's switch)")
     args = ap.parse_args(argv)
+    set_ignore_eos(args.ignore_eos)
     from kernels import create_backend, load_model
 
     bundle = load_model(progress=False)

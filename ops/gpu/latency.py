@@ -1,7 +1,23 @@
 """One summary of a streaming load: aggregate tok/s and latency percentiles from arrival stamps."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+# The benches' --ignore-eos (vLLM's switch, as its benchmarks use it): every stream runs to max_tokens, so the
+# decode batch stays as wide as the kernel bench's. An environment variable, so the spawned client processes
+# of ops.gpu.serve_load see it too.
+IGNORE_EOS = "AOTX_BENCH_IGNORE_EOS"
+
+
+def ignore_eos() -> bool:
+    return os.environ.get(IGNORE_EOS) == "1"
+
+
+def set_ignore_eos(on: bool) -> None:
+    if on:
+        os.environ[IGNORE_EOS] = "1"
 
 
 def _pct(values: np.ndarray, q: float) -> float:

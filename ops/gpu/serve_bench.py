@@ -24,7 +24,7 @@ import time
 
 import httpx
 
-from ops.gpu.latency import device_share, summarize
+from ops.gpu.latency import device_share, ignore_eos, set_ignore_eos, summarize
 from ops.gpu.model_check import PROMPTS
 from ops.gpu.serve_load import cpu_per_token, server_cpu, split_load
 
@@ -56,7 +56,8 @@ def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overla
 async def one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, temperature: float) -> dict:
     body = {"model": "smollm2-135m-instruct", "stream": True, "max_tokens": max_tokens,
             "temperature": temperature, "seed": i, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + " Answer in detail."}]}
+            "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + " Answer in detail."}],
+            **({"ignore_eos": True} if ignore_eos() else {})}
     stamps, usage = [], None
     async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
         r.raise_for_status()
@@ -106,7 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument("--engine-overlap", choices=["auto", "on", "off"], default="on")
     ap.add_argument("--http-workers", type=int, default=1, help="aotx serve --http-workers")
     ap.add_argument("--clients", type=int, default=1, help="client processes the streams are spread over")
+    ap.add_argument("--ignore-eos", action="store_true", help="every stream runs to --max-tokens (vLLM's switch)")
     args = ap.parse_args(argv)
+    set_ignore_eos(args.ignore_eos)
     with tempfile.TemporaryDirectory(prefix="aotx-serve-bench-") as var:
         proc, base = start_server(args.backend, args.concurrency, args.max_tokens, var, args.engine_overlap,
                                   http_workers=args.http_workers)

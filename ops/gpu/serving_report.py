@@ -76,7 +76,9 @@ def _cpu(r: dict) -> str:
 
 def markdown(doc: dict) -> str:
     lines = [f"## Serving report: {doc['device']}, {doc['backend']}, {doc['date']}, commit {doc['commit']}", "",
-             f"`{doc['command']}`; {doc['max_tokens']} new tokens per stream, temperature {doc['temperature']}.", "",
+             f"`{doc['command']}`; {doc['max_tokens']} new tokens per stream"
+             f"{' (ignore_eos: every stream runs to it)' if doc.get('ignore_eos') else ' at most (a stream ends at EOS)'}"
+             f", temperature {doc['temperature']}.", "",
              "| streams | surface | loop | tok/s | ÷ kernels | TTFT p50 / p99 ms | ITL p50 / p99 ms | device busy "
              "| decode batch mean / max | server CPU µs/token main / workers / nats |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -105,7 +107,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT") or "var/serving-report")
     ap.add_argument("--http-workers", default="1", help="aotx serve --http-workers of each HTTP server, e.g. 1,8")
     ap.add_argument("--clients", type=int, default=1, help="client processes each HTTP load is spread over")
+    ap.add_argument("--ignore-eos", action="store_true",
+                    help="every stream runs to --max-tokens (vLLM's switch): the decode batch stays as wide as the "
+                         "kernel bench's")
     args = ap.parse_args(argv)
+    from ops.gpu.latency import set_ignore_eos
+    set_ignore_eos(args.ignore_eos)
     streams = [int(x) for x in args.streams.split(",")]
     from kernels import create_backend, load_model
 
@@ -133,7 +140,8 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"device": device, "backend": args.backend, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "commit": commit or "unknown", "command": "python3 -m ops.gpu.serving_report " + " ".join(argv or sys.argv[1:]),
-           "max_tokens": args.max_tokens, "temperature": args.temperature, "load_average": os.getloadavg(),
+           "max_tokens": args.max_tokens, "temperature": args.temperature, "ignore_eos": bool(args.ignore_eos),
+           "load_average": os.getloadavg(),
            "seconds": time.time() - t0, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -42,13 +42,24 @@ async def test_penalties_bias_top_k_min_p_reach_the_engine(client, service, surf
     ({"logit_bias": {"5": True}}, "logit_bias"), ({"logit_bias": [1, 2]}, "logit_bias"),
     ({"presence_penalty": 2.5}, "presence_penalty"), ({"frequency_penalty": -3}, "frequency_penalty"),
     ({"frequency_penalty": "1"}, "frequency_penalty"), ({"top_k": -2}, "top_k"), ({"top_k": 1.5}, "top_k"),
-    ({"min_p": 1.5}, "min_p"), ({"min_p": -0.1}, "min_p"),
+    ({"min_p": 1.5}, "min_p"), ({"min_p": -0.1}, "min_p"), ({"ignore_eos": 1}, "ignore_eos"),
+    ({"ignore_eos": "true"}, "ignore_eos"),
 ])
 async def test_bad_sampling_values_are_a_400_naming_the_param(client, service, surface, extra, param):
     path, body, _ = SURFACES[surface]
     resp, out = await post(client, path, {**body, **extra})
     assert_error(resp, out, 400, param=param)
     assert not service.submitted
+
+
+@pytest.mark.parametrize("surface", OPENAI)
+async def test_ignore_eos_reaches_the_engine_as_vllm_takes_it(client, service, surface):
+    path, body, _ = SURFACES[surface]
+    resp, out = await post(client, path, {**body, "ignore_eos": True})
+    assert resp.status_code == 200, out
+    assert service.submitted[-1][1].ignore_eos is True
+    await post(client, path, {**body, "ignore_eos": None})
+    assert service.submitted[-1][1].ignore_eos is False
 
 
 async def test_top_k_minus_one_is_off_as_vllm_spells_it(client, service):
@@ -59,13 +70,13 @@ async def test_top_k_minus_one_is_off_as_vllm_spells_it(client, service):
 
 @pytest.mark.parametrize("surface,key", [
     ("responses", "frequency_penalty"), ("responses", "presence_penalty"), ("responses", "logit_bias"),
-    ("responses", "top_k"), ("responses", "min_p"),
+    ("responses", "top_k"), ("responses", "min_p"), ("responses", "ignore_eos"),
     ("messages", "frequency_penalty"), ("messages", "presence_penalty"), ("messages", "logit_bias"),
-    ("messages", "min_p"),
+    ("messages", "min_p"), ("messages", "ignore_eos"),
 ])
 async def test_responses_and_messages_refuse_sampling_params_they_do_not_define(client, service, surface, key):
     path, body, field = SURFACES[surface]
-    value = {"1": 2} if key == "logit_bias" else 0.5
+    value = {"1": 2} if key == "logit_bias" else True if key == "ignore_eos" else 0.5
     resp, out = await post(client, path, {**body, field: 4, key: value})
     message = assert_error(resp, out, 400, anthropic=surface == "messages", param=None if surface == "messages" else key)
     assert key in message

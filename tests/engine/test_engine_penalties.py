@@ -106,3 +106,35 @@ def test_row_entries_grow_past_their_first_capacity():
     want = {t: (out.count(t), 1.0 if t == 3 else 0.0) for t in set(out)}
     want[1000] = (0, -2.0)
     assert got == want
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ignore_eos_runs_to_max_tokens_and_the_eos_adds_no_text(overlap):
+    """logit_bias +100 on EOS: every token drawn is EOS. Without ignore_eos the answer ends at the first
+    (finish "stop" on that one token); with it the answer runs to max_tokens (finish "length") and EOS adds no text."""
+    from tests.engine.engine_fakes import EOS
+
+    async def go(ignore):
+        backend = SamplerBackend(num_pages=200, page_size=4)
+        launcher = ThreadLauncher(backend) if overlap else InlineLauncher(backend)
+        engine = Engine(backend, FakeTokenizer(), EngineConfig(num_pages=200, page_size=4, max_model_len=256,
+                                                               overlap=overlap), launcher=launcher)
+        engine.start()
+        try:
+            return await _collect(engine.submit([5, 6, 7], SamplingParams(
+                max_tokens=6, temperature=0.0, logit_bias=((EOS, 100.0),), ignore_eos=ignore)))
+        finally:
+            await engine.stop()
+
+    ended = asyncio.run(go(False))
+    assert [t for d in ended for t in d.token_ids] == [EOS] and ended[-1].finish_reason == "stop"
+    ran = asyncio.run(go(True))
+    assert [t for d in ran for t in d.token_ids] == [EOS] * 6 and ran[-1].finish_reason == "length"
+    assert "".join(d.text for d in ran) == ""
+
+
+def test_ignore_eos_with_a_structured_output_is_refused():
+    from aotx.engine.request import RequestRejected, validate_request
+
+    with pytest.raises(RequestRejected, match="ignore_eos"):
+        validate_request([1, 2], SamplingParams(max_tokens=4, ignore_eos=True, constraint=object()), 256, None)
