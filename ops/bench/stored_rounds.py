@@ -3,6 +3,7 @@ not a test): the CreateResponse a `store: true` response records before the engi
 FinishResponse its terminal event waits for.
 
     .venv/bin/python -m ops.bench.stored_rounds [--levels 8,32] [--reps 5] [--gil-thread] [--no-chains]
+        [--switch-interval MS]
 
 One embedded nats-server (file storage, sync_interval always) and one SharedRuntime. Each repetition: N
 tasks at once record a CreateResponse shaped as /v1/responses records one (one input message, the echoed
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -109,12 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen", type=float, default=0.2, help="seconds between a response's create and finish")
     ap.add_argument("--gil-thread", action="store_true", help="a thread holds the GIL meanwhile (as the engine)")
     ap.add_argument("--no-chains", action="store_true", help="append a lineage's ticks one by one (as before)")
+    ap.add_argument("--switch-interval", type=float, default=None, metavar="MS",
+                    help="the GIL switch interval (as `aotx serve --switch-interval`; default CPython's 5 ms)")
     args = ap.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1000.0)
     if args.no_chains:
         stored_round.CHAIN_MIN = None
     if args.gil_thread:
         threading.Thread(target=_hold_the_gil, daemon=True, name="gil-holder").start()
-    print(f"\n## stored command wait (gil thread: {args.gil_thread}, chains batched from: {stored_round.CHAIN_MIN} ticks, "
+    print(f"\n## stored command wait (gil thread: {args.gil_thread}, switch interval "
+          f"{sys.getswitchinterval() * 1000:g} ms, chains batched from: {stored_round.CHAIN_MIN} ticks, "
           f"{args.reps} reps)\n")
     print("| concurrent | CreateResponse p50 ms | FinishResponse p50 ms | ticks per write p50 | write p50 ms |")
     print("|---:|---:|---:|---:|---:|")
