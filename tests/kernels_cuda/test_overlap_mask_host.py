@@ -105,25 +105,31 @@ def test_late_mask_runs_between_forward_and_sampling_and_reads_the_step_before(o
     assert be.events[-2:] == ["forward", "sample"]
 
 
+class _Buffer:
+    """kernels.cuda.driver.Buffer's stand-in: distinct fake device addresses, nothing allocated."""
+    next_ptr = 0x1000
+
+    def __init__(self, nbytes):
+        self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
+
+    def free(self):
+        pass
+
+
+def _with_standin_driver(monkeypatch):
+    """kernels.cuda.token_mask and kernels.cuda.logits imported afresh over a stand-in driver."""
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
+    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+    return importlib.import_module("kernels.cuda.token_mask"), importlib.import_module("kernels.cuda.logits")
+
+
 def test_device_token_mask_uploads_what_the_kernel_reads(monkeypatch):
     """kernels/cuda/token_mask.py over a stand-in driver: the uploads and the kernel's arguments,
     replayed through the kernel's numpy twin, give kernels.token_mask.apply_token_mask's values."""
     from kernels.token_mask import apply_token_mask, masked_rows
 
-    class _Buffer:
-        next_ptr = 0x1000
-
-        def __init__(self, nbytes):
-            self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
-
-        def free(self):
-            pass
-
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
-    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
-    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
-    module = importlib.import_module("kernels.cuda.token_mask")
-    logits_mod = importlib.import_module("kernels.cuda.logits")
+    module, logits_mod = _with_standin_driver(monkeypatch)
     rng = np.random.default_rng()
     vocab = 100
     host = rng.standard_normal((6, vocab)).astype(np.float32)
@@ -156,20 +162,7 @@ def test_fused_mask_uploads_what_sample_rows_reads(monkeypatch):
     kernels.token_mask.apply_token_mask's values, unconstrained rows unchanged."""
     from kernels.token_mask import apply_token_mask, masked_rows
 
-    class _Buffer:
-        next_ptr = 0x1000
-
-        def __init__(self, nbytes):
-            self.ptr, _Buffer.next_ptr = _Buffer.next_ptr, _Buffer.next_ptr + nbytes + 0x1000
-
-        def free(self):
-            pass
-
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
-    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
-    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
-    module = importlib.import_module("kernels.cuda.token_mask")
-    logits_mod = importlib.import_module("kernels.cuda.logits")
+    module, logits_mod = _with_standin_driver(monkeypatch)
     vocab = 100
     host = np.random.default_rng().standard_normal((6, vocab)).astype(np.float32)
     memory = {}
