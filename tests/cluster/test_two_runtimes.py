@@ -78,3 +78,34 @@ async def test_two_runtimes_follow_each_other_and_equal_a_fresh_replay(cluster):
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_a_round_decides_on_the_log_as_it_stood_when_the_command_came(cluster):
+    """docs/SCALE.md §3, the pre-round catch-up: b's follower is stopped (it hears nothing of a's writes by
+    itself), yet a command b decides after alice made bob a member of her room (acknowledged by a) sees that
+    member row: b's round read the log to its end first. A runtime alone on its journal has no catch-up."""
+    spec = StreamSpec(name="CATCHUP", subject_prefix="cu.j")
+    a = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    b = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    try:
+        alice_space, _ = await asyncio.gather(register_and_space(a, "alice"), register_and_space(b, "bob"))
+        await until(lambda: a.state_hash() == b.state_hash(), what="a and b converge")
+        await b.follower.stop()
+        bob = (await b.query("participant", Actor("bob", ALL))).body["participant"]
+        out = await submit_body(a, Actor("alice", ALL), MutationKind.SET_MEMBER,
+                                body("alice", 3, participant=bob, permissions=["read", "write"]), alice_space)
+        assert out.status == 201, out.body
+        before = b.catch_up.read_backs
+        out = await submit_body(b, Actor("bob", ALL), MutationKind.CREATE_CONVERSATION, body("bob", 3), alice_space)
+        assert out.status == 201, out.body          # decided with alice's member row, which only the log had
+        assert b.catch_up.read_backs == before + 1
+        await until(lambda: a.state_hash() == b.state_hash(), what="a follows b's write")
+        alone = await SharedRuntime(cluster.urls, StreamSpec(name="ALONE", subject_prefix="al.j"), progress=False,
+                                    nats_auth=cluster.auth()).start()
+        try:
+            assert alone.catch_up is None and alone.follower is None
+        finally:
+            await alone.stop()
+    finally:
+        await a.stop()
+        await b.stop()
