@@ -50,10 +50,18 @@ def _item(n: int, role: str, text: str) -> dict:
             "content": [{"type": kind, "text": text}]}
 
 
-def _hold_the_gil() -> None:
+def _hold_the_gil(busy_ms: float | None = None) -> None:
+    """Pure Python forever; with `busy_ms`, steps as the CUDA engine's loop makes them: that long holding
+    the GIL (launch, postprocess), then 0.5 ms without it (waiting on the device)."""
     x = 0
     while True:
-        x += 1
+        if busy_ms is None:
+            x += 1
+            continue
+        end = time.perf_counter() + busy_ms / 1000.0
+        while time.perf_counter() < end:
+            x += 1
+        time.sleep(0.0005)
 
 
 async def _one(rt: SharedRuntime, identity: str, n: int, gen: float) -> tuple[float, float]:
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gen", type=float, default=0.2, help="seconds between a response's create and finish")
     ap.add_argument("--gil-thread", action="store_true", help="a thread holds the GIL meanwhile (as the engine)")
+    ap.add_argument("--gil-step-ms", type=float, default=None, metavar="MS",
+                    help="with --gil-thread: it holds the GIL MS at a time, then lets go for 0.5 ms (an engine step)")
     ap.add_argument("--no-chains", action="store_true", help="append a lineage's ticks one by one (as before)")
     ap.add_argument("--switch-interval", type=float, default=None, metavar="MS",
                     help="the GIL switch interval (as `aotx serve --switch-interval`; default CPython's 5 ms)")
@@ -119,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_chains:
         stored_round.CHAIN_MIN = None
     if args.gil_thread:
-        threading.Thread(target=_hold_the_gil, daemon=True, name="gil-holder").start()
+        threading.Thread(target=_hold_the_gil, args=(args.gil_step_ms,), daemon=True, name="gil-holder").start()
     print(f"\n## stored command wait (gil thread: {args.gil_thread}, switch interval "
           f"{sys.getswitchinterval() * 1000:g} ms, chains batched from: {stored_round.CHAIN_MIN} ticks, "
           f"{args.reps} reps)\n")
