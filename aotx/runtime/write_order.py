@@ -21,20 +21,15 @@ async def feed_landed(writer, flights: list, landed: list, mutations) -> bool:
     """Apply the round's acknowledged ticks (`landed`: (seq, subject, tick), sorted) in stream
     order. Where another writer's messages lie between them, those are read back and applied first;
     one already applied (by a read-back or the follower) is skipped. If the log does not answer
-    that read-back, or answers it short of the tick (a replica behind the leader: the hole is still
-    there), the round's ticks from there on are left to the next read-back (the hold): a tick is
-    never applied over a hole, which would skip the messages in it for good.
+    that read-back, the round's ticks from there on are left to the next read-back (the hold).
     False when applying failed (the runtime stopped)."""
     for seq, subject, tick in landed:
         applied = writer.applied_seq()
         if seq <= applied:
             continue
-        if seq > applied + 1 and (not await writer.read_back(upto=seq - 1) or writer.applied_seq() < seq - 1):
+        if seq > applied + 1 and not await writer.read_back(upto=seq - 1):
             if writer.failed:
                 return False
-            if writer.applied_seq() < seq - 1:
-                writer.hold.last_error = (f"read-back: the log answered up to sequence {writer.applied_seq()}, "
-                                          f"short of {seq - 1}")
             for f in flights:
                 writer._defer(f, writer.applied_seq())
             return True
