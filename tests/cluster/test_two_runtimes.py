@@ -118,3 +118,31 @@ async def test_two_runtimes_that_both_take_the_last_receipt_keep_running_and_rep
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_a_round_is_decided_on_the_log_as_it_is_when_the_round_begins(cluster):
+    """docs/SCALE.md §3: a revocation another runtime acknowledged before a command's round is seen by
+    its decision, however far behind the follower is (here: stopped)."""
+    spec = StreamSpec(name="TWOCATCH", subject_prefix="twocatch.j")
+    a = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    b = await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), follow=True).start()
+    alice, bob = Actor("alice", ALL), Actor("bob", ALL)
+    try:
+        room, _ = await asyncio.gather(register_and_space(a, "alice"), register_and_space(b, "bob"))
+        await until(lambda: a.state_hash() == b.state_hash(), what="a and b converge")
+        par = (await b.query("participant", bob)).body["participant"]
+        out = await submit_body(a, alice, MutationKind.SET_MEMBER, body("alice", 3, participant=par,
+                                                                        permissions=["read", "write"]), room)
+        assert out.status == 201, out.body
+        out = await submit_body(b, bob, MutationKind.CREATE_CONVERSATION, body("bob", 3), room)
+        assert out.status == 201, out.body                        # bob writes in alice's room
+        await b.follower.stop()                                   # b hears nothing of a from here on
+        out = await submit_body(a, alice, MutationKind.SET_MEMBER, body("alice", 4, participant=par,
+                                                                        permissions=["read"]), room)
+        assert out.status == 201, out.body                        # acknowledged: bob may only read now
+        out = await submit_body(b, bob, MutationKind.CREATE_CONVERSATION, body("bob", 4), room)
+        assert out.status == 403 and "write right" in out.body["error"]["message"], out.body
+        assert b.state_hash() == a.state_hash()
+    finally:
+        await a.stop()
+        await b.stop()
