@@ -9,6 +9,14 @@ Nats-Subject and Nats-Sequence) and an end-of-batch status (204 EOB). The next b
 as soon as one ends, before its messages are handed on, so the server reads and sends while the
 caller applies. A batch that does not end within `timeout` raises JournalUnavailable (a read that
 stops early must never look complete).
+
+A clustered stream with allow_direct answers direct gets from any of its replicas, and a follower may
+not yet hold the leader's last messages: its batch ends early (no more pending, as it sees the
+stream). With `dense` (the stream holds every sequence up to `last_seq`: no message deleted, as the
+journal's never are) and no subject filter, a read that ends before `last_seq` is such an answer: the
+rest is asked for again (briefly spaced) until it arrives, or JournalUnavailable once `timeout` passes
+without any. (Seen on the 2-core sandbox: a runtime's read-back of another runtime's messages came
+back short; the writer then applied its own later message and skipped them: "expected sequence 2".)
 """
 
 from __future__ import annotations
@@ -38,8 +46,11 @@ class _Batch:
 
 
 async def read_direct(nc: Client, stream: str, last_seq: int, from_seq: int = 1, subject: str | None = None, *,
-                      timeout: float = 5.0, batch: int = DIRECT_BATCH) -> AsyncIterator[StoredMessage]:
+                      timeout: float = 5.0, batch: int = DIRECT_BATCH, dense: bool = False
+                      ) -> AsyncIterator[StoredMessage]:
     seq = max(1, from_seq)
+    behind_since: float | None = None   # when a replica behind the leader first answered this read short
+    loop = asyncio.get_running_loop()
     if seq > last_seq:
         return
     api = f"$JS.API.DIRECT.GET.{stream}"
@@ -89,6 +100,17 @@ async def read_direct(nc: Client, stream: str, last_seq: int, from_seq: int = 1,
                 pending = await ask(seq)   # the server sends the next batch while this one is applied
             for m in done.messages:
                 yield m
+            nxt = done.messages[-1].seq + 1 if done.messages else seq
+            if pending is None and dense and subject is None and not done.beyond and nxt <= last_seq:
+                now = loop.time()   # a replica behind the leader answered: ask for the rest again
+                if done.messages or behind_since is None:
+                    behind_since = now
+                elif now - behind_since > timeout:
+                    raise JournalUnavailable(f"journal unavailable: direct reads of {stream} end at sequence "
+                                             f"{nxt - 1}, before its last {last_seq}, for {timeout:g} s")
+                await asyncio.sleep(0.002)
+                seq = nxt
+                pending = await ask(seq)
     finally:
         try:
             await sub.unsubscribe()

@@ -181,8 +181,10 @@ class JetStreamRecorder:
     async def read(self, from_seq: int = 1, subject: str | None = None) -> AsyncIterator[StoredMessage]:
         """Through batched direct gets (eventlog.direct_read), up to the last message stored now."""
         info = await self.js.stream_info(self.spec.name)
-        async for msg in read_direct(self.nc, self.spec.name, info.state.last_seq, from_seq, subject,
-                                     timeout=self.timeout):
+        st = info.state   # dense: every sequence from first to last is stored (none deleted)
+        dense = st.messages == st.last_seq - st.first_seq + 1
+        async for msg in read_direct(self.nc, self.spec.name, st.last_seq, max(from_seq, st.first_seq), subject,
+                                     timeout=self.timeout, dense=dense):
             yield msg
 
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:

@@ -24,6 +24,8 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from .stream import replicas_for
 
+ACQUIRE_ATTEMPTS = 3
+
 
 class LeaseBucket:
     def __init__(self, kv, name: str, ttl: float) -> None:
@@ -42,10 +44,18 @@ class LeaseBucket:
         return cls(kv, name, ttl)
 
     async def acquire(self, key: str, value: bytes) -> int | None:
-        try:
-            return await self._kv.create(key, value)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return None
+        """nats-py's create, refused because the key has an entry, reads that entry (a live one, or a
+        delete tombstone it may write over); an entry gone meanwhile (expired by the bucket's max age,
+        or not on the replica that answered) raises KeyNotFoundError out of it. The key is free then:
+        create is tried again, a few times; still racing, the lease is not acquired (None) this time."""
+        for _ in range(ACQUIRE_ATTEMPTS):
+            try:
+                return await self._kv.create(key, value)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                return None
+            except nats.js.errors.KeyNotFoundError:
+                continue
+        return None
 
     async def renew(self, key: str, value: bytes, revision: int) -> int | None:
         try:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..state import ExecutionContext, InputAdmitted, MemoryPublicationRecorded, SubmitInput
 from .admission_lease import AdmissionLeases
+from .catch_up import catch_up
 from .group_commit import answer
 from .planner import Cmd, PlanError, accepted_answer, plan_batch, publication_decider, settled
 from .ticks import encode_ticks
@@ -28,6 +29,8 @@ async def command_round(writer: JournalWriter, batch: list[Cmd], context: Option
                         leases: Optional[AdmissionLeases] = None) -> list[Cmd]:
     """Run one batch; returns the commands to decide again in the next batch (in batch order)."""
     refused = await writer.unready()
+    if refused is None and writer.catch_up:   # follow mode: decide on the log as it is now (docs/SCALE.md §3)
+        refused = await catch_up(writer)
     if refused is not None:
         answer(batch, refused)
         return []

@@ -59,10 +59,9 @@ from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .follower import Follower
 from .lease_mode import attach_leases, lineage_refusal
 from .ownership import LeasePolicy
-from .group_commit import GroupCommit, answer
+from .group_commit import GroupCommit
 from .hold import HoldStatus
 from .broker import Broker
-from .catch_up import CatchUp
 from .observers import Observers
 from .outcome import Outcome
 from .planner import Cmd
@@ -149,8 +148,7 @@ class SharedRuntime(RuntimePort):
         self.lease_policy, self.ownership = leases, None
         follow = follow or leases is not None
         self.follower: Follower | None = Follower(self.writer) if follow else None
-        # §3: a command round decides on the log as it stood when its commands came (follow mode only)
-        self.catch_up: CatchUp | None = CatchUp(self.writer) if follow else None
+        self.writer.catch_up = follow
         if follow:
             self.stored.writes = self.writes
         if leases is not None:
@@ -329,9 +327,4 @@ class SharedRuntime(RuntimePort):
         return await self.commands.submit(cmd)
 
     async def _command_round(self, batch: list[Cmd]) -> list[Cmd]:
-        if self.catch_up is not None:
-            refused = await self.catch_up.before_round()
-            if refused is not None:
-                answer(batch, refused)
-                return []
         return await command_round(self.writer, batch, self.context, self.executor)

@@ -106,6 +106,7 @@ class JournalWriter:
         self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
         # leases (aotx.runtime.ownership): only a lineage this runtime holds is written; None: every one
         self.may_write: Optional[Callable[[bytes], bool]] = None
+        self.catch_up = False   # follow mode: each command round first applies the log to its end (catch_up.py)
 
     def flight(self, lineage: bytes, ticks: list[Tick]) -> Flight:
         at = self._subjects.get(lineage)

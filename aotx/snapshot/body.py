@@ -127,14 +127,16 @@ def _slots(items: Any, n: int, default: Any, where: str, make=lambda v: v) -> li
     return out
 
 
-def _table(entry: Any, name: str, rows: int) -> np.ndarray:
+def _table(entry: Any, name: str, capacity: int) -> np.ndarray:
+    """A table of at least `capacity` rows (more where the log filled it past it: aotx.state.growth)."""
     dtype = DTYPES[name]
     if not (isinstance(entry, list) and len(entry) == 4 and entry[0] == name and isinstance(entry[3], bytes)):
         raise _bad(f"table {name}: not [name, descr, rows, bytes]")
     if entry[1] != _descr(dtype):
         raise _bad(f"table {name}: row layout {entry[1]} is not this runtime's")
-    if entry[2] != rows or len(entry[3]) != rows * dtype.itemsize:
-        raise _bad(f"table {name}: {entry[2]} rows / {len(entry[3])} bytes, capacity {rows}")
+    rows = entry[2]
+    if type(rows) is not int or rows < capacity or len(entry[3]) != rows * dtype.itemsize:
+        raise _bad(f"table {name}: {rows!r:.20} rows / {len(entry[3])} bytes, capacity {capacity}")
     return np.frombuffer(entry[3], dtype=dtype).copy()
 
 
@@ -175,14 +177,15 @@ def _projector(doc: dict, source: str, incarnation: str, caps: Capacities) -> Pr
     arrays = {name: _table(entry, name, getattr(caps, name)) for name, entry in zip(TABLES, tables)}
     counts = st["counts"]
     if not (isinstance(counts, list) and len(counts) == 4 and all(type(c) is int for c in counts)
-            and all(0 <= c <= getattr(caps, t) for c, t in zip(counts, TABLES))) or type(st["applied"]) is not int:
-        raise _bad(f"row counts {counts!r:.80} do not fit the capacities")
+            and all(0 <= c <= len(arrays[t]) for c, t in zip(counts, TABLES))) or type(st["applied"]) is not int:
+        raise _bad(f"row counts {counts!r:.80} do not fit the tables")
+    slots, conversations = len(arrays["receipts"]), len(arrays["conversations"])
     state = State(caps, **arrays, n_participants=counts[0], n_spaces=counts[1], n_conversations=counts[2],
                   n_members=counts[3], applied=st["applied"],
-                  commands=_slots(st["commands"], caps.receipts, b"", "commands"),
-                  saves=_slots(st["saves"], caps.receipts, None, "saves", _save),
-                  executions=_slots(st["executions"], caps.receipts, None, "executions", _execution),
-                  input_counts=_slots(st["input_counts"], caps.conversations, 0, "input counts"))
+                  commands=_slots(st["commands"], slots, b"", "commands"),
+                  saves=_slots(st["saves"], slots, None, "saves", _save),
+                  executions=_slots(st["executions"], slots, None, "executions", _execution),
+                  input_counts=_slots(st["input_counts"], conversations, 0, "input counts"))
     if not all(isinstance(c, bytes) for c in state.commands) or not all(type(c) is int for c in state.input_counts):
         raise _bad("commands are bytes and input counts integers")
 

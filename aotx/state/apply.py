@@ -2,8 +2,12 @@
 
 The version of a lineage is its next sequence: an event must carry exactly that sequence
 (1 for a registration of an unknown lineage) and the operation ID derived from it. Any
-mismatch — wrong order, missing row, full table under smaller capacities — raises and leaves
-the state as it was (fail closed), so a replay never guesses.
+mismatch — wrong order, missing row, a command over the bytes bound — raises and leaves the
+state as it was (fail closed), so a replay never guesses.
+
+A table's capacity is decide's bound, not apply's: an event that needs a row of a table the log
+has already filled (two runtimes that each took the last free row, or a log written under larger
+capacities) applies, and the table grows by that row (aotx.state.growth), on every replay alike.
 
 `apply_into(state, event)` is the same rule applied in place to a State its caller owns (the
 runtime's projector): every check runs before the first write, so a refused event leaves that
@@ -23,6 +27,7 @@ from .errors import ApplyError, CapacityFull
 from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet,
                      MemoryPublicationRecorded, ParticipantRegistered, ReceiptsRetired, SpaceCreated)
 from .execution import ExecutionRecord, input_slot
+from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
 from .state import Save, State
 from .tables import RECEIPT, RECEIPT_ROW
@@ -128,13 +133,13 @@ def apply_into(state: State, event: Event) -> int:
     else:
         raise ApplyError(f"unknown event type {type(event).__name__}")
     free = ix.free
-    if not free and not freed:
-        raise CapacityFull("receipts", len(state.receipts))
 
     # ---- writes: nothing below raises ----
     if prow is not None:  # first: the one write that could still fail (u64 overflow) precedes every other
         parts["next_sequence"][prow] = op.sequence + 1
     new_prow = write()
+    if not free:   # every slot in use (the log holds more receipts than the capacity): one slot more
+        add_receipt_slot(state)
     slot = heapq.heappop(free)
     admitted = isinstance(event, InputAdmitted)
     # one packed write of the whole row (field order and widths of tables.RECEIPT, checked at import)
@@ -153,8 +158,8 @@ def apply_into(state: State, event: Event) -> int:
     else:
         state.executions[slot] = None  # type: ignore[index]
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
-    if prow is None:
-        parts["next_sequence"][new_prow] = op.sequence + 1
+    if prow is None:   # (the table itself: a registration may have grown it)
+        state.participants["next_sequence"][new_prow] = op.sequence + 1
     object.__setattr__(state, "applied", state.applied + 1)
     return slot
 
@@ -186,10 +191,9 @@ def _set(state: State, **fields: int) -> None:
 
 def _register(state: State, e: ParticipantRegistered) -> Callable[[], int]:
     i = state.n_participants
-    if i >= len(state.participants):
-        raise CapacityFull("participants", len(state.participants))
 
     def write() -> int:
+        ensure_row(state, "participants", i)
         row = state.participants[i]
         row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.participant)
         row["next_sequence"], row["retry_floor"] = 1, 1
@@ -240,10 +244,9 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
     if state.space_row(e.op.lineage, e.space) is not None:
         raise ApplyError(f"{where}: space {format_id(IdKind.SPACE, e.op.lineage, e.space)} already exists")
     i = state.n_spaces
-    if i >= len(state.spaces):
-        raise CapacityFull("spaces", len(state.spaces))
 
     def write() -> None:
+        ensure_row(state, "spaces", i)
         row = state.spaces[i]
         row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.space)
         row["owner"], row["scope"] = prow, int(e.scope)
@@ -264,13 +267,12 @@ def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], No
     if int(state.spaces["owner"][space]) == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
     existing = ix.members.get((space, target))
-    if existing is None and state.n_members >= len(state.members):
-        raise CapacityFull("members", len(state.members))
 
     def write() -> None:
         row = existing
         if row is None:
             row = state.n_members
+            ensure_row(state, "members", row)
             state.index.members.setdefault((space, target), row)
             _set(state, n_members=row + 1)
         state.members[row] = (space, target, int(e.rights))   # the row's fields in order (tables.MEMBER)
@@ -282,10 +284,9 @@ def _create_conversation(state: State, e: ConversationCreated, prow: int, where:
     if state.conversation_row(e.op.lineage, e.conversation) is not None:
         raise ApplyError(f"{where}: conversation already exists")
     i = state.n_conversations
-    if i >= len(state.conversations):
-        raise CapacityFull("conversations", len(state.conversations))
 
     def write() -> None:
+        ensure_row(state, "conversations", i)
         row = state.conversations[i]
         row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.conversation)
         row["space"], row["creator"] = space, prow

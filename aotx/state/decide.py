@@ -118,7 +118,7 @@ def _retire(state: State, m: RetireReceipts, header: OpHeader, floor: int) -> De
             if int(row["terminal"]) != Terminal.SAVED:
                 return conflict(f"receipt of sequence {int(row['sequence'])} has no saved terminal result")
             freed += 1
-    if state.free_receipts() + freed == 0:
+    if freed == 0 and state.free_receipts() == 0:   # (one that frees a receipt never adds one in all)
         return table_full("receipts", state.capacities.receipts)
     event = ReceiptsRetired(header, new)
     return Accepted((event,), format_id(IdKind.OPERATION, header.lineage, header.operation))

@@ -165,7 +165,10 @@ class State:
         return np.array(sorted(self.index.by_lineage.get(bytes(lineage), ())), dtype=np.intp)
 
     def free_receipts(self) -> int:
-        return len(self.index.free)
+        """Receipts a new operation may still take: the capacity less the receipts in use (0 where the
+        log holds more than the capacity: aotx.state.growth). Not the table's free slots."""
+        in_use = len(self.receipts) - len(self.index.free)
+        return max(0, self.capacities.receipts - in_use)
 
 
 def empty_state(capacities: Capacities | None = None) -> State:

@@ -8,7 +8,7 @@ Starts an EmbeddedCluster (3 nodes, sync_interval always, its one user). Then:
 
 * the cluster's ceiling: `--participants` raw publishers (nats-py, awaited acks, one subject each,
   400-byte messages, expected-last-subject-sequence guards like the runtime's) for `--seconds`;
-* for each R in `--runtimes`: a fresh journal (its own runtime file and stream), R `aotx boot
+* for each R in `--runtimes`: a fresh journal (its own runtime file and stream, `level_file`), R `aotx boot
   --leases --no-model` processes, and `--client-procs` client processes (RemoteRuntime, as a gateway
   talks to runtimes) sharing the participants: each registers, creates a private space, then toggles
   another participant's rights there (every 16th sequence retires its receipts) as fast as its
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from aotx.runtime_file import pack_shared, write_grants
+from aotx.state import Capacities
 from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, StreamSpec
 
 CONFIG_SHA = "be" * 32
@@ -139,9 +140,17 @@ async def client(spec: dict) -> dict:
     return {"done": done, "seconds": spec["seconds"]}
 
 
+def level_file(root: Path, r: int):
+    """The runtime file of level R: a journal of its own (stream CS<R>, subjects cs<R>.j.*, and so its own
+    snapshot and lease buckets). (Every level once shared AOTX_JOURNAL: level 2 booted on level 1's 48
+    lineages and their receipts, 96 participants × up to 16 receipts in one 1,024-row table.)"""
+    rf, _ = pack_shared(root / f"level{r}.aotxrt", name=f"cs{r}", stream_name=f"CS{r}", subject_prefix=f"cs{r}.j")
+    return rf
+
+
 def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
     """R runtimes on a fresh journal of the level's own, the clients' aggregate rate."""
-    rf, _ = pack_shared(root / f"level{r}.aotxrt", name=f"cs{r}")
+    rf = level_file(root, r)
     names = [f"b{r}p{i}" for i in range(args.participants)]
     write_grants(root / f"grants{r}", {n: ALL for n in names}, CONFIG_SHA)
     runtimes = [start_runtime(rf, root / f"grants{r}", cluster, root / f"boot{r}-{i}.log") for i in range(r)]
@@ -181,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asyncio.run(client(json.loads(args.client)))))
         return 0
     levels = [int(x) for x in args.runtimes.split(",")]
+    receipts = Capacities().receipts
+    if args.participants * RETIRE_EVERY > receipts:   # decide would refuse them (507) before the level ends
+        ap.error(f"--participants {args.participants} × {RETIRE_EVERY} receipts each do not fit the "
+                 f"{receipts}-receipt table; at most {receipts // RETIRE_EVERY}")
     with tempfile.TemporaryDirectory(prefix="aotx-cluster-bench-") as tmp:
         root = Path(tmp)
         with EmbeddedCluster(root / "cluster") as cluster:   # its one unrestricted user (a bench, not a deployment)
