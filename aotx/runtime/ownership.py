@@ -64,6 +64,8 @@ class Ownership:
         self.on_acquired: Optional[Callable[[bytes], Awaitable[None]]] = None
         self.on_lost: Optional[Callable[[bytes], None]] = None
         self.orphans: Callable[[], Iterable[bytes]] = lambda: ()
+        self.connection = None   # the bucket's connection (lease_mode), closed by on_stopped
+        self.on_stopped: Optional[Callable[[], Awaitable[None]]] = None
         self._pending: dict[bytes, asyncio.Future] = {}
         self._task: Optional[asyncio.Task] = None
         self.value = msgpack.packb({"boot": boot_id})
@@ -157,3 +159,5 @@ class Ownership:
             for lineage, (revision, _) in list(self.held.items()):
                 await self._try(self.bucket.release(lineage.hex(), revision), "lease release")
         self.held.clear()
+        if self.on_stopped is not None:
+            await self.on_stopped()
