@@ -176,6 +176,9 @@ class Cluster:
             return f"runtime restarted: replayed {self.runtime.match.group(1)} journal messages"
         return "nats-server restarted"
 
+    def summary(self) -> str:
+        return ""
+
     async def live_states(self) -> list[dict]:
         return [await self.live_state()]
 

@@ -8,9 +8,9 @@ The faults take turns (drill.kill_plan over FAULTS):
 * `follower`: SIGKILL of a node that is not the journal's leader, restarted;
 * `stop`: SIGSTOP of the journal's leader until another node is elected (that is, past the RAFT
   election timeout), then SIGCONT: it rejoins as a follower;
-* `runtime`: SIGKILL of one runtime (they alternate): its leases expire within the TTL and the other
-  runtime takes its lineages over at their next command; it restarts (a new boot) once none of its
-  leases is left;
+* `runtime`: SIGKILL of the runtime holding the most leases (the first of a tie, then the other): its
+  leases expire within the TTL and the other runtime takes its lineages over at their next command; it
+  restarts (a new boot) once none of its leases is left;
 * `gateway`: SIGKILL of one gateway (they alternate): its clients fail over to the other, then it
   restarts on a new port and its clients go back to it.
 """
@@ -73,6 +73,8 @@ class ClusterDeployment:
         self.base_urls = [""] * GATEWAYS
         self.transports: list[GatewayFailover] = []
         self.turns = {"runtime": 0, "gateway": 0}
+        self.elections: list[float] = []        # SIGSTOP to a new leader, seconds
+        self.expiries: list[float] = []         # runtime SIGKILL to the last of its leases gone, seconds
         self._down: int | None = None           # the node killed or stopped by the fault under way
         self._victim: int | None = None         # the runtime or gateway killed by it
 
@@ -108,7 +110,8 @@ class ClusterDeployment:
             node.pause()
             t0 = time.monotonic()
             new = await self._new_leader(leader)
-            return f"SIGSTOP of the journal's stream leader {leader}; {new} elected after {time.monotonic() - t0:.1f} s"
+            self.elections.append(time.monotonic() - t0)
+            return f"SIGSTOP of the journal's stream leader {leader}; {new} elected after {self.elections[-1]:.1f} s"
         if kind == "follower":
             _, leader = await self._leader()
             self._down = self.rng.choice([i for i, n in enumerate(self.nats.nodes)
@@ -118,7 +121,11 @@ class ClusterDeployment:
         i = self._victim = self.turns[kind] % (RUNTIMES if kind == "runtime" else GATEWAYS)
         self.turns[kind] += 1
         if kind == "runtime":
-            held = sum(1 for boot in (await self.leases()).values() if boot == self.boots[i])
+            leases = list((await self.leases()).values())
+            counts = [leases.count(b) for b in self.boots]
+            if max(counts) > counts[i]:
+                i = self._victim = counts.index(max(counts))
+            held = counts[i]
             self.runtimes[i].kill()
             return f"SIGKILL of runtime {i} (boot {self.boots[i]}, holding {held} leases)"
         if kind == "gateway":
@@ -141,6 +148,7 @@ class ClusterDeployment:
             dead = self.boots[i]
             t0 = time.monotonic()
             taken = await self._leases_gone(dead)
+            self.expiries.append(time.monotonic() - t0)
             await self.start_runtime(i)
             return (f"runtime {i}'s leases expired after {time.monotonic() - t0:.1f} s (the other runtime holds "
                     f"{taken}); restarted as boot {self.boots[i]}: replayed {self.runtimes[i].match.group(1)} "
@@ -150,6 +158,13 @@ class ClusterDeployment:
         for t in self.transports:
             t.prefer_again()
         return f"gateway {i} restarted on {self.base_urls[i]} ({failed_over} client failovers so far)"
+
+    def summary(self) -> str:
+        def span(xs: list[float]) -> str:
+            return f"{min(xs):.1f}–{max(xs):.1f} s" if xs else "-"
+        return (f"  client failovers to the other gateway: {sum(t.failovers for t in self.transports)}; new leader "
+                f"after SIGSTOP within {span(self.elections)}; a killed runtime's leases gone within "
+                f"{span(self.expiries)} (TTL {self.lease_ttl:g} s)\n")
 
     async def live_states(self) -> list[dict]:
         """Every runtime's live state (drill-only reply of ops.drill.node, one subject each)."""

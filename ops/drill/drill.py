@@ -344,7 +344,7 @@ class Drill:
               f"  unknown outcomes retried (no answer, 429, 503): {s['unknown_answers']}\n"
               f"  {c.FAULT_WORD}: {sum(self.kills.values())} ("
               + ", ".join(f"{label} {self.kills[k]}" for k, label in c.FAULT_LABELS.items())
-              + f"); kill-to-checked recovery {rec}\n"
+              + f"); kill-to-checked recovery {rec}\n{c.summary()}"
               f"  checks passed: {self.checks} ledger checks, {self.hash_checks} live = fresh replay state hashes"
               + (f"\n  {self.inputs.summary()}\n  input checks passed: {self.input_checks}"
                  if self.inputs is not None else ""),
