@@ -129,6 +129,31 @@ async def test_a_lease_store_that_does_not_answer_is_retry_later_not_500(cluster
         await a.stop()
 
 
+async def test_a_renewal_that_landed_unacknowledged_does_not_cost_the_lease(cluster):
+    """A renewal whose answer was lost (a node's SIGKILL, a timeout) may still have been applied: the lease
+    is this boot's at a revision it never heard of. The next renewal, naming the old revision, was refused,
+    the runtime dropped the lineage, then could not acquire it (the key exists) and refused its own lineage
+    503 not_owner naming its own boot until the lease expired. Now a lease that names this boot is taken
+    up at its current revision."""
+    spec = StreamSpec(name="LEASESELF", subject_prefix="leaseself.j")
+    a = await runtime(cluster, spec)
+    dana = Actor("dana", ALL)
+    nc = await connect(cluster.urls, cluster.auth(), name="t")
+    try:
+        assert (await submit_body(a, dana, MutationKind.REGISTER, body("dana", 1))).status == 201
+        key = lineage_for("dana").hex()
+        kv = await nc.jetstream().key_value(a.ownership.bucket.name)
+        entry = await kv.get(key)
+        await kv.update(key, entry.value, last=entry.revision)   # the lost renewal, applied: same value
+        await a.ownership.renew_all()                            # names the revision before it
+        out = await submit_body(a, dana, MutationKind.CREATE_SPACE, body("dana", 2, scope="private"))
+        assert out.status == 201, out.body
+        assert a.ownership.may_write(lineage_for("dana"))
+    finally:
+        await nc.close()
+        await a.stop()
+
+
 @pytest.fixture(scope="module")
 def service(model_bundle):
     from tests.conftest import started_service
