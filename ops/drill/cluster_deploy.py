@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import msgpack
 import nats.errors
 import nats.js.errors
@@ -91,10 +92,12 @@ class ClusterDeployment:
         await self.nats.start_async()
         # the first runtime creates the streams and buckets (R3) alone: two boots creating them at once on a
         # fresh cluster of a busy 2-core machine saw a JetStream API request time out ("the runtime did
-        # not boot: TimeoutError: nats: timeout")
+        # not boot: TimeoutError: nats: timeout"; a gateway: "Lifespan failure in startup. 'nats: timeout'",
+        # after its ready line)
         await self.start_runtime(0)
+        await self.start_gateway(0)   # creates the media store (R3): alone too
         await asyncio.gather(*(self.start_runtime(i) for i in range(1, RUNTIMES)),
-                             *(self.start_gateway(i) for i in range(GATEWAYS)))
+                             *(self.start_gateway(i) for i in range(1, GATEWAYS)))
 
     def describe(self) -> str:
         return (f"{len(self.nats.nodes)}-node cluster {self.nats.urls}; runtimes (lease TTL {self.lease_ttl:g} s) "
@@ -171,8 +174,17 @@ class ClusterDeployment:
                 f"after SIGSTOP within {span(self.elections)}; a killed runtime's leases gone within "
                 f"{span(self.expiries)} (TTL {self.lease_ttl:g} s)\n")
 
+    def _all_alive(self) -> None:
+        """Every runtime and gateway the drill did not kill is running: one that exits on its own fails the
+        drill (its clients would fail over to the other and hide it)."""
+        for child in (*self.runtimes, *self.gateways):
+            if child is not None and not child.running:
+                tail = child.log.read_text(errors="replace")[-3000:] if child.log.exists() else ""
+                raise DrillError(f"{child.name} exited on its own (exit {child.proc.returncode}):\n{tail}")
+
     async def live_states(self) -> list[dict]:
         """Every runtime's live state (drill-only reply of ops.drill.node, one subject each)."""
+        self._all_alive()
         nc = await connect(self.nats.urls, self.nats.auth("aotx"), name="aotx-drill", max_reconnect_attempts=0)
         try:
             out = []
@@ -219,6 +231,23 @@ class ClusterDeployment:
                              "--timeout", "3"],
             self.var / "logs" / f"gateway{i}.log", r"gateway on (http://\S+) ", timeout=120).start()
         self.base_urls[i] = self.gateways[i].match.group(1)
+        await self._healthy(i)
+
+    async def _healthy(self, i: int, within: float = 120.0) -> None:
+        """Until GET /health answers 200: the ready line comes before the app's startup (the runtime
+        link and the media store), which may still fail."""
+        deadline = time.monotonic() + within
+        async with httpx.AsyncClient(timeout=5) as http:
+            while True:
+                try:
+                    if (await http.get(self.base_urls[i] + "/health")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass   # not accepting yet, or it died: the next round says which
+                if not self.gateways[i].running or time.monotonic() > deadline:
+                    self._all_alive()
+                    raise DrillError(f"gateway {i} did not answer /health within {within:g} s")
+                await asyncio.sleep(0.1)
 
     # -- the cluster, seen from outside -------------------------------------------------------
     async def _leader(self, within: float = 60.0) -> tuple[int, str]:
