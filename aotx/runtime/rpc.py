@@ -252,9 +252,10 @@ class RemoteRuntime(RuntimePort):
         runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
         the holder: the request goes there once more, and the holder is remembered. A holder that is
         gone is forgotten; a command goes to the queue group at once only when it reached no one (no
-        responders; a read always does): one that reached the holder without an answer may have been applied, and a second
-        send would answer the first one's receipt (200) to a client that sent once. Its 503 goes back;
-        the client's exact retry settles it (docs/CONTRACTS.md, "Hardening: the cluster drill")."""
+        responders; a read always does): one that reached the holder without an answer may have been
+        applied, and a second send would answer the first one's receipt (200) to a client that sent
+        once. Its 503 goes back; the client's exact retry settles it (docs/CONTRACTS.md, "Hardening:
+        the cluster drill")."""
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,

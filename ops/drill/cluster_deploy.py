@@ -212,7 +212,8 @@ class ClusterDeployment:
 
     # -- the processes ------------------------------------------------------------------------
     def _flags(self, user: str) -> list[str]:
-        return ["--nats", self.nats.urls, "--nats-user", user, "--nats-password-file", str(self.nats.password_file(user))]
+        return ["--nats", self.nats.urls, "--nats-user", user,
+                "--nats-password-file", str(self.nats.password_file(user))]
 
     async def start_runtime(self, i: int) -> None:
         self.runtimes[i] = await Child(
@@ -317,6 +318,7 @@ class ClusterDeployment:
             if boot not in held.values():
                 return sum(1 for b in held.values() if b and b != boot)
             if time.monotonic() > deadline:
-                raise DrillError(f"the leases of the killed boot {boot} did not expire within {4 * self.lease_ttl + 30:g} s")
+                raise DrillError(f"the leases of the killed boot {boot} did not expire within "
+                                 f"{4 * self.lease_ttl + 30:g} s")
             await asyncio.sleep(0.2)
 
