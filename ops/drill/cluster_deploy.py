@@ -124,8 +124,10 @@ class ClusterDeployment:
             _, leader = await self._leader()
             self._down = self.rng.choice([i for i, n in enumerate(self.nats.nodes)
                                           if n.settings.server_name != leader])
+            leases_leader = await self._ask_leader(self.nats.urls, f"KV_{lease_bucket_name(self.spec.name)}")
             self.nats.nodes[self._down].kill()
-            return f"SIGKILL of follower {self.nats.nodes[self._down].settings.server_name} (leader {leader})"
+            return (f"SIGKILL of follower {self.nats.nodes[self._down].settings.server_name} (journal leader "
+                    f"{leader}, lease bucket leader {leases_leader})")
         i = self._victim = self.turns[kind] % (RUNTIMES if kind == "runtime" else GATEWAYS)
         self.turns[kind] += 1
         if kind == "runtime":
@@ -276,14 +278,14 @@ class ClusterDeployment:
                 raise DrillError(f"no new journal leader elected {within:g} s after {old} was stopped")
             await asyncio.sleep(0.2)
 
-    async def _ask_leader(self, url: str) -> str | None:
+    async def _ask_leader(self, url: str, stream: str | None = None) -> str | None:
         try:
             nc = await connect(url, self.nats.auth("aotx"), name="aotx-drill-leader", max_reconnect_attempts=0,
                                connect_timeout=2)
         except (nats.errors.Error, OSError, asyncio.TimeoutError):
             return None
         try:
-            info = await nc.jetstream(timeout=2).stream_info(self.spec.name)
+            info = await nc.jetstream(timeout=2).stream_info(stream or self.spec.name)
             return info.cluster.leader if info.cluster else None
         except (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError):
             return None   # no leader yet, or the node asked is not answering
