@@ -8,7 +8,9 @@ by a live runtime answers that holder. Held leases are renewed every ttl/3. The 
 lease as gone `margin` (a fraction of the TTL) before the server would expire it, counted from the
 moment the last successful renewal was *sent* (its own monotonic clock, which keeps counting
 through a SIGSTOP): by the time a successor can acquire it, this runtime has stopped appending.
-A renewal that fails (the lease was lost) drops the lineage at once (`on_lost`). Whatever a late
+A renewal that fails (the lease was lost) drops the lineage at once (`on_lost`), unless the
+lease still names this boot at a revision it never heard of (a renewal whose answer was lost, applied
+all the same): that one is taken up at its current revision (`_take_up`). Whatever a late
 append might still carry is refused by the log's expected-last-subject-sequence guard, since the
 successor's first write follows every message it read.
 
@@ -64,6 +66,8 @@ class Ownership:
         self.on_acquired: Optional[Callable[[bytes], Awaitable[None]]] = None
         self.on_lost: Optional[Callable[[bytes], None]] = None
         self.orphans: Callable[[], Iterable[bytes]] = lambda: ()
+        self.connection = None   # the bucket's connection (lease_mode), closed by on_stopped
+        self.on_stopped: Optional[Callable[[], Awaitable[None]]] = None
         self._pending: dict[bytes, asyncio.Future] = {}
         self._task: Optional[asyncio.Task] = None
         self.value = msgpack.packb({"boot": boot_id})
@@ -90,12 +94,12 @@ class Ownership:
         sent = self.clock()
         held = self.held.get(lineage)
         if held is not None:   # ours but near its end: renew it (it may already be someone else's)
-            revision = await self.bucket.renew(key, self.value, held[0])
+            revision = await self.bucket.renew(key, self.value, held[0]) or await self._take_up(key)
             if revision is not None:
                 self.held[lineage] = (revision, sent)
                 return None
             self._lose(lineage)
-        revision = await self.bucket.acquire(key, self.value)
+        revision = await self.bucket.acquire(key, self.value) or await self._take_up(key)
         if revision is None:
             holder = await self.bucket.holder(key)
             boot = str(msgpack.unpackb(holder[0]).get("boot", "")) if holder else ""
@@ -106,6 +110,15 @@ class Ownership:
             await self.on_acquired(lineage)
         log.info("lease acquired", extra={"fields": {"lineage": key, "boot": self.boot_id}})
         return None
+
+    async def _take_up(self, key: str) -> int | None:
+        """A lease that names this boot at a revision it does not know (a renewal or acquisition whose
+        answer was lost, applied all the same): renewed at its current revision. None when it is not ours."""
+        holder = await self.bucket.holder(key)
+        if holder is None or holder[0] != self.value:
+            return None
+        log.info("lease %s is this boot's at revision %d, unacknowledged: taken up", key, holder[1])
+        return await self.bucket.renew(key, self.value, holder[1])
 
     def _lose(self, lineage: bytes) -> None:
         if self.held.pop(lineage, None) is not None:
@@ -134,7 +147,7 @@ class Ownership:
         for lineage, (revision, _) in list(self.held.items()):
             sent = self.clock()
             try:
-                new = await self.bucket.renew(lineage.hex(), self.value, revision)
+                new = await self.bucket.renew(lineage.hex(), self.value, revision) or await self._take_up(lineage.hex())
             except Exception as exc:  # the log does not answer: keep the lease until its local end
                 log.info("lease renewal of %s failed: %s: %s", lineage.hex(), type(exc).__name__, exc)
                 continue
@@ -157,3 +170,5 @@ class Ownership:
             for lineage, (revision, _) in list(self.held.items()):
                 await self._try(self.bucket.release(lineage.hex(), revision), "lease release")
         self.held.clear()
+        if self.on_stopped is not None:
+            await self.on_stopped()

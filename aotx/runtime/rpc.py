@@ -52,6 +52,10 @@ _STOP_TIMEOUT = 2.0        # seconds stop() waits for requests being answered
 ANNOUNCE_INTERVAL = 0.02   # seconds: state-change announcements are coalesced to at most one per interval
 
 
+class Undelivered(Outcome):
+    """The 503 of a request that reached no runtime (no responders): certainly not applied."""
+
+
 def rpc_subject(name: str) -> str:
     return f"aotx.rt.{name}.cmd"
 
@@ -246,7 +250,12 @@ class RemoteRuntime(RuntimePort):
     async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
         """One request, to the runtime that writes the caller's lineage where it is known (several
         runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
-        the holder: the request goes there once more, and the holder is remembered."""
+        the holder: the request goes there once more, and the holder is remembered. A holder that is
+        gone is forgotten; a command goes to the queue group at once only when it reached no one (no
+        responders; a read always does): one that reached the holder without an answer may have been
+        applied, and a second send would answer the first one's receipt (200) to a client that sent
+        once. Its 503 goes back; the client's exact retry settles it (docs/CONTRACTS.md, "Hardening:
+        the cluster drill")."""
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
@@ -256,6 +265,8 @@ class RemoteRuntime(RuntimePort):
         out = await self._request(self.subject if holder is None else boot_subject(self.name, holder), req)
         if holder is not None and out.status == 503 and out.body.get("error", {}).get("type") == "runtime_unavailable":
             self.owners.pop(actor.principal, None)   # that boot is gone: any runtime (one takes it over)
+            if op == "submit" and not isinstance(out, Undelivered):
+                return out                        # in doubt: the client's exact retry settles it
             out = await self._request(self.subject, req)
         moved = out.body.get("error", {}).get("holder") if out.status == 503 else None
         if isinstance(moved, str) and moved and moved != holder:
@@ -266,9 +277,9 @@ class RemoteRuntime(RuntimePort):
     async def _request(self, subject: str, req: bytes) -> Outcome:
         try:
             msg = await self._nc.request(subject, req, timeout=self.timeout)
-        except nats.errors.NoRespondersError:
-            return Outcome.error(503, "runtime_unavailable", f"no runtime answers on {subject}; "
-                                 "retry later with the same input")
+        except nats.errors.NoRespondersError:   # it reached no one: certainly not applied
+            return Undelivered.error(503, "runtime_unavailable", f"no runtime answers on {subject}; "
+                                     "retry later with the same input")
         except nats.errors.TimeoutError:
             return Outcome.error(503, "runtime_unavailable", f"the runtime did not answer within {self.timeout:g} s; "
                                  "retry later with the same input")

@@ -26,9 +26,10 @@ NODE_MODEL_ARGS = ("--backend", "numpy", "--max-batch", "8", "--kv-pages", "512"
 NODE_SNAPSHOT_EVERY = 25   # snapshots often, so kills land during uploads and restarts boot from them
 
 
-def state_subject(name: str) -> str:
-    """The drill-only reply of the runtime process (ops.drill.node): its live state hash."""
-    return f"aotx.drill.{name}.state"
+def state_subject(name: str, state_id: str | None = None) -> str:
+    """The drill-only reply of the runtime process (ops.drill.node): its live state hash (of runtime
+    `state_id` where the drill runs several)."""
+    return f"aotx.drill.{name}.state" + (f".{state_id}" if state_id else "")
 
 
 class DrillError(RuntimeError):
@@ -83,15 +84,24 @@ class Child:
 
 
 class Cluster:
-    """Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs.
+    """The one-node deployment of `aotx drill` (the interface the Drill drives: FAULTS and their labels,
+    start, describe, transport, token, inject / recover a fault, live_states, replay_hash, stop).
+
+    Under `var`: dev gateway config and tokens, runtime file, fresh grants, nats store, logs.
 
     The nats-server knows three users: the runtime's and the gateway's (ops.nats_users, the runtime's
     also answering the drill's state requests) and `aotx`, the drill's own (state requests, replays).
 
     `model`: the runtime loads the model (inputs run); `extra_principals` are added to the dev config."""
 
+    FAULTS = ("runtime", "nats", "both")                 # SIGKILL of what: each once in each round of three
+    FAULT_LABELS = {"runtime": "runtime", "nats": "nats-server", "both": "both"}
+    FAULT_WORD = "kills"
+    RUNTIME_FAULTS = ("runtime", "both")                 # the faults that kill the runtime (input victims)
+
     def __init__(self, var: Path, *, model: bool = True, extra_principals: tuple[str, ...] = ()) -> None:
         self.var = var
+        self._transport = None
         self.model = model
         var.mkdir(parents=True, exist_ok=True)
         config_path, self.tokens_dir, _ = ensure_dev_config(var)
@@ -140,6 +150,37 @@ class Cluster:
         await self.start_nats()
         await self.start_runtime()
         await self.start_gateway()
+
+    def describe(self) -> str:
+        return f"nats-server {self.nats_url}, runtime pid {self.runtime.proc.pid}, gateway {self.base_url}"
+
+    def transport(self, index: int):
+        """The HTTP client of party `index`: one gateway, one client for all."""
+        from scenarios import HttpTransport
+        if self._transport is None:
+            self._transport = HttpTransport(self.base_url, timeout=10)
+        return self._transport
+
+    async def inject(self, kind: str) -> str:
+        if kind in ("runtime", "both"):
+            self.kill_runtime()
+        if kind in ("nats", "both"):
+            self.kill_nats()
+        return f"SIGKILL {kind}"
+
+    async def recover(self, kind: str) -> str:
+        if kind in ("nats", "both"):
+            await self.start_nats()
+        if kind in ("runtime", "both"):
+            await self.start_runtime()
+            return f"runtime restarted: replayed {self.runtime.match.group(1)} journal messages"
+        return "nats-server restarted"
+
+    def summary(self) -> str:
+        return ""
+
+    async def live_states(self) -> list[dict]:
+        return [await self.live_state()]
 
     def kill_runtime(self) -> None:
         if self.runtime is not None:

@@ -20,6 +20,11 @@ are saved; after the restart every acknowledged input has a saved terminal resul
 was running is `interrupted` and never runs again (its bytes do not grow), a completed input's
 bytes are byte-identical, and no input's memory is retained twice (GET /spaces/{space}/memory).
 Each check waits until every acknowledged input is terminal (the load pauses meanwhile).
+
+`--cluster` (ops/drill/cluster_deploy.py) runs the same load and checks on a 3-node JetStream cluster with
+two state-only runtimes in lease mode and two gateways, and the faults of that deployment take turns
+(stream leader, follower, leader SIGSTOP, runtime, gateway); the live state hash of every runtime must
+equal the fresh replay's. The Drill drives any deployment with the interface of cluster.Cluster.
 """
 from __future__ import annotations
 
@@ -38,9 +43,10 @@ import nats.errors
 
 from aotx.state import Grants
 from aotx.state.rights import Actor
-from scenarios import HttpTransport, Model, Party, Runner, ScenarioViolation, steps_of
+from scenarios import Model, Party, Runner, ScenarioViolation, steps_of
 
 from .cluster import Cluster, DrillError
+from .cluster_deploy import DEFAULT_LEASE_TTL, ClusterDeployment
 from .inputs import INPUT_ACTOR, InputLoad, InputRecord
 
 TARGETS = ("runtime", "nats", "both")
@@ -56,22 +62,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "default: a new temporary directory, removed after a passing drill")
     p.add_argument("--retire-above", type=int, default=150,
                    help="retire a participant's receipts when it holds more than this many (default 150)")
-    p.add_argument("--inputs-per-second", type=float, default=2.0,
-                   help="shared inputs posted per second across conversations (default 2; 0: no inputs, "
-                        "and the runtime loads no model)")
+    p.add_argument("--inputs-per-second", type=float, default=None,
+                   help="shared inputs posted per second across conversations (default 2, 0 with --cluster; 0: no "
+                        "inputs, and the runtime loads no model)")
     p.add_argument("--max-output-tokens", type=int, default=24,
                    help="most output tokens of an ordinary input (default 24; the victim input posted before a "
                         "runtime kill asks for more)")
     p.add_argument("--inputs-in-flight", type=int, default=4,
                    help="post no new input while this many are unfinished (default 4)")
+    p.add_argument("--cluster", action="store_true",
+                   help="a 3-node JetStream cluster, 2 state-only runtimes in lease mode and 2 gateways; the faults "
+                        "(stream leader SIGKILL, follower SIGKILL, leader SIGSTOP past the RAFT election, runtime "
+                        "SIGKILL, gateway SIGKILL) take turns (ops/drill/cluster_deploy.py)")
+    p.add_argument("--lease-ttl", type=float, default=None,
+                   help="--cluster: the runtimes' lease TTL in seconds (default 3)")
 
 
-def kill_plan(seed: int, kills: int, duration: float) -> list[tuple[float, str]]:
-    """(seconds after the load starts, target): every target appears once in each round of three."""
+def kill_plan(seed: int, kills: int, duration: float, kinds: tuple[str, ...] = TARGETS) -> list[tuple[float, str]]:
+    """(seconds after the load starts, fault kind): every kind appears once in each round of len(kinds)."""
     rng = random.Random(seed ^ 0x5EED)
     targets: list[str] = []
     while len(targets) < kills:
-        round_ = list(TARGETS)
+        round_ = list(kinds)
         rng.shuffle(round_)
         targets += round_
     slot = duration / max(kills, 1)
@@ -83,7 +95,7 @@ class Drill:
                  out=sys.stdout, *, inputs_per_second: float = 0.0, max_output_tokens: int = 24,
                  inputs_in_flight: int = 4) -> None:
         self.cluster, self.seed, self.duration, self.out = cluster, seed, duration, out
-        self.plan = kill_plan(seed, kills, duration)
+        self.plan = kill_plan(seed, kills, duration, cluster.FAULTS)
         self.retire_above = retire_above
         self.inputs_per_second, self.max_output_tokens = inputs_per_second, max_output_tokens
         self.inputs_in_flight = inputs_in_flight
@@ -104,16 +116,16 @@ class Drill:
         self.t0 = time.monotonic()
         c = self.cluster
         await c.start()
-        self.say(f"nats-server {c.nats_url}, runtime pid {c.runtime.proc.pid}, gateway {c.base_url}")
-        transport = HttpTransport(c.base_url, timeout=10)
-        parties = {n: Party(n, c.token(n), transport) for n in ACTORS}
+        self.say(c.describe())
+        transports = [c.transport(i) for i in range(len(ACTORS) + 1)]
+        parties = {n: Party(n, c.token(n), transports[i]) for i, n in enumerate(ACTORS)}
         self.runner = Runner(parties, Model(list(ACTORS)), unknown_deadline_s=90.0,
                              retire_above=self.retire_above, lenient_capacity=True, on_unknown=self._unknown)
         self.lock = asyncio.Lock()
         try:
             await self.runner.sync()
             if self.inputs_per_second > 0:
-                self.inputs = InputLoad(Party(INPUT_ACTOR, c.token(INPUT_ACTOR), transport),
+                self.inputs = InputLoad(Party(INPUT_ACTOR, c.token(INPUT_ACTOR), transports[-1]),
                                         random.Random(self.seed ^ 0x1A9E7), max_tokens=self.max_output_tokens,
                                         say=self.say)
                 await self.inputs.setup()
@@ -138,7 +150,8 @@ class Drill:
             async with self.lock:
                 await self._check("final")
         finally:
-            await transport.close()
+            for t in {id(t): t for t in transports}.values():
+                await t.close()
         self._summary()
         return 0
 
@@ -220,31 +233,24 @@ class Drill:
         c = self.cluster
         for when, target in self.plan:
             await asyncio.sleep(max(0.0, self.t_load + when - time.monotonic()))
-            if self.inputs is not None and target in ("runtime", "both"):
+            runtime_fault = target in c.RUNTIME_FAULTS
+            if self.inputs is not None and runtime_fault:
                 victim = await self._victim()
                 await self.inputs.observe_unfinished("just before the kill")
                 await self.inputs.before_runtime_kill(sum(self.kills.values()) + 1, victim)
             acked = self.runner.stats["acked"]
-            if target in ("runtime", "both"):
-                c.kill_runtime()
-            if target in ("nats", "both"):
-                c.kill_nats()
-            self.kills[target] += 1
-            self.say(f"SIGKILL {target} (after {acked} acknowledged operations)")
+            done = await c.inject(target)
             t_kill = time.monotonic()
+            self.kills[target] += 1
+            self.say(f"{done} (after {acked} acknowledged operations)")
             await asyncio.sleep(self.rng.uniform(0.2, 1.5))
-            if target in ("nats", "both"):
-                await c.start_nats()
-            if target in ("runtime", "both"):
-                await c.start_runtime()
-                if self.inputs is not None:
-                    self.restart_mark = len(self.inputs.ledger)
-                self.say(f"runtime restarted: replayed {c.runtime.match.group(1)} journal messages")
-            else:
-                self.say("nats-server restarted")
+            said = await c.recover(target)
+            if self.inputs is not None and runtime_fault:
+                self.restart_mark = len(self.inputs.ledger)
+            self.say(said)
             async with self.lock:  # the load pauses between steps while the ledger is checked
                 self.recoveries.append(time.monotonic() - t_kill)
-                await self._check(f"after kill {sum(self.kills.values())} ({target})")
+                await self._check(f"after {c.FAULT_WORD[:-1]} {sum(self.kills.values())} ({target})")
 
     async def _check(self, when: str) -> None:
         if self.inputs is not None:  # quiescence: every acknowledged input terminal, then read them all
@@ -254,14 +260,8 @@ class Drill:
             self.checks += k
         n = await self.runner.verify()
         self.checks += n
-        live = await self._live_state()
-        if live.get("executing"):
-            raise ScenarioViolation(f"{when}: every acknowledged input is terminal, yet the runtime still holds "
-                                    f"{live['executing']} executions")
-        replay, fresh = await self.cluster.replay_hash()
+        lives, replay, fresh = await self._live_and_replay(when)
         try:
-            if live["state_hash"] != replay:
-                raise ScenarioViolation(f"{when}: live state hash {live['state_hash']} != fresh replay {replay}")
             for name in ACTORS:  # the fresh replay answers every live receipt identically
                 actor = Actor(name, Grants.all())
                 for r in self.runner.model.parties[name].receipts.values():
@@ -287,24 +287,52 @@ class Drill:
         finally:
             await fresh.stop()
         self.hash_checks += 1
-        self.say(f"{when}: {n} ledger checks passed; live state hash {replay[:16]}… = fresh replay "
-                 f"({live['messages']} journal messages)")
+        which = "live state hash" if len(lives) == 1 else f"live state hash of all {len(lives)} runtimes"
+        self.say(f"{when}: {n} ledger checks passed; {which} {replay[:16]}… = fresh replay "
+                 f"({lives[0]['messages']} journal messages)")
 
-    async def _live_state(self) -> dict:
+    async def _live_and_replay(self, when: str, within: float = 30.0) -> tuple[list[dict], str, object]:
+        """Every runtime's live state and a fresh replay at the same journal position, with equal hashes.
+        A runtime that follows the others' writes may be a few messages behind, and a takeover may add a
+        message after the replay: both are asked again until they meet (a real difference persists)."""
+        deadline = time.monotonic() + within
+        replay, fresh = await self.cluster.replay_hash()
+        while True:
+            lives = await self._live_states()
+            for live in lives:
+                if live.get("executing"):
+                    await fresh.stop()
+                    raise ScenarioViolation(f"{when}: every acknowledged input is terminal, yet a runtime still "
+                                            f"holds {live['executing']} executions")
+            if all(live["state_hash"] == replay for live in lives):
+                return lives, replay, fresh
+            ahead = any((live["messages"] or 0) > fresh.projector.messages for live in lives)
+            if time.monotonic() > deadline:
+                await fresh.stop()
+                raise ScenarioViolation(f"{when}: live state hashes {[(x['state_hash'], x['messages']) for x in lives]}"
+                                        f" != fresh replay {replay} ({fresh.projector.messages} journal messages)")
+            if ahead:   # the journal grew after the replay: replay again
+                await fresh.stop()
+                replay, fresh = await self.cluster.replay_hash()
+            else:
+                await asyncio.sleep(0.1)
+
+    async def _live_states(self) -> list[dict]:
         deadline = time.monotonic() + 30
         while True:
             try:
-                live = await self.cluster.live_state()
-                if not live["failed"]:
-                    return live
-                raise DrillError(f"the runtime failed closed: {live['failed']}")
-            except (nats.errors.Error, OSError) as exc:  # the node or nats-server restarting: ask again
+                lives = await self.cluster.live_states()
+                failed = [live["failed"] for live in lives if live["failed"]]
+                if not failed:
+                    return lives
+                raise DrillError(f"the runtime failed closed: {failed[0]}")
+            except (nats.errors.Error, OSError, asyncio.TimeoutError) as exc:  # a node restarting: ask again
                 if time.monotonic() > deadline:
                     raise DrillError(f"the runtime does not report its state: {type(exc).__name__}: {exc}")
                 await asyncio.sleep(0.2)
 
     def _summary(self) -> None:
-        s = self.runner.stats
+        s, c = self.runner.stats, self.cluster
         elapsed = time.monotonic() - self.t0
         statuses = ", ".join(f"{k[7:]}: {v}" for k, v in sorted(s.items()) if k.startswith("status_"))
         rec = (f"{min(self.recoveries):.1f}–{max(self.recoveries):.1f} s" if self.recoveries else "-")
@@ -314,8 +342,9 @@ class Drill:
               f"  exact retries answering the same receipt: {s['exact_retries_same_receipt']}\n"
               f"  answers by status: {statuses}; capacity refusals: {s['capacity_refusals']}\n"
               f"  unknown outcomes retried (no answer, 429, 503): {s['unknown_answers']}\n"
-              f"  kills: {sum(self.kills.values())} (runtime {self.kills['runtime']}, nats-server "
-              f"{self.kills['nats']}, both {self.kills['both']}); kill-to-checked recovery {rec}\n"
+              f"  {c.FAULT_WORD}: {sum(self.kills.values())} ("
+              + ", ".join(f"{label} {self.kills[k]}" for k, label in c.FAULT_LABELS.items())
+              + f"); kill-to-checked recovery {rec}\n{c.summary()}"
               f"  checks passed: {self.checks} ledger checks, {self.hash_checks} live = fresh replay state hashes"
               + (f"\n  {self.inputs.summary()}\n  input checks passed: {self.input_checks}"
                  if self.inputs is not None else ""),
@@ -323,10 +352,21 @@ class Drill:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.inputs_per_second is None:
+        args.inputs_per_second = 0.0 if args.cluster else 2.0
+    if args.cluster and args.inputs_per_second > 0:
+        print("aotx drill: --cluster runs state-only runtimes: no --inputs-per-second", file=sys.stderr)
+        return 2
+    if args.lease_ttl is not None and not args.cluster:
+        print("aotx drill: --lease-ttl goes with --cluster", file=sys.stderr)
+        return 2
     temp = args.var is None
     var = Path(tempfile.mkdtemp(prefix="aotx-drill-")) if temp else Path(args.var)
     inputs = args.inputs_per_second > 0
-    cluster = Cluster(var, model=inputs, extra_principals=(INPUT_ACTOR,) if inputs else ())
+    if args.cluster:
+        cluster = ClusterDeployment(var, seed=args.seed, lease_ttl=args.lease_ttl or DEFAULT_LEASE_TTL)
+    else:
+        cluster = Cluster(var, model=inputs, extra_principals=(INPUT_ACTOR,) if inputs else ())
     ok = False
     try:
         drill = Drill(cluster, args.seed, args.kills, args.duration, args.retire_above,

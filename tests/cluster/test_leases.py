@@ -87,6 +87,73 @@ async def test_one_writer_per_lineage_and_takeover_after_release_or_death(cluste
         await b.stop()
 
 
+async def test_leases_outlive_a_dropped_journal_connection(cluster):
+    """After a write without an ack the runtime drops its journal connection and the next read-back opens
+    a fresh one (aotx/runtime/connection.py). The lease bucket was bound to the dropped connection: every
+    renewal and acquisition then failed (ConnectionClosedError), the runtime's leases lapsed and every command
+    it got answered 500 for good (found by `aotx drill --cluster`, a stream leader's SIGKILL)."""
+    spec = StreamSpec(name="LEASEDROP", subject_prefix="leasedrop.j")
+    a = await runtime(cluster, spec)
+    alice, bob = Actor("alice", ALL), Actor("bob", ALL)
+    try:
+        assert (await submit_body(a, alice, MutationKind.REGISTER, body("alice", 1))).status == 201
+        revision = a.ownership.held[lineage_for("alice")][0]
+        await a.writer.connection.drop()   # what a write without an ack does
+        out = await submit_body(a, bob, MutationKind.REGISTER, body("bob", 1))   # a lease acquired now
+        assert out.status == 201, out.body
+        deadline = time.monotonic() + 3 * TTL
+        while a.ownership.held.get(lineage_for("alice"), (revision,))[0] == revision:   # renewed since
+            assert time.monotonic() < deadline, a.ownership.held
+            await asyncio.sleep(0.05)
+        out = await submit_body(a, alice, MutationKind.CREATE_SPACE, body("alice", 2, scope="private"))
+        assert out.status == 201, out.body
+    finally:
+        await a.stop()
+
+
+async def test_a_lease_store_that_does_not_answer_is_retry_later_not_500(cluster):
+    """The lease bucket unreachable (its connection closed; a KV request timing out during an election is
+    the same to the caller): a command that needs a lease answers 503, changes nothing, and succeeds when
+    retried once the bucket answers again."""
+    spec = StreamSpec(name="LEASEDOWN", subject_prefix="leasedown.j")
+    a = await runtime(cluster, spec)
+    carol = Actor("carol", ALL)
+    try:
+        lease_nc = a.ownership.connection
+        await lease_nc.close()
+        out = await submit_body(a, carol, MutationKind.REGISTER, body("carol", 1))
+        assert out.status == 503 and out.body["error"]["type"] == "lease_unavailable", out.body
+        assert "retry" in out.body["error"]["message"]
+        assert (await a.query("operation", carol, op="0" * 32)).status != 200
+    finally:
+        await a.stop()
+
+
+async def test_a_renewal_that_landed_unacknowledged_does_not_cost_the_lease(cluster):
+    """A renewal whose answer was lost (a node's SIGKILL, a timeout) may still have been applied: the lease
+    is this boot's at a revision it never heard of. The next renewal, naming the old revision, was refused,
+    the runtime dropped the lineage, then could not acquire it (the key exists) and refused its own lineage
+    503 not_owner naming its own boot until the lease expired. Now a lease that names this boot is taken
+    up at its current revision."""
+    spec = StreamSpec(name="LEASESELF", subject_prefix="leaseself.j")
+    a = await runtime(cluster, spec)
+    dana = Actor("dana", ALL)
+    nc = await connect(cluster.urls, cluster.auth(), name="t")
+    try:
+        assert (await submit_body(a, dana, MutationKind.REGISTER, body("dana", 1))).status == 201
+        key = lineage_for("dana").hex()
+        kv = await nc.jetstream().key_value(a.ownership.bucket.name)
+        entry = await kv.get(key)
+        await kv.update(key, entry.value, last=entry.revision)   # the lost renewal, applied: same value
+        await a.ownership.renew_all()                            # names the revision before it
+        out = await submit_body(a, dana, MutationKind.CREATE_SPACE, body("dana", 2, scope="private"))
+        assert out.status == 201, out.body
+        assert a.ownership.may_write(lineage_for("dana"))
+    finally:
+        await nc.close()
+        await a.stop()
+
+
 @pytest.fixture(scope="module")
 def service(model_bundle):
     from tests.conftest import started_service
