@@ -129,7 +129,7 @@ async def main(argv: list[str] | None = None) -> None:
     if clock.calls:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "
               f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls; on the prefetch worker "
-              f"when the engine runs one step behind, unless AOTX_MASK_PREFETCH=0)")
+              f"when the engine runs one step behind and AOTX_MASK_PREFETCH=1)")
     if late.calls:
         print(f"engine thread in the late mask: {1e3 * late.seconds / late.calls:.3f} ms per step "
               f"({late.calls} steps)")

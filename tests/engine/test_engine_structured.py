@@ -87,10 +87,11 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
 
 async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real_engine, chat_prompt, compiler,
                                                                      monkeypatch):
-    """Overlapped: once step k is launched, a worker thread fills the masks that follow it
-    (aotx.engine.mask_prefetch); step k+1's late mask takes those rows instead of filling them.
-    Output is the classic loop's, token for token, seeded draws included."""
+    """Overlapped, with AOTX_MASK_PREFETCH=1 (off by default): once step k is launched, a worker thread fills
+    the masks that follow it (aotx.engine.mask_prefetch); step k+1's late mask takes those rows instead of
+    filling them. Output is the classic loop's, token for token, seeded draws included."""
     from aotx.engine import masks
+    monkeypatch.setenv("AOTX_MASK_PREFETCH", "1")
     seen = []       # per mask: (constrained rows, rows taken from the prefetch)
     real_call = masks.LateMask.__call__
 
@@ -119,10 +120,11 @@ async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real
 
 
 async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
-                                                                            compiler):
+                                                                            compiler, monkeypatch):
     import sys
 
     from aotx.engine import mask_prefetch
+    monkeypatch.setenv("AOTX_MASK_PREFETCH", "1")
     before = sys.getswitchinterval()
     engine = make_real_engine(overlap=True)
     text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
@@ -131,3 +133,13 @@ async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(ma
     assert sys.getswitchinterval() == min(before, mask_prefetch.SWITCH_S)
     await engine.stop()
     assert sys.getswitchinterval() == before
+
+
+async def test_the_prefetch_is_off_unless_asked_for(make_real_engine, chat_prompt, compiler, monkeypatch):
+    """Off by default since the H200 measured it slower (session 5): every mask is filled late, on the
+    engine thread, and no prefetch starts."""
+    monkeypatch.delenv("AOTX_MASK_PREFETCH", raising=False)
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
+        max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
+    assert not engine.runner.prefetch.enabled and engine.runner.prefetch.started == 0
