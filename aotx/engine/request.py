@@ -71,6 +71,22 @@ class DeltaStream:
             self.finish_reason = delta.finish_reason
         return delta
 
+    async def next_batch(self) -> list[Delta]:
+        """Every delta waiting (at least one; [] once the final one was read), up to and with the final
+        one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
+        if self._done:
+            return []
+        queue = self._queue
+        delta = await queue.get()
+        out = [delta]
+        while delta.finish_reason is None and not queue.empty():
+            delta = queue.get_nowait()
+            out.append(delta)
+        if delta.finish_reason is not None:
+            self._done = True
+            self.finish_reason = delta.finish_reason
+        return out
+
 
 class RequestHandle(DeltaStream):
     """An async iterator of Delta for one request; the last has finish_reason set.
