@@ -1,11 +1,13 @@
 """Chat and Completions chunks are written from a template (the head encoded once per stream, a plain
-content chunk without building its dict): the bytes on the wire are exactly what encoding every chunk's
-whole object gave (the reference below is that former encoding, kept here)."""
+content chunk without building its dict, a plain token's text taken without the decoder's pieces): the bytes
+on the wire are exactly what encoding every chunk's whole object gave (the reference below is that former
+encoding and every delta through ChoiceDecoder.feed, kept here)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.decode import ChoiceDecoder
 from api.sse import ServerSentEvent
 from api.surfaces.chat.stream import ChatStreamProjector
 from api.surfaces.completions.stream import CompletionStreamProjector
@@ -20,8 +22,18 @@ def _whole_object_chunk(self, choices, usage=None):
     return ServerSentEvent(data)
 
 
+class _FullDecoder(ChoiceDecoder):
+    def plain_text(self, delta):
+        return None                                      # every delta through feed()
+
+
 class _ChatReference(ChatStreamProjector):
     _chunk = _whole_object_chunk
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self._decoders = [_FullDecoder(kw["parse_tools"], kw.get("tool_primer", ""), kw["logprobs"])
+                          for _ in self._decoders]
 
     def _content(self, i, text):
         return self._chunk([self._choice(i, {"content": text})])

@@ -36,8 +36,12 @@ class ChatStreamProjector(OpenAIChunkStream):
                              for i in range(len(self._decoders))])]
 
     def feed(self, i: int, delta: Delta) -> list[ServerSentEvent]:
+        decoder = self._decoders[i]
+        text = decoder.plain_text(delta)
+        if text is not None:                 # a plain token (no tools, no logprobs): its chunk from the template
+            return [self._content(i, text)] if text else []
         events: list[ServerSentEvent] = []
-        for out in self._decoders[i].feed(delta):
+        for out in decoder.feed(delta):
             if isinstance(out, TextOut):
                 if out.text:
                     events.append(self._content(i, out.text) if not self._logprobs else
