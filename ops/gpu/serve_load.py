@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import threading
 import time
+from typing import Callable
 
 import httpx
 
@@ -59,10 +61,11 @@ def cpu_per_token(before: dict[str, float], after: dict[str, float], tokens: int
     return out
 
 
-def _part(base: str, ids: list[int], max_tokens: int, temperature: float, barrier, out) -> None:
+def _part(base: str, ids: list[int], max_tokens: int, temperature: float, ready, go, out) -> None:
     """One client process: make its HTTP client, open one connection per stream with a 1-token request
     (httpx's lazy imports and SSL context, the TCP handshakes: the first AsyncClient of a process takes
-    0.1-1.3 s on a busy box), wait at the barrier with the other clients, then run the measured streams.
+    0.1-1.3 s on a busy box), pass the `ready` barrier with the other clients and the parent, wait at `go`
+    for the parent's start, then run the measured streams.
     Puts (release instant, results) on `out`, or the error's text."""
     try:
         from ops.gpu.serve_bench import one
@@ -71,29 +74,45 @@ def _part(base: str, ids: list[int], max_tokens: int, temperature: float, barrie
             limits = httpx.Limits(max_connections=len(ids) + 4, max_keepalive_connections=len(ids) + 4)
             async with httpx.AsyncClient(timeout=600, limits=limits) as client:
                 await asyncio.gather(*(one(client, base, i, 1, temperature) for i in ids))
-                await asyncio.to_thread(barrier.wait, 600)
-                go = time.perf_counter()
-                return go, await asyncio.gather(*(one(client, base, i, max_tokens, temperature) for i in ids))
+                await asyncio.to_thread(ready.wait, 600)
+                await asyncio.to_thread(go.wait, 600)
+                released = time.perf_counter()
+                return released, await asyncio.gather(*(one(client, base, i, max_tokens, temperature) for i in ids))
 
         out.put(asyncio.run(run()))
     except BaseException as exc:   # the parent raises it: a client that failed must not look like a slow one
-        barrier.abort()            # the others stop waiting for it
+        ready.abort()              # the others (and the parent) stop waiting for it
+        go.abort()
         out.put(f"client process failed: {exc!r}")
         raise
 
 
-def split_load(base: str, concurrency: int, max_tokens: int, temperature: float, clients: int) -> tuple[list, float]:
+def split_load(base: str, concurrency: int, max_tokens: int, temperature: float, clients: int,
+               at_start: Callable[[], None] | None = None) -> tuple[list, float]:
     """Every stream's result from `clients` processes, and the start instant. The clients are released
     together by a barrier once each has its connections open, so a client's own start-up (seconds on a busy
-    box) is never counted as time to the first token; the start is the earliest client's release."""
+    box) is never counted as time to the first token; the start is the earliest client's release.
+    `at_start()` runs once every client is ready and before any is released (the caller's "before"
+    readings: the clients' warm-up requests stay out of them)."""
     parts = [list(range(c, concurrency, clients)) for c in range(clients)]
     ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(len(parts)), ctx.Queue()
-    procs = [ctx.Process(target=_part, args=(base, ids, max_tokens, temperature, barrier, out), daemon=True)
+    ready, go, out = ctx.Barrier(len(parts) + 1), ctx.Barrier(len(parts) + 1), ctx.Queue()
+    procs = [ctx.Process(target=_part, args=(base, ids, max_tokens, temperature, ready, go, out), daemon=True)
              for ids in parts]
     for p in procs:
         p.start()
     try:
+        try:
+            ready.wait(900)
+            try:
+                if at_start is not None:
+                    at_start()
+            except BaseException:
+                go.abort()         # the clients stop waiting: the caller's error is raised below
+                raise
+            go.wait(900)
+        except threading.BrokenBarrierError:
+            pass                   # a client failed: its message is on `out`
         got = [out.get(timeout=900) for _ in procs]
     finally:
         for p in procs:
@@ -101,4 +120,4 @@ def split_load(base: str, concurrency: int, max_tokens: int, temperature: float,
     failed = [g for g in got if isinstance(g, str)]
     if failed:
         raise RuntimeError(failed[0])
-    return [r for _, results in got for r in results], min(go for go, _ in got)
+    return [r for _, results in got for r in results], min(released for released, _ in got)

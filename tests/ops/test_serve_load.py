@@ -52,8 +52,10 @@ class _Server:
 
 def test_every_client_has_its_connections_open_before_the_measured_streams_start():
     srv = _Server()
+    marks = []
     try:
-        results, t0 = split_load(f"http://127.0.0.1:{srv.port}", 4, 7, 0.7, 2)
+        results, t0 = split_load(f"http://127.0.0.1:{srv.port}", 4, 7, 0.7, 2,
+                                 lambda: marks.append((len(srv.requests), time.perf_counter())))
     finally:
         srv.close()
     assert len(results) == 4 and all(r["tokens"] == 1 and len(r["stamps"]) == 1 for r in results)
@@ -67,4 +69,7 @@ def test_every_client_has_its_connections_open_before_the_measured_streams_start
     opened = dict(srv.accepted)
     assert all(opened[cid] < t0 for cid, _ in measured)
     assert all(any(c == cid and at < t0 for c, _, at in srv.requests) for cid, _ in measured)
+    # the caller's "before" readings come after every warm-up request and before any measured one
+    [(seen, at)] = marks
+    assert seen == 4 and all(m == 1 for _, m, _ in srv.requests[:seen]) and at < first_measured
     assert all(r["stamps"][0] > t0 for r in results)
