@@ -51,3 +51,31 @@ async def test_a_closed_stream_leaves_no_task_behind():
     await asyncio.gather(waiting, return_exceptions=True)
     await stream.aclose()
     assert len(asyncio.all_tasks()) == 1
+
+
+async def test_a_reader_cancelled_while_waiting_loses_nothing_and_order_holds():
+    h = _handle()
+    waiting = asyncio.ensure_future(h.next_batch())
+    await asyncio.sleep(0)
+    waiting.cancel()                                     # a client gone mid-wait, or a timeout
+    await asyncio.gather(waiting, return_exceptions=True)
+    h.put(Delta("a", (1,)))
+    h.put(Delta("b", (2,)))
+    assert (await h.__anext__()).text == "a"             # both ways of reading share one mailbox, in order
+    h.put(Delta("c", (3,), finish_reason="stop", prompt_tokens=3, completion_tokens=3))
+    assert [d.text for d in await h.next_batch()] == ["b", "c"]
+    assert await h.next_batch() == [] and h.finish_reason == "stop"
+    assert [d async for d in h] == []
+
+
+async def test_a_remote_handle_reads_the_same_way():
+    from aotx.serving_remote import RemoteHandle
+
+    h = RemoteHandle(None, 7)
+    stream = merge_batches([h])
+    waiting = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0)
+    h.put(Delta("x", (1,)))
+    h.put(Delta("", (), finish_reason="length", prompt_tokens=1, completion_tokens=1))
+    assert [d.text for _, d in await waiting] == ["x", ""]
+    assert h.finish_reason == "length" and [b async for b in stream] == []
