@@ -42,6 +42,11 @@ class _ChatReference(ChatStreamProjector):
 class _CompletionReference(CompletionStreamProjector):
     _chunk = _whole_object_chunk
 
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        for choice in self._choices:
+            choice.decoder = _FullDecoder(parse_tools=False, logprobs=kw["logprobs"] is not None)
+
 
 _HEAD = dict(id="chatcmpl-x\"é", created=1796159240, model="smollm2-135m-instruct", fingerprint="fp_c77a1476bd")
 texts = st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=6)   # any code point but surrogates
@@ -69,10 +74,10 @@ def test_chat_streams_are_byte_identical_to_whole_object_encoding(pieces, includ
 
 @settings(max_examples=40, deadline=None)
 @given(pieces=st.lists(texts, min_size=1, max_size=3), include_usage=st.booleans(),
-       logprobs=st.sampled_from([None, 0, 2]))
-def test_completion_streams_are_byte_identical_to_whole_object_encoding(pieces, include_usage, logprobs):
+       logprobs=st.sampled_from([None, 0, 2]), echo=st.sampled_from([None, "", "Say \"hi\":"]))
+def test_completion_streams_are_byte_identical_to_whole_object_encoding(pieces, include_usage, logprobs, echo):
     tapes = [tape(p, logprobs=logprobs is not None) for p in pieces]
-    args = dict(**_HEAD, n=1, echo_texts=[None] * len(tapes), logprobs=logprobs, include_usage=include_usage)
+    args = dict(**_HEAD, n=1, echo_texts=[echo] * len(tapes), logprobs=logprobs, include_usage=include_usage)
     assert run(CompletionStreamProjector(**args), tapes) == run(_CompletionReference(**args), tapes)
 
 
