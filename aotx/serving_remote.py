@@ -60,13 +60,13 @@ class RemoteHandle(DeltaStream):
         self.prompt_tokens = 0
         self.max_tokens = 0
         self.finish_reason: str | None = None
-        self._queue: asyncio.Queue[Delta] = asyncio.Queue()
+        self._open_box()
         self._done = False
         self._cancel_sent = False
 
 
     def put(self, delta: Delta) -> None:
-        self._queue.put_nowait(delta)
+        self._push(delta)
 
     def cancel(self) -> None:
         if self._cancel_sent or self._done:

@@ -95,6 +95,20 @@ class ChoiceDecoder:
         self.finished = False
         self.prompt_logprobs: tuple[TokenLogprob, ...] = ()
 
+    def plain_text(self, delta: Delta) -> str | None:
+        """The common token: for a choice with no tool parser and no logprobs, a delta that does not end
+        it and carries no prompt logprobs gives its text, with the state `feed` would keep (the one TextOut
+        `feed` would return, or nothing for ""); None: this delta needs `feed`."""
+        if (self._tools is not None or self._spans is not None or self.finished
+                or delta.finish_reason is not None or delta.prompt_logprobs):
+            return None
+        if delta.prompt_tokens > self.prompt_tokens:
+            self.prompt_tokens = delta.prompt_tokens
+        if delta.completion_tokens > self.completion_tokens:
+            self.completion_tokens = delta.completion_tokens
+        self._fed += len(delta.text)
+        return delta.text
+
     def feed(self, delta: Delta) -> list[Out]:
         if self.finished:
             return []

@@ -11,6 +11,7 @@ import logging
 import weakref
 from typing import AsyncIterator, Sequence
 
+from aotx.engine.request import DeltaStream
 from aotx.engine.types import Delta, SamplingParams
 from api.errors import ApiError, rejection_error
 
@@ -68,6 +69,10 @@ async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
 async def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
     """Like `merge`, but everything already waiting at once: one list per wake-up (every delta of
     one engine step, and whatever piled up while the consumer was busy)."""
+    if len(handles) == 1 and isinstance(handles[0], DeltaStream):
+        async for batch in _one_batches(handles[0]):
+            yield batch
+        return
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, handle) -> None:
@@ -101,6 +106,16 @@ async def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
     finally:
         for task in tasks:
             task.cancel()
+
+
+async def _one_batches(handle: DeltaStream) -> AsyncIterator[list[tuple[int, Delta]]]:
+    """merge_batches of a single engine handle, read in place: no pump task, no second queue, so a
+    token costs one wake-up of the consumer instead of three (handle -> pump -> queue -> consumer)."""
+    while True:
+        deltas = await handle.next_batch()
+        if not deltas:
+            return
+        yield [(0, d) for d in deltas]
 
 
 def stream_events(handles, projector) -> AsyncIterator[bytes]:

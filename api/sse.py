@@ -30,6 +30,18 @@ class ServerSentEvent:
         return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
+class EncodedEvent:
+    """An event already in its wire form (a template's output): `encode()` gives the bytes."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def encode(self) -> bytes:
+        return self.raw
+
+
 def sse_response(events: AsyncIterator[bytes]) -> Response:
     response = Response(events, status=200, content_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Callable
 
 from aotx.engine.types import Delta, SamplingParams
@@ -54,12 +55,32 @@ def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
 
 
 class DeltaStream:
-    """Async iteration over a request's deltas (`_queue`), ending after the one with a finish
-    reason (kept in `finish_reason`); the engine's own handle and an HTTP worker's remote one."""
+    """Async iteration over a request's deltas, ending after the one with a finish reason (kept in
+    `finish_reason`); the engine's own handle and an HTTP worker's remote one. The deltas wait in a
+    mailbox (`_push` on the handle's loop) for its one reader: a deque and at most one waiting future,
+    lighter than an asyncio.Queue per token."""
 
-    _queue: asyncio.Queue
+    _box: deque
+    _waiter: asyncio.Future | None
     _done: bool
     finish_reason: str | None
+
+    def _open_box(self) -> None:
+        self._box = deque()
+        self._waiter = None
+
+    def _push(self, delta: Delta) -> None:
+        self._box.append(delta)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():       # a reader cancelled while it waited left a cancelled future
+                waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        while not self._box:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
 
     def __aiter__(self):
         return self
@@ -67,11 +88,31 @@ class DeltaStream:
     async def __anext__(self) -> Delta:
         if self._done:
             raise StopAsyncIteration
-        delta = await self._queue.get()
+        if not self._box:
+            await self._wait()
+        delta = self._box.popleft()
         if delta.finish_reason is not None:
             self._done = True
             self.finish_reason = delta.finish_reason
         return delta
+
+    async def next_batch(self) -> list[Delta]:
+        """Every delta waiting (at least one; [] once the final one was read), up to and with the final
+        one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
+        if self._done:
+            return []
+        box = self._box
+        if not box:
+            await self._wait()
+        out = []
+        while box:
+            delta = box.popleft()
+            out.append(delta)
+            if delta.finish_reason is not None:
+                self._done = True
+                self.finish_reason = delta.finish_reason
+                break
+        return out
 
 
 class RequestHandle(DeltaStream):
@@ -87,7 +128,7 @@ class RequestHandle(DeltaStream):
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens          # after clipping to the context window
         self._loop = loop
-        self._queue: asyncio.Queue[Delta] = asyncio.Queue()
+        self._open_box()
         self._on_cancel = on_cancel
         self._cancel_sent = False
         self._done = False                   # the final delta was consumed
@@ -125,7 +166,7 @@ class RequestHandle(DeltaStream):
                 self.finish_reason = delta.finish_reason
             self._sink(delta)
             return
-        self._queue.put_nowait(delta)
+        self._push(delta)
 
     def redirect(self, sink: Callable[[Delta], None]) -> None:
         """On the handle's loop, before its first delta: every delta goes to `sink` (called on the loop,

@@ -7,8 +7,13 @@ data object with a top-level `error` (WIRE-REFERENCE 1c, 1d, 2c).
 """
 from __future__ import annotations
 
+from json.encoder import encode_basestring
+
+from aotx import strict_json
 from api.errors import engine_failure, openai_body
-from api.sse import ServerSentEvent
+from api.sse import EncodedEvent, ServerSentEvent
+
+_COMPACT = (",", ":")
 
 
 def usage_object(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -25,12 +30,24 @@ class OpenAIChunkStream:
                       "system_fingerprint": fingerprint}
         self._include_usage = include_usage
         self.done = False
+        # the wire form of {**head, "choices": C, ("usage": U)}, the head encoded once: the bytes are those
+        # of encoding the whole object (tests/api/test_chunk_template.py)
+        whole = strict_json.dumps({**self._head, "choices": None}, separators=_COMPACT)
+        self._open = "data: " + whole[:-len("null}")]          # 'data: {"id":...,"choices":'
+        self._end = ',"usage":null}\n\n' if include_usage else "}\n\n"
 
-    def _chunk(self, choices: list[dict], usage: dict | None = None) -> ServerSentEvent:
-        data = {**self._head, "choices": choices}
-        if self._include_usage:
-            data["usage"] = usage
-        return ServerSentEvent(data)
+    def _chunk(self, choices: list[dict], usage: dict | None = None) -> EncodedEvent:
+        body = strict_json.dumps(choices, separators=_COMPACT)
+        end = self._end if usage is None else (
+            ',"usage":' + strict_json.dumps(usage, separators=_COMPACT) + "}\n\n" if self._include_usage
+            else "}\n\n")
+        return EncodedEvent((self._open + body + end).encode("utf-8"))
+
+    def _text_chunk(self, choice_open: str, text: str, choice_close: str) -> EncodedEvent:
+        """One choice whose only varying field is a string: `choice_open` + the JSON string + `choice_close`
+        (each surface's plain token chunk), no dict built."""
+        return EncodedEvent((self._open + choice_open + encode_basestring(text) + choice_close + self._end)
+                            .encode("utf-8"))
 
     def fail(self, message: str) -> list[ServerSentEvent]:
         """The native mid-stream error: a data object with a top-level `error`; then close."""

@@ -2,11 +2,13 @@
 not a test): `/v1/chat/completions` streams served over a scripted service that produces tokens as
 fast as it is asked (no model, no engine), so the server process's CPU time is the HTTP side's.
 
-    python -m ops.bench.http_stream_cost [--streams 1,16,64] [--tokens 256] [--requests 64]
+    python -m ops.bench.http_stream_cost [--streams 1,16,64] [--tokens 256] [--requests 64] [--deliver step|wakeup]
 
-The server runs in a child process (its CPU time read from /proc); each token is one engine-style
-delta handed over on its own wake-up (as the engine's one delivery per step per event loop does).
-Prints server CPU µs per streamed token and per request, and the client's aggregate tok/s.
+The server runs in a child process (its CPU time read from /proc). `--deliver step` (the default): the
+handles are the engine's own aotx.engine.request.RequestHandle, and a step task hands one token to every
+live stream in one loop callback per step (what aotx.engine.request.deliver does for the engine thread);
+`wakeup`: each stream's token arrives on its own wake-up (the bench's first form). Prints server CPU µs
+per streamed token and per request, the client's aggregate tok/s and its time to the first content chunk.
 """
 from __future__ import annotations
 
@@ -44,6 +46,45 @@ class _Handle:
         return self._gen()
 
 
+class _Stepper:
+    """One token per live RequestHandle per step, every handle of a step put in one loop callback."""
+
+    def __init__(self) -> None:
+        self.live: list = []
+        self._wake: asyncio.Event | None = None
+
+    def add(self, handle) -> None:
+        self.live.append(handle)
+        if self._wake is None:
+            self._wake = asyncio.Event()
+            asyncio.get_running_loop().create_task(self._steps())
+        self._wake.set()
+
+    def _step(self) -> None:
+        keep = []
+        for h in self.live:
+            if h._cancel_sent:
+                h.put(Delta("", finish_reason="cancelled", prompt_tokens=h.prompt_tokens,
+                            completion_tokens=h.k))
+                continue
+            h.k += 1
+            last = h.k >= h.max_tokens
+            h.put(Delta(" tok", token_ids=(h.k,), finish_reason="length" if last else None,
+                        prompt_tokens=h.prompt_tokens, completion_tokens=h.k))
+            if not last:
+                keep.append(h)
+        self.live = keep
+
+    async def _steps(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self.live:
+                self._wake.clear()
+                await self._wake.wait()
+            await asyncio.sleep(0)
+            loop.call_soon(self._step)   # one callback per step, as deliver() schedules from the engine thread
+
+
 class ScriptedService:
     model_id = "smollm2-135m-instruct"
     created = 1700000000
@@ -52,6 +93,7 @@ class ScriptedService:
     backend_name = "scripted"
     vocab_size = 49152
     sampling_defaults = SamplingDefaults(0.2, 0.9)
+    constraints = None      # no json_schema / strict tools in this bench's requests
 
     def known_model(self, name: str) -> bool:
         return name == self.model_id
@@ -65,14 +107,27 @@ class ScriptedService:
     def token_text(self, token_id: int) -> str:
         return " tok"
 
+    deliver = "step"
+    _stepper: _Stepper | None = None
+
     def submit(self, prompt_ids, params, *, surface, lane):
-        return _Handle(params.max_tokens, len(prompt_ids))
+        if self.deliver == "wakeup":
+            return _Handle(params.max_tokens, len(prompt_ids))
+        from aotx.engine.request import RequestHandle
+        handle = RequestHandle("bench", len(prompt_ids), params.max_tokens, asyncio.get_running_loop(),
+                               lambda: None)
+        handle.k = 0
+        if self._stepper is None:
+            self._stepper = _Stepper()
+        self._stepper.add(handle)
+        return handle
 
     async def stop(self) -> None:
         pass
 
 
-def _serve(port_q, profile: str | None = None) -> None:
+def _serve(port_q, profile: str | None = None, deliver: str = "step") -> None:
+    ScriptedService.deliver = deliver
     if profile:
         import cProfile
         prof = cProfile.Profile()
@@ -104,7 +159,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _load(base: str, streams: int, requests: int, tokens: int) -> tuple[int, float]:
+async def _load(base: str, streams: int, requests: int, tokens: int, ttft: list | None = None) -> tuple[int, float]:
     body = {"model": ScriptedService.model_id, "stream": True, "max_tokens": tokens,
             "messages": [{"role": "user", "content": "hi"}]}
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
@@ -113,12 +168,17 @@ async def _load(base: str, streams: int, requests: int, tokens: int) -> tuple[in
 
     async def one(client):
         nonlocal got
-        async with sem, client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data: {"):
-                    chunk = json.loads(line[6:])
-                    if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
-                        got += 1
+        async with sem:
+            sent = time.perf_counter()
+            async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[6:])
+                        if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                            if ttft is not None and sent:
+                                ttft.append(time.perf_counter() - sent)
+                                sent = 0.0
+                            got += 1
 
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
         await asyncio.gather(*(one(client) for _ in range(min(streams, 4))))    # warm-up
@@ -134,28 +194,32 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--profile", help="write a cProfile of the server process here")
+    ap.add_argument("--deliver", choices=["step", "wakeup"], default="step")
     args = ap.parse_args(argv)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(q, args.profile), daemon=True)
+    proc = ctx.Process(target=_serve, args=(q, args.profile, args.deliver), daemon=True)
     proc.start()
     base = f"http://127.0.0.1:{q.get(timeout=60)}"
     rows = []
     try:
         for s in [int(x) for x in args.streams.split(",")]:
-            before = _cpu_s(proc.pid)
-            tokens, wall = asyncio.run(_load(base, s, max(args.requests, s), args.tokens))
+            before, ttft = _cpu_s(proc.pid), []
+            tokens, wall = asyncio.run(_load(base, s, max(args.requests, s), args.tokens, ttft))
             cpu = _cpu_s(proc.pid) - before
-            rows.append((s, max(args.requests, s), tokens, wall, cpu))
+            ttft.sort()
+            rows.append((s, max(args.requests, s), tokens, wall, cpu, ttft[len(ttft) // 2] * 1e3 if ttft else 0.0))
     finally:
         proc.terminate()
         proc.join(10)
-    print(f"\n## HTTP streaming cost (hypercorn + Quart + chat surface, scripted tokens), load {os.getloadavg()[0]:.1f}\n")
-    print("| concurrent streams | requests | tokens | wall s | client tok/s | server CPU µs/token | server CPU ms/request |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for s, n, tokens, wall, cpu in rows:
+    print(f"\n## HTTP streaming cost (hypercorn + Quart + chat surface, scripted tokens, --deliver {args.deliver}), "
+          f"load {os.getloadavg()[0]:.1f}\n")
+    print("| concurrent streams | requests | tokens | wall s | client tok/s | server CPU µs/token | server CPU ms/request "
+          "| client TTFT p50 ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s, n, tokens, wall, cpu, ttft in rows:
         print(f"| {s} | {n} | {tokens} | {wall:.2f} | {tokens / wall:,.0f} | {cpu / tokens * 1e6:.0f} | "
-              f"{cpu / n * 1e3:.1f} |")
+              f"{cpu / n * 1e3:.1f} | {ttft:.1f} |")
     return 0
 
 

@@ -82,11 +82,19 @@ async def load(base: str, concurrency: int, max_tokens: int, temperature: float,
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         await asyncio.gather(*(one(client, base, i, 16, temperature) for i in range(min(8, concurrency))))
         await asyncio.gather(*(one(client, base, i, 4, temperature) for i in range(concurrency)))  # this width
-        before = (await client.get(f"{base}/v1/stats")).json()["engine"]
-        cpu0 = server_cpu(server_pid) if server_pid else None
         if clients > 1:
-            results, t0 = await asyncio.to_thread(split_load, base, concurrency, max_tokens, temperature, clients)
+            marks: dict = {}
+
+            def at_start() -> None:   # after the client processes' warm-up requests, before their streams
+                marks["before"] = httpx.get(f"{base}/v1/stats", timeout=60).json()["engine"]
+                marks["cpu0"] = server_cpu(server_pid) if server_pid else None
+
+            results, t0 = await asyncio.to_thread(split_load, base, concurrency, max_tokens, temperature, clients,
+                                                  at_start)
+            before, cpu0 = marks["before"], marks["cpu0"]
         else:
+            before = (await client.get(f"{base}/v1/stats")).json()["engine"]
+            cpu0 = server_cpu(server_pid) if server_pid else None
             t0 = time.perf_counter()
             results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
                                              for i in range(concurrency)))

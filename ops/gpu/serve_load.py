@@ -1,8 +1,8 @@
 """Load for ops.gpu.serve_bench from several client processes, and the server's CPU time by process.
 
 One Python client tops out near the rate a multi-worker server streams at (httpx + JSON per chunk), so
-`clients > 1` splits the streams over that many spawned processes; they start together at one
-monotonic instant (CLOCK_MONOTONIC is system-wide, so their chunk stamps share the parent's clock).
+`clients > 1` splits the streams over that many spawned processes; each opens its connections first, then
+a barrier releases them together (CLOCK_MONOTONIC is system-wide, so their chunk stamps share one clock).
 
 `server_cpu(pid)`: utime + stime seconds of the server's main process, of its HTTP workers (python
 children) and of its nats-server (children by /proc/PID/comm), read from /proc.
@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import threading
 import time
+from typing import Callable
 
 import httpx
 
@@ -59,29 +61,63 @@ def cpu_per_token(before: dict[str, float], after: dict[str, float], tokens: int
     return out
 
 
-def _warm(_: int) -> None:
-    import ops.gpu.serve_bench  # noqa: F401  (imports done before the clock starts)
+def _part(base: str, ids: list[int], max_tokens: int, temperature: float, ready, go, out) -> None:
+    """One client process: make its HTTP client, open one connection per stream with a 1-token request
+    (httpx's lazy imports and SSL context, the TCP handshakes: the first AsyncClient of a process takes
+    0.1-1.3 s on a busy box), pass the `ready` barrier with the other clients and the parent, wait at `go`
+    for the parent's start, then run the measured streams.
+    Puts (release instant, results) on `out`, or the error's text."""
+    try:
+        from ops.gpu.serve_bench import one
+
+        async def run() -> tuple[float, list[dict]]:
+            limits = httpx.Limits(max_connections=len(ids) + 4, max_keepalive_connections=len(ids) + 4)
+            async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+                await asyncio.gather(*(one(client, base, i, 1, temperature) for i in ids))
+                await asyncio.to_thread(ready.wait, 600)
+                await asyncio.to_thread(go.wait, 600)
+                released = time.perf_counter()
+                return released, await asyncio.gather(*(one(client, base, i, max_tokens, temperature) for i in ids))
+
+        out.put(asyncio.run(run()))
+    except BaseException as exc:   # the parent raises it: a client that failed must not look like a slow one
+        ready.abort()              # the others (and the parent) stop waiting for it
+        go.abort()
+        out.put(f"client process failed: {exc!r}")
+        raise
 
 
-def _part(base: str, ids: list[int], max_tokens: int, temperature: float, start_at: float) -> list[dict]:
-    from ops.gpu.serve_bench import one
-
-    async def run() -> list[dict]:
-        limits = httpx.Limits(max_connections=len(ids) + 4, max_keepalive_connections=len(ids) + 4)
-        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-            await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
-            return await asyncio.gather(*(one(client, base, i, max_tokens, temperature) for i in ids))
-
-    return asyncio.run(run())
-
-
-def split_load(base: str, concurrency: int, max_tokens: int, temperature: float, clients: int) -> tuple[list, float]:
-    """Every stream's result from `clients` processes, and the shared start instant."""
+def split_load(base: str, concurrency: int, max_tokens: int, temperature: float, clients: int,
+               at_start: Callable[[], None] | None = None) -> tuple[list, float]:
+    """Every stream's result from `clients` processes, and the start instant. The clients are released
+    together by a barrier once each has its connections open, so a client's own start-up (seconds on a busy
+    box) is never counted as time to the first token; the start is the earliest client's release.
+    `at_start()` runs once every client is ready and before any is released (the caller's "before"
+    readings: the clients' warm-up requests stay out of them)."""
     parts = [list(range(c, concurrency, clients)) for c in range(clients)]
     ctx = mp.get_context("spawn")
-    with ctx.Pool(clients) as pool:
-        pool.map(_warm, range(clients), chunksize=1)   # every interpreter up and its imports done
-        start_at = time.perf_counter() + 0.5
-        async_results = [pool.apply_async(_part, (base, ids, max_tokens, temperature, start_at)) for ids in parts]
-        results = [r for a in async_results for r in a.get(timeout=900)]
-    return results, start_at
+    ready, go, out = ctx.Barrier(len(parts) + 1), ctx.Barrier(len(parts) + 1), ctx.Queue()
+    procs = [ctx.Process(target=_part, args=(base, ids, max_tokens, temperature, ready, go, out), daemon=True)
+             for ids in parts]
+    for p in procs:
+        p.start()
+    try:
+        try:
+            ready.wait(900)
+            try:
+                if at_start is not None:
+                    at_start()
+            except BaseException:
+                go.abort()         # the clients stop waiting: the caller's error is raised below
+                raise
+            go.wait(900)
+        except threading.BrokenBarrierError:
+            pass                   # a client failed: its message is on `out`
+        got = [out.get(timeout=900) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(30)
+    failed = [g for g in got if isinstance(g, str)]
+    if failed:
+        raise RuntimeError(failed[0])
+    return [r for _, results in got for r in results], min(released for released, _ in got)

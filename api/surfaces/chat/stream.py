@@ -25,18 +25,27 @@ class ChatStreamProjector(OpenAIChunkStream):
                 "logprobs": chat_logprobs(lps) if self._logprobs and lps is not None else None,
                 "finish_reason": finish}
 
+    def _content(self, i: int, text: str):
+        """A content chunk without logprobs: the choice from its template."""
+        return self._text_chunk('[{"index":%d,"delta":{"content":' % i, text,
+                                '},"logprobs":null,"finish_reason":null}]')
+
     def open(self) -> list[ServerSentEvent]:
         """One first chunk naming every choice (indices 0..n-1), role sent once each."""
         return [self._chunk([self._choice(i, {"role": "assistant", "content": ""})
                              for i in range(len(self._decoders))])]
 
     def feed(self, i: int, delta: Delta) -> list[ServerSentEvent]:
+        decoder = self._decoders[i]
+        text = decoder.plain_text(delta)
+        if text is not None:                 # a plain token (no tools, no logprobs): its chunk from the template
+            return [self._content(i, text)] if text else []
         events: list[ServerSentEvent] = []
-        for out in self._decoders[i].feed(delta):
+        for out in decoder.feed(delta):
             if isinstance(out, TextOut):
                 if out.text:
-                    events.append(self._chunk([self._choice(i, {"content": out.text},
-                                                            lps=out.logprobs)]))
+                    events.append(self._content(i, out.text) if not self._logprobs else
+                                  self._chunk([self._choice(i, {"content": out.text}, lps=out.logprobs)]))
             elif isinstance(out, ToolStart):
                 head = {"index": out.index, "id": new_id("call_"), "type": "function",
                         "function": {"name": out.name, "arguments": ""}}

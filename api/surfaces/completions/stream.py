@@ -27,6 +27,11 @@ class CompletionChoice:
         self._lp = CompletionLogprobs() if logprobs is not None else None
         self.decoder = ChoiceDecoder(parse_tools=False, logprobs=logprobs is not None)
 
+    @property
+    def plain(self) -> bool:
+        """No echo still to send and no logprobs: a token's piece is its text alone."""
+        return self._echo is None and self._lp is None
+
     def feed(self, delta: Delta) -> list[Piece]:
         outs = self.decoder.feed(delta)
         pieces: list[Piece] = []
@@ -72,8 +77,14 @@ class CompletionStreamProjector(OpenAIChunkStream):
         return []
 
     def feed(self, i: int, delta: Delta) -> list[ServerSentEvent]:
+        choice = self._choices[i]
+        if choice.plain:             # a plain token (no echo left, no logprobs): its chunk from the template
+            text = choice.decoder.plain_text(delta)
+            if text is not None:
+                return [self._text_chunk('[{"index":%d,"text":' % i, text,
+                                         ',"logprobs":null,"finish_reason":null}]')] if text else []
         events = []
-        for piece in self._choices[i].feed(delta):
+        for piece in choice.feed(delta):
             if piece.error is not None:
                 return events + self.fail(piece.error)
             if piece.text or piece.logprobs or piece.finish:
