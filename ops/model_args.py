@@ -3,7 +3,7 @@
 Model: --backend, --max-batch, --kv-pages, --gpu-memory-utilization, --engine-overlap,
 --default-max-tokens, --default-temperature, --default-top-p, --model (the ModelService).
 Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
---snapshot-interval (SharedRuntime's constructor options).
+--snapshot-interval, --embedding-worker (SharedRuntime's constructor options).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from aotx.runtime.embedding import process_embedder
 from aotx.serving import ModelService, ServiceConfig
 from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from ops.stored_args import add_stored_arguments, stored_limits
@@ -59,6 +60,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
+    p.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
+                   help="where shared inputs' texts are embedded: process (default) = a worker process of its own "
+                        "(kernels.embedding.worker: its forward never waits for this process's GIL, nor the "
+                        "engine for it); thread = a thread of this process")
     add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
 
 
@@ -94,7 +99,8 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
         every=int(args.snapshot_every), interval=float(args.snapshot_interval))
     return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
             "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory),
-            "snapshots": snapshots, "stored_limits": stored_limits(args)}
+            "snapshots": snapshots, "stored_limits": stored_limits(args),
+            "embedder": process_embedder() if args.embedding_worker == "process" else None}
 
 
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:
