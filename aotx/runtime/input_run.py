@@ -21,6 +21,7 @@ from ..sampling_defaults import resolved
 from ..state import Execution
 from ..state.execution import InputCompleted, OutputAppended
 from . import memory_work as mw
+from .early_start import drop_early
 from .execution_port import ExecutionSettings, ProjectionReads
 from .input_journal import InputJournal
 from .input_trace import stamp
@@ -84,7 +85,15 @@ class InputRunner:
                                 temperature=temperature, top_p=top_p)
         if run.record(self.reads.state).cancel_requested or run.stopped:
             await self.journal.write(run, self.stopped(run, len(prompt), 0))
-            return
+            return   # (an early request goes when the run ends: executor._ended)
+        if run.early_prompt is not None:   # asked of the engine before its lease was applied (early_start)
+            if run.early_prompt == prompt:
+                run.early_prompt = None    # that request is this input's: its deltas wait in the handle
+                if run.stopped:
+                    run.handle.cancel()
+                await self._stream(run, len(prompt))
+                return
+            drop_early(run)   # the applied state gave another prompt (memory became recallable): ask again
         claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
         try:
             run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)

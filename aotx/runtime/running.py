@@ -49,6 +49,7 @@ class Running:
     #                             its memory input goes with its first write after the vector came, or its end
     task: Optional[asyncio.Task] = None
     handle: Any = None
+    early_prompt: Optional[list] = None   # asked of the engine before its lease was applied (aotx.runtime.early_start)
     slot: int = -1
     preleased: bool = False     # leased with its admission, waiting for that lease to be applied
     cancelled: bool = False
