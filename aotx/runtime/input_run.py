@@ -245,4 +245,5 @@ class InputRunner:
                                   output_tokens=final.completion_tokens, finish=finish, error=error)
         # the last bytes and the terminal result in one write
         tail = [OutputAppended(run.lineage, run.sequence, saved, bytes(pending))] if pending else []
-        await self.journal.write(run, *tail, done)
+        if await self.journal.write(run, *tail, done):
+            stamp(run.lineage, run.sequence, "completed")

@@ -65,7 +65,7 @@ def input_steps(tag: str, n: int, max_tokens: int, participants: int) -> list[di
 
 
 async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float, posted: float) -> dict:
-    first, end = None, None
+    first, end, ended = None, None, None
     async with client.stream("GET", f"{BASE}/operations/{op}/events", headers=headers) as r:
         opened = time.perf_counter()
         async for line in r.aiter_lines():
@@ -74,10 +74,11 @@ async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float, p
             if line.startswith("data: ") and end is None and '"execution"' in line:
                 data = json.loads(line[6:])
                 if "finish" in data:
-                    end = data
+                    end, ended = data, time.perf_counter()
     first = first or time.perf_counter()
     return {"ttfb": first - t0, "end": end, "op": op,
-            "stamps": {"t0": t0, "posted": posted, "opened": opened, "first_byte": first}}
+            "stamps": {"t0": t0, "posted": posted, "opened": opened, "first_byte": first,
+                       **({"ended": ended} if ended is not None else {})}}
 
 
 async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int,
@@ -119,10 +120,10 @@ def breakdown(rows: list[dict], trace: dict[str, dict[str, float]]) -> list[tupl
     return [(r["n"], stage_medians(r["shared"]["inputs"], trace, STAGES)) for r in rows]
 
 
-# the client's (posted: the 202; opened: the events stream's headers; first_byte) and the server's
-# (aotx.runtime.input_trace) stages, in the order they happen
-STAGES = ("posted", "begun", "embedded", "prompt", "submitted", "opened", "first_delta", "first_output",
-          "first_byte")
+# the client's (posted: the 202; opened: the events stream's headers; first_byte; ended: the `end`
+# event) and the server's (aotx.runtime.input_trace) stages, about in the order they happen
+STAGES = ("received", "round", "acked", "posted", "begun", "submitted", "prompt", "first_delta", "opened",
+          "embedded", "first_output", "first_byte", "completed", "ended")
 
 
 async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
@@ -208,8 +209,8 @@ def main(argv=None) -> int:
         print(f"| {r['n']} | {r['shared']['per_s']:.2f} | {r['chat']['per_s']:.2f} | {r['ratio']:.2f}× | "
               f"{r['shared']['ttfb_p50'] * 1e3:.0f} | {r['chat']['ttfb_p50'] * 1e3:.0f} |")
     print(table("shared input: median ms from its POST to each stage (posted = its 202, opened = its events "
-                "stream's headers, first_byte = its first output event; the others from the server's "
-                "AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
+                "stream's headers, first_byte = its first output event, ended = its end event; the others from the "
+                "server's AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
     return 0
 
 
