@@ -2,6 +2,7 @@
 (a benchmark, not a test).
 
     .venv/bin/python -m ops.bench.shared_inputs [--backend auto] [--levels 1,8,32] [--max-tokens 32]
+                                                [--embedding-worker process|thread]
 
 Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
 directory. For each concurrency level N: N conversations, each in a fresh private space (so no
@@ -184,6 +185,8 @@ def main(argv=None) -> int:
                     help="participants posting the inputs, conversation i belongs to participant i mod P "
                          "(default: one per conversation of the largest level; 1 = one participant posts all, "
                          "its sequences in order)")
+    ap.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
+                    help="the server's --embedding-worker (where inputs' texts are embedded)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
     participants = args.participants or max(levels)
@@ -193,7 +196,8 @@ def main(argv=None) -> int:
         config, tokens, _ = ensure_dev_config(var)
         for i in range(participants):
             add_dev_principal(config, tokens, actor(i, participants))
-        proc, base = start_server(args.backend, max(levels), args.max_tokens, var)
+        proc, base = start_server(args.backend, max(levels), args.max_tokens, var,
+                                  extra=("--embedding-worker", args.embedding_worker))
         try:
             rows = asyncio.run(run(base, Path(var), levels, args.max_tokens, participants))
         finally:
@@ -201,7 +205,7 @@ def main(argv=None) -> int:
             proc.wait(timeout=30)
         trace = read_trace(trace_path)
     print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens, "
-          f"{participants} participant(s))\n")
+          f"{participants} participant(s), embedding in a {args.embedding_worker})\n")
     print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
           "| chat first byte p50 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
