@@ -53,3 +53,19 @@ def test_serve_and_boot_embed_in_a_worker_process_unless_told_otherwise():
     add_model_arguments(p)
     assert isinstance(runtime_options(p.parse_args([]))["embedder"], EmbeddingProcess)
     assert runtime_options(p.parse_args(["--embedding-worker", "thread"]))["embedder"] is None
+
+
+def test_the_worker_outlives_a_sigterm_to_the_process_group_and_ends_with_its_stdin():
+    import signal
+
+    worker = EmbeddingProcess(threads=1)
+    try:
+        worker.start()
+        worker.embed(TEXTS[:1])
+        os.kill(worker.pid, signal.SIGTERM)   # what `kill -TERM -<pgid>` of the server gives it
+        os.kill(worker.pid, signal.SIGINT)    # a terminal's Ctrl-C
+        pid = worker.pid
+        assert worker.embed(TEXTS[:1]).shape == (1, worker.dim) and worker.pid == pid   # the same worker
+    finally:
+        worker.close()
+    wait_until(lambda: _gone(pid), "the closed worker to exit", timeout=30)
