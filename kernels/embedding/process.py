@@ -55,8 +55,9 @@ class EmbeddingProcess:
         assert self._proc is not None and self._proc.stdout is not None
         data = read_exact(self._proc.stdout, n)
         if data is None:
-            code = self._proc.wait()
-            self._proc = None
+            proc, self._proc = self._proc, None
+            code = proc.wait()
+            _close_pipes(proc)
             raise EmbeddingWorkerError(f"the embedding worker exited (status {code})")
         return data
 
@@ -84,6 +85,8 @@ class EmbeddingProcess:
             except (BrokenPipeError, ValueError) as exc:
                 self._proc = None
                 proc.kill()
+                proc.wait()
+                _close_pipes(proc)
                 raise EmbeddingWorkerError(f"the embedding worker is gone: {exc}") from exc
             head = self._read(5)
             if head[:1] == b"X":
@@ -99,15 +102,24 @@ class EmbeddingProcess:
             proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.stdin is not None:
-            try:
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
+        _close_stdin(proc)
         try:
             proc.wait(timeout=CLOSE_SECONDS)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _close_pipes(proc)
+
+
+def _close_stdin(proc: subprocess.Popen) -> None:
+    if proc.stdin is not None and not proc.stdin.closed:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:   # the worker is gone: nothing to flush to
+            pass
+
+
+def _close_pipes(proc: subprocess.Popen) -> None:
+    _close_stdin(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
