@@ -8,7 +8,7 @@ Frames on stdin / stdout, little-endian (kernels.embedding.process writes and re
   ready  (worker → client, once the model is loaded): b"R", u32 dim
   embed  (client → worker): b"E", u32 n, then n times u32 length + UTF-8 bytes
   answer (worker → client): b"V", u32 n, u32 dim, n·dim float32; or b"X", u32 length, UTF-8 message
-End of stdin (the client closed it, or its process died) ends the worker; it ignores SIGTERM and SIGINT
+End of stdin (the client closed it, or its process died) ends the worker; it ignores SIGTERM, SIGINT and SIGHUP
 (sent to the server's whole process group, they must not end it before the server drained).
 """
 from __future__ import annotations
@@ -54,8 +54,8 @@ def main() -> int:
     # the server's process group may get SIGTERM / SIGINT (a terminal's Ctrl-C, a supervisor): the server
     # drains and then closes our stdin; dying first would fail the inputs it drains. The end of stdin
     # (the server stopped, or was killed) ends us; SIGKILL still does at once.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):   # (SIGHUP: the server's grant reload)
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "wb")   # the protocol's own stdout; stray prints go to stderr
     os.dup2(2, 1)
     from kernels.embedding.model import load_embedding_model

@@ -64,6 +64,7 @@ def test_the_worker_outlives_a_sigterm_to_the_process_group_and_ends_with_its_st
         worker.embed(TEXTS[:1])
         os.kill(worker.pid, signal.SIGTERM)   # what `kill -TERM -<pgid>` of the server gives it
         os.kill(worker.pid, signal.SIGINT)    # a terminal's Ctrl-C
+        os.kill(worker.pid, signal.SIGHUP)    # the server's grant reload, sent to the group
         pid = worker.pid
         assert worker.embed(TEXTS[:1]).shape == (1, worker.dim) and worker.pid == pid   # the same worker
     finally:
