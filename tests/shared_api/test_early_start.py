@@ -22,12 +22,14 @@ class LeaseSpy(SubmitSpy):
     def __init__(self, service) -> None:
         super().__init__(service)
         self.running_at_submit: list[int] = []
+        self.handles: list = []
 
     def submit(self, prompt, params, **kw):
         state = self.runtime.state
         self.running_at_submit.append(sum(1 for r in state.executions
                                           if r is not None and r.status is Execution.RUNNING))
-        return super().submit(prompt, params, **kw)
+        self.handles.append(super().submit(prompt, params, **kw))
+        return self.handles[-1]
 
 
 async def test_nothing_to_recall_is_asked_of_the_engine_before_its_lease_is_applied(nats_url, service):
@@ -78,3 +80,34 @@ async def test_an_early_request_whose_admission_did_not_land_is_cancelled(nats_u
         await wait_until_async(lambda: not runtime.hold.active, "the hold to lift")
         status, op = await alice.get("/participant")
         assert status == 200 and op["next_sequence"] == str(alice.next_sequence), op   # nothing was admitted
+
+
+async def test_an_early_request_for_another_prompt_is_cancelled_and_the_input_asked_again(nats_url, service,
+                                                                                        monkeypatch):
+    """Where the applied state gives the run another prompt than the early one (memory became recallable
+    in between: stood in for here by marking the early prompt as another), the run cancels the early
+    request and asks again, without the claim that request took over; the input completes."""
+    import aotx.runtime.executor as executor_module
+
+    real = executor_module.submit_early
+
+    def submit_then_differ(service_, run, *args):
+        real(service_, run, *args)
+        if run.early_prompt is not None:
+            run.early_prompt = [*run.early_prompt, 0]   # not the prompt the run will build
+
+    monkeypatch.setattr(executor_module, "submit_early", submit_then_differ)
+    spy = LeaseSpy(service)
+    async with shared_app(nats_url, fresh_spec(), service=spy) as (runtime, p, client):
+        spy.runtime = runtime
+        alice = p["alice"]
+        await _register(alice)
+        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        _, con = await _space(alice)
+        text = "Name three rivers."
+        done = await _say(alice, con, text, model, tokens=6, temperature=0)
+        assert spy.running_at_submit == [0, 1] and spy.prompts[0] == spy.prompts[1]   # early, then again
+        assert spy.handles[0]._cancel_sent and not spy.handles[1]._cancel_sent   # the early one was cancelled
+        assert done["result"]["input_tokens"] == _no_memory_prompt(service, text) and done["result"]["output_tokens"]
+        await wait_until_async(lambda: service.engine.committed_pages(), "both requests to have ended",
+                               done=lambda pages: pages == 0)
