@@ -4,7 +4,7 @@ Model: --backend, --max-batch, --kv-pages, --gpu-memory-utilization, --engine-ov
 --default-max-tokens, --default-temperature, --default-top-p, --model (the ModelService), --switch-interval
 (the process's GIL switch interval: the engine thread and the event loop share one interpreter).
 Runtime: --execution-deadline, --retention-mode, --lease-revision, --automatic-memory, --snapshot-every,
---snapshot-interval (SharedRuntime's constructor options).
+--snapshot-interval, --embedding-worker (SharedRuntime's constructor options).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from aotx.runtime.embedding import process_embedder
 from aotx.serving import ModelService, ServiceConfig
 from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from ops.stored_args import add_stored_arguments, stored_limits
@@ -61,11 +62,15 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
+    p.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
+                   help="where shared inputs' texts are embedded: process (default) = a worker process of its own "
+                        "(kernels.embedding.worker: its forward never waits for this process's GIL, nor the "
+                        "engine for it); thread = a thread of this process")
     add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
     p.add_argument("--switch-interval", type=float, default=_env_switch_ms(), metavar="MS",
                    help="the interpreter's GIL switch interval in ms (default $AOTX_SWITCH_INTERVAL_MS, else "
                         f"{DEFAULT_SWITCH_MS:g}): how long the event loop may wait for the engine thread to let "
-                        "go of the GIL (docs/PERFORMANCE.md, \"The GIL switch interval\")")
+                        "go of the GIL (docs/CONTRACTS.md, \"ignore_eos, and the GIL switch interval\")")
 
 
 DEFAULT_SWITCH_MS = 5.0   # CPython's own default (sys.getswitchinterval() at start)
@@ -118,7 +123,8 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
         every=int(args.snapshot_every), interval=float(args.snapshot_interval))
     return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
             "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory),
-            "snapshots": snapshots, "stored_limits": stored_limits(args)}
+            "snapshots": snapshots, "stored_limits": stored_limits(args),
+            "embedder": process_embedder() if args.embedding_worker == "process" else None}
 
 
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:

@@ -20,6 +20,7 @@ from ..state import ExecutionContext, InputAdmitted, MemoryPublicationRecorded, 
 from .admission_lease import AdmissionLeases
 from .catch_up import catch_up
 from .group_commit import answer
+from .input_trace import TRACE
 from .planner import Cmd, PlanError, accepted_answer, plan_batch, publication_decider, settled
 from .ticks import encode_ticks
 from .writer import Flight, JournalWriter
@@ -37,6 +38,7 @@ async def command_round(writer: JournalWriter, batch: list[Cmd], context: Option
     assert writer.projector is not None
     live = writer.projector.state
     plan = plan_batch(live, batch, context, publication_decider(writer.projector.memory))
+    stamp_inputs(plan.flights, "round")
     for cmd in plan.final:
         _settle(writer, cmd, live)
     if plan.failed:
@@ -60,6 +62,15 @@ async def command_round(writer: JournalWriter, batch: list[Cmd], context: Option
             for cmd in plan.later:
                 _settle(writer, cmd, writer.projector.state)
     return sorted(again, key=batch.index)
+
+
+def stamp_inputs(accepted: dict[bytes, list[Cmd]], stage: str) -> None:
+    """The input trace's `round` / `acked` stages of the inputs among these commands (aotx.runtime.input_trace)."""
+    if TRACE.on:
+        for cmds in accepted.values():
+            for c in cmds:
+                if isinstance(c.mutation, SubmitInput):
+                    TRACE.stamp(c.lineage, c.mutation.envelope.sequence, stage)
 
 
 def _settle(writer: JournalWriter, cmd: Cmd, state) -> None:
@@ -107,7 +118,9 @@ async def _fly(writer: JournalWriter, accepted: dict[bytes, list[Cmd]], batch: l
             cmd.tick = where[g]   # answered once its own events landed
         flights.append((writer.flight(lineage, ticks), cmds))
     mutations = {(c.lineage, c.mutation.envelope.sequence): c.mutation for _, cmds in flights for c in cmds}
-    if not await writer.write([f for f, _ in flights], mutations):
+    written = await writer.write([f for f, _ in flights], mutations)
+    stamp_inputs(accepted, "acked")
+    if not written:
         answer(batch, writer.failed_outcome())
         return [f for f, _ in flights]
     state = writer.projector.state

@@ -1,5 +1,9 @@
 """Embeddings of inputs' retained texts, batched: the texts of inputs waiting at the same time go to
-the model in one call (in a worker thread), which costs about what one text costs alone."""
+the model in one call, from a worker thread. The model: in this process (`default_embedder`), or in a
+worker process of its own (`process_embedder`, what `aotx serve` and `aotx boot` use unless
+`--embedding-worker thread`), so that its forward never queues for this process's GIL behind the event
+loop and the engine's thread (nor they behind it). A batch costs about its texts' tokens: one call, not
+one per text."""
 
 from __future__ import annotations
 
@@ -15,6 +19,13 @@ def default_embedder() -> Any:
     """all-MiniLM-L6-v2 from its wheel, loaded once per process."""
     from kernels.embedding import load_embedding_model
     return load_embedding_model()
+
+
+def process_embedder() -> Any:
+    """The model in a worker process (kernels.embedding.process), not started yet: the runtime starts
+    it when it is given a model service and stops it with itself."""
+    from kernels.embedding.process import EmbeddingProcess
+    return EmbeddingProcess()
 
 
 class EmbeddingBatcher:

@@ -37,6 +37,7 @@ from ..state import Execution, ExecutionContext, InputAdmitted, InputCancelled, 
 from ..state.execution import InputCompleted, LeaseApplied, execution_from_body
 from ..state.mutation_forms import from_canonical
 from . import memory_work as mw
+from .early_start import drop_early, submit_early
 from .embedding import EmbeddingBatcher, default_embedder
 from .execution_port import ExecutionJournal, ExecutionSettings, ProjectionReads
 from .grouping import Candidate, claim_group
@@ -153,6 +154,7 @@ class Executor:
         run.slot, run.preleased = self._slot(), True
         self.running[key] = run
         run.embedding = asyncio.ensure_future(self._embeddings.embed(mw.retained_text(request)))
+        self._submit_early(run, state)   # its prompt, where known already, goes to the engine with the append
         return LeaseApplied(lineage, Lease(LeaseRevision(self.settings.lease_revision),
                                            (LeaseRow(0, run.slot, run.sequence, lineage, self._mode),)))
 
@@ -170,6 +172,7 @@ class Executor:
                 self._begin(run)   # (its applied lease was not observed: never left waiting)
                 continue
             del self.running[key]
+            drop_early(run)
             self._release(run)
             run.preleased, run.slot = False, -1
             if record is not None and record.status is Execution.QUEUED:
@@ -225,6 +228,10 @@ class Executor:
         self.running.clear()
         self.queue.clear()
 
+    def _submit_early(self, run: Running, state: State) -> None:
+        submit_early(self.service, run, state, self.reads.memory, self._mode, self.settings.lease_revision,
+                     self.author_grants)
+
     def _release(self, run: Running) -> None:
         """Its claim goes back to the line (it ended, or will never submit a request)."""
         if run.claim is not None:
@@ -234,6 +241,7 @@ class Executor:
     def _ended(self, run: Running) -> None:
         if run.timer is not None:
             run.timer.cancel()
+        drop_early(run)   # (an early request its run never read)
         self._release(run)
         run.retained = True
         self.running.pop(run.key, None)
@@ -352,6 +360,7 @@ class Executor:
                 self._begin(run)
                 continue
             by_lineage.setdefault(run.lineage, []).append((index, run))
+            self._submit_early(run, state)
         leases = [LeaseApplied(lineage, Lease(revision, tuple(LeaseRow(i, r.slot, r.sequence, lineage, self._mode)
                                                              for i, r in rows)))
                   for lineage, rows in by_lineage.items()]
@@ -362,6 +371,7 @@ class Executor:
             for _, run in rows:
                 if not ok:  # its lease is not in the log: it stays queued there until the next boot interrupts it
                     self.running.pop(run.key, None)
+                    drop_early(run)
                     self._release(run)
                     continue
                 self._begin(run)   # the execution deadline starts now that the lease is applied

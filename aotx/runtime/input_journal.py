@@ -2,10 +2,11 @@
 
 Each call is one write. What a read-back after an unacknowledged write already applied is not
 written again; on a journal hold the write waits for the hold to lift and goes on where it stood.
-The input's memory input rides with its next write after the lease, ahead of it: in the log
-before any output of the input (its prompt never depends on its own memory). Where its prompt was
-built before its embedding was there (nothing to recall), that write first awaits the embedding
-(`Running.memory_later`).
+The input's memory input rides with its next write after the lease, ahead of it (its prompt never
+depends on its own memory). Where its prompt was built before its embedding was there (nothing to
+recall: `Running.memory_later`), an output write does not wait for the vector: the memory input goes
+with the first write after the embedding came, and the input's end (its completion) awaits it. So it
+is in the log exactly once, at the latest with the input's end, possibly after some of its output.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Callable
 
 from ..memory import MemoryRetained
 from ..state import Execution
-from ..state.execution import LeaseApplied, OutputAppended
+from ..state.execution import InputCompleted, LeaseApplied, OutputAppended
 from .execution_port import ExecutionJournal, ProjectionReads
 from .running import Running
 
@@ -46,9 +47,10 @@ class InputJournal:
         marks the input interrupted)."""
         todo = list(events)
         leasing = any(isinstance(e, LeaseApplied) for e in todo)
-        if run.memory_later is not None and not leasing:   # its memory input waits for the embedding
-            later, run.memory_later = run.memory_later, None
-            await later()
+        later = run.memory_later
+        if later is not None and not leasing and (later.ready or any(isinstance(e, InputCompleted) for e in todo)):
+            run.memory_later = None   # the vector is there (or this is the input's end: it waits for it)
+            run.memory_event = await later.event()
         with_memory = run.memory_event is not None and not leasing
         if with_memory:
             todo.insert(0, run.memory_event)

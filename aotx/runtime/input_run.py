@@ -2,7 +2,8 @@
 
 After its lease is applied: memory work (aotx.runtime.memory_work: recall into the prompt by the
 lease revision, mode 2 interpretation by the same model; the MEMORY transfer retaining the input is
-written with its first OUTPUT) → the engine request (the same Engine and paged KV pool as the
+written with its first OUTPUT, or, where its prompt did not wait for the embedding, with its first
+write once the vector came, at the latest its COMPLETION) → the engine request (the same Engine and paged KV pool as the
 stateless surfaces) → OUTPUT transfers, batches of result bytes as they come → the last bytes and
 one COMPLETION transfer (final token counts, finish) in one write. Only a saved cancellation or
 the execution deadline stops it; a bug ends it `failed`, never looking alive.
@@ -20,10 +21,11 @@ from ..sampling_defaults import resolved
 from ..state import Execution
 from ..state.execution import InputCompleted, OutputAppended
 from . import memory_work as mw
+from .early_start import drop_early
 from .execution_port import ExecutionSettings, ProjectionReads
 from .input_journal import InputJournal
 from .input_trace import stamp
-from .running import Running
+from .running import PendingMemory, Running
 
 log = logging.getLogger("aotx.runtime.executor")
 FLUSH_BYTES = 256        # an output transfer is journalled once this many bytes wait …
@@ -83,7 +85,15 @@ class InputRunner:
                                 temperature=temperature, top_p=top_p)
         if run.record(self.reads.state).cancel_requested or run.stopped:
             await self.journal.write(run, self.stopped(run, len(prompt), 0))
-            return
+            return   # (an early request goes when the run ends: executor._ended)
+        if run.early_prompt is not None:   # asked of the engine before its lease was applied (early_start)
+            if run.early_prompt == prompt:
+                run.early_prompt = None    # that request is this input's: its deltas wait in the handle
+                if run.stopped:
+                    run.handle.cancel()
+                await self._stream(run, len(prompt))
+                return
+            drop_early(run)   # the applied state gave another prompt (memory became recallable): ask again
         claim, run.claim = run.claim, None   # the request takes its claim over (a refused one releases it)
         try:
             run.handle = self.service.submit(prompt, params, surface="shared", lane="stream", claim=claim)
@@ -103,8 +113,8 @@ class InputRunner:
     async def _memory(self, run: Running, record):
         """Embed, recall, interpret (mode 2) and retain. The rendered memory for the prompt, or None
         when the input ended here (cancelled, past its deadline, or its journal failed). Where nothing
-        can be recalled (mode 1) the prompt does not wait for the embedding: it is awaited for the
-        memory input, by the input's next write, with the generation running (`run.memory_later`)."""
+        can be recalled (mode 1) the prompt does not wait for the embedding, nor does the output: the
+        memory input goes with the first write after it came, at the latest the input's end (`run.memory_later`)."""
         state = self.reads.state
         place = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence))
         text = mw.retained_text(run.request)
@@ -138,8 +148,8 @@ class InputRunner:
     async def _nothing_to_recall(self, run: Running, record, place: mw.InputPlace, mode: int, text: bytes,
                                  embedding: asyncio.Future):
         """The empty recall, rendered now; the memory input (which needs the vector) is built by
-        `run.memory_later`, which the input's next write awaits (aotx.runtime.input_journal): by then the
-        engine works on the prompt."""
+        `run.memory_later` once the embedding came, for the input's first write after that, at the latest
+        its end (aotx.runtime.input_journal): meanwhile the engine works on the prompt."""
         if run.record(self.reads.state).cancel_requested or run.stopped:
             embedding.cancel()
             await self.journal.write(run, self.stopped(run, 0, 0))
@@ -148,9 +158,8 @@ class InputRunner:
             embedding.cancel()
             run.retained = True
         else:
-            async def later() -> None:
-                run.memory_event = mw.retention(place, run.lineage, mode, text, await embedding, None)
-            run.memory_later = later
+            run.memory_later = PendingMemory(
+                embedding, lambda vector: mw.retention(place, run.lineage, mode, text, vector, None))
             embedding.add_done_callback(lambda _: stamp(run.lineage, run.sequence, "embedded"))
         return mw.nothing_recalled(int(record.lease_revision))
 
@@ -159,7 +168,7 @@ class InputRunner:
         later, run.memory_later = run.memory_later, None
         if later is not None:
             try:
-                await later()
+                run.memory_event = await later.event()
             except Exception as exc:   # what failed may be that embedding: the input ends without memory
                 log.warning("input %s/%d: no memory input, its embedding failed: %s", run.lineage.hex(),
                             run.sequence, exc)
@@ -236,4 +245,5 @@ class InputRunner:
                                   output_tokens=final.completion_tokens, finish=finish, error=error)
         # the last bytes and the terminal result in one write
         tail = [OutputAppended(run.lineage, run.sequence, saved, bytes(pending))] if pending else []
-        await self.journal.write(run, *tail, done)
+        if await self.journal.write(run, *tail, done):
+            stamp(run.lineage, run.sequence, "completed")

@@ -8,9 +8,12 @@ to it, `t` on the CLOCK_MONOTONIC clock (time.monotonic: on Linux the same clock
 time.perf_counter on that host, so the bench puts the server's stages on its own time line). Off, a
 stamp costs one attribute test. Not a log: the bench reads the file once the server stopped.
 
-Stages, in order: `begun` (the lease applied: the run starts), `embedded` (the input's vector),
-`prompt` (recall and the prompt built), `submitted` (asked of the engine), `first_delta` (the engine's
-first delta), `first_output` (the write of the first output bytes acknowledged: readers may see them).
+Stages, in order: `received` (the gateway's route parsed the POST), `round` (the command round that
+decides it began), `acked` (that round's append acknowledged), `begun` (the lease applied: the run starts), `embedded` (the input's vector),
+`prompt` (recall and the prompt built), `submitted` (asked of the engine: before `begun` where its
+prompt cannot depend on recall, aotx.runtime.early_start), `first_delta` (the engine's
+first delta), `first_output` (the write of the first output bytes acknowledged: readers may see them),
+`completed` (the write of its end acknowledged, its memory input in it or before it).
 """
 from __future__ import annotations
 

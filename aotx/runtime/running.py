@@ -5,10 +5,28 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..state import State, SubmitInput
 from ..state.execution import ExecutionRecord
+
+
+@dataclass
+class PendingMemory:
+    """An input's memory input still waiting for its embedding (its prompt did not need the vector):
+    `build(vector)` makes the MemoryRetained event. A write that does not end the input takes it only
+    once the embedding is `ready`; the input's end waits for it (aotx.runtime.input_journal)."""
+
+    embedding: asyncio.Future
+    build: Callable[[Any], Any]
+
+    @property
+    def ready(self) -> bool:
+        return self.embedding.done()
+
+    async def event(self) -> Any:
+        """The memory input (the embedding's exception where it failed)."""
+        return self.build(await self.embedding)
 
 
 @dataclass
@@ -27,9 +45,11 @@ class Running:
     retained: bool = False      # its memory input is committed (or it ended without one)
     embedding: Optional[asyncio.Future] = None   # its text's embedding, computed while it waits for its lease
     memory_event: Any = None    # its memory input, journalled with its next write (first output or completion)
-    memory_later: Any = None    # builds memory_event once the embedding is there (nothing recalled: it did not wait)
+    memory_later: Optional[PendingMemory] = None   # nothing recalled, so it did not wait for its embedding:
+    #                             its memory input goes with its first write after the vector came, or its end
     task: Optional[asyncio.Task] = None
     handle: Any = None
+    early_prompt: Optional[list] = None   # asked of the engine before its lease was applied (aotx.runtime.early_start)
     slot: int = -1
     preleased: bool = False     # leased with its admission, waiting for that lease to be applied
     cancelled: bool = False

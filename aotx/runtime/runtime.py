@@ -180,6 +180,9 @@ class SharedRuntime(RuntimePort):
         if self.embedder is None:  # memory input needs the text embedding model: load it now, not at the first input
             from .embedding import default_embedder
             self.embedder = default_embedder()
+        start = getattr(self.embedder, "start", None)   # a worker process (process_embedder) loads meanwhile
+        if callable(start):
+            start()
         self.context = execution_context(service, self.automatic_memory)
         if self.executor is not None:
             self.observers.remove(self.executor.saved)
@@ -226,6 +229,9 @@ class SharedRuntime(RuntimePort):
         recorder's bounded close), also when nats-server is gone."""
         if self.executor is not None:
             await self.executor.stop()
+        close = getattr(self.embedder, "close", None)   # a worker process of its own (process_embedder)
+        if callable(close):
+            await asyncio.to_thread(close)
         await self.executions.commit.stop(_STOPPED)
         await self.stored.stop()
         await self.commands.stop(_STOPPED)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from quart import request
 
 from aotx.runtime import Outcome, parse_submission
+from aotx.runtime.input_trace import TRACE
+from aotx.state.derive import lineage_for
 from aotx.state import MutationKind, SubmitInput
 
 from .common import actor, answer, runtime
@@ -19,6 +21,8 @@ def mutate(kind: MutationKind):
         if isinstance(mutation, Outcome):   # malformed: 400, no runtime sees it
             return answer(mutation)
         if isinstance(mutation, SubmitInput):
+            if TRACE.on:   # the input trace's first stage (aotx.runtime.input_trace)
+                TRACE.stamp(lineage_for(actor().principal), mutation.envelope.sequence, "received")
             await foreign_media(mutation)
         return answer(await runtime().submit(actor(), mutation))
     return handler

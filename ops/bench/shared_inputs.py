@@ -2,6 +2,7 @@
 (a benchmark, not a test).
 
     .venv/bin/python -m ops.bench.shared_inputs [--backend auto] [--levels 1,8,32] [--max-tokens 32]
+                                                [--embedding-worker process|thread]
 
 Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
 directory. For each concurrency level N: N conversations, each in a fresh private space (so no
@@ -65,7 +66,7 @@ def input_steps(tag: str, n: int, max_tokens: int, participants: int) -> list[di
 
 
 async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float, posted: float) -> dict:
-    first, end = None, None
+    first, end, ended = None, None, None
     async with client.stream("GET", f"{BASE}/operations/{op}/events", headers=headers) as r:
         opened = time.perf_counter()
         async for line in r.aiter_lines():
@@ -74,10 +75,11 @@ async def follow(client: httpx.AsyncClient, headers: dict, op: str, t0: float, p
             if line.startswith("data: ") and end is None and '"execution"' in line:
                 data = json.loads(line[6:])
                 if "finish" in data:
-                    end = data
+                    end, ended = data, time.perf_counter()
     first = first or time.perf_counter()
     return {"ttfb": first - t0, "end": end, "op": op,
-            "stamps": {"t0": t0, "posted": posted, "opened": opened, "first_byte": first}}
+            "stamps": {"t0": t0, "posted": posted, "opened": opened, "first_byte": first,
+                       **({"ended": ended} if ended is not None else {})}}
 
 
 async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: int, max_tokens: int,
@@ -119,10 +121,10 @@ def breakdown(rows: list[dict], trace: dict[str, dict[str, float]]) -> list[tupl
     return [(r["n"], stage_medians(r["shared"]["inputs"], trace, STAGES)) for r in rows]
 
 
-# the client's (posted: the 202; opened: the events stream's headers; first_byte) and the server's
-# (aotx.runtime.input_trace) stages, in the order they happen
-STAGES = ("posted", "begun", "embedded", "prompt", "submitted", "opened", "first_delta", "first_output",
-          "first_byte")
+# the client's (posted: the 202; opened: the events stream's headers; first_byte; ended: the `end`
+# event) and the server's (aotx.runtime.input_trace) stages, about in the order they happen
+STAGES = ("received", "round", "acked", "posted", "begun", "submitted", "prompt", "first_delta", "opened",
+          "embedded", "first_output", "first_byte", "completed", "ended")
 
 
 async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
@@ -183,6 +185,8 @@ def main(argv=None) -> int:
                     help="participants posting the inputs, conversation i belongs to participant i mod P "
                          "(default: one per conversation of the largest level; 1 = one participant posts all, "
                          "its sequences in order)")
+    ap.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
+                    help="the server's --embedding-worker (where inputs' texts are embedded)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
     participants = args.participants or max(levels)
@@ -192,7 +196,8 @@ def main(argv=None) -> int:
         config, tokens, _ = ensure_dev_config(var)
         for i in range(participants):
             add_dev_principal(config, tokens, actor(i, participants))
-        proc, base = start_server(args.backend, max(levels), args.max_tokens, var)
+        proc, base = start_server(args.backend, max(levels), args.max_tokens, var,
+                                  extra=("--embedding-worker", args.embedding_worker))
         try:
             rows = asyncio.run(run(base, Path(var), levels, args.max_tokens, participants))
         finally:
@@ -200,7 +205,7 @@ def main(argv=None) -> int:
             proc.wait(timeout=30)
         trace = read_trace(trace_path)
     print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens, "
-          f"{participants} participant(s))\n")
+          f"{participants} participant(s), embedding in a {args.embedding_worker})\n")
     print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
           "| chat first byte p50 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -208,8 +213,8 @@ def main(argv=None) -> int:
         print(f"| {r['n']} | {r['shared']['per_s']:.2f} | {r['chat']['per_s']:.2f} | {r['ratio']:.2f}× | "
               f"{r['shared']['ttfb_p50'] * 1e3:.0f} | {r['chat']['ttfb_p50'] * 1e3:.0f} |")
     print(table("shared input: median ms from its POST to each stage (posted = its 202, opened = its events "
-                "stream's headers, first_byte = its first output event; the others from the server's "
-                "AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
+                "stream's headers, first_byte = its first output event, ended = its end event; the others from the "
+                "server's AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
     return 0
 
 

@@ -88,3 +88,13 @@ def test_embedding_path_override(monkeypatch, tmp_path):
     monkeypatch.setenv("AOTX_EMBEDDING_PATH", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="config.json"):
         default_embedding_dir()
+
+
+def test_float32_erf_is_within_1e_6_of_math_erf():
+    import math
+
+    from kernels.embedding.bert import erf
+    x = np.linspace(-8.0, 8.0, 40001, dtype=np.float32)
+    got = erf(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, [math.erf(float(v)) for v in x], rtol=0, atol=1e-6)

@@ -24,6 +24,7 @@ from aotx.state import Grants, MutationKind
 from aotx.state.rights import Actor
 from eventlog import DEFAULT_USER, EmbeddedNats, NatsUser
 from ops.cli import build_parser
+from kernels.embedding.process import EmbeddingProcess
 from ops.model_args import runtime_options
 from ops.nats_args import embedded_flags
 from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
@@ -86,13 +87,17 @@ def _boot(rf, srv: EmbeddedNats, grants, *extra: str) -> Proc:
 def test_boot_flags_reach_the_runtime_options():
     args = build_parser().parse_args(["boot", "--runtime", "r", "--nats", "n", "--service-grants", "g",
                                       "--retention-mode", "2", "--lease-revision", "5", "--automatic-memory",
-                                      "--execution-deadline", "7", "--snapshot-every", "0"])
+                                      "--execution-deadline", "7", "--snapshot-every", "0",
+                                      "--embedding-worker", "thread"])
     assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
-                                     "automatic_memory": True, "snapshots": None, "stored_limits": StoredLimits()}
+                                     "automatic_memory": True, "snapshots": None, "stored_limits": StoredLimits(),
+                                     "embedder": None}
     args = build_parser().parse_args(["serve"])
-    assert runtime_options(args) == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
-                                     "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY),
-                                     "stored_limits": StoredLimits()}
+    options = runtime_options(args)
+    assert isinstance(options.pop("embedder"), EmbeddingProcess)   # a worker process, not started yet
+    assert options == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
+                       "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY),
+                       "stored_limits": StoredLimits()}
     args = build_parser().parse_args(["serve", "--idempotency-ttl", "90s"])
     assert runtime_options(args)["stored_limits"].idempotency_ttl == 90
     args = build_parser().parse_args(["serve", "--snapshot-every", "500", "--snapshot-interval", "60"])

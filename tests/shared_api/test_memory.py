@@ -318,17 +318,24 @@ async def test_with_nothing_to_recall_generation_starts_while_the_embedding_is_c
         space, con = await _space(alice)
         text = "Remember that the boat leaves at nine."
         status, receipt = await alice.post(f"/conversations/{con}/inputs",
-                                           alice.body(text=text, model=model, max_output_tokens=4))
+                                           alice.body(text=text, model=model, max_output_tokens=8))
         assert status == 202, receipt
         # a space with no memory recalls nothing whatever the vector: the prompt (the bare user turn) goes
         # to the engine while the embedding, needed only for the memory input, is still being computed
         await wait_until_async(lambda: spy.prompts, "the input to be asked of the engine while its embedding is held",
                                timeout=HELD_BOUND)
         assert spy.prompts == [service.chat_prompt([ChatMessage(role="user", content=text)])]
+        # its first output is saved (readers see it) while the embedding is still held: only its end, which
+        # carries the memory input, waits for the vector
+        op = receipt["operation"]
+        await wait_until_async(lambda: _result(alice, op), "output saved while the embedding is held",
+                               timeout=HELD_BOUND, done=lambda r: r["saved_bytes"] > 0)
+        assert (await alice.get(f"/operations/{op}"))[1]["execution"] == "running"
+        assert await _memory(alice, space) == []
         embedder.release.set()
-        done = await _wait(alice, receipt["operation"])
+        done = await _wait(alice, op)
         assert done["execution"] == "completed" and done["result"]["input_tokens"] == _no_memory_prompt(service, text)
-        # the memory input still goes into the log (with the first output), embedding and all
+        # the memory input still goes into the log (at the latest with the input's end), embedding and all
         rows = await _memory(alice, space)
         assert sorted(r["kind"] for r in rows) == ["embedding", "source", "text"]
         fresh = await SharedRuntime(nats_url, runtime.spec, progress=False).start()
