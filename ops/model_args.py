@@ -62,10 +62,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
-    p.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
-                   help="where shared inputs' texts are embedded: process (default) = a worker process of its own "
-                        "(kernels.embedding.worker: its forward never waits for this process's GIL, nor the "
-                        "engine for it); thread = a thread of this process")
+    # thread by default: the worker process made every `aotx serve` start 3.1 s slower on the 2-core box
+    # (7.3 s against 4.2 s to ready, +2.3 s CPU) and is not measured on the H200 yet (docs/CONTRACTS.md)
+    p.add_argument("--embedding-worker", choices=["process", "thread"], default="thread",
+                   help="where shared inputs' texts are embedded: thread (default) = a thread of this process; "
+                        "process = a worker process of its own (kernels.embedding.worker: its forward never waits "
+                        "for this process's GIL, nor the engine for it; the server starts ~3 s slower on 2 cores)")
     add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
     p.add_argument("--switch-interval", type=float, default=_env_switch_ms(), metavar="MS",
                    help="the interpreter's GIL switch interval in ms (default $AOTX_SWITCH_INTERVAL_MS, else "

@@ -185,7 +185,7 @@ def main(argv=None) -> int:
                     help="participants posting the inputs, conversation i belongs to participant i mod P "
                          "(default: one per conversation of the largest level; 1 = one participant posts all, "
                          "its sequences in order)")
-    ap.add_argument("--embedding-worker", choices=["process", "thread"], default="process",
+    ap.add_argument("--embedding-worker", choices=["process", "thread"], default="thread",
                     help="the server's --embedding-worker (where inputs' texts are embedded)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]

@@ -1,6 +1,6 @@
 """The embedding model in a worker process (kernels/embedding/process.py, worker.py): the same vectors
 as in this process, a worker that died is started again, close() ends it; `aotx serve` / `aotx boot`
-embed there unless `--embedding-worker thread` (ops/model_args.py)."""
+embed there with `--embedding-worker process` (ops/model_args.py; the default is a thread)."""
 from __future__ import annotations
 
 import argparse
@@ -48,11 +48,11 @@ def test_a_worker_process_embeds_as_this_process_does_and_is_restarted_after_it_
     wait_until(lambda: _gone(pid), "the closed worker to exit", timeout=30)
 
 
-def test_serve_and_boot_embed_in_a_worker_process_unless_told_otherwise():
+def test_serve_and_boot_embed_in_a_thread_unless_told_to_use_a_worker_process():
     p = argparse.ArgumentParser()
     add_model_arguments(p)
-    assert isinstance(runtime_options(p.parse_args([]))["embedder"], EmbeddingProcess)
-    assert runtime_options(p.parse_args(["--embedding-worker", "thread"]))["embedder"] is None
+    assert runtime_options(p.parse_args([]))["embedder"] is None
+    assert isinstance(runtime_options(p.parse_args(["--embedding-worker", "process"]))["embedder"], EmbeddingProcess)
 
 
 def test_the_worker_outlives_a_sigterm_to_the_process_group_and_ends_with_its_stdin():

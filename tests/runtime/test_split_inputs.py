@@ -92,9 +92,10 @@ def test_boot_flags_reach_the_runtime_options():
     assert runtime_options(args) == {"execution_deadline": 7.0, "retention_mode": 2, "lease_revision": 5,
                                      "automatic_memory": True, "snapshots": None, "stored_limits": StoredLimits(),
                                      "embedder": None}
-    args = build_parser().parse_args(["serve"])
+    args = build_parser().parse_args(["serve", "--embedding-worker", "process"])
     options = runtime_options(args)
     assert isinstance(options.pop("embedder"), EmbeddingProcess)   # a worker process, not started yet
+    assert runtime_options(build_parser().parse_args(["serve"]))["embedder"] is None   # the default: a thread
     assert options == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
                        "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY),
                        "stored_limits": StoredLimits()}
