@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import time
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -118,3 +119,12 @@ class OpenStream:
 def open_stream(client: Any, path: str, headers: dict[str, str] | None = None) -> OpenStream:
     """`async with open_stream(test_client, path, headers) as s: await s.started(); …; body = await s.finish()`."""
     return OpenStream(client.request(path, method="GET", headers=headers or {}))
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process has this pid any more (for wait_until)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

@@ -140,3 +140,16 @@ def engine_tape(tokens, *, stop=(), eos=True, max_tokens=None) -> list[Delta]:
         if reason is not None:
             break
     return out
+
+
+def run(projector, tapes) -> bytes:
+    """Interleave the tapes round-robin (choice i gets tapes[i]) through the projector."""
+    out = b"".join(e.encode() for e in projector.open())
+    cursors = [0] * len(tapes)
+    while not projector.done and any(c < len(t) for c, t in zip(cursors, tapes)):
+        for i, t in enumerate(tapes):
+            if cursors[i] < len(t) and not projector.done:
+                out += b"".join(e.encode() for e in projector.feed(i, t[cursors[i]]))
+                cursors[i] += 1
+    assert projector.done
+    return out

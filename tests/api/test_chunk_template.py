@@ -11,20 +11,7 @@ from api.decode import ChoiceDecoder
 from api.sse import ServerSentEvent
 from api.surfaces.chat.stream import ChatStreamProjector
 from api.surfaces.completions.stream import CompletionStreamProjector
-from tests.api.tapes import CASES, tape
-
-
-def run(projector, tapes) -> bytes:
-    """The stream's bytes, the tapes interleaved round-robin (as tests/api/test_tape_projections.py runs them)."""
-    out = b"".join(e.encode() for e in projector.open())
-    cursors = [0] * len(tapes)
-    while not projector.done and any(c < len(t) for c, t in zip(cursors, tapes)):
-        for i, t in enumerate(tapes):
-            if cursors[i] < len(t) and not projector.done:
-                out += b"".join(e.encode() for e in projector.feed(i, t[cursors[i]]))
-                cursors[i] += 1
-    assert projector.done
-    return out
+from tests.api.tapes import CASES, run, tape
 
 
 def _whole_object_chunk(self, choices, usage=None):

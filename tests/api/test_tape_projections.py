@@ -18,24 +18,11 @@ from api.surfaces.messages.buffered import build_message, tool_input
 from api.surfaces.messages.stream import MessagesStreamProjector
 from api.surfaces.responses.buffered import build_response
 from api.surfaces.responses.stream import ResponsesStreamProjector
-from tests.api.tapes import CALL_ARGS, CASES, PROMPT_TOKENS, tape
+from tests.api.tapes import CALL_ARGS, CASES, PROMPT_TOKENS, run, tape
 from tests.api.validators import (parse_sse, validate_chat_stream, validate_completion_stream,
                                   validate_messages_stream, validate_responses_stream)
 
 IDS = [c.name for c in CASES]
-
-
-def run(projector, tapes) -> bytes:
-    """Interleave the tapes round-robin (choice i gets tapes[i]) through the projector."""
-    out = b"".join(e.encode() for e in projector.open())
-    cursors = [0] * len(tapes)
-    while not projector.done and any(c < len(t) for c, t in zip(cursors, tapes)):
-        for i, t in enumerate(tapes):
-            if cursors[i] < len(t) and not projector.done:
-                out += b"".join(e.encode() for e in projector.feed(i, t[cursors[i]]))
-                cursors[i] += 1
-    assert projector.done
-    return out
 
 
 def chat_args(case, n=1):

@@ -12,17 +12,9 @@ import pytest
 from kernels.embedding import load_embedding_model
 from kernels.embedding.process import EmbeddingProcess, EmbeddingWorkerError
 from ops.model_args import add_model_arguments, runtime_options
-from tests.waiting import wait_until
+from tests.waiting import process_gone, wait_until
 
 TEXTS = ["A man is eating food.", "Héllo wörld — ünïcode ✓ 数字", ""]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_a_worker_process_embeds_as_this_process_does_and_is_restarted_after_it_died():
@@ -45,7 +37,7 @@ def test_a_worker_process_embeds_as_this_process_does_and_is_restarted_after_it_
         pid = worker.pid
         worker.close()
     assert worker.pid is None and pid is not None
-    wait_until(lambda: _gone(pid), "the closed worker to exit", timeout=30)
+    wait_until(lambda: process_gone(pid), "the closed worker to exit", timeout=30)
 
 
 def test_serve_and_boot_embed_in_a_thread_unless_told_to_use_a_worker_process():
@@ -69,4 +61,4 @@ def test_the_worker_outlives_a_sigterm_to_the_process_group_and_ends_with_its_st
         assert worker.embed(TEXTS[:1]).shape == (1, worker.dim) and worker.pid == pid   # the same worker
     finally:
         worker.close()
-    wait_until(lambda: _gone(pid), "the closed worker to exit", timeout=30)
+    wait_until(lambda: process_gone(pid), "the closed worker to exit", timeout=30)

@@ -7,7 +7,7 @@ import signal
 import stat
 
 from tests.server_process import ServerProcess
-from tests.waiting import wait_until
+from tests.waiting import process_gone, wait_until
 
 from .client import SharedClient
 from .procs import files_containing
@@ -17,14 +17,6 @@ ARGS = ("--max-batch", "4", "--kv-pages", "64", "--default-max-tokens", "8")
 
 def _nats_pids(var) -> list[int]:
     return [int(p.stem.rsplit("_", 1)[1]) for p in (var / "nats" / "ports").glob("*.ports")]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_serve_shared_kill9_restart(tmp_path):
@@ -56,7 +48,7 @@ def test_serve_shared_kill9_restart(tmp_path):
         assert len(nats_pids) == 1
         os.kill(first.proc.pid, signal.SIGKILL)  # kill -9 of everything: the nats-server follows (PDEATHSIG)
         first.proc.wait()
-        wait_until(lambda: _gone(nats_pids[0]), f"the embedded nats-server (pid {nats_pids[0]}) to follow serve")
+        wait_until(lambda: process_gone(nats_pids[0]), f"the embedded nats-server (pid {nats_pids[0]}) to follow serve")
     finally:
         first.stop()
     config_bytes = (var / "gateway.json").read_bytes()
