@@ -64,4 +64,4 @@ async def follow_bound(gate: KeyGate, response_id: str) -> AsyncIterator[bytes]:
         if done:                                     # the response holds its end: wait for the key's
             await gate.wait(len(key.chunks))
         else:
-            await gate.wait_events(response_id, sent)
+            await gate.wait_events(response_id, sent, len(key.chunks))

@@ -19,6 +19,7 @@ Input that fails validation never reaches admit_key: nothing is recorded for it.
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -52,8 +53,18 @@ class KeyGate:
     async def wait(self, seen: int) -> None:
         await self.port.wait_key(self.identity, self.surface, self.key, seen, FOLLOW_WAIT)
 
-    async def wait_events(self, response_id: str, seen: int) -> None:
-        await self.port.wait_events(self.identity, response_id, seen, FOLLOW_WAIT)
+    async def wait_events(self, response_id: str, seen: int, key_chunks: int = 0) -> None:
+        """Until the bound response `response_id` has more than `seen` events or ends, or the key itself
+        changes (its end: a first attempt cut or interrupted ends the key, not its response), at most
+        FOLLOW_WAIT seconds."""
+        waits = [asyncio.ensure_future(self.port.wait_events(self.identity, response_id, seen, FOLLOW_WAIT)),
+                 asyncio.ensure_future(self.wait(key_chunks))]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
 
     def bound_events(self, response_id: str) -> int:
         """Events saved in the bound stored response (0 when it is gone)."""
@@ -89,7 +100,7 @@ async def _first_sign(gate: KeyGate, stream: bool) -> KeyLookup:
             seen = gate.bound_events(found.bound)
             if seen:
                 return found
-            await gate.wait_events(found.bound, seen)
+            await gate.wait_events(found.bound, seen, len(found.chunks))
             continue
         if stream and found.chunks:
             return found

@@ -82,7 +82,12 @@ async def test_a_streamed_repeat_follows_a_running_bound_first_attempt(nats_url)
         assert tuple(_key_record(runtime, "live").chunks) == ()
 
 
-async def test_a_streamed_repeat_following_a_bound_attempt_that_ends_interrupted_ends_with_the_error(nats_url):
+async def test_a_streamed_repeat_following_a_bound_attempt_that_ends_interrupted_ends_with_the_error(nats_url,
+                                                                                                  monkeypatch):
+    """The key's end wakes the follower at once: it waits on the bound response's events and on the key
+    (before, only on the events: it saw the interrupted key after a whole FOLLOW_WAIT, 30 s)."""
+    from api.idempotency import gate
+    monkeypatch.setattr(gate, "FOLLOW_WAIT", 3600.0)
     async with running(nats_url) as rig:
         client, service, runtime = rig
         body = {**BODY, "stream": True}
@@ -97,7 +102,7 @@ async def test_a_streamed_repeat_following_a_bound_attempt_that_ends_interrupted
         repeat = asyncio.ensure_future(post(client, PATH, body, "cut"))
         await wait_until_async(lambda: len(runtime.stored.signals), "the repeat to follow the first attempt")
         await runtime.stored.record(ALICE, FinishKey("responses", "cut", 409, {}, KeyEnd.INTERRUPTED))
-        r, data = await repeat
+        r, data = await asyncio.wait_for(repeat, 60)    # woken by the key's end, not by a FOLLOW_WAIT
         assert r.status_code == 200 and r.headers[REPLAYED] == "true"
         blocks = [b for b in data.decode().split("\n\n") if b.strip()]
         assert blocks[-1].startswith("event: error\n")
