@@ -31,13 +31,12 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("true", "1") 
 # other idles (make test swung from 10 to 12 minutes). Longest first, the two workers end together.
 # Every other module keeps its collection order, after these.
 LONGEST_FIRST = (
-    "tests/e2e/test_http_workers.py", "tests/drill/test_drill.py", "tests/drill/test_cluster_drill.py",
+    "tests/e2e/test_http_workers.py", "tests/drill/test_drill.py",
     "tests/ops/test_serve_shutdown.py", "tests/stored_surfaces/test_openapi.py", "tests/e2e/test_idempotency_restart.py",
     "tests/kernels/test_fidelity_hf.py", "tests/e2e/test_background_restart.py", "tests/cluster/test_runtime_on_a_cluster.py",
     "tests/shared_http/test_stateful_inputs.py", "tests/api/test_idempotency_bound.py", "tests/cluster/test_leases.py",
     "tests/ops/test_serve_snapshot.py", "tests/ops/test_serve_shared.py", "tests/e2e/test_shared_inputs_serve.py",
     "tests/ops/test_serve_nats_auth.py", "tests/shared_http/test_stateful.py", "tests/engine/test_structured_schemas.py",
-    "tests/web/test_page_browser.py",
 )
 
 
