@@ -170,6 +170,9 @@ def test_broker_without_a_loop_running_subscribes_and_delivers():
     assert broker.operation("op-nonsense").op is None
 
 
+# it stops the runtime the `world` fixture started: on the fixtures' (session) loop, or the stop waits out
+# cancel_and_wait's bound for tasks of a loop that is not running (6 s)
+@pytest.mark.asyncio(loop_scope="session")
 async def test_a_new_boots_first_write_on_a_lineage_wakes_everyone(world):
     """A runtime.boot control record (a new boot's first write on a lineage) concerns every reader."""
     w = world
