@@ -90,6 +90,10 @@ class DeltaStream:
             raise StopAsyncIteration
         if not self._box:
             await self._wait()
+        return self._take()
+
+    def _take(self) -> Delta:
+        """The next delta of the box; the final one ends the stream."""
         delta = self._box.popleft()
         if delta.finish_reason is not None:
             self._done = True
@@ -105,13 +109,8 @@ class DeltaStream:
         if not box:
             await self._wait()
         out = []
-        while box:
-            delta = box.popleft()
-            out.append(delta)
-            if delta.finish_reason is not None:
-                self._done = True
-                self.finish_reason = delta.finish_reason
-                break
+        while box and not self._done:
+            out.append(self._take())
         return out
 
 

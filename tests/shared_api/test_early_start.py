@@ -32,13 +32,18 @@ class LeaseSpy(SubmitSpy):
         return self.handles[-1]
 
 
+async def _alice_with_model(spy, runtime, parties):
+    """The spy watching `runtime`, alice registered, and the model she may name."""
+    spy.runtime = runtime
+    alice = parties["alice"]
+    await _register(alice)
+    return alice, (await alice.get("/capabilities"))[1]["models"][0]["id"]
+
+
 async def test_nothing_to_recall_is_asked_of_the_engine_before_its_lease_is_applied(nats_url, service):
     spy = LeaseSpy(service)
     async with shared_app(nats_url, fresh_spec(), service=spy) as (runtime, p, client):
-        spy.runtime = runtime
-        alice = p["alice"]
-        await _register(alice)
-        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        alice, model = await _alice_with_model(spy, runtime, p)
         space, con = await _space(alice)
         text = "Remember that the boat leaves at nine."
         first = await _say(alice, con, text, model, tokens=6, temperature=0)
@@ -61,10 +66,7 @@ async def test_an_early_request_whose_admission_did_not_land_is_cancelled(nats_u
     spec = fresh_spec(max_bytes=96 * 1024)
     spy = LeaseSpy(service)
     async with shared_app(nats_url, spec, service=spy, probe_interval=0.1) as (runtime, p, client):
-        spy.runtime = runtime
-        alice = p["alice"]
-        await _register(alice)
-        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        alice, model = await _alice_with_model(spy, runtime, p)
         _, con = await _space(alice)
         filler = spec.subject("f" * 32, "filler")
         with pytest.raises(JournalFull):
@@ -99,10 +101,7 @@ async def test_an_early_request_for_another_prompt_is_cancelled_and_the_input_as
     monkeypatch.setattr(executor_module, "submit_early", submit_then_differ)
     spy = LeaseSpy(service)
     async with shared_app(nats_url, fresh_spec(), service=spy) as (runtime, p, client):
-        spy.runtime = runtime
-        alice = p["alice"]
-        await _register(alice)
-        model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
+        alice, model = await _alice_with_model(spy, runtime, p)
         _, con = await _space(alice)
         text = "Name three rivers."
         done = await _say(alice, con, text, model, tokens=6, temperature=0)
