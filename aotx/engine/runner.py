@@ -16,7 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
-from aotx.engine.mask_prefetch import MaskPrefetch
+from aotx.engine.mask_worker import MaskWorker
 from aotx.engine.masks import step_mask
 from aotx.engine.row_sampling import sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
@@ -72,7 +72,7 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
-        self.prefetch = MaskPrefetch()      # the next step's masks, filled while this one completes
+        self.masks = MaskWorker()           # constrained steps' masks, computed while the step runs
         # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
         # array instead of converting a page list (no host work proportional to the context)
         self._tables: dict[int, tuple[np.ndarray, int]] = {}
@@ -97,10 +97,15 @@ class ModelRunner:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            before = previous.launched if previous is not None else None
-            mask = step_mask(seqs, before, self.prefetch.take(before) if before is not None else None)
+            mask = step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
-            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
+            # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
+            worker = self.launcher.overlaps and self.masks.take(mask)
+            try:
+                launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
+            finally:
+                if worker:
+                    self.masks.handed(mask)
         for s in scheduled:
             s.seq.num_computed += s.num_tokens
         for i, (_, seq) in enumerate(plan.sample):
@@ -113,12 +118,12 @@ class ModelRunner:
         results, plan = step.results, step.plan
         if step.launched is None:
             return results
-        self.prefetch.settle(step.launched)     # a fill consuming this step's tokens is over
         try:
             ids = step.launched.ids()
         finally:
             for _, seq in plan.sample:
                 seq.pending -= 1
+            self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         for (_, seq), tid in zip(plan.sample, ids.tolist()):
             results[seq.seq_id].token_id = tid
         if step.needs_logits:

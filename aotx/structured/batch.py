@@ -1,5 +1,5 @@
-"""Fill the bitmasks of a step's constrained rows at once, and advance the rows by a step's tokens
-at once (llguidance's thread pool).
+"""Fill the bitmasks of a step's constrained rows at once (llguidance's thread pool), and advance the
+rows by a step's tokens.
 
 llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released; its default
 pool is 80 % of the CPUs, at most 32 (``AOTX_MASK_THREADS`` sets another size)."""
@@ -45,19 +45,8 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
 
 
 def sync_rows(matchers: Sequence[RowMatcher], indexes: Sequence[int], tokens: Sequence[int]) -> list[bool]:
-    """`matchers[j].sync(indexes[j], tokens[j])` for every j; the tokens not consumed yet are consumed
-    in one call on llguidance's threads (the GIL released) instead of one Python call each."""
-    out: list[bool | None] = [None] * len(matchers)
-    todo = []
-    for j, (m, index, tok) in enumerate(zip(matchers, indexes, tokens)):
-        if index == m.consumed:
-            todo.append(j)
-        else:
-            out[j] = m.sync(index, tok)     # consumed already (a comparison), or out of step (raises)
-    if len(todo) == 1:
-        out[todo[0]] = matchers[todo[0]].consume(tokens[todo[0]])
-    elif todo:
-        accepted = _pool().consume_token_par([(matchers[j].ll, int(tokens[j])) for j in todo])
-        for j, ok in zip(todo, accepted):
-            out[j] = matchers[j].consumed_as(tokens[j], bool(ok))
-    return [bool(ok) for ok in out]
+    """`matchers[j].sync(indexes[j], tokens[j])` for every j, one Python call a row: llguidance's
+    consume holds the GIL for its ~2 µs (no hand-over), where its executor's consume_token_par measured
+    slower (a hand-over to the pool and back; ops/bench/mask_fill.py, docs/PERFORMANCE.md "the mask
+    worker")."""
+    return [m.sync(index, tok) for m, index, tok in zip(matchers, indexes, tokens)]

@@ -73,7 +73,7 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
     real_call = masks.LateMask.__call__
 
     def spy(self):
-        late.append(sum(row >= 0 for _, row in self._seqs))
+        late.append(sum(row >= 0 for _, row, _ in self._seqs))
         return real_call(self)
 
     monkeypatch.setattr(masks.LateMask, "__call__", spy)
@@ -85,21 +85,21 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
     assert late and sum(late) >= len(late) - 1      # every mask after the first learnt its token late
 
 
-async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real_engine, chat_prompt, compiler,
-                                                                     monkeypatch):
-    """Overlapped: once step k is launched, a worker thread fills the masks that follow it
-    (aotx.engine.mask_prefetch); step k+1's late mask takes those rows instead of filling them.
-    Output is the classic loop's, token for token, seeded draws included."""
+async def test_masks_are_computed_on_the_worker_while_the_step_runs(make_real_engine, chat_prompt, compiler,
+                                                                  monkeypatch):
+    """Overlapped: each constrained launch's mask (the step before's tokens consumed, the bitmasks
+    filled) is computed on the mask worker thread, not on the engine thread, and the launch does not
+    wait for it (the device thread samples once it is ready: aotx.engine.mask_worker). Output is the
+    classic loop's, token for token, seeded draws included."""
     from aotx.engine import masks
-    seen = []       # per mask: (constrained rows, rows taken from the prefetch)
-    real_call = masks.LateMask.__call__
+    seen = []       # per mask: (thread that computed it, rows with a pending token)
+    real_run = masks.LateMask.run
 
     def spy(self):
-        out = real_call(self)
-        seen.append((len(self.rows), self.reused))
-        return out
+        real_run(self)
+        seen.append((self.thread, sum(row >= 0 for _, row, _ in self._seqs)))
 
-    monkeypatch.setattr(masks.LateMask, "__call__", spy)
+    monkeypatch.setattr(masks.LateMask, "run", spy)
     c = compiler.json_schema(PERSON)
     prompt = chat_prompt(QUESTION)
     params = [SamplingParams(max_tokens=40, temperature=0, constraint=c),
@@ -109,25 +109,45 @@ async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real
         seen.clear()
         engine = make_real_engine(overlap=overlap)
         outs[overlap] = await asyncio.gather(*(run(engine.submit(prompt, p)) for p in params))
+        if not overlap:
+            assert {t for t, _ in seen} == {"aotx-engine"}
     assert [t for t, _ in outs[True]] == [t for t, _ in outs[False]]
     for text, last in outs[True]:
         jsonschema.validate(json.loads(text), PERSON)
-    # a row's first mask has nothing launched before it to prefetch from (the rows join one or two
-    # steps apart); every later mask takes all its rows from the prefetch
-    assert engine.runner.prefetch.started >= len(seen) - len(params)
-    assert len(seen) > 10 and all(reused == rows for rows, reused in seen[len(params):]), seen
+    assert len(seen) > 10 and {t for t, _ in seen} == {"aotx-mask-fill"}, seen
+    assert sum(pending > 0 for _, pending in seen) >= len(seen) - len(params)
+    assert engine.runner.masks.started == len(seen)
 
 
-async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
-                                                                            compiler):
+async def test_without_the_worker_the_masks_are_computed_on_the_engine_thread(make_real_engine, chat_prompt,
+                                                                             compiler, monkeypatch):
+    from aotx.engine import masks
+    monkeypatch.setenv("AOTX_MASK_WORKER", "0")
+    threads = set()
+    real_run = masks.LateMask.run
+
+    def spy(self):
+        real_run(self)
+        threads.add(self.thread)
+
+    monkeypatch.setattr(masks.LateMask, "run", spy)
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
+        max_tokens=40, temperature=0, constraint=compiler.json_schema(PERSON))))
+    jsonschema.validate(json.loads(text), PERSON)
+    assert threads == {"aotx-engine"} and engine.runner.masks.started == 0
+
+
+async def test_the_worker_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
+                                                                          compiler):
     import sys
 
-    from aotx.engine import mask_prefetch
+    from aotx.engine import mask_worker
     before = sys.getswitchinterval()
     engine = make_real_engine(overlap=True)
     text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
         max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
-    assert engine.runner.prefetch.started > 0
-    assert sys.getswitchinterval() == min(before, mask_prefetch.SWITCH_S)
+    assert engine.runner.masks.started > 0
+    assert sys.getswitchinterval() == pytest.approx(min(before, mask_worker.SWITCH_S), rel=1e-3)
     await engine.stop()
     assert sys.getswitchinterval() == before
