@@ -1,8 +1,9 @@
 """Fill the bitmasks of a step's constrained rows at once (llguidance's thread pool), and advance the
 rows by a step's tokens.
 
-llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released; its default
-pool is 80 % of the CPUs, at most 32 (``AOTX_MASK_THREADS`` sets another size)."""
+llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released, in one call
+(the mask worker hands the GIL back once per step, not once per row); its pool is ``threads()``
+(``AOTX_MASK_THREADS`` sets another size)."""
 from __future__ import annotations
 
 import os
@@ -17,11 +18,14 @@ _executor: llguidance.LLExecutor | None = None
 
 
 def threads() -> int:
-    """The executor's thread count: AOTX_MASK_THREADS, else llguidance's default."""
+    """The executor's thread count: AOTX_MASK_THREADS, else an eighth of the CPUs, 1 to 4. Not
+    llguidance's default (80 % of the CPUs): on the H200 host its 12 threads filled 63 rows slower
+    than one Python call a row (2.2 against 1.4 ms), and on the 2-core box 8 threads took 3.7x one
+    thread's time (docs/PERFORMANCE.md, "the mask worker"); the pool's threads spin between calls."""
     env = os.environ.get("AOTX_MASK_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return max(1, min(32, int(0.8 * (os.cpu_count() or 1))))
+    return max(1, min(4, (os.cpu_count() or 1) // 8))
 
 
 def _pool() -> llguidance.LLExecutor:
