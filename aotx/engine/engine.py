@@ -205,6 +205,7 @@ class Engine:
             classic = launched is not None and (not self._one_behind or launched.needs_logits)
             if pending is not None:     # step N+1 is on its way: read step N back, deliver, look again
                 self._complete_guarded(pending)
+                self.runner.sample_ready()   # step N+1's mask may be ready: its sampling goes now
             pending = launched
             if classic:
                 self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits

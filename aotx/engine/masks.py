@@ -63,6 +63,10 @@ class LateMask:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
         return any(row >= 0 for _, row, _ in self._seqs)
 
+    def ready(self) -> bool:
+        """Computed (calling it will not wait)."""
+        return self._done.is_set()
+
     def __call__(self) -> TokenMask:
         """The mask: computed here unless the worker has it (then waited for)."""
         if not self.deferred:

@@ -86,6 +86,7 @@ class ModelRunner:
         token (``seq.pending``) from here on, so the next step can be planned before this one ends.
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
+        self.sample_ready()
         plan = self.build(scheduled)
         results = {s.seq.seq_id: RowResult() for s in scheduled}
         for s in scheduled:
@@ -112,6 +113,14 @@ class ModelRunner:
             seq.pending += 1
             seq.pending_row = i
         return InFlight(scheduled, plan, launched, results)
+
+    def sample_ready(self) -> None:
+        """A step whose sampling waits for its mask (aotx.engine.masks): enqueue it now if the mask is
+        ready, so the device samples while the host goes on (the launcher otherwise does it at the
+        next launch)."""
+        flush = getattr(self.launcher, "flush", None)
+        if flush is not None:
+            flush(wait=False)
 
     def complete(self, step: InFlight) -> dict[int, RowResult]:
         """Wait for a launched step; its sampled ids (one array read) and logprobs by seq_id."""

@@ -203,12 +203,14 @@ class CudaStepLauncher:
         handle.n, handle.offset, handle.arena = n, off, self.staging.arena
         handle.enqueued.set()
 
-    def flush(self) -> None:
-        """Enqueue the deferred sampling, if a launch left one (waiting for its mask). A mask that
-        fails fails that launch (its ids() raise) and any launch fed by its ids."""
-        deferred, self._deferred = self._deferred, None
-        if deferred is None:
+    def flush(self, wait: bool = True) -> None:
+        """Enqueue the deferred sampling, if a launch left one (waiting for its mask; with `wait`
+        False only if its mask is ready: ``mask.ready()``). A mask that fails fails that launch (its
+        ids() raise) and any launch fed by its ids. On the launching thread only."""
+        deferred = self._deferred
+        if deferred is None or not (wait or getattr(deferred[3], "ready", lambda: True)()):
             return
+        self._deferred = None
         handle, sub, sampling, mask = deferred
         self.backend.dev.make_current()
         try:

@@ -235,3 +235,23 @@ def test_a_worker_mask_that_fails_fails_its_step_and_the_steps_it_feeds(overlap)
         bad.ids()
     ok = launcher.launch(_batch(), None, rows, None)            # not fed by it: runs
     assert ok.ids().tolist() == [10, 11]
+
+
+def test_a_ready_worker_mask_is_sampled_as_soon_as_the_engine_looks(overlap):
+    """flush(wait=False) (the engine calls it between its chores): a deferred sampling whose mask is
+    ready is enqueued now, so the GPU samples while the host builds the next step; one not ready is
+    left for the next launch."""
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    mask = _WorkerMask(be.events)
+    mask.ready = lambda: False
+    first = launcher.launch(_batch(), None, rows, None, mask=mask)
+    launcher.flush(wait=False)
+    assert be.events == ["forward"]
+    mask.ready = lambda: True
+    launcher.flush(wait=False)
+    assert be.events == ["forward", "mask taken", ("masked", [1]), "sample"]
+    launcher.launch(_batch(), None, rows, None)
+    assert be.events[4:] == ["forward", "sample"] and first.ids().tolist() == [10, 11]
