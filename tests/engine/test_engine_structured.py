@@ -5,6 +5,7 @@ import asyncio
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 
 from aotx.engine import SamplingParams
@@ -151,3 +152,89 @@ async def test_the_worker_lowers_the_gil_switch_interval_only_while_it_runs(make
     assert sys.getswitchinterval() == pytest.approx(min(before, mask_worker.SWITCH_S), rel=1e-3)
     await engine.stop()
     assert sys.getswitchinterval() == before
+
+
+class _CudaLike:
+    """The numpy backend behind the CUDA launcher's interface (kernels/cuda/overlap.py over a stand-in
+    driver): the device's sampled ids live in `memory[sample_out]`, the launcher's device-to-device
+    copies fill a step's placeholder tokens from them, and sampling runs when the launcher enqueues it."""
+    t_cap, r_cap, ints_cap, sample_out, TOKENS = 10**6, 10**6, 4096, 0xD0, 0x100000
+
+    def __init__(self, backend, memory):
+        self.np, self.memory = backend, memory
+        self.num_pages, self.page_size = backend.num_pages, backend.page_size
+        self.dev = type("Dev", (), {"stream": None, "make_current": lambda s: None, "synchronize": lambda s: None})()
+        self._tokens = None
+
+    def forward(self, batch, patch=None):
+        import dataclasses
+        self._tokens = np.array(batch.token_ids, dtype=np.int32)
+        self.memory[self.TOKENS] = self._tokens
+        if patch is not None:
+            patch({"tokens": self.TOKENS})
+        return self.np.forward(dataclasses.replace(batch, token_ids=self._tokens))
+
+    def masked_logits(self, logits, mask):
+        return self.np.masked_logits(logits, mask)
+
+    def sample_enqueue(self, logits, sampling):
+        self.memory[self.sample_out] = np.asarray(self.np.sample(logits, sampling), dtype=np.int32)
+        return len(self.memory[self.sample_out])
+
+
+@pytest.fixture
+def cuda_overlap(monkeypatch):
+    """kernels.cuda.overlap over a stand-in driver whose memory is a dict of arrays."""
+    import ctypes
+    import importlib
+    import sys
+    import types
+
+    from tests.kernels_cuda.test_overlap_mask_host import _Event, _Pinned
+    memory = {}
+
+    def dtod(dst, src, nbytes, stream):
+        base = _CudaLike.TOKENS
+        memory[base][(dst - base) // 4:(dst - base) // 4 + nbytes // 4] = \
+            memory[_CudaLike.sample_out][(src - _CudaLike.sample_out) // 4:][:nbytes // 4]
+
+    fake = types.SimpleNamespace(
+        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod,
+        dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+    yield importlib.import_module("kernels.cuda.overlap"), memory
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+
+
+async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_tokens(
+        make_real_engine, numpy_backend, chat_prompt, compiler, cuda_overlap, monkeypatch):
+    """The CUDA launcher's host side in the real engine loop (a stand-in driver, numpy's forward and
+    sampler): each constrained step's sampling waits for its mask from the worker (deferred to the
+    next launch, or enqueued as soon as the mask is ready); every token id, greedy and seeded, with
+    an unconstrained row beside them, is the classic loop's."""
+    from aotx.engine import masks
+    module, memory = cuda_overlap
+    threads = set()
+    real_run = masks.LateMask.run
+
+    def spy(self):
+        real_run(self)
+        threads.add(self.thread)
+
+    monkeypatch.setattr(masks.LateMask, "run", spy)
+    c = compiler.json_schema(PERSON)
+    prompt = chat_prompt(QUESTION)
+    params = [SamplingParams(max_tokens=40, temperature=0, constraint=c),
+              SamplingParams(max_tokens=40, temperature=1.0, seed=7, constraint=c),
+              SamplingParams(max_tokens=12, temperature=1.0, seed=3)]
+
+    async def ids(engine):
+        return [[t for d in [d async for d in h] for t in d.token_ids] for h in [engine.submit(prompt, p) for p in params]]
+
+    classic = await ids(make_real_engine(overlap=False))
+    threads.clear()
+    launcher = module.CudaStepLauncher(_CudaLike(numpy_backend, memory))
+    engine = make_real_engine(backend=launcher.backend, launcher=launcher)
+    assert await ids(engine) == classic
+    assert threads == {"aotx-mask-fill"} and engine.runner.masks.started > 10
