@@ -9,11 +9,11 @@ in launch order, so a matcher is never touched by two threads at once. Started b
 constrained step; ``AOTX_MASK_WORKER=0`` turns it off (the launcher computes every mask on the engine
 thread, after the forward is enqueued and before the sampling: the A/B).
 
-The worker needs the GIL for short stretches (the ids, the lists it hands llguidance, the result)
-between its GIL-free llguidance calls; with Python's default switch interval (5 ms) a busy engine
-thread could hold it off for a whole step, so while a worker runs the process's interval is
-``SWITCH_S`` (``AOTX_GIL_SWITCH_S``, 0 keeps Python's; the engine's stop puts it back). It only
-matters while two threads want the GIL.
+The worker needs the GIL twice a step for short stretches (taking the mask and building the list it
+hands llguidance; the result after llguidance's GIL-free fill); with Python's default switch interval
+(5 ms) a busy engine thread could hold it off for a whole step each time, so while a worker runs the
+process's interval is ``SWITCH_S`` (``AOTX_GIL_SWITCH_S``, 0 keeps Python's; the engine's stop puts it
+back). It only matters while two threads want the GIL.
 """
 from __future__ import annotations
 
