@@ -53,4 +53,5 @@ def sync_rows(matchers: Sequence[RowMatcher], indexes: Sequence[int], tokens: Se
     consume holds the GIL for its ~2 µs (no hand-over), where its executor's consume_token_par measured
     slower (a hand-over to the pool and back; ops/bench/mask_fill.py, docs/PERFORMANCE.md "the mask
     worker")."""
-    return [m.sync(index, tok) for m, index, tok in zip(matchers, indexes, tokens)]
+    return [m.consume(tok) if index == m.consumed else m.sync(index, tok)
+            for m, index, tok in zip(matchers, indexes, tokens)]
