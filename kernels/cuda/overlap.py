@@ -122,6 +122,8 @@ class _Handle:
                     self.enqueued.wait()       # (another thread reads only launches already flushed)
             if self.error is not None:
                 raise self.error
+            if not self.enqueued.is_set():
+                raise RuntimeError("this step's sampling was never enqueued")
             with self._lock:
                 if self._ids is None:
                     self.launcher.backend.dev.make_current()   # (a no-op on the engine thread)
