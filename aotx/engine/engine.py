@@ -205,15 +205,14 @@ class Engine:
                     log.exception("engine step failed outside the backend")
                     self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
             classic = launched is not None and (not self._one_behind or launched.needs_logits)
-            if launched is not None and not classic:   # step N+2's masks fill while step N is delivered
-                self.runner.prefetch.start(launched)
             if pending is not None:     # step N+1 is on its way: read step N back, deliver, look again
                 self._complete_guarded(pending)
+                self.runner.sample_ready()   # step N+1's mask may be ready: its sampling goes now
             pending = launched
             if classic:
                 self._complete_guarded(launched)    # the classic loop; logprobs read this step's logits
                 pending = None
-        self.runner.prefetch.close()    # first: its fill may still read a launch's ids (staging memory)
+        self.runner.masks.close()       # first: a mask may still read a launch's ids (staging memory)
         self.runner.launcher.close()
         self._shutdown()
 

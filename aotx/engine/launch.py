@@ -46,7 +46,10 @@ class Launcher(Protocol):
     overlaps: bool          # launch returns before the step has run
     # mask: the constrained rows' bitmasks (kernels/token_mask.py), or a callable returning them that
     # the launcher calls once the forward is on its way and before sampling (aotx.engine.masks: it
-    # may wait for the previous launch's ids); None when no row is constrained
+    # may wait for the previous launch's ids); None when no row is constrained. A callable with a true
+    # `deferred` is computed on another thread (aotx.engine.mask_worker): launch returns without
+    # waiting for it, and an overlapping launcher samples once it is ready (the device thread waits
+    # for it; CUDA enqueues the sampling at the next launch or when the ids are read)
     def launch(self, batch: StepBatch, prev_rows: np.ndarray | None, sample_rows: np.ndarray,
                sampling: SamplingRows, mask: MaskArg = None) -> Launched: ...
     def pause(self) -> None: ...        # no work until the next launch: that wait is not a gap
@@ -180,8 +183,11 @@ class ThreadLauncher(DeviceClock):
 
     def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Job:
         # a late mask reads the step before's ids (it waits for that job): here, on the engine's thread,
-        # which owns the matchers
-        job = _Job(batch, prev_rows, sample_rows, sampling, mask() if callable(mask) else mask)
+        # unless the mask worker computes it (`deferred`): then the device thread waits for it after
+        # the forward
+        if callable(mask) and not getattr(mask, "deferred", False):
+            mask = mask()
+        job = _Job(batch, prev_rows, sample_rows, sampling, mask)
         self._jobs.put(job)
         return job
 

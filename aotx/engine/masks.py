@@ -1,17 +1,28 @@
 """The token mask of one step: the bitmask of every sampled row whose request has a constraint.
 
 A constrained row's matcher must have consumed every token sampled before this one. A token of the
-step still on the device (the engine runs one step behind) is learnt late: the launcher calls the
-``LateMask`` after it has enqueued this step's forward pass and before it enqueues the sampling
-(kernels/cuda/overlap.py), so reading the step before's ids, feeding them to the matchers and filling
-the masks happen on the host while the device runs the forward. Rows without a constraint are not in
-the mask and cost nothing; a step without constrained rows has no mask at all (None).
+step still on the device (the engine runs one step behind) is learnt late: the mask reads the step
+before's ids, feeds them to the matchers and fills the bitmasks. Rows without a constraint are not
+in the mask and cost nothing; a step without constrained rows has no mask at all (None).
 
-Most rows' masks are ready before that: aotx.engine.mask_prefetch fills them on a worker thread from
-the moment the step before is launched; the late mask copies those rows and fills only the others.
+Where it runs (aotx.engine.mask_worker): in the one-step-behind loop the mask of step k is
+``deferred``: the launcher enqueues step k's forward and returns, and enqueues step k's sampling only
+when it needs it (at the next launch, before that launch's forward, or when it reads step k's ids:
+kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
+matchers (``consume``: ~2 µs a row, one Python call each) and hands the mask to the mask worker, which
+fills the bitmasks (one llguidance call, its own threads, the GIL released) while the GPU computes
+step k's forward and the engine thread delivers step k-1, schedules and builds step k+1. Without a
+worker (the classic loop, the inline launcher, ``AOTX_MASK_WORKER=0``) the launcher calls the mask
+itself, after the forward is enqueued and before the sampling, on the engine thread.
+
+Matchers are touched by one thread at a time: the engine thread consumes (or the thread computing the
+mask, when it is not deferred), the worker fills only after that, one mask at a time, in launch order;
+meanwhile the engine thread's own check of each token it reads back is a comparison
+(RowMatcher.sync of a token consumed already).
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,89 +36,116 @@ class MaskOutOfStep(RuntimeError):
 
 
 class LateMask:
-    """The mask of one launch, computed when the launcher calls it (see the module docstring)."""
+    """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
-    def __init__(self, sampled: Sequence[Seq], previous, prefetched=None) -> None:
+    def __init__(self, sampled: Sequence[Seq], previous) -> None:
         self.rows = [j for j, seq in enumerate(sampled) if seq.matcher is not None]
-        # (seq, the row of the previous launch's ids holding its pending token, or -1)
-        self._seqs = [(sampled[j], sampled[j].pending_row if sampled[j].pending else -1) for j in self.rows]
+        # (seq, the row of the previous launch's ids holding its pending token or -1, the output index
+        # of that token / the tokens the matcher must have consumed): taken now, on the engine thread
+        self._seqs = [(seq, seq.pending_row if seq.pending else -1, len(seq.output_ids) + seq.pending - 1
+                       if seq.pending else len(seq.output_ids)) for seq in (sampled[j] for j in self.rows)]
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        self._prefetched = prefetched  # aotx.engine.mask_prefetch.Prefetched: rows filled already, or None
-        self.reused = 0               # rows taken from it (tests, benches)
+        self.deferred = False         # the mask worker fills it: the launcher may sample later
+        self.thread = ""              # the thread that filled it (tests, benches)
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._ok: list[bool] | None = None   # per row, after consume: its tokens were allowed
+        self._done = threading.Event()
+        self._mask: TokenMask | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def previous(self):
+        return self._previous
+
+    @property
+    def reads_previous(self) -> bool:
+        """A row's pending token is in the previous launch's ids (consume reads them)."""
+        return any(row >= 0 for _, row, _ in self._seqs)
+
+    def ready(self) -> bool:
+        """Computed (calling it will not wait)."""
+        return self._done.is_set()
 
     def __call__(self) -> TokenMask:
+        """The mask: computed here unless the worker has it (then waited for)."""
+        if not self.deferred:
+            self.run()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._mask is not None
+        return self._mask
+
+    def consume(self) -> None:
+        """Feed the previous launch's tokens to the rows' matchers (once; by the thread that owns them)."""
+        if self._ok is not None or self._error is not None:
+            return
+        try:
+            self._ok = self._consume()
+        except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
+            self._error = exc
+
+    def run(self) -> None:
+        """Consume (if not done yet) and fill; the result is what __call__ returns."""
+        with self._lock:
+            if self._claimed:
+                return
+            self._claimed = True
+        self.thread = threading.current_thread().name
+        try:
+            self.consume()
+            if self._error is None:
+                assert self._ok is not None
+                self._mask = self._fill(self._ok)
+        except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def _consume(self) -> list[bool]:
         # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
         # benches on an image that lacks the wheel) never load it
         from aotx.structured import batch
 
-        if self._prefetched is not None:
-            self._prefetched.wait()     # its worker is done with the matchers
-        ids = None
-        fill, blank = [], []
-        for k, (seq, row) in enumerate(self._seqs):
-            known = len(seq.output_ids)
-            if row >= 0:
-                if self._previous is None:
-                    raise MaskOutOfStep(f"sequence {seq.seq_id}: a pending token and no step to read it from")
-                ids = self._previous.ids() if ids is None else ids
-                ok = seq.matcher.sync(known, int(ids[row]))
-                known += 1
-            else:
-                ok = not seq.matcher.failed
+        pending = [k for k, (_, row, _) in enumerate(self._seqs) if row >= 0]
+        ok = [True] * len(self._seqs)
+        if pending:
+            if self._previous is None:
+                raise MaskOutOfStep(f"sequence {self._seqs[pending[0]][0].seq_id}: a pending token and no "
+                                    "step to read it from")
+            ids = self._previous.ids()
+            got = batch.sync_rows([self._seqs[k][0].matcher for k in pending], [self._seqs[k][2] for k in pending],
+                                  [int(ids[self._seqs[k][1]]) for k in pending])
+            for k, good in zip(pending, got):
+                ok[k] = good
+        for k, (seq, row, index) in enumerate(self._seqs):
+            known = index + 1 if row >= 0 else index
             if seq.matcher.consumed != known:
                 raise MaskOutOfStep(f"sequence {seq.seq_id}: matcher at {seq.matcher.consumed} tokens, "
                                     f"output at {known}")
-            # a refused token ends the request when its step is read back: its row here is never used
-            (fill if ok else blank).append(k)
-        vocab = max(int(seq.params.constraint.vocab_size) for seq, _ in self._seqs)
-        bits = self._reuse(fill, vocab)
-        if bits is None:
-            bits = np.empty((len(self._seqs), mask_words(vocab)), dtype=np.uint32)
-            fill = self._copy_prefetched(fill, bits, vocab)
-        else:
-            fill = []
+            ok[k] = ok[k] and not seq.matcher.failed
+        return ok
+
+    def _fill(self, ok: list[bool]) -> TokenMask:
+        from aotx.structured import batch
+
+        # a refused token ends the request when its step is read back: its row here is never used
+        fill = [k for k in range(len(self._seqs)) if ok[k]]
+        vocab = max(int(seq.params.constraint.vocab_size) for seq, _, _ in self._seqs)
+        bits = np.empty((len(self._seqs), mask_words(vocab)), dtype=np.uint32)
         if fill:
-            sub = np.ascontiguousarray(bits[fill]) if len(fill) < len(self._seqs) else bits
+            sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
             batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
             if sub is not bits:
                 bits[fill] = sub
-        bits[blank] = np.uint32(0xFFFFFFFF)
+        bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
         return TokenMask(np.array(self.rows, dtype=np.int32), bits)
 
-    def _reuse(self, fill: list[int], vocab: int) -> np.ndarray | None:
-        """The prefetched bits as they are, when they hold exactly this mask's rows in its order (the
-        steady state of a batch: the same rows, step after step)."""
-        pre = self._prefetched
-        if pre is None or pre.vocab != vocab or pre.bits is None or len(fill) != len(self._seqs):
-            return None
-        if len(pre.bits) != len(self._seqs) or any(pre.row(seq) != k for k, (seq, _) in enumerate(self._seqs)):
-            return None
-        self.reused = len(self._seqs)
-        return pre.bits
 
-    def _copy_prefetched(self, fill: list[int], bits: np.ndarray, vocab: int) -> list[int]:
-        """Rows of `fill` found prefetched are copied into `bits`; the ones left to fill now."""
-        pre = self._prefetched
-        if pre is None or pre.vocab != vocab:
-            return fill
-        left, dst, src = [], [], []
-        for k in fill:
-            r = pre.row(self._seqs[k][0])
-            if r < 0:
-                left.append(k)
-            else:
-                dst.append(k)
-                src.append(r)
-        if dst:
-            bits[dst] = pre.bits[src]
-            self.reused = len(dst)
-        return left
-
-
-def step_mask(sampled: Sequence[Seq], previous=None, prefetched=None) -> LateMask | None:
-    """The launch's mask (called by the launcher), or None when no sampled row is constrained.
-    `previous`: the handle of the launch before (for tokens still pending on the device);
-    `prefetched`: the rows aotx.engine.mask_prefetch filled already."""
+def step_mask(sampled: Sequence[Seq], previous=None) -> LateMask | None:
+    """The launch's mask (called by the launcher, or run by the mask worker), or None when no sampled
+    row is constrained. `previous`: the handle of the launch before (tokens still pending on the device)."""
     if not any(seq.matcher is not None for seq in sampled):
         return None
-    return LateMask(sampled, previous, prefetched)
+    return LateMask(sampled, previous)

@@ -16,7 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
-from aotx.engine.mask_prefetch import MaskPrefetch
+from aotx.engine.mask_worker import MaskWorker
 from aotx.engine.masks import step_mask
 from aotx.engine.row_sampling import sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
@@ -72,7 +72,7 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
-        self.prefetch = MaskPrefetch()      # the next step's masks, filled while this one completes
+        self.masks = MaskWorker()           # constrained steps' masks, computed while the step runs
         # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
         # array instead of converting a page list (no host work proportional to the context)
         self._tables: dict[int, tuple[np.ndarray, int]] = {}
@@ -86,6 +86,7 @@ class ModelRunner:
         token (``seq.pending``) from here on, so the next step can be planned before this one ends.
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
+        self.sample_ready()
         plan = self.build(scheduled)
         results = {s.seq.seq_id: RowResult() for s in scheduled}
         for s in scheduled:
@@ -97,10 +98,15 @@ class ModelRunner:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            before = previous.launched if previous is not None else None
-            mask = step_mask(seqs, before, self.prefetch.take(before) if before is not None else None)
+            mask = step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
-            launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
+            # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
+            worker = self.launcher.overlaps and self.masks.take(mask)
+            try:
+                launched = self.launcher.launch(plan.batch, plan.prev_rows, rows, sampling, **extra)
+            finally:
+                if worker:
+                    self.masks.handed(mask)
         for s in scheduled:
             s.seq.num_computed += s.num_tokens
         for i, (_, seq) in enumerate(plan.sample):
@@ -108,17 +114,25 @@ class ModelRunner:
             seq.pending_row = i
         return InFlight(scheduled, plan, launched, results)
 
+    def sample_ready(self) -> None:
+        """A step whose sampling waits for its mask (aotx.engine.masks): enqueue it now if the mask is
+        ready, so the device samples while the host goes on (the launcher otherwise does it at the
+        next launch)."""
+        flush = getattr(self.launcher, "flush", None)
+        if flush is not None:
+            flush(wait=False)
+
     def complete(self, step: InFlight) -> dict[int, RowResult]:
         """Wait for a launched step; its sampled ids (one array read) and logprobs by seq_id."""
         results, plan = step.results, step.plan
         if step.launched is None:
             return results
-        self.prefetch.settle(step.launched)     # a fill consuming this step's tokens is over
         try:
             ids = step.launched.ids()
         finally:
             for _, seq in plan.sample:
                 seq.pending -= 1
+            self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         for (_, seq), tid in zip(plan.sample, ids.tolist()):
             results[seq.seq_id].token_id = tid
         if step.needs_logits:

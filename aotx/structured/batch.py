@@ -1,8 +1,9 @@
-"""Fill the bitmasks of a step's constrained rows at once, and advance the rows by a step's tokens
-at once (llguidance's thread pool).
+"""Fill the bitmasks of a step's constrained rows at once (llguidance's thread pool), and advance the
+rows by a step's tokens.
 
-llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released; its default
-pool is 80 % of the CPUs, at most 32 (``AOTX_MASK_THREADS`` sets another size)."""
+llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released, in one call
+(the mask worker hands the GIL back once per step, not once per row); its pool is ``threads()``
+(``AOTX_MASK_THREADS`` sets another size)."""
 from __future__ import annotations
 
 import os
@@ -17,11 +18,14 @@ _executor: llguidance.LLExecutor | None = None
 
 
 def threads() -> int:
-    """The executor's thread count: AOTX_MASK_THREADS, else llguidance's default."""
+    """The executor's thread count: AOTX_MASK_THREADS, else an eighth of the CPUs, 1 to 4. Not
+    llguidance's default (80 % of the CPUs): on the H200 host its 12 threads filled 63 rows slower
+    than one Python call a row (2.2 against 1.4 ms), and on the 2-core box 8 threads took 3.7x one
+    thread's time (docs/PERFORMANCE.md, "the mask worker"); the pool's threads spin between calls."""
     env = os.environ.get("AOTX_MASK_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return max(1, min(32, int(0.8 * (os.cpu_count() or 1))))
+    return max(1, min(4, (os.cpu_count() or 1) // 8))
 
 
 def _pool() -> llguidance.LLExecutor:
@@ -45,19 +49,9 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
 
 
 def sync_rows(matchers: Sequence[RowMatcher], indexes: Sequence[int], tokens: Sequence[int]) -> list[bool]:
-    """`matchers[j].sync(indexes[j], tokens[j])` for every j; the tokens not consumed yet are consumed
-    in one call on llguidance's threads (the GIL released) instead of one Python call each."""
-    out: list[bool | None] = [None] * len(matchers)
-    todo = []
-    for j, (m, index, tok) in enumerate(zip(matchers, indexes, tokens)):
-        if index == m.consumed:
-            todo.append(j)
-        else:
-            out[j] = m.sync(index, tok)     # consumed already (a comparison), or out of step (raises)
-    if len(todo) == 1:
-        out[todo[0]] = matchers[todo[0]].consume(tokens[todo[0]])
-    elif todo:
-        accepted = _pool().consume_token_par([(matchers[j].ll, int(tokens[j])) for j in todo])
-        for j, ok in zip(todo, accepted):
-            out[j] = matchers[j].consumed_as(tokens[j], bool(ok))
-    return [bool(ok) for ok in out]
+    """`matchers[j].sync(indexes[j], tokens[j])` for every j, one Python call a row: llguidance's
+    consume holds the GIL for its ~2 µs (no hand-over), where its executor's consume_token_par measured
+    slower (a hand-over to the pool and back; ops/bench/mask_fill.py, docs/PERFORMANCE.md "the mask
+    worker")."""
+    return [m.consume(tok) if index == m.consumed else m.sync(index, tok)
+            for m, index, tok in zip(matchers, indexes, tokens)]

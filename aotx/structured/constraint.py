@@ -42,7 +42,7 @@ class RowMatcher:
         self._tokens: list[int] = []    # every token consumed, in order
         self._ok = True
         # the index of the first token refused, and why: read without touching the llguidance matcher,
-        # which a mask-fill thread may be using (aotx.engine.mask_prefetch)
+        # which a mask-fill thread may be using (aotx.engine.mask_worker)
         self._bad_at: int | None = None
         self._why = ""
 
@@ -70,7 +70,12 @@ class RowMatcher:
             raise RuntimeError(f"constraint matcher failed: {self._m.get_error()}")
 
     def consume(self, token_id: int) -> bool:
-        return self.consumed_as(token_id, bool(self._m.consume_token(int(token_id))))
+        token_id = int(token_id)
+        accepted = self._m.consume_token(token_id)
+        if accepted and self._ok and not self._m.is_error():    # the common case, with no more calls
+            self._tokens.append(token_id)
+            return True
+        return self.consumed_as(token_id, bool(accepted))
 
     def consumed_as(self, token_id: int, accepted: bool) -> bool:
         """Record `token_id` as consumed by the llguidance matcher (here, or by a batch consume:

@@ -5,7 +5,11 @@ arenas, alternating per launch, so a copy still queued never reads memory the ho
 the previous step's sampled ids copied on the device into this step's token slots (``prev_rows``;
 one device-to-device copy per run of consecutive rows), the forward pass (CUDA graph for decode),
 the sampling kernel, an async copy of the ids into pinned memory, and a timing event. ``ids()``
-waits on that event only. Where a step must reallocate the backend's buffers (more tokens or rows
+waits on that event only. A step whose token mask is computed on another thread (a callable mask
+with a true ``deferred``: aotx.engine.mask_worker) has its forward enqueued and its sampling, read-back
+and end event deferred (``flush``): to the start of the next launch (before its staging and forward,
+which reads these ids) or to the first ``ids()`` on the launching thread, whichever comes first. So
+the launching thread never waits for a mask while the GPU has the forward to run. Where a step must reallocate the backend's buffers (more tokens or rows
 than they hold), the previous step's ids are read back first and the tokens filled on the host.
 
 ``timing()``: GPU-busy milliseconds (each step from its start event to its end event; a start
@@ -56,7 +60,7 @@ class Staging:
         """A new launch takes the other arena, once the launch that used it last has finished."""
         self.i ^= 1
         if self.arena.last is not None:
-            self.arena.last.ids()
+            self.arena.last.drain()
         self.arena.used, self.arena.last = 0, None
 
     def reserve(self, nbytes: int) -> tuple[int, int]:
@@ -80,8 +84,8 @@ class Staging:
         self.dev.synchronize()
         size = max(need, 2 * self.arena.buf.nbytes)
         for a in self.arenas:
-            if a.last is not None:
-                a.last.ids()
+            if a.last is not None and a.last.enqueued.is_set():   # (a deferred one has no ids there yet)
+                a.last.drain()
             a.buf.free()
             a.buf = driver.Pinned(size)
             a.used = 0
@@ -98,10 +102,28 @@ class _Handle:
         self.launcher, self.logits, self.n, self.offset, self.arena = launcher, logits, n, offset, arena
         self.start, self.end = start, end
         self._ids: np.ndarray | None = None
-        self._lock = threading.Lock()   # read by the engine thread and by its mask-fill thread
+        self._lock = threading.Lock()   # read by the engine thread and by its mask worker
+        self.enqueued = threading.Event()   # the sampling, read-back and end event are on the stream
+        self.error: BaseException | None = None   # a deferred sampling that could not be enqueued
+
+    def drain(self) -> None:
+        """The stream is past this launch's use of its staging arena."""
+        if self.enqueued.is_set() and self.error is None:
+            self.ids()
+        else:
+            self.launcher.backend.dev.synchronize()
 
     def ids(self) -> np.ndarray:
         if self._ids is None:
+            if not self.enqueued.is_set():
+                if threading.get_ident() == self.launcher.owner:
+                    self.launcher.flush()      # its deferred sampling, now
+                else:
+                    self.enqueued.wait()       # (another thread reads only launches already flushed)
+            if self.error is not None:
+                raise self.error
+            if not self.enqueued.is_set():
+                raise RuntimeError("this step's sampling was never enqueued")
             with self._lock:
                 if self._ids is None:
                     self.launcher.backend.dev.make_current()   # (a no-op on the engine thread)
@@ -125,12 +147,16 @@ class CudaStepLauncher:
         self._next_event = 0
         self._prev: _Handle | None = None
         self._prev_failed = False
+        self._deferred: tuple | None = None     # (handle, logits rows, sampling, mask) to sample at flush
+        self.owner = threading.get_ident()      # the launching thread (the engine's; set per launch)
         self.reset_timing()
 
     def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Handle:
         be = self.backend
         stream = be.dev.stream
         be.dev.make_current()
+        self.owner = threading.get_ident()
+        self.flush()        # the previous launch's deferred sampling first: this forward reads its ids
         placeholders = prev_rows is not None and bool((prev_rows >= 0).any())
         if placeholders and self._prev_failed:
             raise RuntimeError("the step that sampled this step's input tokens failed")
@@ -147,25 +173,55 @@ class CudaStepLauncher:
             self._next_event = (self._next_event + 1) % self.EVENTS
             start.record(stream)
             logits = be.forward(batch, patch=patch)
-            n = 0
+            handle = _Handle(self, logits, 0, 0, self.staging.arena, start, end)
+            sub = None
             if len(sample_rows):
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
-                if mask is not None:    # constrained rows: masked into a scratch copy (token_mask.cu)
-                    # a late mask (aotx.engine.masks) waits for the previous step's ids and fills the
-                    # bitmasks on the host now, while the GPU runs the forward enqueued above
-                    sub = be.masked_logits(sub, mask() if callable(mask) else mask)
-                n = be.sample_enqueue(sub, sampling)
-            addr, off = self.staging.reserve(4 * max(n, 1))
-            driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
-            end.record(stream)
+            if sub is not None and callable(mask) and getattr(mask, "deferred", False):
+                self._deferred = (handle, sub, sampling, mask)     # sampled by flush()
+            else:
+                self._sample(handle, sub, sampling, mask)
         except BaseException:
             self._prev_failed = True
             raise
-        handle = _Handle(self, logits, n, off, self.staging.arena, start, end)
         self.staging.arena.last = handle
         self._prev, self._prev_failed = handle, False
         return handle
+
+    def _sample(self, handle: _Handle, sub, sampling, mask) -> None:
+        """The sampling of `handle`'s rows `sub`, the ids' read-back and its end event, on the stream."""
+        be, stream = self.backend, self.backend.dev.stream
+        n = 0
+        if sub is not None:
+            if mask is not None:    # constrained rows: sample_rows reads them through their bitmasks
+                # a late mask (aotx.engine.masks) not computed elsewhere waits for the previous step's
+                # ids and fills the bitmasks on the host now, while the GPU runs the forward
+                sub = be.masked_logits(sub, mask() if callable(mask) else mask)
+            n = be.sample_enqueue(sub, sampling)
+        addr, off = self.staging.reserve(4 * max(n, 1))
+        driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
+        handle.end.record(stream)
+        handle.n, handle.offset, handle.arena = n, off, self.staging.arena
+        handle.enqueued.set()
+
+    def flush(self, wait: bool = True) -> None:
+        """Enqueue the deferred sampling, if a launch left one (waiting for its mask; with `wait`
+        False only if its mask is ready: ``mask.ready()``). A mask that fails fails that launch (its
+        ids() raise) and any launch fed by its ids. On the launching thread only."""
+        deferred = self._deferred
+        if deferred is None or not (wait or getattr(deferred[3], "ready", lambda: True)()):
+            return
+        self._deferred = None
+        handle, sub, sampling, mask = deferred
+        self.backend.dev.make_current()
+        try:
+            self._sample(handle, sub, sampling, mask)
+        except BaseException as exc:  # handed to whoever reads this launch's ids (the engine ends it)
+            handle.error = exc
+            handle.enqueued.set()
+            if handle is self._prev:
+                self._prev_failed = True
 
     def _resolve_on_host(self, batch, prev_rows):
         import dataclasses
@@ -200,6 +256,10 @@ class CudaStepLauncher:
 
     def close(self) -> None:
         self.backend.dev.make_current()
+        if self._deferred is not None:      # never sampled: whoever waits for it is told
+            handle, self._deferred = self._deferred[0], None
+            handle.error = RuntimeError("the launcher closed before this step was sampled")
+            handle.enqueued.set()
         self.staging.close()
         self.backend.staging = None
 

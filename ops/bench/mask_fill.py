@@ -1,21 +1,24 @@
 """Host cost of one decode step's token masks, in µs per step, for N rows of one JSON schema.
 
-1. The fill alone: serial (one matcher at a time, on this thread) against parallel (llguidance's
-   LLExecutor: its own threads, the GIL released; aotx.structured.batch.fill_rows).
+1. The fill and the consume alone, one step's rows: serial (one Python call per row, on this thread)
+   against llguidance's LLExecutor (one call, its own threads, the GIL released:
+   aotx.structured.batch) at several pool sizes (``--threads``; ``AOTX_MASK_THREADS`` picks the
+   engine's). Also the CPUs this process may use (affinity, cgroup quota): a pool larger than those
+   only adds contention.
 2. The engine thread's share of a step's mask (aotx.engine.masks.LateMask: the pending tokens
-   consumed, the rows filled) while the engine thread does `--host-us` of other work per step
-   (reading the step before back, delivering, scheduling, enqueueing the forward): inline (the
-   whole mask after that work, on the engine thread) against prefetched (aotx.engine.mask_prefetch:
-   a worker fills from the launch on, concurrently with that work; the engine thread only waits for
-   what is left and copies nothing in the steady state).
+   consumed, the rows filled) while the engine thread does `--host-us` of other GIL-holding work per
+   step (reading the step before back, delivering, scheduling, building the next step): inline (the
+   mask computed by the engine thread after that work, as AOTX_MASK_WORKER=0) against the mask
+   worker (aotx.engine.mask_worker: the engine thread consumes the tokens it reads back, a Python
+   call a row, and the worker fills the bitmasks during that other work; the engine thread waits at
+   the next launch only for what is left).
 
     .venv/bin/python -m ops.bench.mask_fill                       # 64 rows, 64 steps
     .venv/bin/python -m ops.bench.mask_fill --rows 63 --steps 128 --host-us 1500
 
-The rows start from the bench schema of ops.bench.structured (a long string field) and, for part
-1, from a nested object schema; every row walks its own seeded random path through the grammar (a
-token drawn among the allowed ones), so the rows' states differ as in a batch of streams. Prints
-markdown tables.
+The rows start from the bench schema of ops.bench.structured (a long string field) and from a
+nested object schema; every row walks its own seeded random path through the grammar (a token drawn
+among the allowed ones), so the rows' states differ as in a batch of streams. Prints markdown tables.
 """
 from __future__ import annotations
 
@@ -27,10 +30,11 @@ import argparse
 import time
 from types import SimpleNamespace
 
+import llguidance
 import numpy as np
 
 from aotx.engine.launch import Done
-from aotx.engine.mask_prefetch import MaskPrefetch
+from aotx.engine.mask_worker import MaskWorker
 from aotx.engine.masks import step_mask
 from aotx.structured import ConstraintCompiler
 from aotx.structured import batch as mask_batch
@@ -47,43 +51,55 @@ NESTED = {"type": "object", "additionalProperties": False, "required": ["name", 
                              "properties": {"id": {"type": "number"}, "ok": {"type": "boolean"}}}}}}
 
 
-def _advance(matchers, bits, rngs, vocab) -> None:
-    """Each matcher consumes one token drawn from its allowed ones (a restart once it is done)."""
-    for j, m in enumerate(matchers):
-        ids = allowed_ids(bits[j], vocab)
-        ids = ids[ids != m.eos] if len(ids) > 1 else ids
-        if not len(ids) or m.row.accepting and len(ids) == 1:
-            matchers[j] = m.restart()
-            continue
-        m.row.consume(int(rngs[j].choice(ids)))
+def cpus() -> str:
+    """What this process may run on: os.cpu_count, the affinity mask, the cgroup v2 quota."""
+    out = f"{os.cpu_count()} CPUs, affinity {len(os.sched_getaffinity(0))}"
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        out += ", cgroup cpu.max " + ("unlimited" if quota == "max" else f"{int(quota) / int(period):.1f} CPUs")
+    except (OSError, ValueError):
+        out += ", no cgroup v2 cpu.max"
+    return out
 
 
-class _Row:
-    def __init__(self, constraint, eos: int) -> None:
-        self.constraint, self.eos = constraint, eos
-        self.row = constraint.start()
-
-    def restart(self) -> _Row:
-        return _Row(self.constraint, self.eos)
+WARMUP = 8
 
 
-def measure(constraint, rows: int, steps: int, eos: int, parallel: bool) -> float:
-    """µs per step of filling `rows` masks (the token walk between steps is not timed)."""
+def measure(constraint, rows: int, steps: int, eos: int, threads: int) -> tuple[float, float]:
+    """(µs per step filling `rows` masks, µs per step consuming one token each); threads 0: serial."""
     vocab = constraint.vocab_size
-    matchers = [_Row(constraint, eos) for _ in range(rows)]
+    pool = llguidance.LLExecutor(num_threads=threads) if threads else None
+    matchers = [constraint.start() for _ in range(rows)]
     rngs = [np.random.default_rng(j) for j in range(rows)]
     bits = np.zeros((rows, mask_words(vocab)), dtype=np.uint32)
-    spent = 0.0
-    for _ in range(steps):
+    fill = consume = 0.0
+    for step in range(WARMUP + steps):
+        if step == WARMUP:      # the matchers' lexers are cold at first (a row's first tokens)
+            fill = consume = 0.0
         start = time.perf_counter()
-        if parallel:
-            mask_batch.fill_rows([m.row for m in matchers], bits)
-        else:
+        if pool is None:
             for j, m in enumerate(matchers):
-                m.row.fill(bits[j])
-        spent += time.perf_counter() - start
-        _advance(matchers, bits, rngs, vocab)
-    return 1e6 * spent / steps
+                m.fill(bits[j])
+        else:
+            pool.unsafe_compute_mask_ptr([(m.ll, j) for j, m in enumerate(matchers)], bits.ctypes.data,
+                                         bits.shape[1] * 4, rows)
+        fill += time.perf_counter() - start
+        tokens = []
+        for j, m in enumerate(matchers):        # (not timed) each row's next token, among its allowed ones
+            ids = allowed_ids(bits[j], vocab)
+            ids = ids[ids != eos] if len(ids) > 1 else ids
+            tokens.append(int(rngs[j].choice(ids)) if len(ids) else eos)
+        start = time.perf_counter()
+        if pool is None:
+            for m, t in zip(matchers, tokens):
+                m.consume(t)
+        else:
+            pool.consume_token_par([(m.ll, t) for m, t in zip(matchers, tokens)])
+        consume += time.perf_counter() - start
+        # a row that is done (or refused its token) starts again
+        matchers = [m if not (m.ll.is_stopped() or m.ll.is_error()) else constraint.start() for m in matchers]
+    return 1e6 * fill / steps, 1e6 * consume / steps
 
 
 def _busy(us: float) -> None:
@@ -93,67 +109,78 @@ def _busy(us: float) -> None:
         sum(range(50))
 
 
-def engine_thread(constraint, rows: int, steps: int, host_us: float, prefetch: bool) -> tuple[float, float]:
-    """(µs per step the engine thread spends in the mask, µs per step of the whole host step)."""
+def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool) -> tuple[float, float, float]:
+    """(µs per step the engine thread spends consuming the tokens it reads back, µs it spends getting
+    the mask at the next launch, µs per step of the whole host step)."""
     vocab = constraint.vocab_size
     seqs = [SimpleNamespace(seq_id=j, matcher=constraint.start(), output_ids=[], pending=0, pending_row=-1,
                             params=SimpleNamespace(constraint=constraint)) for j in range(rows)]
     rngs = [np.random.default_rng(j) for j in range(rows)]
     bits = np.zeros((rows, mask_words(vocab)), dtype=np.uint32)
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
-    pre = MaskPrefetch()
-    in_mask = whole = 0.0
+    pool = MaskWorker()
+    pool.enabled = worker
+    consume = get = whole = 0.0
     try:
         for _ in range(steps):
             ids = np.array([int(rngs[j].choice(allowed_ids(bits[j], vocab))) for j in range(rows)], dtype=np.int32)
-            launched = Done(None, ids)          # step k: its tokens, as the device returns them
+            launched = Done(None, ids)          # step k-1: its tokens, as the device returns them
             for j, seq in enumerate(seqs):
                 seq.pending, seq.pending_row = 1, j
             start = time.perf_counter()
-            if prefetch:
-                pre.start(SimpleNamespace(plan=SimpleNamespace(sample=list(enumerate(seqs))), launched=launched))
-            _busy(host_us)
+            mask = step_mask(seqs, launched)    # step k's mask, handed over once its forward is enqueued
+            if pool.take(mask):
+                pool.handed(mask)
             t0 = time.perf_counter()
-            mask = step_mask(seqs, launched, pre.take(launched) if prefetch else None)()
+            pool.read_back(launched)            # step k-1 read back: its tokens consumed, the fill handed over
+            t1 = time.perf_counter()
+            _busy(host_us)                      # deliver k-1, schedule and build k+1
+            t2 = time.perf_counter()
+            out = mask()                        # the next launch samples step k
             end = time.perf_counter()
-            in_mask += end - t0
+            consume += t1 - t0
+            get += end - t2
             whole += end - start
-            bits = np.ascontiguousarray(mask.bits)
-            for j, seq in enumerate(seqs):      # step k read back
+            bits = np.ascontiguousarray(out.bits)
+            for j, seq in enumerate(seqs):
                 seq.output_ids.append(int(ids[j]))
                 seq.pending = 0
     finally:
-        pre.close()
-    return 1e6 * in_mask / steps, 1e6 * whole / steps
+        pool.close()
+    return 1e6 * consume / steps, 1e6 * get / steps, 1e6 * whole / steps
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--threads", default="1,2,4,8,12", help="LLExecutor pool sizes to measure")
     ap.add_argument("--host-us", type=float, default=1500.0,
                     help="the engine thread's other work per step (µs; ~1.5-2 ms at 64 streams on the H200 host)")
     args = ap.parse_args(argv)
     bundle = load_model(progress=False)
     compiler = ConstraintCompiler(bundle.tokenizer)
     eos = bundle.tokenizer.eos_id
-    print(f"\n## Mask fill, {args.rows} matchers, {args.steps} steps, {os.cpu_count()} CPUs, "
-          f"{mask_batch.threads()} executor threads\n")
-    print("| schema | serial µs/step | parallel µs/step | parallel µs/row |")
-    print("|---|---:|---:|---:|")
+    sizes = [int(t) for t in args.threads.split(",") if t.strip()]
+    print(f"\n## Mask fill and consume, {args.rows} matchers, {args.steps} steps ({cpus()}; the engine's "
+          f"pool: {mask_batch.threads()} threads)\n")
+    print("| schema | way | fill µs/step | fill µs/row | consume µs/step |")
+    print("|---|---|---:|---:|---:|")
     for name, schema in (("story (ops.bench.structured)", STORY), ("nested object", NESTED)):
         constraint = compiler.json_schema(schema)
-        serial = measure(constraint, args.rows, args.steps, eos, parallel=False)
-        par = measure(constraint, args.rows, args.steps, eos, parallel=True)
-        print(f"| {name} | {serial:.0f} | {par:.0f} | {par / args.rows:.1f} |")
+        for threads in [0, *sizes]:
+            fill, consume = measure(constraint, args.rows, args.steps, eos, threads)
+            way = "serial (a call per row)" if threads == 0 else f"LLExecutor, {threads} threads"
+            print(f"| {name} | {way} | {fill:.0f} | {fill / args.rows:.1f} | {consume:.0f} |")
     story = compiler.json_schema(STORY)
     print(f"\n## The engine thread's share, {args.rows} rows, story schema, {args.host_us:.0f} µs of other "
-          f"host work a step\n")
-    print("| mask | engine thread in the mask µs/step | whole host step µs/step |")
-    print("|---|---:|---:|")
-    for name, prefetch in (("inline (late mask fills all)", False), ("prefetched (worker thread)", True)):
-        in_mask, whole = engine_thread(story, args.rows, args.steps, args.host_us, prefetch)
-        print(f"| {name} | {in_mask:.0f} | {whole:.0f} |")
+          f"host work a step ({mask_batch.threads()} executor threads)\n")
+    print("| mask | consuming the tokens read back µs/step | getting the mask at the next launch µs/step "
+          "| whole host step µs/step |")
+    print("|---|---:|---:|---:|")
+    for name, worker in (("inline (AOTX_MASK_WORKER=0)", False), ("mask worker", True)):
+        consume, get, whole = engine_thread(story, args.rows, args.steps, args.host_us, worker)
+        print(f"| {name} | {consume:.0f} | {get:.0f} | {whole:.0f} |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import time
 
 from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
+from aotx.structured.batch import threads
 from kernels import create_backend, load_model
 
 PROMPT = "Write a long story about a dragon who learns to bake bread, as JSON with the key story."
@@ -46,28 +47,32 @@ class MaskClock:
         self.rows += len(matchers)
 
 
-class LateClock:
-    """Engine-thread time in the late mask (aotx.engine.masks.LateMask.__call__: waiting for the
-    prefetch, syncing, filling what is left), for the report."""
+class Timed:
+    """Time spent in one method (on whatever thread calls it), for the report."""
 
-    def __init__(self) -> None:
-        from aotx.engine import masks
-        self.calls, self.seconds, self._call = 0, 0.0, masks.LateMask.__call__
+    def __init__(self, cls, name: str) -> None:
+        self.calls, self.seconds, real = 0, 0.0, getattr(cls, name)
         clock = self
 
-        def timed(mask):
+        def timed(*args, **kwargs):
             start = time.perf_counter()
             try:
-                return clock._call(mask)
+                return real(*args, **kwargs)
             finally:
                 clock.seconds += time.perf_counter() - start
                 clock.calls += 1
 
-        masks.LateMask.__call__ = timed
+        setattr(cls, name, timed)
+
+    def per_call_ms(self) -> float:
+        return 1e3 * self.seconds / max(self.calls, 1)
 
 
 async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint) -> dict:
     params = [SamplingParams(max_tokens=tokens, temperature=0.7, seed=i, constraint=constraint) for i in range(streams)]
+    launcher = engine.runner.launcher
+    if hasattr(launcher, "reset_timing"):
+        launcher.reset_timing()
     start = time.perf_counter()
     handles = [engine.submit(prompt, p) for p in params]
     first: list[float] = []
@@ -82,8 +87,9 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
     await asyncio.gather(*(consume(i, h) for i, h in enumerate(handles)))
     end = time.perf_counter()
     decode_time = end - max(first)
+    busy = launcher.timing().get("busy_share", float("nan")) if hasattr(launcher, "timing") else float("nan")
     return {"tokens": sum(counts), "decode_tok_s": (sum(counts) - streams) / decode_time if decode_time > 0
-            else float("nan"), "wall_s": end - start}
+            else float("nan"), "wall_s": end - start, "busy": busy}
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -104,7 +110,11 @@ async def main(argv: list[str] | None = None) -> None:
     engine = Engine(backend, tok, EngineConfig(max_batch=max(args.streams, 1), num_pages=num_pages,
                                                page_size=page_size, max_model_len=4096))
     constraint = ConstraintCompiler(tok).json_schema(SCHEMA)
-    clock, late = MaskClock(), LateClock()
+    from aotx.engine import masks
+    from aotx.engine.mask_worker import MaskWorker
+    # the engine thread: getting a step's mask where its sampling is enqueued (waiting for the worker,
+    # or computing it there with AOTX_MASK_WORKER=0), and consuming the tokens it reads back
+    clock, late, consume = MaskClock(), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
     engine.start()
     try:
         await run(engine, prompt, args.streams, 4, None)              # warm-up, both paths
@@ -120,19 +130,24 @@ async def main(argv: list[str] | None = None) -> None:
     best = {k: max(v, key=lambda r: r["decode_tok_s"]) for k, v in (("plain", plain), ("json_schema", constrained))}
     print(f"\n## Structured outputs ({backend.name}, {args.streams} stream(s), {args.tokens} tokens, "
           f"best of {args.repeat})\n")
-    print("| run | tokens | decode tok/s |")
-    print("|---|---:|---:|")
+    print("| run | tokens | decode tok/s | device busy share |")
+    print("|---|---:|---:|---:|")
     for k, r in best.items():
-        print(f"| {k} | {r['tokens']} | {r['decode_tok_s']:.1f} |")
+        print(f"| {k} | {r['tokens']} | {r['decode_tok_s']:.1f} | {r['busy']:.2f} |")
     ratio = best["json_schema"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
     print(f"\njson_schema / plain decode tok/s: {ratio:.3f}x")
+    worker = "on the mask worker" if engine.runner.masks.started else "on the engine thread"
     if clock.calls:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "
-              f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls; on the prefetch worker "
-              f"when the engine runs one step behind and AOTX_MASK_PREFETCH=1)")
+              f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls; {worker}; "
+              f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
+              f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads)")
     if late.calls:
-        print(f"engine thread in the late mask: {1e3 * late.seconds / late.calls:.3f} ms per step "
-              f"({late.calls} steps)")
+        print(f"engine thread getting a step's mask where its sampling is enqueued: {late.per_call_ms():.3f} ms "
+              f"per step ({late.calls} steps)")
+    if consume.calls:
+        print(f"engine thread consuming the tokens it reads back: {consume.per_call_ms():.3f} ms per step "
+              f"({consume.calls} steps)")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,17 @@ Constrained requests (a closed JSON schema; greedy and sampled) share batches wi
 ones on the backend's default launcher (CUDA: overlapped, so the mask kernel, its uploads and the
 classic read-back of constrained steps all run). Checks: every constrained output that ends with
 "stop" is JSON valid against the schema (value 1.0), and the unconstrained greedy outputs are the
-ones the same requests give alone (the mask touches constrained rows only). The CPU suite runs the
-same logic on numpy (tests/structured/test_structured_check.py).
+ones the same requests give alone (the mask touches constrained rows only). Then the same
+constrained requests, submitted before the engine starts (so every run sees the same batches), with
+the mask worker (aotx.engine.mask_worker: masks filled on its thread, the sampling enqueued at the
+next launch) and without it (AOTX_MASK_WORKER=0: filled on the engine thread between the forward and
+the sampling): the same token ids, seeded draws included (value 1.0). The CPU suite runs the same
+logic on numpy (tests/structured/test_structured_check.py).
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import jsonschema
@@ -64,3 +69,21 @@ def run(bundle, record, backend: str = "cuda") -> None:
            1.0, f"stop {len(stopped)}/{len(outs)}, length {cut}")
     same = sum(a == b for a, b in zip(beside, alone)) / len(alone)
     record(f"structured: unconstrained rows unchanged beside constrained ({backend})", same, 1.0)
+
+    # (overlapped on every backend: numpy's device thread too; the CPU suite runs two requests)
+    same_ids = constrained if backend != "numpy" else [dataclasses.replace(p, max_tokens=16) for p in constrained[:2]]
+
+    async def ids(worker: bool):
+        e = Engine(be, bundle.tokenizer, EngineConfig(max_batch=32, num_pages=512, page_size=16, max_model_len=2048,
+                                                      overlap=True))
+        e.runner.masks.enabled = worker
+        handles = [e.submit(prompts[i % 2], p) for i, p in enumerate(same_ids)]
+        e.start()
+        try:
+            return [[t for d in [d async for d in h] for t in d.token_ids] for h in handles], e.runner.masks.started
+        finally:
+            await e.stop()
+
+    (on, started), (off, _) = asyncio.run(ids(True)), asyncio.run(ids(False))
+    record(f"structured: token ids with the mask worker == without it ({backend})",
+           sum(a == b for a, b in zip(on, off)) / len(on), 1.0, f"{started} masks on the worker")

@@ -31,10 +31,10 @@ async def make_real_engine(bundle, numpy_backend):
     from aotx.engine import Engine, EngineConfig
     engines = []
 
-    def make(backend=None, start=True, **cfg):
+    def make(backend=None, start=True, launcher=None, **cfg):
         config = EngineConfig(**{"num_pages": numpy_backend.num_pages, "page_size": numpy_backend.page_size,
                                  "max_model_len": 2048, **cfg})
-        engine = Engine(backend or numpy_backend, bundle.tokenizer, config)
+        engine = Engine(backend or numpy_backend, bundle.tokenizer, config, launcher=launcher)
         if start:
             engine.start()
         engines.append(engine)

@@ -5,6 +5,7 @@ import asyncio
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 
 from aotx.engine import SamplingParams
@@ -73,7 +74,7 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
     real_call = masks.LateMask.__call__
 
     def spy(self):
-        late.append(sum(row >= 0 for _, row in self._seqs))
+        late.append(sum(row >= 0 for _, row, _ in self._seqs))
         return real_call(self)
 
     monkeypatch.setattr(masks.LateMask, "__call__", spy)
@@ -85,61 +86,160 @@ async def test_one_step_behind_the_mask_learns_the_pending_token_late(make_real_
     assert late and sum(late) >= len(late) - 1      # every mask after the first learnt its token late
 
 
-async def test_next_masks_fill_on_a_worker_while_the_step_is_delivered(make_real_engine, chat_prompt, compiler,
-                                                                     monkeypatch):
-    """Overlapped, with AOTX_MASK_PREFETCH=1 (off by default): once step k is launched, a worker thread fills
-    the masks that follow it (aotx.engine.mask_prefetch); step k+1's late mask takes those rows instead of
-    filling them. Output is the classic loop's, token for token, seeded draws included."""
+_CLASSIC: dict[str, list] = {}      # the classic loop's token ids of _worker_params, run once per module
+
+
+def _worker_params(compiler):
+    c = compiler.json_schema(PERSON)
+    return [SamplingParams(max_tokens=40, temperature=0, constraint=c),
+            SamplingParams(max_tokens=40, temperature=1.0, seed=7, constraint=c),
+            SamplingParams(max_tokens=8, temperature=1.0, seed=3)]      # an unconstrained row beside them
+
+
+async def _token_ids(engine, prompt, params):
+    return [[t for d in [d async for d in h] for t in d.token_ids] for h in [engine.submit(prompt, p) for p in params]]
+
+
+async def _classic_ids(make_real_engine, prompt, params):
+    if "ids" not in _CLASSIC:
+        _CLASSIC["ids"] = await _token_ids(make_real_engine(overlap=False), prompt, params)
+    return _CLASSIC["ids"]
+
+
+async def test_masks_are_computed_on_the_worker_while_the_step_runs(make_real_engine, chat_prompt, compiler,
+                                                                  bundle, monkeypatch):
+    """Overlapped: each constrained launch's mask (the step before's tokens consumed, the bitmasks
+    filled) is computed on the mask worker thread, not on the engine thread, and the launch does not
+    wait for it (the device thread samples once it is ready: aotx.engine.mask_worker). Output is the
+    classic loop's, token for token, seeded draws included."""
     from aotx.engine import masks
-    monkeypatch.setenv("AOTX_MASK_PREFETCH", "1")
-    seen = []       # per mask: (constrained rows, rows taken from the prefetch)
-    real_call = masks.LateMask.__call__
+    seen = []       # per mask: (thread that computed it, rows with a pending token)
+    real_run = masks.LateMask.run
 
     def spy(self):
-        out = real_call(self)
-        seen.append((len(self.rows), self.reused))
-        return out
+        real_run(self)
+        seen.append((self.thread, sum(row >= 0 for _, row, _ in self._seqs)))
 
-    monkeypatch.setattr(masks.LateMask, "__call__", spy)
-    c = compiler.json_schema(PERSON)
-    prompt = chat_prompt(QUESTION)
-    params = [SamplingParams(max_tokens=40, temperature=0, constraint=c),
-              SamplingParams(max_tokens=40, temperature=1.0, seed=7, constraint=c)]
-    outs = {}
-    for overlap in (False, True):
-        seen.clear()
-        engine = make_real_engine(overlap=overlap)
-        outs[overlap] = await asyncio.gather(*(run(engine.submit(prompt, p)) for p in params))
-    assert [t for t, _ in outs[True]] == [t for t, _ in outs[False]]
-    for text, last in outs[True]:
-        jsonschema.validate(json.loads(text), PERSON)
-    # a row's first mask has nothing launched before it to prefetch from (the rows join one or two
-    # steps apart); every later mask takes all its rows from the prefetch
-    assert engine.runner.prefetch.started >= len(seen) - len(params)
-    assert len(seen) > 10 and all(reused == rows for rows, reused in seen[len(params):]), seen
+    monkeypatch.setattr(masks.LateMask, "run", spy)
+    prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
+    classic = await _classic_ids(make_real_engine, prompt, params)
+    seen.clear()
+    engine = make_real_engine(overlap=True)
+    assert await _token_ids(engine, prompt, params) == classic
+    for ids in classic[:2]:
+        jsonschema.validate(json.loads(bundle.tokenizer.decode(ids[:-1])), PERSON)     # (the last is EOS)
+    assert len(seen) > 10 and {t for t, _ in seen} == {"aotx-mask-fill"}, seen
+    assert sum(pending > 0 for _, pending in seen) >= len(seen) - 2
+    assert engine.runner.masks.started == len(seen)
 
 
-async def test_the_prefetch_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
-                                                                            compiler, monkeypatch):
+async def test_without_the_worker_the_masks_are_computed_on_the_engine_thread(make_real_engine, chat_prompt,
+                                                                             compiler, monkeypatch):
+    from aotx.engine import masks
+    monkeypatch.setenv("AOTX_MASK_WORKER", "0")
+    threads = set()
+    real_run = masks.LateMask.run
+
+    def spy(self):
+        real_run(self)
+        threads.add(self.thread)
+
+    monkeypatch.setattr(masks.LateMask, "run", spy)
+    engine = make_real_engine(overlap=True)
+    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
+        max_tokens=40, temperature=0, constraint=compiler.json_schema(PERSON))))
+    jsonschema.validate(json.loads(text), PERSON)
+    assert threads == {"aotx-engine"} and engine.runner.masks.started == 0
+
+
+async def test_the_worker_lowers_the_gil_switch_interval_only_while_it_runs(make_real_engine, chat_prompt,
+                                                                          compiler):
     import sys
 
-    from aotx.engine import mask_prefetch
-    monkeypatch.setenv("AOTX_MASK_PREFETCH", "1")
+    from aotx.engine import mask_worker
     before = sys.getswitchinterval()
     engine = make_real_engine(overlap=True)
     text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
         max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
-    assert engine.runner.prefetch.started > 0
-    assert sys.getswitchinterval() == min(before, mask_prefetch.SWITCH_S)
+    assert engine.runner.masks.started > 0
+    assert sys.getswitchinterval() == pytest.approx(min(before, mask_worker.SWITCH_S), rel=1e-3)
     await engine.stop()
     assert sys.getswitchinterval() == before
 
 
-async def test_the_prefetch_is_off_unless_asked_for(make_real_engine, chat_prompt, compiler, monkeypatch):
-    """Off by default since the H200 measured it slower (session 5): every mask is filled late, on the
-    engine thread, and no prefetch starts."""
-    monkeypatch.delenv("AOTX_MASK_PREFETCH", raising=False)
-    engine = make_real_engine(overlap=True)
-    text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
-        max_tokens=12, temperature=0, constraint=compiler.json_schema(PERSON))))
-    assert not engine.runner.prefetch.enabled and engine.runner.prefetch.started == 0
+class _CudaLike:
+    """The numpy backend behind the CUDA launcher's interface (kernels/cuda/overlap.py over a stand-in
+    driver): the device's sampled ids live in `memory[sample_out]`, the launcher's device-to-device
+    copies fill a step's placeholder tokens from them, and sampling runs when the launcher enqueues it."""
+    t_cap, r_cap, ints_cap, sample_out, TOKENS = 10**6, 10**6, 4096, 0xD0, 0x100000
+
+    def __init__(self, backend, memory):
+        self.np, self.memory = backend, memory
+        self.num_pages, self.page_size = backend.num_pages, backend.page_size
+        self.dev = type("Dev", (), {"stream": None, "make_current": lambda s: None, "synchronize": lambda s: None})()
+        self._tokens = None
+
+    def forward(self, batch, patch=None):
+        import dataclasses
+        self._tokens = np.array(batch.token_ids, dtype=np.int32)
+        self.memory[self.TOKENS] = self._tokens
+        if patch is not None:
+            patch({"tokens": self.TOKENS})
+        return self.np.forward(dataclasses.replace(batch, token_ids=self._tokens))
+
+    def masked_logits(self, logits, mask):
+        return self.np.masked_logits(logits, mask)
+
+    def sample_enqueue(self, logits, sampling):
+        self.memory[self.sample_out] = np.asarray(self.np.sample(logits, sampling), dtype=np.int32)
+        return len(self.memory[self.sample_out])
+
+
+@pytest.fixture
+def cuda_overlap(monkeypatch):
+    """kernels.cuda.overlap over a stand-in driver whose memory is a dict of arrays."""
+    import ctypes
+    import importlib
+    import sys
+    import types
+
+    from tests.kernels_cuda.test_overlap_mask_host import _Event, _Pinned
+    memory = {}
+
+    def dtod(dst, src, nbytes, stream):
+        base = _CudaLike.TOKENS
+        memory[base][(dst - base) // 4:(dst - base) // 4 + nbytes // 4] = \
+            memory[_CudaLike.sample_out][(src - _CudaLike.sample_out) // 4:][:nbytes // 4]
+
+    fake = types.SimpleNamespace(
+        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod,
+        dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+    yield importlib.import_module("kernels.cuda.overlap"), memory
+    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
+
+
+async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_tokens(
+        make_real_engine, numpy_backend, chat_prompt, compiler, cuda_overlap, monkeypatch):
+    """The CUDA launcher's host side in the real engine loop (a stand-in driver, numpy's forward and
+    sampler): each constrained step's sampling waits for its mask from the worker (deferred to the
+    next launch, or enqueued as soon as the mask is ready); every token id, greedy and seeded, with
+    an unconstrained row beside them, is the classic loop's."""
+    from aotx.engine import masks
+    module, memory = cuda_overlap
+    threads = set()
+    real_run = masks.LateMask.run
+
+    def spy(self):
+        real_run(self)
+        threads.add(self.thread)
+
+    monkeypatch.setattr(masks.LateMask, "run", spy)
+    prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
+    classic = await _classic_ids(make_real_engine, prompt, params)
+    threads.clear()
+    launcher = module.CudaStepLauncher(_CudaLike(numpy_backend, memory))
+    engine = make_real_engine(backend=launcher.backend, launcher=launcher)
+    assert await _token_ids(engine, prompt, params) == classic
+    assert threads == {"aotx-mask-fill"} and engine.runner.masks.started > 10

@@ -183,3 +183,68 @@ def test_fused_mask_uploads_what_sample_rows_reads(monkeypatch):
     assert np.array_equal(got, expect)
     monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
     monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+
+
+class _WorkerMask:
+    """A mask the mask worker computes (`deferred`): the launcher must not wait for it in launch."""
+    deferred = True
+
+    def __init__(self, events, fail=False):
+        self.events, self.fail = events, fail
+
+    def __call__(self):
+        self.events.append("mask taken")
+        if self.fail:
+            raise RuntimeError("matcher failed")
+        return TokenMask(np.array([1], np.int32), np.zeros((1, 2), np.uint32))
+
+
+def test_a_mask_on_the_worker_is_sampled_at_the_next_launch_before_its_forward(overlap):
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    launcher.launch(_batch(), None, rows, None)
+    second = launcher.launch(_batch(), None, rows, None, mask=_WorkerMask(be.events))
+    assert be.events == ["forward", "sample", "forward"]        # launch returned: no mask, no sampling yet
+    third = launcher.launch(_batch(), np.array([0, 1], np.int32), rows, None)    # fed by second's ids
+    assert be.events[3:] == ["mask taken", ("masked", [1]), "sample", "forward", "sample"]
+    assert second.ids().tolist() == [20, 21] and third.ids().tolist() == [30, 31]
+    fourth = launcher.launch(_batch(), None, rows, None, mask=_WorkerMask(be.events))
+    assert be.events[-1] == "forward"
+    assert fourth.ids().tolist() == [40, 41]                   # read before a next launch: sampled then
+    assert be.events[-3:] == ["mask taken", ("masked", [1]), "sample"]
+
+
+def test_a_worker_mask_that_fails_fails_its_step_and_the_steps_it_feeds(overlap):
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    bad = launcher.launch(_batch(), None, rows, None, mask=_WorkerMask(be.events, fail=True))
+    with pytest.raises(RuntimeError, match="sampled this step's input tokens failed"):
+        launcher.launch(_batch(), np.array([0, -1], np.int32), rows, None)
+    with pytest.raises(RuntimeError, match="matcher failed"):
+        bad.ids()
+    ok = launcher.launch(_batch(), None, rows, None)            # not fed by it: runs
+    assert ok.ids().tolist() == [10, 11]
+
+
+def test_a_ready_worker_mask_is_sampled_as_soon_as_the_engine_looks(overlap):
+    """flush(wait=False) (the engine calls it between its chores): a deferred sampling whose mask is
+    ready is enqueued now, so the GPU samples while the host builds the next step; one not ready is
+    left for the next launch."""
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    mask = _WorkerMask(be.events)
+    mask.ready = lambda: False
+    first = launcher.launch(_batch(), None, rows, None, mask=mask)
+    launcher.flush(wait=False)
+    assert be.events == ["forward"]
+    mask.ready = lambda: True
+    launcher.flush(wait=False)
+    assert be.events == ["forward", "mask taken", ("masked", [1]), "sample"]
+    launcher.launch(_batch(), None, rows, None)
+    assert be.events[4:] == ["forward", "sample"] and first.ids().tolist() == [10, 11]

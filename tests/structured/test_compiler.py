@@ -129,7 +129,7 @@ def test_each_sequence_starts_its_own_matcher(compiler, tokenizer):
 
 
 def test_a_batch_of_rows_advances_as_each_row_alone(compiler, tokenizer):
-    """batch.sync_rows (one parallel consume) == RowMatcher.sync row by row; a refused token marks
+    """batch.sync_rows == RowMatcher.sync row by row; a refused token marks
     only its own index and later ones (an earlier token still reads as consumed and allowed), and
     its reason is kept without asking the llguidance matcher again (a fill thread may hold it)."""
     from aotx.structured import batch

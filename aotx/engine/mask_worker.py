@@ -1,0 +1,116 @@
+"""The mask worker: one thread that fills each launch's token mask (aotx.engine.masks.LateMask)
+while the launch's forward runs on the device and the engine thread does the rest of its step.
+
+A mask the runner gives it (``take``, before the launch: the launcher then enqueues the sampling only
+when it needs it) is filled once its rows have consumed the previous launch's tokens: at once when no
+row has one pending (``handed``), else when the engine thread reads that launch back (``read_back``:
+the engine thread consumes them, a Python call a row, then hands the fill over). One mask at a time,
+in launch order, so a matcher is never touched by two threads at once. Started by the first
+constrained step; ``AOTX_MASK_WORKER=0`` turns it off (the launcher computes every mask on the engine
+thread, after the forward is enqueued and before the sampling: the A/B).
+
+The worker needs the GIL twice a step for short stretches (taking the mask and building the list it
+hands llguidance; the result after llguidance's GIL-free fill); with Python's default switch interval
+(5 ms) a busy engine thread could hold it off for a whole step each time, so while a worker runs the
+process's interval is ``SWITCH_S`` (``AOTX_GIL_SWITCH_S``, 0 keeps Python's; the engine's stop puts it
+back). It only matters while two threads want the GIL.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+
+log = logging.getLogger(__name__)
+SWITCH_S = 0.0002
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved: float | None = None
+
+
+def _lower_switch_interval() -> None:
+    """While a mask worker runs (one per engine), the switch interval is SWITCH_S at most; the last
+    one to close puts the process's back."""
+    global _switch_users, _switch_saved
+    raw = os.environ.get("AOTX_GIL_SWITCH_S", "")
+    try:
+        want = float(raw) if raw else SWITCH_S
+    except ValueError:
+        log.warning("AOTX_GIL_SWITCH_S=%r is not a number: %s s used", raw, SWITCH_S)
+        want = SWITCH_S
+    with _switch_lock:
+        _switch_users += 1
+        if want > 0 and want < sys.getswitchinterval():
+            if _switch_saved is None:
+                _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(want)
+
+
+def _restore_switch_interval() -> None:
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        _switch_users -= 1
+        if _switch_users == 0 and _switch_saved is not None:
+            sys.setswitchinterval(_switch_saved)
+            _switch_saved = None
+
+
+class MaskWorker:
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._held = None                  # a mask waiting for its previous launch to be read back
+        self.started = 0                   # masks handed to the thread (tests, benches)
+        self.enabled = os.environ.get("AOTX_MASK_WORKER", "1") != "0"
+
+    def take(self, mask) -> bool:
+        """Mark `mask` as the worker's, before the launcher sees it (it may sample later); False when
+        the worker is off (the launcher computes it)."""
+        if mask is None or not self.enabled:
+            return False
+        mask.deferred = True
+        return True
+
+    def handed(self, mask) -> None:
+        """`mask`'s launch is enqueued: fill it now, or once its previous launch is read back."""
+        if self._held is not None:     # (never read back: its launch failed) consumed where it is filled
+            self._submit(self._held)
+        self._held = None
+        if mask.reads_previous:
+            self._held = mask
+        else:
+            self._submit(mask)
+
+    def read_back(self, launched) -> None:
+        """The engine thread has read `launched`'s ids: the held mask consumes them here, then is filled."""
+        mask = self._held
+        if mask is not None and mask.previous is launched:
+            self._held = None
+            try:
+                mask.consume()
+            finally:
+                self._submit(mask)
+
+    def _submit(self, mask) -> None:
+        if self._thread is None:
+            _lower_switch_interval()
+            self._thread = threading.Thread(target=self._run, name="aotx-mask-fill", daemon=True)
+            self._thread.start()
+        self.started += 1
+        self._jobs.put(mask)
+
+    def close(self) -> None:
+        if self._held is not None:     # nobody waits for it any more; its thread is told to stop
+            self._held = None
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+            _restore_switch_interval()
+
+    def _run(self) -> None:
+        while (mask := self._jobs.get()) is not None:
+            mask.run()
