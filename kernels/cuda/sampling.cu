@@ -72,21 +72,41 @@ __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
 
 // The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
 // (w, or 1 per token when count) exceeds X. The caller guarantees the candidates' total exceeds X.
+// Per pass, the lanes of a warp that fall into the same bin add their weights first (__match_any_sync +
+// __reduce_add_sync on 16-bit parts: a weight is at most 2^32), so one atomic per bin and warp reaches
+// shared memory: most tokens share the key's top bytes, and their atomics on one bin serialised. Once
+// the chosen bin holds a single candidate, that candidate is the answer: one pass finds it instead of
+// the remaining byte passes. Integer sums, so the result is the same key whatever the grouping.
 __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab, float inv_t, float m, u64 wmin,
-                            u64 kmin, bool count, u64 X, u64 *hist, u64 *shared2) {
+                            u64 kmin, bool count, u64 X, u64 *hist, u32 *nhist, u64 *shared2) {
     u64 prefix = 0, base = 0;
     int tid = threadIdx.x, lane = tid & 31;
     for (int shift = 56; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+        for (int i = tid; i < 256; i += blockDim.x) { hist[i] = 0; nhist[i] = 0; }
         __syncthreads();
-        for (int i = tid; i < vocab; i += blockDim.x) {
-            float li = logit_at(l, mb, words, i);
-            u64 w = weight_of(li, inv_t, m, wmin);
-            if (w == 0) continue;
-            u64 key = order_key(li, i);
-            if (key < kmin) continue;
-            if (shift < 56 && (key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
-            atomicAdd(&hist[(key >> shift) & 255], count ? 1ull : w);
+        for (int i0 = 0; i0 < vocab; i0 += blockDim.x) {  // the same trip count in every lane of a warp
+            const int i = i0 + tid;
+            int bin = -1;
+            u64 v = 0;
+            if (i < vocab) {
+                float li = logit_at(l, mb, words, i);
+                u64 w = weight_of(li, inv_t, m, wmin);
+                u64 key = order_key(li, i);
+                if (w != 0 && key >= kmin && (shift == 56 || (key >> (shift + 8)) == (prefix >> (shift + 8)))) {
+                    bin = (int)((key >> shift) & 255);
+                    v = count ? 1ull : w;
+                }
+            }
+            const unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (bin >= 0) {
+                u64 lo = __reduce_add_sync(peers, (unsigned)(v & 0xFFFFull));
+                u64 mid = __reduce_add_sync(peers, (unsigned)((v >> 16) & 0xFFFFull));
+                u64 hi = __reduce_add_sync(peers, (unsigned)(v >> 32));
+                if (lane == __ffs(peers) - 1) {
+                    atomicAdd(&hist[bin], lo + (mid << 16) + (hi << 32));
+                    atomicAdd(&nhist[bin], (u32)__popc(peers));
+                }
+            }
         }
         __syncthreads();
         if (tid < 32) {  // lane L owns bins 8L..8L+7; highest digit first
@@ -110,12 +130,26 @@ __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab,
                 }
                 shared2[0] = prefix | ((u64)d << shift);
                 shared2[1] = acc;
+                shared2[2] = nhist[d];
             }
         }
         __syncthreads();
         prefix = shared2[0];
         base = shared2[1];
+        const bool single = shared2[2] == 1ull;
         __syncthreads();
+        if (single && shift > 0) {  // the one candidate whose key agrees with prefix down to this digit
+            for (int i = tid; i < vocab; i += blockDim.x) {
+                float li = logit_at(l, mb, words, i);
+                u64 key = order_key(li, i);
+                if ((key >> shift) == (prefix >> shift) && key >= kmin && weight_of(li, inv_t, m, wmin) != 0)
+                    shared2[0] = key;
+            }
+            __syncthreads();
+            prefix = shared2[0];
+            __syncthreads();
+            break;
+        }
     }
     return prefix;
 }
@@ -168,7 +202,8 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     pdl_trigger();
     __shared__ u64 hist[256];
     __shared__ u64 scratch[32];
-    __shared__ u64 shared2[2];
+    __shared__ u64 shared2[3];
+    __shared__ u32 nhist[256];
     __shared__ float fscratch[32];
     __shared__ int iscratch[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -212,13 +247,14 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;
-    u64 cnt = 0;
-    for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(logit_at(l, mb, words, i), inv_t, mx, wmin) ? 1 : 0;
-    cnt = block_sum_u64(cnt, scratch);
-
     u64 kmin = 0;
     const int k = top_k[r];
-    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, mb, words, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, shared2);
+    u64 cnt = 0;  // the candidates, counted only where a top-k may cut them
+    if (k > 0) {
+        for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(logit_at(l, mb, words, i), inv_t, mx, wmin) ? 1 : 0;
+        cnt = block_sum_u64(cnt, scratch);
+    }
+    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, mb, words, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, nhist, shared2);
 
     u64 total = 0;
     for (int i = tid; i < vocab; i += blockDim.x) {
@@ -233,7 +269,7 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     if (p < 1.0f) {
         u64 p24 = (u64)ceil((double)p * 16777216.0);
         u64 need = mul_shift24(p24, total, true);
-        kcut = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, shared2);
+        kcut = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, nhist, shared2);
         u64 kept = 0;
         for (int i = tid; i < vocab; i += blockDim.x) {
             float li = logit_at(l, mb, words, i);
@@ -244,6 +280,6 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     }
     u64 u24 = splitmix64(seed[r] ^ (step[r] * GOLDEN)) >> 40;
     u64 below = mul_shift24(u24, total, false);
-    u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, below, hist, shared2);
+    u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, below, hist, nhist, shared2);
     if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
 }
