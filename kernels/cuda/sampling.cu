@@ -76,7 +76,8 @@ __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
 // __reduce_add_sync on 16-bit parts: a weight is at most 2^32), so one atomic per bin and warp reaches
 // shared memory: most tokens share the key's top bytes, and their atomics on one bin serialised. Once
 // the chosen bin holds a single candidate, that candidate is the answer: one pass finds it instead of
-// the remaining byte passes. Integer sums, so the result is the same key whatever the grouping.
+// the remaining byte passes. A warp with no candidate in a pass skips the grouping. Integer sums, so the
+// result is the same key whatever the grouping.
 __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab, float inv_t, float m, u64 wmin,
                             u64 kmin, bool count, u64 X, u64 *hist, u32 *nhist, u64 *shared2) {
     u64 prefix = 0, base = 0;
@@ -88,15 +89,18 @@ __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab,
             const int i = i0 + tid;
             int bin = -1;
             u64 v = 0;
-            if (i < vocab) {
+            if (i < vocab) {  // the key's filters first: after the first pass few tokens reach the exp
                 float li = logit_at(l, mb, words, i);
-                u64 w = weight_of(li, inv_t, m, wmin);
                 u64 key = order_key(li, i);
-                if (w != 0 && key >= kmin && (shift == 56 || (key >> (shift + 8)) == (prefix >> (shift + 8)))) {
-                    bin = (int)((key >> shift) & 255);
-                    v = count ? 1ull : w;
+                if (key >= kmin && (shift == 56 || (key >> (shift + 8)) == (prefix >> (shift + 8)))) {
+                    u64 w = weight_of(li, inv_t, m, wmin);
+                    if (w != 0) {
+                        bin = (int)((key >> shift) & 255);
+                        v = count ? 1ull : w;
+                    }
                 }
             }
+            if (__ballot_sync(0xffffffffu, bin >= 0) == 0u) continue;  // no candidate in this warp (uniform)
             const unsigned peers = __match_any_sync(0xffffffffu, bin);
             if (bin >= 0) {
                 u64 lo = __reduce_add_sync(peers, (unsigned)(v & 0xFFFFull));
