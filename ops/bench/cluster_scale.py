@@ -2,7 +2,7 @@
 JetStream cluster, against the cluster's own publish rate, in one run (issue 15 part 5).
 
     .venv/bin/python -m ops.bench.cluster_scale [--runtimes 1,2,3] [--participants 48]
-                                                [--seconds 10] [--client-procs 4]
+                                                [--seconds 10] [--client-procs 4] [--retire-every 16]
 
 Starts an EmbeddedCluster (3 nodes, sync_interval always, its one user). Then:
 
@@ -14,6 +14,13 @@ Starts an EmbeddedCluster (3 nodes, sync_interval always, its one user). Then:
   another participant's rights there (every 16th sequence retires its receipts) as fast as its
   answers come, for `--seconds`. Aggregate acknowledged mutations/s, the ratio to R = 1 and to the
   raw ceiling are printed. The participants' lineages spread over the runtimes by their leases.
+
+A second table says what bounded each level: the clients' median and p99 mutation latency, and the CPU
+each runtime, the three nats-server nodes and the client processes used over the measured seconds (in
+cores: 1.00 = one core busy the whole time; a runtime near 1.00 is bound by its GIL). With every
+participant's next mutation waiting for its last, the rate is participants ÷ latency: where no runtime is
+near a core, more runtimes cannot raise it, more participants can (`--participants`, with
+`--retire-every` lowered so that participants × retire-every fits the receipt table).
 """
 from __future__ import annotations
 
@@ -30,9 +37,10 @@ from pathlib import Path
 from aotx.runtime_file import pack_shared, write_grants
 from aotx.state import Capacities
 from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, StreamSpec
+from ops.proc_cpu import cpu_seconds
 
 CONFIG_SHA = "be" * 32
-RETIRE_EVERY = 16   # 48 participants × 16 receipts stay inside the default 1,024-receipt table
+RETIRE_EVERY = 16   # (--retire-every) 48 participants × 16 receipts stay inside the default 1,024-receipt table
 ALL = ["shared_read", "shared_write", "shared_manage"]
 
 
@@ -73,7 +81,8 @@ def start_clients(args, rf, cluster: EmbeddedCluster, names: list[str], start_at
     return [subprocess.Popen(
         [sys.executable, "-m", "ops.bench.cluster_scale", "--client", json.dumps({
             "urls": cluster.urls, "password_file": str(cluster.password_file()), "name": rf.name,
-            "names": chunk, "others": names, "start_at": start_at, "seconds": args.seconds})],
+            "names": chunk, "others": names, "start_at": start_at, "seconds": args.seconds,
+            "retire_every": args.retire_every})],
         stdout=subprocess.PIPE, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}) for chunk in per if chunk]
 
 
@@ -122,22 +131,26 @@ async def client(spec: dict) -> dict:
     await asyncio.sleep(max(0.0, spec["start_at"] - time.time()))
     stop_at = time.monotonic() + spec["seconds"]
 
+    latencies: list[float] = []
+
     async def loop(n: str) -> None:
         nonlocal done
         i = 0
         while time.monotonic() < stop_at:
-            if seqs[n] % RETIRE_EVERY == 0:   # (the 1,024-receipt table holds every participant's)
+            t0 = time.monotonic()
+            if seqs[n] % spec["retire_every"] == 0:   # (the 1,024-receipt table holds every participant's)
                 await ok(n, MutationKind.RETIRE, body(n, retry_floor=str(seqs[n])))
             else:
                 other = ids[second] if n == first else ids[first]   # (an owner's own rights never change)
                 await ok(n, MutationKind.SET_MEMBER, body(n, participant=other,
                                                          permissions=["read"] if i % 2 else ["read", "write"]),
                          spaces[n])
+            latencies.append(time.monotonic() - t0)
             done += 1
             i += 1
     await asyncio.gather(*(loop(n) for n in spec["names"]))
     await remote.stop()
-    return {"done": done, "seconds": spec["seconds"]}
+    return {"done": done, "seconds": spec["seconds"], "latencies": latencies}
 
 
 def level_file(root: Path, r: int):
@@ -148,8 +161,13 @@ def level_file(root: Path, r: int):
     return rf
 
 
-def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
-    """R runtimes on a fresh journal of the level's own, the clients' aggregate rate."""
+def _cpu(pids: list[int]) -> list[float]:
+    return [cpu_seconds(p) for p in pids]
+
+
+def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> dict:
+    """R runtimes on a fresh journal of the level's own: the clients' aggregate rate, their latency, and the
+    CPU (in cores) of each runtime, of the nats nodes and of the clients over the measured seconds."""
     rf = level_file(root, r)
     names = [f"b{r}p{i}" for i in range(args.participants)]
     write_grants(root / f"grants{r}", {n: ALL for n in names}, CONFIG_SHA)
@@ -157,8 +175,14 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
     try:
         start_at = time.time() + 3.0 + 0.05 * args.participants
         clients = start_clients(args, rf, cluster, names, start_at)
+        nats_pids = [n.pid for n in cluster.nodes if n.pid]
+        groups = {"runtimes": [p.pid for p in runtimes], "nats": nats_pids, "clients": [c.pid for c in clients]}
         results = []
         try:
+            time.sleep(max(0.0, start_at - time.time()))
+            before = {k: _cpu(v) for k, v in groups.items()}
+            time.sleep(args.seconds)
+            used = {k: [(b - a) / args.seconds for a, b in zip(before[k], _cpu(v))] for k, v in groups.items()}
             for c in clients:
                 out, _ = c.communicate(timeout=300 + args.seconds)
                 if c.returncode != 0:
@@ -170,7 +194,10 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> float:
             for c in clients:
                 if c.poll() is None:
                     c.kill()
-        return sum(x["done"] for x in results) / args.seconds
+        lat = sorted(x for res in results for x in res["latencies"])
+        return {"rate": sum(x["done"] for x in results) / args.seconds,
+                "p50_ms": 1e3 * lat[len(lat) // 2] if lat else 0.0,
+                "p99_ms": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else 0.0, **used}
     finally:
         for p in runtimes:
             p.terminate()
@@ -184,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--participants", type=int, default=48)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--client-procs", type=int, default=4)
+    ap.add_argument("--retire-every", type=int, default=RETIRE_EVERY,
+                    help="every participant's Nth mutation retires its receipts (participants × N must fit the table)")
     ap.add_argument("--client", help=argparse.SUPPRESS)   # (a client process of the bench)
     args = ap.parse_args(argv)
     if args.client:
@@ -191,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     levels = [int(x) for x in args.runtimes.split(",")]
     receipts = Capacities().receipts
-    if args.participants * RETIRE_EVERY > receipts:   # decide would refuse them (507) before the level ends
-        ap.error(f"--participants {args.participants} × {RETIRE_EVERY} receipts each do not fit the "
-                 f"{receipts}-receipt table; at most {receipts // RETIRE_EVERY}")
+    if args.participants * args.retire_every > receipts:   # decide would refuse them (507) before the level ends
+        ap.error(f"--participants {args.participants} × {args.retire_every} receipts each do not fit the "
+                 f"{receipts}-receipt table; at most {receipts // args.retire_every}")
     with tempfile.TemporaryDirectory(prefix="aotx-cluster-bench-") as tmp:
         root = Path(tmp)
         with EmbeddedCluster(root / "cluster") as cluster:   # its one unrestricted user (a bench, not a deployment)
@@ -202,17 +231,25 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
             rows = []
             for r in levels:
-                rate = level(args, cluster, root, r)
-                rows.append((r, rate))
-                print(f"[cluster_scale] {r} runtime(s): {rate:,.0f} mutations/s", file=sys.stderr, flush=True)
-    base = rows[0][1] if rows else 1.0
+                out = level(args, cluster, root, r)
+                rows.append((r, out))
+                print(f"[cluster_scale] {r} runtime(s): {out['rate']:,.0f} mutations/s", file=sys.stderr, flush=True)
+    base = rows[0][1]["rate"] if rows else 1.0
     print(f"\n## shared mutations/s on a 3-node cluster ({args.participants} participants, "
           f"{args.client_procs} client processes, {args.seconds:g} s per level)\n")
     print("| runtimes | mutations/s | vs 1 runtime | vs raw guarded publish |")
     print("|---:|---:|---:|---:|")
     print(f"| raw | {ceiling:,.0f} | | 1.00× |")
-    for r, rate in rows:
-        print(f"| {r} | {rate:,.0f} | {rate / base:.2f}× | {rate / ceiling:.2f}× |")
+    for r, out in rows:
+        print(f"| {r} | {out['rate']:,.0f} | {out['rate'] / base:.2f}× | {out['rate'] / ceiling:.2f}× |")
+    print("\nWhat bounded each level (CPU in cores over the measured seconds; retire every "
+          f"{args.retire_every}):\n")
+    print("| runtimes | mutation p50 / p99 ms | each runtime's CPU | nats nodes' CPU (sum) | clients' CPU (sum) |")
+    print("|---:|---:|---|---:|---:|")
+    for r, out in rows:
+        each = " ".join(f"{x:.2f}" for x in out["runtimes"])
+        print(f"| {r} | {out['p50_ms']:.1f} / {out['p99_ms']:.1f} | {each} | {sum(out['nats']):.2f} | "
+              f"{sum(out['clients']):.2f} |")
     return 0
 
 

@@ -24,6 +24,7 @@ import httpx
 
 from aotx.engine.types import Delta
 from aotx.sampling_defaults import SamplingDefaults
+from ops.proc_cpu import cpu_seconds
 
 
 class _Handle:
@@ -153,12 +154,6 @@ def _serve_app(port_q) -> None:
     asyncio.run(serve_app(app, "127.0.0.1", 0, asyncio.Event(), sock=sock))
 
 
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _load(base: str, streams: int, requests: int, tokens: int, ttft: list | None = None) -> tuple[int, float]:
     body = {"model": ScriptedService.model_id, "stream": True, "max_tokens": tokens,
             "messages": [{"role": "user", "content": "hi"}]}
@@ -204,9 +199,9 @@ def main(argv=None) -> int:
     rows = []
     try:
         for s in [int(x) for x in args.streams.split(",")]:
-            before, ttft = _cpu_s(proc.pid), []
+            before, ttft = cpu_seconds(proc.pid), []
             tokens, wall = asyncio.run(_load(base, s, max(args.requests, s), args.tokens, ttft))
-            cpu = _cpu_s(proc.pid) - before
+            cpu = cpu_seconds(proc.pid) - before
             ttft.sort()
             rows.append((s, max(args.requests, s), tokens, wall, cpu, ttft[len(ttft) // 2] * 1e3 if ttft else 0.0))
     finally:

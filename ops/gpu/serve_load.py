@@ -11,47 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
-import os
 import threading
 import time
 from typing import Callable
 
 import httpx
 
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out += [int(k) for k in f.read().split()]
-    except FileNotFoundError:
-        pass
-    return out
-
-
-def _cpu(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except FileNotFoundError:
-        return ""
+from ops.proc_cpu import children, comm, cpu_seconds
 
 
 def server_cpu(pid: int) -> dict[str, float]:
-    kids = _children(pid)
-    nats = [k for k in kids if _comm(k).startswith("nats-server")]
-    return {"main": _cpu(pid), "workers": sum(_cpu(k) for k in kids if k not in nats),
-            "nats": sum(_cpu(k) for k in nats)}
+    kids = children(pid)
+    nats = [k for k in kids if comm(k).startswith("nats-server")]
+    return {"main": cpu_seconds(pid), "workers": sum(cpu_seconds(k) for k in kids if k not in nats),
+            "nats": sum(cpu_seconds(k) for k in nats)}
 
 
 def cpu_per_token(before: dict[str, float], after: dict[str, float], tokens: int) -> dict[str, float]:

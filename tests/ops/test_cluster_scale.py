@@ -18,3 +18,10 @@ def test_more_participants_than_the_receipt_table_holds_are_refused_before_anyth
     with pytest.raises(SystemExit) as exc:
         main(["--participants", "65"])
     assert exc.value.code == 2 and "at most 64" in capsys.readouterr().err
+
+
+def test_a_lower_retire_every_lets_more_participants_in(capsys):
+    """--retire-every 8: every participant keeps at most 8 receipts, so 128 fit the 1,024-row table."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--participants", "129", "--retire-every", "8"])
+    assert exc.value.code == 2 and "at most 128" in capsys.readouterr().err
