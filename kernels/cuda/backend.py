@@ -366,7 +366,7 @@ class CudaBackend:
         masking = (0, 0, 0) if mask is None else self.token_mask.sample_args(n, mask)
         self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
                       base + 24 * pad8, base + 24 * pad8 + 8 * n, base + 16 * pad8, base + 20 * pad8, scratch,
-                      self.sample_out, n, *masking, cache=bool(np.any(np.asarray(rows.temperature) > 0)))
+                      self.sample_out, n, *masking)
         return n
 
     def masked_logits(self, logits, mask):

@@ -44,8 +44,6 @@ class Device:
         self.arch = f"sm_{major}{minor}"
         self.sm_count = check(cu.cuDeviceGetAttribute(
             cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.dev))
-        self.smem_optin = check(cu.cuDeviceGetAttribute(   # the most shared memory one block may opt into
-            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, self.dev))
         self.name = check(cu.cuDeviceGetName(64, self.dev)).split(b"\0")[0].decode()
         self.stream = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
 
@@ -144,11 +142,6 @@ def launch(func, grid, block, args, sig: str, stream, smem: int = 0, pdl: bool =
 def max_active_blocks(func, threads: int, smem: int = 0) -> int:
     """Blocks of ``func`` one multiprocessor holds at once (the occupancy calculator)."""
     return int(check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem)))
-
-
-def static_smem(func) -> int:
-    """Bytes of static shared memory ``func`` declares."""
-    return int(check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)))
 
 
 def set_max_dynamic_smem(func, nbytes: int) -> None:

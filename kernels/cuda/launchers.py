@@ -57,10 +57,6 @@ class Kernels:
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
-        # sample_rows caches a sampled row in dynamic shared memory where the row fits beside its static arrays
-        self._sample_smem = max(0, device.smem_optin - driver.static_smem(self.f["sample_rows"]))
-        if self._sample_smem:
-            driver.set_max_dynamic_smem(self.f["sample_rows"], self._sample_smem)
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
@@ -160,15 +156,12 @@ class Kernels:
                  (logits, rows, bits, bit_row, out, vocab, words), "pppppii")
 
     def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
-               n_rows, mask_bits=0, mask_row=0, words=0, cache=True):
-        # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none);
-        # cache: a sampled row is read once into shared memory where it fits (False where every row is greedy:
-        # one pass, and the shared memory would only cut the blocks resident at once)
-        cache = bool(cache) and 4 * vocab <= self._sample_smem
+               n_rows, mask_bits=0, mask_row=0, words=0):
+        # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
         self._go("sample_rows", (n_rows,), 1024,
                  (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
-                  mask_bits, mask_row, words, int(cache)),
-                 "ppi" + "p" * 9 + "ppii", smem=4 * vocab if cache else 0)
+                  mask_bits, mask_row, words),
+                 "ppi" + "p" * 9 + "ppi")
 
     def adjust(self, logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending,
                tokens, scratch, n_adjusted):

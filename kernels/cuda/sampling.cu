@@ -195,15 +195,13 @@ adjust_rows(const float *__restrict__ logits, const int *__restrict__ rows, cons
 
 // logits float32 [*, vocab]; row r reads logits[rows[r]], or adj_logits[adj_row[r]] (adjust_rows' output)
 // where adj_row[r] >= 0; masked through mask_bits[mask_row[r]] where mask_row (not null) has it >= 0.
-// out int32 [R]. cache != 0: the launch gives vocab floats of dynamic shared memory, and a sampled (not
-// greedy) row is read from global memory once, into it, masked; every later pass (about eight) reads
-// shared memory instead of waiting on global loads.
+// out int32 [R].
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
             const float *__restrict__ temperature, const float *__restrict__ top_p, const int *__restrict__ top_k,
             const u64 *__restrict__ seed, const u64 *__restrict__ step, const float *__restrict__ min_p,
             const int *__restrict__ adj_row, const float *__restrict__ adj_logits, int *__restrict__ out,
-            const u32 *__restrict__ mask_bits, const int *__restrict__ mask_row, int words, int cache) {
+            const u32 *__restrict__ mask_bits, const int *__restrict__ mask_row, int words) {
     pdl_wait();
     pdl_trigger();
     __shared__ u64 hist[256];
@@ -242,13 +240,6 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
         return;
     }
 
-    if (cache) {  // the row (masked) into shared memory once: the passes below read it there
-        extern __shared__ float srow[];
-        for (int i = tid; i < vocab; i += blockDim.x) srow[i] = logit_at(l, mb, words, i);
-        __syncthreads();
-        l = srow;
-        mb = nullptr;
-    }
     const float inv_t = 1.0f / temp;
     float mx = -INFINITY;
     for (int i = tid; i < vocab; i += blockDim.x) mx = fmaxf(mx, __fmul_rn(logit_at(l, mb, words, i), inv_t));
