@@ -51,9 +51,20 @@ __device__ __forceinline__ float logit_at(const float *l, const u32 *mb, int wor
     return l[i];
 }
 
+// floor(e * 2^32) for a float32 e in [0, 1], exactly, in integer arithmetic (no float64 conversions):
+// e = m * 2^(E - 23) with m its 24-bit significand, so e * 2^32 = m * 2^(E + 9), E + 9 <= 9. A
+// subnormal or zero e gives 0 (it is below 2^-126); NaN gives 0 as the float64 conversion did.
+__device__ __forceinline__ u64 weight_bits(float e) {
+    const u32 b = __float_as_uint(e);
+    const int s = (int)((b >> 23) & 0xFFu) - 127 + 9;
+    const u64 m = (u64)((b & 0x7FFFFFu) | 0x800000u);
+    if (s > 9 || (b >> 31)) return 0ull;  // NaN, or a negative value (never from exp)
+    return s >= 0 ? m << s : (s > -24 ? m >> -s : 0ull);
+}
+
 __device__ __forceinline__ u64 weight_of(float l, float inv_t, float m, u64 wmin) {
     float e = expf(__fsub_rn(__fmul_rn(l, inv_t), m));  // no FMA contraction: z = l*inv_t, then z - m
-    u64 w = (u64)((double)e * 4294967296.0);
+    u64 w = weight_bits(e);
     return w >= wmin ? w : 0ull;
 }
 
