@@ -4,7 +4,10 @@
 // Order "raw logit desc, then id asc" is the order of a 64-bit key (sortable logit bits << 32 |
 // ~id), larger key first. Every cut the spec makes (top-k, nucleus, the draw) is "the first token in
 // that order whose inclusive cumulative weight exceeds X", found by a radix search over the key, one
-// byte per pass, with a 256-bin histogram of uint64 weights in shared memory. No sort is ever done.
+// byte per pass, with a 256-bin histogram of uint64 weights in shared memory. No sort is ever done, and
+// no pass computes a total: each search's first histogram holds its candidates' total (x_of). So a
+// sampled row costs a pass for its max, then two or three passes per search (the later ones touch only
+// the tokens that agree with the prefix so far).
 //
 // Penalties and logit_bias (kernels/logit_adjust.py): ``adjust_rows`` first writes each adjusted
 // row's logits into a scratch row; ``sample_rows`` reads that scratch row where ``adj_row[r] >= 0``
@@ -68,21 +71,24 @@ __device__ __forceinline__ u64 weight_of(float l, float inv_t, float m, u64 wmin
     return w >= wmin ? w : 0ull;
 }
 
-__device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    u64 t = lane < (int)(blockDim.x >> 5) ? scratch[lane] : 0ull;
-#pragma unroll
-    for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    return t;
+// What a search looks for, X, from T = the candidates' total (their weights, or their count), which its
+// first pass's histogram gives (so no pass of its own computes a total):
+#define X_TOPK 0     // X = xparam (k - 1), counting; T <= X (k or fewer candidates): no cut, the key 0
+#define X_NUCLEUS 1  // X = ceil(p24 * T / 2^24) - 1 (or 0), xparam = p24: the nucleus' last token
+#define X_DRAW 2     // X = floor(u24 * T / 2^24), xparam = u24: the drawn token
+
+__device__ __forceinline__ u64 x_of(int xmode, u64 xparam, u64 T) {
+    if (xmode == X_TOPK) return xparam;
+    if (xmode == X_NUCLEUS) {
+        u64 need = mul_shift24(xparam, T, true);
+        return need ? need - 1 : 0;
+    }
+    return mul_shift24(xparam, T, false);
 }
 
 // The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
-// (w, or 1 per token when count) exceeds X. The caller guarantees the candidates' total exceeds X.
+// (w, or 1 per token when count) exceeds X (x_of: T > X always holds for the nucleus and the draw, since
+// the row's top token is always a candidate; for top-k, T <= X answers 0).
 // Per pass, the lanes of a warp that fall into the same bin add their weights first (__match_any_sync +
 // __reduce_add_sync on 16-bit parts: a weight is at most 2^32), so one atomic per bin and warp reaches
 // shared memory: most tokens share the key's top bytes, and their atomics on one bin serialised. Once
@@ -90,8 +96,8 @@ __device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
 // the remaining byte passes. A warp with no candidate in a pass skips the grouping. Integer sums, so the
 // result is the same key whatever the grouping.
 __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab, float inv_t, float m, u64 wmin,
-                            u64 kmin, bool count, u64 X, u64 *hist, u32 *nhist, u64 *shared2) {
-    u64 prefix = 0, base = 0;
+                            u64 kmin, bool count, int xmode, u64 xparam, u64 *hist, u32 *nhist, u64 *shared2) {
+    u64 prefix = 0, base = 0, X = 0;  // X: known to warp 0 (the only one that selects) after the first pass
     int tid = threadIdx.x, lane = tid & 31;
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int i = tid; i < 256; i += blockDim.x) { hist[i] = 0; nhist[i] = 0; }
@@ -134,8 +140,16 @@ __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab,
                 u64 v = __shfl_down_sync(0xffffffffu, suffix, o);
                 if (lane + o < 32) suffix += v;
             }
+            if (shift == 56) X = x_of(xmode, xparam, __shfl_sync(0xffffffffu, suffix, 0));  // lane 0: all bins
+            const bool none = shift == 56 && xmode == X_TOPK && __shfl_sync(0xffffffffu, suffix, 0) <= X;
             unsigned hit = __ballot_sync(0xffffffffu, base + suffix > X);
-            int L = 31 - __clz(hit);
+            int L = none ? -1 : 31 - __clz(hit);
+            if (none && lane == 0) {  // k or fewer candidates: top-k cuts nothing
+                shared2[0] = 0;
+                shared2[1] = 0;
+                shared2[2] = 0;
+                shared2[3] = 1;
+            }
             if (lane == L) {
                 u64 acc = base + suffix - own;  // bins above this lane's
                 int d = 8 * lane + 7;
@@ -146,13 +160,15 @@ __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab,
                 shared2[0] = prefix | ((u64)d << shift);
                 shared2[1] = acc;
                 shared2[2] = nhist[d];
+                shared2[3] = 0;
             }
         }
         __syncthreads();
         prefix = shared2[0];
         base = shared2[1];
-        const bool single = shared2[2] == 1ull;
+        const bool single = shared2[2] == 1ull, stop = shared2[3] != 0;
         __syncthreads();
+        if (stop) return 0ull;
         if (single && shift > 0) {  // the one candidate whose key agrees with prefix down to this digit
             for (int i = tid; i < vocab; i += blockDim.x) {
                 float li = logit_at(l, mb, words, i);
@@ -216,8 +232,7 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     pdl_wait();
     pdl_trigger();
     __shared__ u64 hist[256];
-    __shared__ u64 scratch[32];
-    __shared__ u64 shared2[3];
+    __shared__ u64 shared2[4];
     __shared__ u32 nhist[256];
     __shared__ float fscratch[32];
     __shared__ int iscratch[32];
@@ -262,39 +277,16 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;
-    u64 kmin = 0;
+    u64 kmin = 0;  // top-k: the k-th candidate's key (0: no cut)
     const int k = top_k[r];
-    u64 cnt = 0;  // the candidates, counted only where a top-k may cut them
-    if (k > 0) {
-        for (int i = tid; i < vocab; i += blockDim.x) cnt += weight_of(logit_at(l, mb, words, i), inv_t, mx, wmin) ? 1 : 0;
-        cnt = block_sum_u64(cnt, scratch);
-    }
-    if (k > 0 && (u64)k < cnt) kmin = radix_search(l, mb, words, vocab, inv_t, mx, wmin, 0, true, (u64)(k - 1), hist, nhist, shared2);
-
-    u64 total = 0;
-    for (int i = tid; i < vocab; i += blockDim.x) {
-        float li = logit_at(l, mb, words, i);
-        u64 w = weight_of(li, inv_t, mx, wmin);
-        if (w && order_key(li, i) >= kmin) total += w;
-    }
-    total = block_sum_u64(total, scratch);
-
-    u64 kcut = kmin;
+    if (k > 0) kmin = radix_search(l, mb, words, vocab, inv_t, mx, wmin, 0, true, X_TOPK, (u64)(k - 1), hist, nhist, shared2);
+    u64 kcut = kmin;  // and the nucleus' last token's
     const float p = top_p[r];
     if (p < 1.0f) {
         u64 p24 = (u64)ceil((double)p * 16777216.0);
-        u64 need = mul_shift24(p24, total, true);
-        kcut = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kmin, false, need ? need - 1 : 0, hist, nhist, shared2);
-        u64 kept = 0;
-        for (int i = tid; i < vocab; i += blockDim.x) {
-            float li = logit_at(l, mb, words, i);
-            u64 w = weight_of(li, inv_t, mx, wmin);
-            if (w && order_key(li, i) >= kcut) kept += w;
-        }
-        total = block_sum_u64(kept, scratch);
+        kcut = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kmin, false, X_NUCLEUS, p24, hist, nhist, shared2);
     }
     u64 u24 = splitmix64(seed[r] ^ (step[r] * GOLDEN)) >> 40;
-    u64 below = mul_shift24(u24, total, false);
-    u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, below, hist, nhist, shared2);
+    u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, X_DRAW, u24, hist, nhist, shared2);
     if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
 }
