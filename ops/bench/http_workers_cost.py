@@ -22,7 +22,8 @@ import sys
 import tempfile
 
 from aotx.engine.types import Delta
-from ops.bench.http_stream_cost import ScriptedService, _cpu_s, _load, _serve
+from ops.bench.http_stream_cost import ScriptedService, _load, _serve
+from ops.proc_cpu import cpu_seconds
 
 
 class _StepHandle:
@@ -114,9 +115,9 @@ def _worker(nats_url: str, name: str, port: int, ready) -> None:
 def _measure(base: str, pids: list[int], streams: list[int], requests: int, tokens: int) -> list[tuple]:
     rows = []
     for s in streams:
-        before = [_cpu_s(p) for p in pids]
+        before = [cpu_seconds(p) for p in pids]
         got, wall = asyncio.run(_load(base, s, max(requests, s), tokens))
-        rows.append((s, got, wall, [_cpu_s(p) - b for p, b in zip(pids, before)]))
+        rows.append((s, got, wall, [cpu_seconds(p) - b for p, b in zip(pids, before)]))
     return rows
 
 
