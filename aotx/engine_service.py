@@ -56,8 +56,11 @@ class EngineService:
     """Serves `service` (aotx.serving.ModelService) to HTTP workers on NATS until stop()."""
 
     def __init__(self, service, nats_url: str, name: str, *, auth: NatsAuth | None = None,
-                 worker_timeout: float = WORKER_TIMEOUT) -> None:
+                 worker_timeout: float = WORKER_TIMEOUT, facts: dict | None = None) -> None:
+        """`facts` (aotx.engine_wire.engine_facts): the alive beat carries them and the engine's load, for
+        gateways' engine pools (aotx.engine_pool); without, the beat is the bare liveness workers need."""
         self.service, self.nats_url, self.name, self.auth = service, nats_url, name, auth
+        self.facts = facts
         self.worker_timeout = worker_timeout
         self._nc = None
         self._gens: dict[tuple[str, int], Any] = {}        # (worker, rid) -> RequestHandle
@@ -249,7 +252,21 @@ class EngineService:
             del self._outboxes[inbox]
 
     async def _heartbeat(self) -> None:
-        await heartbeat(self._nc, alive_subject(self.name), _pack({"v": WIRE_VERSION}), "engine")
+        if self.facts is None:
+            await heartbeat(self._nc, alive_subject(self.name), _pack({"v": WIRE_VERSION}), "engine")
+        else:
+            await heartbeat(self._nc, alive_subject(self.name), self._beat, "engine")
+
+    def _beat(self) -> bytes:
+        return _pack({"v": WIRE_VERSION, **self.facts, "load": self.load()})
+
+    def load(self) -> dict[str, int]:
+        """{"active": generations running or waiting, "capacity": the batch it runs at most}."""
+        engine = getattr(self.service, "engine", None)
+        if engine is None:   # a service without an engine of its own (a bench's scripted one)
+            return {"active": len(self._gens), "capacity": 0}
+        stats = engine.stats()
+        return {"active": int(stats.running + stats.queue_depth), "capacity": int(engine.scheduler.max_batch)}
 
     async def _sweep(self) -> None:
         """Cancel the generations of workers not heard for worker_timeout (a killed worker)."""

@@ -54,6 +54,29 @@ def worker_inbox(name: str, worker: str) -> str:
     return f"aotx.eng.{name}.w.{worker}"
 
 
+# -- a runtime's engines, for gateways (aotx.engine_pool) --------------------------------------------
+# An `aotx boot` with a model serves its engine as `<runtime>.<boot>` (two subject tokens), and its alive
+# beat carries the model's facts and its load: {"v", "model", "backend", "created", "context_tokens",
+# "default_max_tokens", "sampling_defaults": {...}, "load": {"active": running + waiting, "capacity": max
+# batch}}. A gateway hears every engine of the runtime on one wildcard subscription.
+
+def pool_engine_name(runtime: str, boot: str) -> str:
+    return f"{runtime}.{boot}"
+
+
+def pool_alive_subject(runtime: str) -> str:
+    """Every pooled engine's alive beat of the runtime `runtime` (the boot token a wildcard)."""
+    return alive_subject(pool_engine_name(runtime, "*"))
+
+
+def engine_facts(service) -> dict[str, Any]:
+    """What a gateway needs of a ModelService to serve its model surfaces (as ops.serve_workers'
+    worker spec carries them to HTTP workers)."""
+    return {"model": service.model_id, "backend": service.backend_name, "created": int(service.created),
+            "context_tokens": int(service.context_tokens), "default_max_tokens": int(service.default_max_tokens),
+            "sampling_defaults": service.sampling_defaults.json()}
+
+
 def params_to_wire(p: SamplingParams) -> dict[str, Any]:
     out = {f.name: getattr(p, f.name) for f in dataclasses.fields(SamplingParams)}
     out["stop"], out["stop_token_ids"] = list(p.stop), list(p.stop_token_ids)
@@ -135,12 +158,13 @@ def split_to_fit(items: list, pack, limit: int) -> list[bytes]:
     return split_to_fit(items[:half], pack, limit) + split_to_fit(items[half:], pack, limit)
 
 
-async def heartbeat(nc, subject: str, data: bytes, what: str) -> None:
-    """Publish `data` on `subject` every HEARTBEAT seconds until cancelled (the engine process's and
-    each worker's liveness); a publish that fails is logged and the next one tried."""
+async def heartbeat(nc, subject: str, data, what: str) -> None:
+    """Publish `data` (bytes, or a callable giving them: taken afresh each time) on `subject` every
+    HEARTBEAT seconds until cancelled (the engine process's and each worker's liveness); a publish that
+    fails is logged and the next one tried."""
     while True:
         try:
-            await nc.publish(subject, data)
+            await nc.publish(subject, data() if callable(data) else data)
         except nats.errors.Error as exc:
             logging.getLogger("aotx.engine_wire").warning("%s heartbeat not sent: %s", what, exc)
         await asyncio.sleep(HEARTBEAT)

@@ -14,6 +14,8 @@ import asyncio
 import signal
 import sys
 
+from aotx.engine_service import EngineService
+from aotx.engine_wire import engine_facts, pool_engine_name
 from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
 from aotx.serving import ModelService
@@ -88,11 +90,17 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
             print(f"aotx boot: the runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
         server = RuntimeRpcServer(target, nats_url, name, auth=auth)
+        engine = None
         try:
             await server.start()
             proj = target.runtime.projector
             model = ("no model: shared inputs answer 409" if service is None else
                      f"inputs run on {service.model_id} (backend {service.backend_name})")
+            if service is not None:   # gateways' model surfaces (`aotx gateway --model-surfaces`) use it too
+                engine_name = pool_engine_name(name, target.runtime.boot_id)
+                engine = await EngineService(service, nats_url, engine_name, auth=auth,
+                                             facts=engine_facts(service)).start()
+                model += f", which also serves gateways' model surfaces as engine {engine_name}"
             if target.runtime.lease_policy is not None:
                 model += f"; lease mode, boot {target.runtime.boot_id}"
             print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers; "
@@ -101,6 +109,8 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
                   file=sys.stderr, flush=True)
             await stop.wait()
         finally:
+            if engine is not None:
+                await engine.stop()
             await server.stop()
             await target.stop()
     finally:

@@ -1,7 +1,8 @@
 """Shared inputs through the split deployment: `aotx boot` (the runtime with the model, numpy on CPU)
 and `aotx gateway` (HTTP, RemoteRuntime) as two processes on one real nats-server.
 
-Input → 202 → the result read through the gateway until completed; the operation's SSE stream
+The gateway serves the model surfaces too (`--model-surfaces`: over the boot's engine, one chat
+completion with the openai SDK). Input → 202 → the result read through the gateway until completed; the operation's SSE stream
 delivers output then `end` as the runtime journals it; the conversation's SSE stream wakes on a new
 input; a cancellation stops a long input; media uploads from the lone gateway; the runtime restarted
 with --no-model answers the saved results and refuses new inputs with 409.
@@ -13,6 +14,7 @@ import base64
 import json
 
 import pytest
+from openai import OpenAI
 
 from aotx.stored import StoredLimits
 
@@ -181,8 +183,14 @@ def test_inputs_through_boot_and_gateway(tmp_path):
             procs.append(boot)
             assert boot.match.group(2) == "inputs run on"
             gw = Proc("gateway", "--config", str(config_path), *embedded_flags(nats_server, GATEWAY_USER),
-                      "--runtime-name", rf.name, "--port", "0", ready=r"gateway on (http://\S+) ").start()
+                      "--runtime-name", rf.name, "--port", "0", "--model-surfaces", "--engine-wait", "120",
+                      ready=r"gateway on (http://\S+) ").start()
             procs.append(gw)
+            # the model surfaces over the boot's engine (aotx.engine_pool), the split users' permissions
+            oa = OpenAI(base_url=gw.match.group(1) + "/v1", api_key=(tokens / "alice").read_text().strip())
+            chat = oa.chat.completions.create(model=oa.models.list().data[0].id, max_tokens=4, temperature=0,
+                                              messages=[{"role": "user", "content": "Name one colour."}])
+            assert chat.choices[0].message.content and 1 <= chat.usage.completion_tokens <= 4
             alice = Client(gw.match.group(1), (tokens / "alice").read_text().strip())
             alice.sync()
             assert alice.post("/participant")[0] == 201
