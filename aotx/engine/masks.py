@@ -22,6 +22,7 @@ meanwhile the engine thread's own check of each token it reads back is a compari
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
@@ -29,6 +30,8 @@ import numpy as np
 
 from aotx.engine.sequence import Sequence as Seq
 from kernels.token_mask import TokenMask, mask_words
+
+log = logging.getLogger(__name__)
 
 
 class MaskOutOfStep(RuntimeError):
@@ -53,6 +56,7 @@ class LateMask:
         self._done = threading.Event()
         self._mask: TokenMask | None = None
         self._error: BaseException | None = None
+        self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
 
     @property
     def previous(self):
@@ -66,6 +70,15 @@ class LateMask:
     def ready(self) -> bool:
         """Computed (calling it will not wait)."""
         return self._done.is_set()
+
+    def when_ready(self, fn) -> None:
+        """Call `fn()` once the mask is computed, on the thread that computes it (the mask worker: the
+        CUDA launcher enqueues the step's sampling there); at once, here, if it is computed already."""
+        with self._lock:
+            if not self._done.is_set():
+                self._on_ready.append(fn)
+                return
+        fn()
 
     def __call__(self) -> TokenMask:
         """The mask: computed here unless the worker has it (then waited for)."""
@@ -101,7 +114,14 @@ class LateMask:
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
-            self._done.set()
+            with self._lock:
+                self._done.set()
+                ready, self._on_ready = self._on_ready, []
+            for fn in ready:
+                try:
+                    fn()
+                except Exception:  # its step is then sampled by the launching thread, at the latest at its next launch
+                    log.exception("a token mask's ready callback failed (rows %s)", self.rows)
 
     def _consume(self) -> list[bool]:
         # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
