@@ -30,7 +30,8 @@ from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
 from aotx.structured.batch import threads
 from kernels import create_backend, load_model
-from ops.bench.structured_probe import AllAllowed, HostClocks, MaskClock, Timed, breakdown_table
+from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
+                                        mask_chain_table)
 
 VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_engine")
 
@@ -41,7 +42,7 @@ SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "minLengt
 
 
 async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint, host: HostClocks | None = None,
-              on_worker: bool = True) -> dict:
+              on_worker: bool = True, chain: MaskTimes | None = None) -> dict:
     params = [SamplingParams(max_tokens=tokens, temperature=0.7, seed=i, constraint=constraint) for i in range(streams)]
     launcher = engine.runner.launcher
     if hasattr(launcher, "reset_timing"):
@@ -50,6 +51,8 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
         launcher.sample_on_worker = on_worker
     if host is not None:
         host.start()
+    if chain is not None:
+        chain.reset()
     start = time.perf_counter()
     handles = [engine.submit(prompt, p) for p in params]
     first: list[float] = []
@@ -71,7 +74,8 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
         parts["rows_per_step"] = sum(counts) / timing["steps"]
     return {"tokens": sum(counts), "decode_tok_s": (sum(counts) - streams) / decode_time if decode_time > 0
             else float("nan"), "wall_s": end - start, "busy": timing.get("busy_share", float("nan")),
-            "parts": parts, "host": host.since() if host is not None else {}}
+            "parts": parts, "host": host.since() if host is not None else {},
+            "chain": chain.summary() if chain is not None else {}}
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -104,7 +108,7 @@ async def main(argv: list[str] | None = None) -> None:
     # the engine thread: getting a step's mask where its sampling is enqueued (waiting for the worker,
     # or computing it there with AOTX_MASK_WORKER=0), and consuming the tokens it reads back
     clock, late, consume = MaskClock(eos), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
-    host = HostClocks()
+    host, chain = HostClocks(), MaskTimes()
     launcher = engine.runner.launcher
     if hasattr(launcher, "breakdown"):
         launcher.breakdown(True)
@@ -118,7 +122,7 @@ async def main(argv: list[str] | None = None) -> None:
             for v in variants:
                 before = clock.snapshot()
                 results[v].append(await run(engine, prompt, args.streams, args.tokens, constraints[v], host,
-                                            on_worker=v != "json_schema_engine"))
+                                            on_worker=v != "json_schema_engine", chain=chain))
                 after = clock.snapshot()
                 fills[v] = [a + (b - c) for a, b, c in zip(fills[v], after, before)]
             print(f"[structured] round {i + 1}: " + ", ".join(f"{v} {results[v][-1]['decode_tok_s']:.1f} tok/s"
@@ -141,6 +145,9 @@ async def main(argv: list[str] | None = None) -> None:
     if any(r["parts"] for r in best.values()):
         print("\n### Per step, the best run of each\n")
         print(breakdown_table([(v, r["parts"], r["host"]) for v, r in best.items()]))
+    if any(r["chain"].get("masks") for r in best.values()):
+        print("\n### Each mask's chain on the host, the best run of each\n")
+        print(mask_chain_table([(v, r["chain"]) for v, r in best.items()]))
     worker = "on the mask worker" if engine.runner.masks.started else "on the engine thread"
     if clock.calls:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "

@@ -132,3 +132,67 @@ def breakdown_table(rows: list[tuple[str, dict, dict]]) -> str:
                      f"{f('defer')} | {f('launch')} | {f('ids_wait')} | {h[0]:.3f} | {h[1]:.3f} | {on} |")
     return "\n".join(lines) + "\n\n(ms a step: mean (p50/p90); device figures from CUDA events, host ones from " \
         "the host clock; busy share = (forward + sample) / (forward + wait + sample + gap))"
+
+
+class MaskTimes:
+    """The chain of each worker-filled mask (aotx.engine.masks.LateMask), on the host clock: the engine
+    thread's consume of the step before's tokens, the hand-over to the worker, the fill (llguidance, and
+    the GIL it waits for), and what follows the fill on the worker (its sampling enqueued: the ready
+    callbacks). Per run: reset() before, summary() after."""
+
+    def __init__(self) -> None:
+        from aotx.engine import masks
+        self._stamps: dict[int, dict[str, float]] = {}
+        self.done: list[dict[str, float]] = []
+        stamps = self._stamps
+        real_consume, real_run, real_fill = masks.LateMask.consume, masks.LateMask.run, masks.LateMask._fill
+
+        def consume(mask):
+            s = stamps.setdefault(id(mask), {})
+            s.setdefault("consume0", time.perf_counter())
+            real_consume(mask)
+            s.setdefault("consume1", time.perf_counter())
+
+        def fill(mask, ok):
+            stamps.setdefault(id(mask), {})["fill0"] = time.perf_counter()
+            try:
+                return real_fill(mask, ok)
+            finally:
+                stamps[id(mask)]["fill1"] = time.perf_counter()
+
+        def run(mask):
+            s = stamps.setdefault(id(mask), {})
+            s["run0"] = time.perf_counter()
+            real_run(mask)
+            s["run1"] = time.perf_counter()
+            if mask.deferred:
+                self.done.append(stamps.pop(id(mask)))
+            else:
+                stamps.pop(id(mask), None)
+
+        masks.LateMask.consume, masks.LateMask.run, masks.LateMask._fill = consume, run, fill
+
+    def reset(self) -> None:
+        self.done = []
+
+    def summary(self) -> dict[str, float]:
+        """ms per mask, mean: consume (engine thread), hand-over (consumed to the worker's start), fill,
+        after the fill (the sampling's enqueue on the worker), and the whole chain (consume start to that)."""
+        parts = {"consume": ("consume0", "consume1"), "hand-over": ("consume1", "run0"), "fill": ("fill0", "fill1"),
+                 "after fill": ("fill1", "run1"), "chain": ("consume0", "run1")}
+        out = {}
+        for name, (a, b) in parts.items():
+            v = [1e3 * (s[b] - s[a]) for s in self.done if a in s and b in s]
+            out[name] = sum(v) / len(v) if v else float("nan")
+        out["masks"] = len(self.done)
+        return out
+
+
+def mask_chain_table(rows: list[tuple[str, dict]]) -> str:
+    lines = ["| run | masks | consume (engine thread) | hand-over to the worker | fill | after the fill (sampling "
+             "enqueued) | chain: consume start to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, m in rows:
+        if m and m.get("masks"):
+            lines.append(f"| {name} | {m['masks']} | {m['consume']:.3f} | {m['hand-over']:.3f} | {m['fill']:.3f} | "
+                         f"{m['after fill']:.3f} | {m['chain']:.3f} |")
+    return "\n".join(lines) + "\n\n(ms a mask, mean, host clock; masks filled on the mask worker only)"
