@@ -6,9 +6,10 @@ before's ids, feeds them to the matchers and fills the bitmasks. Rows without a 
 in the mask and cost nothing; a step without constrained rows has no mask at all (None).
 
 Where it runs (aotx.engine.mask_worker): in the one-step-behind loop the mask of step k is
-``deferred``: the launcher enqueues step k's forward and returns, and enqueues step k's sampling only
-when it needs it (at the next launch, before that launch's forward, or when it reads step k's ids:
-kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
+``deferred``: the launcher enqueues step k's forward and returns; step k's sampling is enqueued by the
+thread that fills the mask, right after the fill (``when_ready``: CUDA's launcher registers it), or else
+when the launcher needs it (at the next launch, before that launch's forward, or when it reads step k's
+ids: kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
 matchers (``consume``: ~2 µs a row, one Python call each) and hands the mask to the mask worker, which
 fills the bitmasks (one llguidance call, its own threads, the GIL released) while the GPU computes
 step k's forward and the engine thread delivers step k-1, schedules and builds step k+1. Without a
