@@ -121,7 +121,7 @@ class LateMask:
             for fn in ready:
                 try:
                     fn()
-                except Exception:  # its step is then sampled by the launching thread, at the latest at its next launch
+                except Exception:  # (CUDA's own hands any error to its step's ids(): it does not raise)
                     log.exception("a token mask's ready callback failed (rows %s)", self.rows)
 
     def _consume(self) -> list[bool]:

@@ -310,3 +310,22 @@ def test_a_worker_mask_is_sampled_by_the_thread_that_fills_it_as_soon_as_it_is_f
     launcher.launch(_batch(), None, rows, None)          # not sampled twice
     assert be.events.count("sample") == 4 and threads[-2:] == ["filler", "MainThread"]
     assert third.ids().tolist() == [30, 31]
+
+
+def test_a_worker_mask_that_fails_on_the_filling_thread_fails_its_step_without_a_wait(overlap):
+    """The filling thread's enqueue hands the mask's error to the step: its ids() raise it, a launch fed
+    by its ids fails at once (nobody waits for a sampling that will never come), one not fed by it runs."""
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    mask = _FilledElsewhere(be.events)
+    mask.fail = True
+    bad = launcher.launch(_batch(), None, rows, None, mask=mask)
+    mask.fill_on_another_thread()
+    assert bad.enqueued.is_set() and "sample" not in be.events
+    with pytest.raises(RuntimeError, match="sampled this step's input tokens failed"):
+        launcher.launch(_batch(), np.array([0, -1], np.int32), rows, None)
+    with pytest.raises(RuntimeError, match="matcher failed"):
+        bad.ids()
+    assert launcher.launch(_batch(), None, rows, None).ids().tolist() == [10, 11]
