@@ -11,7 +11,9 @@ clock). Its sampler draws what a model writing the bench's JSON would: token p o
 ``{"story": "`` and a story in English (each row from its own place in the story), the lowest token its
 mask allows where that one is not (never EOS). With an instant device a step takes what the host needs
 for it (the ceiling the host puts on the GPU's step rate); with device times above the host's, plain is
-device-bound and a constrained step shows what its mask costs the device's timeline. Prints ms per step,
+device-bound and a constrained step shows what its mask costs the device's timeline. The ``*_engine`` runs
+have each sampling enqueued by the engine thread instead of the mask worker (the session-5 way: the A/B
+of CudaStepLauncher.sample_on_worker, in one process). Prints ms per step,
 the launcher's per-step breakdown (kernels/cuda/step_timing.py) and the engine thread's parts
 (ops/bench/structured_probe.py). No GPU, no weights on a device (the tokenizer comes from the GGUF).
 """
@@ -217,7 +219,10 @@ async def main(argv: list[str] | None = None) -> None:
     engine = Engine(device, tok, EngineConfig(max_batch=args.streams, num_pages=num_pages, page_size=page_size,
                                               max_model_len=4096), launcher=launcher)
     schema = ConstraintCompiler(tok).json_schema(SCHEMA)
-    kinds = {"plain": None, "json_schema": schema, "all_allowed": AllAllowed(schema.vocab_size, bundle.config.eos_id)}
+    allowed = AllAllowed(schema.vocab_size, bundle.config.eos_id)
+    # *_engine: the sampling enqueued by the engine thread, not by the mask worker (the session-5 way)
+    kinds = {"plain": None, "json_schema": schema, "all_allowed": allowed, "json_schema_engine": schema,
+             "all_allowed_engine": allowed}
     clock, host, chain = MaskClock(bundle.config.eos_id), HostClocks(), MaskTimes()
     engine.start()
     best: dict[str, tuple[float, dict]] = {}
@@ -227,6 +232,7 @@ async def main(argv: list[str] | None = None) -> None:
                 params = [SamplingParams(max_tokens=args.tokens, temperature=0.7, seed=s, constraint=constraint)
                           for s in range(args.streams)]
                 launcher.reset_timing()
+                launcher.sample_on_worker = not kind.endswith("_engine")
                 host.start()
                 chain.reset()
                 start = time.perf_counter()
