@@ -1,8 +1,8 @@
 """The mask worker: one thread that fills each launch's token mask (aotx.engine.masks.LateMask)
 while the launch's forward runs on the device and the engine thread does the rest of its step.
 
-A mask the runner gives it (``take``, before the launch: the launcher then enqueues the sampling only
-when it needs it) is filled once its rows have consumed the previous launch's tokens: at once when no
+A mask the runner gives it (``take``, before the launch: the launcher then defers the sampling, and
+CUDA's has this thread enqueue it right after the fill: ``LateMask.when_ready``) is filled once its rows have consumed the previous launch's tokens: at once when no
 row has one pending (``handed``), else when the engine thread reads that launch back (``read_back``:
 the engine thread consumes them, a Python call a row, then hands the fill over). One mask at a time,
 in launch order, so a matcher is never touched by two threads at once. Started by the first

@@ -6,9 +6,10 @@ before's ids, feeds them to the matchers and fills the bitmasks. Rows without a 
 in the mask and cost nothing; a step without constrained rows has no mask at all (None).
 
 Where it runs (aotx.engine.mask_worker): in the one-step-behind loop the mask of step k is
-``deferred``: the launcher enqueues step k's forward and returns, and enqueues step k's sampling only
-when it needs it (at the next launch, before that launch's forward, or when it reads step k's ids:
-kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
+``deferred``: the launcher enqueues step k's forward and returns; step k's sampling is enqueued by the
+thread that fills the mask, right after the fill (``when_ready``: CUDA's launcher registers it), or else
+when the launcher needs it (at the next launch, before that launch's forward, or when it reads step k's
+ids: kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
 matchers (``consume``: ~2 µs a row, one Python call each) and hands the mask to the mask worker, which
 fills the bitmasks (one llguidance call, its own threads, the GIL released) while the GPU computes
 step k's forward and the engine thread delivers step k-1, schedules and builds step k+1. Without a
@@ -22,6 +23,7 @@ meanwhile the engine thread's own check of each token it reads back is a compari
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
@@ -29,6 +31,8 @@ import numpy as np
 
 from aotx.engine.sequence import Sequence as Seq
 from kernels.token_mask import TokenMask, mask_words
+
+log = logging.getLogger(__name__)
 
 
 class MaskOutOfStep(RuntimeError):
@@ -53,6 +57,7 @@ class LateMask:
         self._done = threading.Event()
         self._mask: TokenMask | None = None
         self._error: BaseException | None = None
+        self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
 
     @property
     def previous(self):
@@ -66,6 +71,15 @@ class LateMask:
     def ready(self) -> bool:
         """Computed (calling it will not wait)."""
         return self._done.is_set()
+
+    def when_ready(self, fn) -> None:
+        """Call `fn()` once the mask is computed, on the thread that computes it (the mask worker: the
+        CUDA launcher enqueues the step's sampling there); at once, here, if it is computed already."""
+        with self._lock:
+            if not self._done.is_set():
+                self._on_ready.append(fn)
+                return
+        fn()
 
     def __call__(self) -> TokenMask:
         """The mask: computed here unless the worker has it (then waited for)."""
@@ -101,7 +115,14 @@ class LateMask:
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
-            self._done.set()
+            with self._lock:
+                self._done.set()
+                ready, self._on_ready = self._on_ready, []
+            for fn in ready:
+                try:
+                    fn()
+                except Exception:  # (CUDA's own hands any error to its step's ids(): it does not raise)
+                    log.exception("a token mask's ready callback failed (rows %s)", self.rows)
 
     def _consume(self) -> list[bool]:
         # llguidance is imported only once a request has a constraint: engine runs without one (the GPU

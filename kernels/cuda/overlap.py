@@ -7,23 +7,32 @@ one device-to-device copy per run of consecutive rows), the forward pass (CUDA g
 the sampling kernel, an async copy of the ids into pinned memory, and a timing event. ``ids()``
 waits on that event only. A step whose token mask is computed on another thread (a callable mask
 with a true ``deferred``: aotx.engine.mask_worker) has its forward enqueued and its sampling, read-back
-and end event deferred (``flush``): to the start of the next launch (before its staging and forward,
-which reads these ids) or to the first ``ids()`` on the launching thread, whichever comes first. So
-the launching thread never waits for a mask while the GPU has the forward to run. Where a step must reallocate the backend's buffers (more tokens or rows
+and end event deferred (``flush``): to the moment its mask is filled, on the thread that filled it
+(the mask worker: ``mask.when_ready``, so the GPU samples as soon as the mask exists, not after the
+engine thread's delivery and build; ``AOTX_SAMPLE_ON_WORKER=0`` turns that off), or else to the start
+of the next launch (before its staging and forward, which reads these ids) or to the first ``ids()`` on
+the launching thread, whichever comes first. So the launching thread never waits for a mask while the
+GPU has the forward to run. Launches and enqueued samplings hold the launcher's lock (one thread on
+the stream and the staging at a time).
+Where a step must reallocate the backend's buffers (more tokens or rows
 than they hold), the previous step's ids are read back first and the tokens filled on the host.
 
 ``timing()``: GPU-busy milliseconds (each step from its start event to its end event; a start
-event fires when the stream reaches it, so a host that is late shows up as a gap) and the gaps
-between consecutive steps, since ``reset_timing()``.
+event fires when the stream reaches it, so a host that is late shows up as a gap; a deferred sampling
+enqueued late is inside a step, and counts as busy) and the gaps between consecutive steps, since
+``reset_timing()``. ``breakdown(True)``: the per-step figures of kernels/cuda/step_timing.py as well.
 """
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import numpy as np
 
 from kernels.cuda import driver
 from kernels.cuda.copy_runs import runs
+from kernels.cuda.step_timing import StepTimeline
 
 ALIGN = 64
 
@@ -105,6 +114,7 @@ class _Handle:
         self._lock = threading.Lock()   # read by the engine thread and by its mask worker
         self.enqueued = threading.Event()   # the sampling, read-back and end event are on the stream
         self.error: BaseException | None = None   # a deferred sampling that could not be enqueued
+        self.marks = None                   # kernels.cuda.step_timing.StepMarks, with a breakdown on
 
     def drain(self) -> None:
         """The stream is past this launch's use of its staging arena."""
@@ -127,7 +137,10 @@ class _Handle:
             with self._lock:
                 if self._ids is None:
                     self.launcher.backend.dev.make_current()   # (a no-op on the engine thread)
+                    waited = time.perf_counter()
                     self.end.synchronize()
+                    if self.marks is not None:
+                        self.marks.ids_wait = time.perf_counter() - waited
                     ids = self.arena.buf.view(np.int32, self.n, self.offset).copy()
                     self.launcher._account(self)
                     self._ids = ids
@@ -147,11 +160,24 @@ class CudaStepLauncher:
         self._next_event = 0
         self._prev: _Handle | None = None
         self._prev_failed = False
-        self._deferred: tuple | None = None     # (handle, logits rows, sampling, mask) to sample at flush
+        self._deferred: tuple | None = None     # (handle, logits rows, sampling, mask, the mask's thread samples it)
         self.owner = threading.get_ident()      # the launching thread (the engine's; set per launch)
+        self._lock = threading.RLock()          # the stream, the staging, _deferred: launch and flush
+        # a deferred sampling is enqueued by the thread that fills its mask, once it is filled
+        self.sample_on_worker = os.environ.get("AOTX_SAMPLE_ON_WORKER", "1") != "0"
+        self.timeline: StepTimeline | None = None
         self.reset_timing()
 
+    def breakdown(self, on: bool = True) -> None:
+        """Record the per-step breakdown (kernels/cuda/step_timing.py) from the next launch on."""
+        self.timeline = StepTimeline(self.EVENTS) if on else None
+
     def launch(self, batch, prev_rows, sample_rows, sampling, mask=None) -> _Handle:
+        self._await_worker()
+        with self._lock:
+            return self._launch(batch, prev_rows, sample_rows, sampling, mask)
+
+    def _launch(self, batch, prev_rows, sample_rows, sampling, mask) -> _Handle:
         be = self.backend
         stream = be.dev.stream
         be.dev.make_current()
@@ -169,17 +195,24 @@ class CudaStepLauncher:
                     t_idx = np.nonzero(prev_rows >= 0)[0]
                     patch = _feeder(runs(t_idx, prev_rows[t_idx]), be.sample_out, stream)
             self.staging.begin()
+            marks = self.timeline.begin() if self.timeline is not None else None
             start, end = self._events[self._next_event]
             self._next_event = (self._next_event + 1) % self.EVENTS
             start.record(stream)
             logits = be.forward(batch, patch=patch)
+            StepTimeline.forward_enqueued(marks, stream)
             handle = _Handle(self, logits, 0, 0, self.staging.arena, start, end)
+            handle.marks = marks
             sub = None
             if len(sample_rows):
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
             if sub is not None and callable(mask) and getattr(mask, "deferred", False):
-                self._deferred = (handle, sub, sampling, mask)     # sampled by flush()
+                when_ready = getattr(mask, "when_ready", None) if self.sample_on_worker else None
+                # sampled by flush(), or (when_ready) by the thread that fills the mask, once filled
+                self._deferred = (handle, sub, sampling, mask, when_ready is not None)
+                if when_ready is not None:
+                    when_ready(lambda: self._flush_for(handle))
             else:
                 self._sample(handle, sub, sampling, mask)
         except BaseException:
@@ -187,18 +220,18 @@ class CudaStepLauncher:
             raise
         self.staging.arena.last = handle
         self._prev, self._prev_failed = handle, False
+        StepTimeline.launched(marks)
         return handle
 
     def _sample(self, handle: _Handle, sub, sampling, mask) -> None:
         """The sampling of `handle`'s rows `sub`, the ids' read-back and its end event, on the stream."""
         be, stream = self.backend, self.backend.dev.stream
-        n = 0
-        if sub is not None:
-            if mask is not None:    # constrained rows: sample_rows reads them through their bitmasks
-                # a late mask (aotx.engine.masks) not computed elsewhere waits for the previous step's
-                # ids and fills the bitmasks on the host now, while the GPU runs the forward
-                sub = be.masked_logits(sub, mask() if callable(mask) else mask)
-            n = be.sample_enqueue(sub, sampling)
+        if sub is not None and mask is not None:   # constrained rows: sample_rows reads them through their bitmasks
+            # a late mask (aotx.engine.masks) not computed elsewhere waits for the previous step's
+            # ids and fills the bitmasks on the host now, while the GPU runs the forward
+            sub = be.masked_logits(sub, mask() if callable(mask) else mask)
+        StepTimeline.sample_enqueued(handle.marks, stream)
+        n = be.sample_enqueue(sub, sampling) if sub is not None else 0
         addr, off = self.staging.reserve(4 * max(n, 1))
         driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
         handle.end.record(stream)
@@ -208,14 +241,37 @@ class CudaStepLauncher:
     def flush(self, wait: bool = True) -> None:
         """Enqueue the deferred sampling, if a launch left one (waiting for its mask; with `wait`
         False only if its mask is ready: ``mask.ready()``). A mask that fails fails that launch (its
-        ids() raise) and any launch fed by its ids. On the launching thread only."""
+        ids() raise) and any launch fed by its ids. On the launching thread, or (``_flush_for``) on the
+        thread that filled the mask. One that the mask's thread enqueues is waited for (wait) or left to
+        it (not wait)."""
+        if wait:
+            self._await_worker()
+        with self._lock:
+            self._flush(wait)
+
+    def _await_worker(self) -> None:
+        """A deferred sampling that the mask's thread enqueues: wait until it has (without the lock)."""
         deferred = self._deferred
-        if deferred is None or not (wait or getattr(deferred[3], "ready", lambda: True)()):
+        if deferred is not None and deferred[4]:
+            deferred[0].enqueued.wait()
+
+    def _flush_for(self, handle: _Handle) -> None:
+        """`handle`'s mask is computed (called on the thread that computed it): enqueue its sampling now,
+        unless it is enqueued already."""
+        with self._lock:
+            if self._deferred is not None and self._deferred[0] is handle:
+                self._flush(wait=True, by_worker=True)
+
+    def _flush(self, wait: bool, by_worker: bool = False) -> None:
+        deferred = self._deferred
+        if deferred is None or (deferred[4] and not (wait or by_worker)):
+            return
+        if not (wait or getattr(deferred[3], "ready", lambda: True)()):
             return
         self._deferred = None
-        handle, sub, sampling, mask = deferred
-        self.backend.dev.make_current()
+        handle, sub, sampling, mask, _ = deferred
         try:
+            self.backend.dev.make_current()
             self._sample(handle, sub, sampling, mask)
         except BaseException as exc:  # handed to whoever reads this launch's ids (the engine ends it)
             handle.error = exc
@@ -236,17 +292,25 @@ class CudaStepLauncher:
         self._busy_ms = self._gap_ms = 0.0
         self._steps = 0
         self._last_end_handle: _Handle | None = None
+        if getattr(self, "timeline", None) is not None:
+            self.timeline.reset()
 
     def pause(self) -> None:
         """The engine has no work: the time until the next launch is not the host's lateness."""
         self._last_end_handle = None
+        if self.timeline is not None:
+            self.timeline.pause()
 
     def _account(self, h: _Handle) -> None:
         self._busy_ms += h.end.since(h.start)
+        gap = None
         if self._last_end_handle is not None:
-            self._gap_ms += max(0.0, h.start.since(self._last_end_handle.end))
+            gap = max(0.0, h.start.since(self._last_end_handle.end))
+            self._gap_ms += gap
         self._last_end_handle = h
         self._steps += 1
+        if self.timeline is not None:
+            self.timeline.read(h.marks, h.start, h.end, gap)
 
     def timing(self) -> dict:
         """Since reset_timing: steps read back, GPU-busy seconds and the gaps between steps."""
@@ -255,6 +319,10 @@ class CudaStepLauncher:
                 "busy_share": self._busy_ms / total if total > 0 else float("nan")}
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         self.backend.dev.make_current()
         if self._deferred is not None:      # never sampled: whoever waits for it is told
             handle, self._deferred = self._deferred[0], None

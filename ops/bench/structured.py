@@ -3,6 +3,12 @@
     .venv/bin/python -m ops.bench.structured                                  # CPU, 1 stream
     .venv/bin/python -m ops.bench.structured --backend cuda --streams 64     # the H200
 
+Variants (``--variants``, all by default): ``plain``; ``json_schema``; ``all_allowed``, the constrained
+code path with a mask allowing every token but EOS and no llguidance (ops/bench/structured_probe.py);
+``json_schema_engine``, json_schema with each step's sampling enqueued by the engine thread rather than
+by the mask worker (CudaStepLauncher.sample_on_worker False: the session-5 behaviour; CUDA only). On
+CUDA each run also prints its per-step breakdown (kernels/cuda/step_timing.py).
+
 Every stream gets the same chat prompt (a story); the constrained runs carry a JSON schema whose one
 string field holds the story, so both kinds decode for the whole budget (an early stop only shortens
 a run; tok/s counts what was decoded). Runs alternate plain / constrained, `--repeat` times; the best
@@ -24,6 +30,10 @@ from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
 from aotx.structured.batch import threads
 from kernels import create_backend, load_model
+from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
+                                        mask_chain_table)
+
+VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_engine")
 
 PROMPT = "Write a long story about a dragon who learns to bake bread, as JSON with the key story."
 # the string cannot close within the budget: both kinds decode exactly --tokens per stream
@@ -31,48 +41,18 @@ SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "minLengt
           "required": ["story"], "additionalProperties": False}
 
 
-class MaskClock:
-    """Host time spent filling bitmasks (aotx.structured.batch.fill_rows), for the report."""
-
-    def __init__(self) -> None:
-        from aotx.structured import batch
-        self.calls, self.rows, self.seconds, self._fill = 0, 0, 0.0, batch.fill_rows
-        batch.fill_rows = self
-
-    def __call__(self, matchers, bits) -> None:
-        start = time.perf_counter()
-        self._fill(matchers, bits)
-        self.seconds += time.perf_counter() - start
-        self.calls += 1
-        self.rows += len(matchers)
-
-
-class Timed:
-    """Time spent in one method (on whatever thread calls it), for the report."""
-
-    def __init__(self, cls, name: str) -> None:
-        self.calls, self.seconds, real = 0, 0.0, getattr(cls, name)
-        clock = self
-
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return real(*args, **kwargs)
-            finally:
-                clock.seconds += time.perf_counter() - start
-                clock.calls += 1
-
-        setattr(cls, name, timed)
-
-    def per_call_ms(self) -> float:
-        return 1e3 * self.seconds / max(self.calls, 1)
-
-
-async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint) -> dict:
+async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint, host: HostClocks | None = None,
+              on_worker: bool = True, chain: MaskTimes | None = None) -> dict:
     params = [SamplingParams(max_tokens=tokens, temperature=0.7, seed=i, constraint=constraint) for i in range(streams)]
     launcher = engine.runner.launcher
     if hasattr(launcher, "reset_timing"):
         launcher.reset_timing()
+    if hasattr(launcher, "sample_on_worker"):
+        launcher.sample_on_worker = on_worker
+    if host is not None:
+        host.start()
+    if chain is not None:
+        chain.reset()
     start = time.perf_counter()
     handles = [engine.submit(prompt, p) for p in params]
     first: list[float] = []
@@ -87,9 +67,15 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
     await asyncio.gather(*(consume(i, h) for i, h in enumerate(handles)))
     end = time.perf_counter()
     decode_time = end - max(first)
-    busy = launcher.timing().get("busy_share", float("nan")) if hasattr(launcher, "timing") else float("nan")
+    timing = launcher.timing() if hasattr(launcher, "timing") else {}
+    timeline = getattr(launcher, "timeline", None)
+    parts = timeline.summary() if timeline is not None else {}
+    if parts and timing.get("steps"):
+        parts["rows_per_step"] = sum(counts) / timing["steps"]
     return {"tokens": sum(counts), "decode_tok_s": (sum(counts) - streams) / decode_time if decode_time > 0
-            else float("nan"), "wall_s": end - start, "busy": busy}
+            else float("nan"), "wall_s": end - start, "busy": timing.get("busy_share", float("nan")),
+            "parts": parts, "host": host.since() if host is not None else {},
+            "chain": chain.summary() if chain is not None else {}}
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -98,7 +84,11 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--streams", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     args = ap.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    if not set(variants) <= set(VARIANTS) or "plain" not in variants:
+        ap.error(f"--variants: plain and any of {', '.join(VARIANTS[1:])}")
 
     bundle = load_model(progress=False)
     tok = bundle.tokenizer
@@ -109,37 +99,59 @@ async def main(argv: list[str] | None = None) -> None:
     backend = create_backend(args.backend, bundle, num_pages=num_pages, page_size=page_size)
     engine = Engine(backend, tok, EngineConfig(max_batch=max(args.streams, 1), num_pages=num_pages,
                                                page_size=page_size, max_model_len=4096))
-    constraint = ConstraintCompiler(tok).json_schema(SCHEMA)
+    eos = bundle.config.eos_id
+    schema = ConstraintCompiler(tok).json_schema(SCHEMA)
+    constraints = {"plain": None, "json_schema": schema, "json_schema_engine": schema,
+                   "all_allowed": AllAllowed(schema.vocab_size, eos)}
     from aotx.engine import masks
     from aotx.engine.mask_worker import MaskWorker
     # the engine thread: getting a step's mask where its sampling is enqueued (waiting for the worker,
     # or computing it there with AOTX_MASK_WORKER=0), and consuming the tokens it reads back
-    clock, late, consume = MaskClock(), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
+    clock, late, consume = MaskClock(eos), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
+    host, chain = HostClocks(), MaskTimes()
+    launcher = engine.runner.launcher
+    if hasattr(launcher, "breakdown"):
+        launcher.breakdown(True)
     engine.start()
+    results: dict[str, list[dict]] = {v: [] for v in variants}
+    fills: dict[str, list] = {v: [0, 0, 0.0] for v in variants}
     try:
-        await run(engine, prompt, args.streams, 4, None)              # warm-up, both paths
-        await run(engine, prompt, args.streams, 4, constraint)
-        plain, constrained = [], []
+        for v in variants:                                             # warm-up, every path
+            await run(engine, prompt, args.streams, 4, constraints[v], on_worker=v != "json_schema_engine")
         for i in range(args.repeat):
-            plain.append(await run(engine, prompt, args.streams, args.tokens, None))
-            constrained.append(await run(engine, prompt, args.streams, args.tokens, constraint))
-            print(f"[structured] round {i + 1}: plain {plain[-1]['decode_tok_s']:.1f} tok/s, "
-                  f"json_schema {constrained[-1]['decode_tok_s']:.1f} tok/s", file=sys.stderr)
+            for v in variants:
+                before = clock.snapshot()
+                results[v].append(await run(engine, prompt, args.streams, args.tokens, constraints[v], host,
+                                            on_worker=v != "json_schema_engine", chain=chain))
+                after = clock.snapshot()
+                fills[v] = [a + (b - c) for a, b, c in zip(fills[v], after, before)]
+            print(f"[structured] round {i + 1}: " + ", ".join(f"{v} {results[v][-1]['decode_tok_s']:.1f} tok/s"
+                                                             for v in variants), file=sys.stderr)
     finally:
         await engine.stop()
-    best = {k: max(v, key=lambda r: r["decode_tok_s"]) for k, v in (("plain", plain), ("json_schema", constrained))}
+    best = {v: max(rs, key=lambda r: r["decode_tok_s"]) for v, rs in results.items()}
     print(f"\n## Structured outputs ({backend.name}, {args.streams} stream(s), {args.tokens} tokens, "
           f"best of {args.repeat})\n")
-    print("| run | tokens | decode tok/s | device busy share |")
-    print("|---|---:|---:|---:|")
-    for k, r in best.items():
-        print(f"| {k} | {r['tokens']} | {r['decode_tok_s']:.1f} | {r['busy']:.2f} |")
-    ratio = best["json_schema"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
-    print(f"\njson_schema / plain decode tok/s: {ratio:.3f}x")
+    print("| run | tokens | decode tok/s | ÷ plain | device busy share (start to end event) | mask fill ms/call |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for v, r in best.items():
+        calls, _, secs = fills[v]
+        fill = f"{1e3 * secs / calls:.3f}" if calls else ""
+        print(f"| {v} | {r['tokens']} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / best['plain']['decode_tok_s']:.3f} "
+              f"| {r['busy']:.2f} | {fill} |")
+    if "json_schema" in best:
+        ratio = best["json_schema"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
+        print(f"\njson_schema / plain decode tok/s: {ratio:.3f}x")
+    if any(r["parts"] for r in best.values()):
+        print("\n### Per step, the best run of each\n")
+        print(breakdown_table([(v, r["parts"], r["host"]) for v, r in best.items()]))
+    if any(r["chain"].get("masks") for r in best.values()):
+        print("\n### Each mask's chain on the host, the best run of each\n")
+        print(mask_chain_table([(v, r["chain"]) for v, r in best.items()]))
     worker = "on the mask worker" if engine.runner.masks.started else "on the engine thread"
     if clock.calls:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "
-              f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls; {worker}; "
+              f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls, all_allowed's included; {worker}; "
               f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
               f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads)")
     if late.calls:
@@ -147,8 +159,7 @@ async def main(argv: list[str] | None = None) -> None:
               f"per step ({late.calls} steps)")
     if consume.calls:
         print(f"engine thread consuming the tokens it reads back: {consume.per_call_ms():.3f} ms per step "
-              f"({consume.calls} steps)")
-
+              f"({consume.calls} steps, plain ones included)")
 
 if __name__ == "__main__":
     asyncio.run(main())

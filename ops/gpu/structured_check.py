@@ -6,8 +6,8 @@ classic read-back of constrained steps all run). Checks: every constrained outpu
 "stop" is JSON valid against the schema (value 1.0), and the unconstrained greedy outputs are the
 ones the same requests give alone (the mask touches constrained rows only). Then the same
 constrained requests, submitted before the engine starts (so every run sees the same batches), with
-the mask worker (aotx.engine.mask_worker: masks filled on its thread, the sampling enqueued at the
-next launch) and without it (AOTX_MASK_WORKER=0: filled on the engine thread between the forward and
+the mask worker (aotx.engine.mask_worker: masks filled on its thread, which then enqueues the step's
+sampling: kernels/cuda/overlap.py) and without it (AOTX_MASK_WORKER=0: filled on the engine thread between the forward and
 the sampling): the same token ids, seeded draws included (value 1.0). The CPU suite runs the same
 logic on numpy (tests/structured/test_structured_check.py).
 """

@@ -178,6 +178,7 @@ class _CudaLike:
         self.num_pages, self.page_size = backend.num_pages, backend.page_size
         self.dev = type("Dev", (), {"stream": None, "make_current": lambda s: None, "synchronize": lambda s: None})()
         self._tokens = None
+        self.sampled_on: list[tuple[str, bool]] = []     # per sampling: (its thread, a masked step)
 
     def forward(self, batch, patch=None):
         import dataclasses
@@ -187,10 +188,16 @@ class _CudaLike:
             patch({"tokens": self.TOKENS})
         return self.np.forward(dataclasses.replace(batch, token_ids=self._tokens))
 
+    _masked = False
+
     def masked_logits(self, logits, mask):
+        self._masked = True
         return self.np.masked_logits(logits, mask)
 
     def sample_enqueue(self, logits, sampling):
+        import threading
+        self.sampled_on.append((threading.current_thread().name, self._masked))
+        self._masked = False
         self.memory[self.sample_out] = np.asarray(self.np.sample(logits, sampling), dtype=np.int32)
         return len(self.memory[self.sample_out])
 
@@ -223,9 +230,9 @@ def cuda_overlap(monkeypatch):
 async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_tokens(
         make_real_engine, numpy_backend, chat_prompt, compiler, cuda_overlap, monkeypatch):
     """The CUDA launcher's host side in the real engine loop (a stand-in driver, numpy's forward and
-    sampler): each constrained step's sampling waits for its mask from the worker (deferred to the
-    next launch, or enqueued as soon as the mask is ready); every token id, greedy and seeded, with
-    an unconstrained row beside them, is the classic loop's."""
+    sampler): each constrained step's sampling waits for its mask from the worker and is enqueued by
+    the worker as soon as it has filled it (not at the engine thread's next look); every token id,
+    greedy and seeded, with an unconstrained row beside them, is the classic loop's."""
     from aotx.engine import masks
     module, memory = cuda_overlap
     threads = set()
@@ -243,3 +250,5 @@ async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_to
     engine = make_real_engine(backend=launcher.backend, launcher=launcher)
     assert await _token_ids(engine, prompt, params) == classic
     assert threads == {"aotx-mask-fill"} and engine.runner.masks.started > 10
+    masked = [t for t, m in launcher.backend.sampled_on if m]
+    assert len(masked) > 10 and set(masked) == {"aotx-mask-fill"}, masked

@@ -248,3 +248,84 @@ def test_a_ready_worker_mask_is_sampled_as_soon_as_the_engine_looks(overlap):
     assert be.events == ["forward", "mask taken", ("masked", [1]), "sample"]
     launcher.launch(_batch(), None, rows, None)
     assert be.events[4:] == ["forward", "sample"] and first.ids().tolist() == [10, 11]
+
+
+class _FilledElsewhere(_WorkerMask):
+    """A worker mask that tells whoever asked (when_ready) once another thread has filled it."""
+
+    def __init__(self, events):
+        super().__init__(events)
+        self.callbacks, self.filled = [], False
+
+    def ready(self):
+        return self.filled
+
+    def when_ready(self, fn):
+        self.callbacks.append(fn)
+
+    def fill_on_another_thread(self):
+        import threading
+
+        def fill():
+            self.filled = True
+            for fn in self.callbacks:
+                fn()
+        t = threading.Thread(target=fill, name="filler")
+        t.start()
+        t.join()
+
+
+def test_a_worker_mask_is_sampled_by_the_thread_that_fills_it_as_soon_as_it_is_filled(overlap):
+    """The GPU samples a constrained step once its mask exists, not once the engine thread next looks
+    (after delivering the step before and building the next one): the filling thread enqueues it,
+    under the launcher's lock, and the next launch does not sample it twice."""
+    import threading
+
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    threads = []
+    real = be.sample_enqueue
+
+    def sample_enqueue(logits, sampling):
+        threads.append(threading.current_thread().name)
+        return real(logits, sampling)
+
+    be.sample_enqueue = sample_enqueue
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    mask = _FilledElsewhere(be.events)
+    first = launcher.launch(_batch(), None, rows, None, mask=mask)
+    assert be.events == ["forward"] and len(mask.callbacks) == 1
+    mask.fill_on_another_thread()
+    assert be.events == ["forward", "mask taken", ("masked", [1]), "sample"] and threads == ["filler"]
+    second = launcher.launch(_batch(), np.array([0, 1], np.int32), rows, None)     # fed by first's ids
+    assert be.events[4:] == ["forward", "sample"] and threads == ["filler", "MainThread"]
+    assert first.ids().tolist() == [10, 11] and second.ids().tolist() == [20, 21]
+    late = _FilledElsewhere(be.events)
+    third = launcher.launch(_batch(), None, rows, None, mask=late)
+    late.filled = True
+    launcher.flush(wait=False)              # the engine thread's look between chores: left to the filler
+    assert be.events.count("sample") == 2
+    late.fill_on_another_thread()
+    launcher.launch(_batch(), None, rows, None)          # not sampled twice
+    assert be.events.count("sample") == 4 and threads[-2:] == ["filler", "MainThread"]
+    assert third.ids().tolist() == [30, 31]
+
+
+def test_a_worker_mask_that_fails_on_the_filling_thread_fails_its_step_without_a_wait(overlap):
+    """The filling thread's enqueue hands the mask's error to the step: its ids() raise it, a launch fed
+    by its ids fails at once (nobody waits for a sampling that will never come), one not fed by it runs."""
+    module, device_ids = overlap
+    be = _Backend(device_ids)
+    launcher = module.CudaStepLauncher(be)
+    rows = np.arange(2, dtype=np.int32)
+    mask = _FilledElsewhere(be.events)
+    mask.fail = True
+    bad = launcher.launch(_batch(), None, rows, None, mask=mask)
+    mask.fill_on_another_thread()
+    assert bad.enqueued.is_set() and "sample" not in be.events
+    with pytest.raises(RuntimeError, match="sampled this step's input tokens failed"):
+        launcher.launch(_batch(), np.array([0, -1], np.int32), rows, None)
+    with pytest.raises(RuntimeError, match="matcher failed"):
+        bad.ids()
+    assert launcher.launch(_batch(), None, rows, None).ids().tolist() == [10, 11]
