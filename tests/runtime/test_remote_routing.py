@@ -10,7 +10,7 @@ import msgpack
 from aotx.runtime import RemoteRuntime, parse_submission
 from aotx.runtime.rpc import boot_subject, rpc_subject
 from aotx.state import Actor, Grants, MutationKind
-from eventlog import connect
+from eventlog import connect, flush_subscriptions
 
 from .test_group_commit import body
 
@@ -32,7 +32,7 @@ async def _stand_ins(nc, name: str, boot_answers: bool):
     if boot_answers:
         await nc.subscribe(boot_subject(name, "deadboot"), cb=at_boot)
     await nc.subscribe(rpc_subject(name), queue="rt", cb=at_group)
-    await nc.flush()
+    await flush_subscriptions(nc)   # the server has the SUBs (flush() alone may not: eventlog.connect)
     return seen
 
 
@@ -90,7 +90,7 @@ async def test_a_new_operations_receipt_routes_the_callers_next_requests_to_the_
     try:
         await nc.subscribe(rpc_subject(name), queue="rt", cb=at_group)
         await nc.subscribe(boot_subject(name, "writerboot"), cb=at_writer)
-        await nc.flush()
+        await flush_subscriptions(nc)
         alice = Actor("alice", Grants.all())
         out = await remote.submit(alice, parse_submission(MutationKind.REGISTER, body("alice", 1, 1), None))
         assert out.status == 201 and remote.owners == {"alice": "writerboot"}
