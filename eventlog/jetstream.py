@@ -33,6 +33,12 @@ def _stored(msg: Msg) -> StoredMessage:
     )
 
 
+# seconds between a follow consumer's idle heartbeats: nats-py makes an ordered consumer again once two
+# were missed (checked every two), so a consumer lost with its node is back within 2-4 of them (nats-py's
+# default of 5 s left a runtime's follower 10-20 s behind after a node change)
+FOLLOW_HEARTBEAT = 1.0
+
+
 class JetStreamSubscription:
     """Follows the stream from a position with an ordered push consumer."""
 
@@ -191,6 +197,7 @@ class JetStreamRecorder:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))
         sub = await self.js.subscribe(
             subject or self.spec.subjects[0], stream=self.spec.name, ordered_consumer=True, config=config,
+            idle_heartbeat=FOLLOW_HEARTBEAT,
         )
         return JetStreamSubscription(sub)
 

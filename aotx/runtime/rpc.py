@@ -255,7 +255,9 @@ class RemoteRuntime(RuntimePort):
         responders; a read always does): one that reached the holder without an answer may have been
         applied, and a second send would answer the first one's receipt (200) to a client that sent
         once. Its 503 goes back; the client's exact retry settles it (docs/CONTRACTS.md, "Hardening:
-        the cluster drill")."""
+        the cluster drill"). A new operation's receipt names the boot that saved it (`save.boot`, the
+        lineage's writer): that boot is remembered too, so the caller's own reads reach the runtime that
+        applied its writes (docs/CONTRACTS.md, "Hardening: read-your-writes after a lease move")."""
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
@@ -272,6 +274,10 @@ class RemoteRuntime(RuntimePort):
         if isinstance(moved, str) and moved and moved != holder:
             self.owners[actor.principal] = moved
             out = await self._request(boot_subject(self.name, moved), req)
+        if op == "submit" and out.status in (201, 202):   # a new operation: saved by the lineage's writer now
+            writer = (out.body.get("save") or {}).get("boot")
+            if isinstance(writer, str) and writer:
+                self.owners[actor.principal] = writer   # its next commands and own reads go there
         return out
 
     async def _request(self, subject: str, req: bytes) -> Outcome:

@@ -67,6 +67,7 @@ from .outcome import Outcome
 from .planner import Cmd
 from .port import RuntimePort
 from .projection import ProjectionView
+from .read_fresh import READ_WAIT, LogEnd, fresh
 from .stopping import cancel_and_wait
 from .stored_writes import StoredWrites
 from .targets import ChangeFeed
@@ -153,6 +154,8 @@ class SharedRuntime(RuntimePort):
             self.stored.writes = self.writes
         if leases is not None:
             self.stored.ensure = self._stored_owner
+        # a read waits (at most read_wait s) until the log's end at its arrival is applied (read_fresh)
+        self.read_wait, self.log_end = READ_WAIT, LogEnd(self.writer)
         self.service: Any = None
         self.context = None
         self.executor: Executor | None = None
@@ -240,6 +243,7 @@ class SharedRuntime(RuntimePort):
         if self.ownership is not None:   # gives the leases back: a successor need not wait for the TTL
             await self.ownership.stop()
         await cancel_and_wait([self._prober], what="journal prober")
+        await self.log_end.stop()
         self._prober = None
         if self.snapshots is not None:   # nothing is applied any more: wait (bounded) for an upload under way
             await self.snapshots.close()
@@ -299,8 +303,10 @@ class SharedRuntime(RuntimePort):
         return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
-        """A named read (views.VIEWS) of the current state."""
-        return run_view(self.state, view, actor, args, self.memory)
+        """A named read (views.VIEWS) of the current state; with other writers on the journal, of a state
+        that holds the log as it was when the read arrived (read_fresh), else 503 `lagging`."""
+        late = await fresh(self, view, actor, args)
+        return late if late is not None else run_view(self.state, view, actor, args, self.memory)
 
     async def describe(self) -> dict[str, Any]:
         """What /capabilities reports of the runtime: its limits and its journal status."""

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from quart import current_app, g, jsonify, request
 
 from aotx.runtime import Outcome, RuntimePort
+from aotx.runtime.read_fresh import retry_after
 from aotx.state import Refusal
 
 from ..errors import ApiError, with_request_id
@@ -50,7 +51,11 @@ def answer(result: Any):
     if isinstance(result, Refusal):
         return json_answer(result.status, result.error())
     if isinstance(result, Outcome):
-        return json_answer(result.status, result.body)
+        response = json_answer(result.status, result.body)
+        wait = retry_after(result)   # a runtime behind the log (503 lagging): when to ask again
+        if wait is not None:
+            response.headers["Retry-After"] = str(wait)
+        return response
     return json_answer(200, result)
 
 

@@ -47,7 +47,10 @@ async def http_stack(nats_url: str, service: Any, spec: StreamSpec | None = None
     stop, ready = asyncio.Event(), asyncio.get_running_loop().create_future()
     server = asyncio.create_task(serve_app(app, "127.0.0.1", 0, stop,
                                            on_ready=lambda host, port: ready.set_result(port)))
-    port = await ready
+    await asyncio.wait({ready, server}, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():   # the app's startup failed (no ready then): its error, not a wait for ever
+        server.result()
+    port = ready.result()
     transport = HttpTransport(f"http://127.0.0.1:{port}", timeout=120)
     try:
         async def serving() -> bool:   # serving starts after the runtime's boot (journal replay)
