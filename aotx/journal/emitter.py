@@ -1,4 +1,9 @@
-"""The emitter: queues transfers and packs at most 16 records into each tick (one journal message)."""
+"""The emitter: queues transfers and packs at most 16 records into each tick (one journal message).
+
+`whole=True` (a stored round's ticks, aotx.runtime.stored_round): a tick ends before a transfer that would
+not fit in it whole (one larger than a tick still spans ticks), so a tick of such transfers carries them
+(`Tick.transfers`) and the writer applies its own acknowledged tick without framing its bytes again; the
+records and their order are the default packing's, only the cuts between messages differ."""
 
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ class Emitter:
     """Transfers of one lineage, in submission order; their parts stay contiguous and ordered."""
 
     def __init__(self, lineage_hash: int, *, next_transfer_id: int = 1,
-                 records_per_tick: int = MAX_RECORDS_PER_TICK) -> None:
+                 records_per_tick: int = MAX_RECORDS_PER_TICK, whole: bool = False) -> None:
         if not 1 <= records_per_tick <= MAX_RECORDS_PER_TICK:
             raise ValueError(f"records_per_tick must be 1..{MAX_RECORDS_PER_TICK}, got {records_per_tick}")
         if next_transfer_id < 1:
@@ -49,6 +54,7 @@ class Emitter:
         self.lineage_hash = lineage_hash
         self.next_transfer_id = next_transfer_id
         self.records_per_tick = records_per_tick
+        self.whole = whole
         self._queue: deque[Record] = deque()
         self._payloads: dict[int, bytes] = {}   # transfer id → payload, until its last part is in a tick
 
@@ -73,7 +79,7 @@ class Emitter:
         """Take up to records_per_tick records off the queue as one message; None if idle."""
         if not self._queue:
             return None
-        taken = [self._queue.popleft() for _ in range(min(self.records_per_tick, len(self._queue)))]
+        taken = [self._queue.popleft() for _ in range(self._take())]
         last = [r for r in taken if r.part_index == r.part_count - 1]
         completes = tuple(r.transfer_id for r in last)
         payloads = [self._payloads.pop(tid) for tid in completes]
@@ -92,6 +98,18 @@ class Emitter:
             first=(taken[0].transfer_id, taken[0].part_index), completes=completes,
             lineage_hash=self.lineage_hash, transfers=transfers,
         )
+
+    def _take(self) -> int:
+        """How many records the next tick takes: as many as fit, or (whole) up to the last transfer that
+        fits in it entirely — the first transfer alone when even that one does not."""
+        q = self._queue
+        limit = min(self.records_per_tick, len(q))
+        if not self.whole or q[0].part_index != 0:
+            return limit
+        n = 0
+        while n < len(q) and n + q[n].part_count <= self.records_per_tick:
+            n += q[n].part_count     # q[n] is the first part of the next transfer (parts are contiguous)
+        return n or limit
 
     def drain(self) -> list[Tick]:
         ticks = []

@@ -28,12 +28,13 @@ def transfer_of(event: Any) -> tuple[int, bytes]:
     return transfer_kind(event), encode_event(event)
 
 
-def encode_ticks(projector: Projector, boot_id: str, lineage: bytes,
-                 groups: Iterable[Sequence[Any]]) -> tuple[list[Tick], list[int]]:
+def encode_ticks(projector: Projector, boot_id: str, lineage: bytes, groups: Iterable[Sequence[Any]],
+                 *, whole: bool = False) -> tuple[list[Tick], list[int]]:
     """The ticks of a lineage's groups of events, and per group the index of the tick that completes
-    its last transfer (-1 for a group without events: nothing to wait for)."""
+    its last transfer (-1 for a group without events: nothing to wait for). `whole`: no transfer that
+    fits a tick spans two (Emitter(whole=True)), as the stored round packs its ticks."""
     lh = lineage_hash(lineage)
-    emitter = Emitter(lh, next_transfer_id=projector.last_transfer.get(lh, 0) + 1)
+    emitter = Emitter(lh, next_transfer_id=projector.last_transfer.get(lh, 0) + 1, whole=whole)
     if projector.boots.get(lh) != boot_id:
         emitter.submit(TransferKind.CONTROL, boot_control_body(boot_id))
     last = []

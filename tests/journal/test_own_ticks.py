@@ -51,3 +51,27 @@ def test_whole_transfers_are_refused_while_a_transfer_is_open_or_out_of_order():
     fresh = Reassembler()
     assert fresh.accept_whole(LH, tick.transfers)
     assert not fresh.accept_whole(LH, tick.transfers)        # ids must increase
+
+
+@given(bodies, st.integers(1, 16))
+def test_whole_packing_never_splits_a_transfer_that_fits_a_tick(values, per_tick):
+    """Emitter(whole=True) (a stored round's ticks): a tick ends before a transfer that would not fit
+    in it whole, so every transfer of at most `per_tick` records lies in one tick and a tick made only of
+    such transfers carries them (Tick.transfers); the records, in order, are the default packing's."""
+    packed, plain = Emitter(LH, records_per_tick=per_tick, whole=True), Emitter(LH, records_per_tick=per_tick)
+    sizes = []
+    for v in values:
+        packed.submit(1, v)
+        plain.submit(1, v)
+        sizes.append(packed.pending - sum(sizes))
+    ticks = packed.drain()
+    assert b"".join(t.data for t in ticks) == b"".join(t.data for t in plain.drain())
+    assert all(t.records <= per_tick for t in ticks)
+    replay = Reassembler()
+    for tick in ticks:
+        replay.feed_message(tick.data, position=1)
+        fits = [size <= per_tick for size, tid in zip(sizes, range(1, len(sizes) + 1))
+                if tid in tick.completes or tid == tick.first[0]]
+        if all(fits):
+            assert tick.transfers and [t.transfer_id for t in tick.transfers] == list(tick.completes)
+    assert replay.open_transfers == []

@@ -286,3 +286,32 @@ async def test_records_are_written_on_their_identitys_lineage(nats_url):
         assert b"sk-test" not in raw and KEYED.encode() in raw       # the API key itself is never journalled
     finally:
         await rt.stop()
+
+
+async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_own_ticks_again(nats_url):
+    """32 creates, then 32 finishes, each in one stored round: the ticks hold whole transfers (a stored
+    round packs them so), so the writer applies its acknowledged ticks as the transfers it built, never
+    by reading its own bytes back through the reassembler; a replay of the log gives the same state."""
+    sp = spec()
+    rt = await start(nats_url, sp)
+    try:
+        framed: list = []
+        inner = rt.projector.reassembler.feed_message
+        rt.projector.reassembler.feed_message = lambda data, position=None: framed.append(position) or \
+            inner(data, position)
+        params = {"temperature": 0.0, "top_p": 1.0, "max_output_tokens": 32, "tool_choice": "auto", "user": None}
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, CreateResponse(
+            rid(n), T0, "smollm2-135m-instruct", [msg(2 * n, "Describe a cat in one sentence.")], params=params))
+            for n in range(32)))
+        assert all(isinstance(o, Saved) for o in outs)
+        text = "A cat is a small furry animal that purrs. " * 3
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, FinishResponse(
+            rid(n), ResponseStatus.COMPLETED, [msg(2 * n + 1, text)], usage={"input_tokens": 30, "output_tokens": 32}))
+            for n in range(32)))
+        assert all(isinstance(o, Saved) for o in outs)
+        assert framed == []
+        replayed = await replay(rt.recorder, progress=False)
+        assert stored_digest(replayed.stored) == stored_digest(rt.projector.stored)
+        assert export_stored(replayed.stored) == export_stored(rt.projector.stored)
+    finally:
+        await rt.stop()

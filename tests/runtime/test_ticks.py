@@ -48,3 +48,17 @@ def test_a_group_waits_for_the_tick_completing_its_last_transfer():
     small = [OutputAppended(A, 3, 0, b"z")]
     ticks, where = encode_ticks(proj, "b", A, [small, big, small])
     assert len(ticks) == 2 and where == [0, 1, 1]
+
+
+def test_a_stored_rounds_ticks_hold_whole_transfers():
+    """encode_ticks(whole=True), as the stored round encodes: 32 transfers of 6 records each go two to a
+    tick (12 of 16 records) rather than straddling ticks, so every tick carries its transfers and the
+    writer applies them without framing its own bytes again."""
+    proj = Projector(source="S", incarnation="I")
+    proj.boots[lineage_hash(A)] = "b"
+    groups = [[OutputAppended(A, n, 0, bytes(800))] for n in range(32)]
+    ticks, where = encode_ticks(proj, "b", A, groups, whole=True)
+    assert len(ticks) == 16 and all(t.records == 12 and len(t.transfers) == 2 for t in ticks)
+    assert where == [n // 2 for n in range(32)]
+    straddling, _ = encode_ticks(proj, "b", A, groups)
+    assert b"".join(t.data for t in ticks) == b"".join(t.data for t in straddling)
