@@ -57,6 +57,7 @@ class Emitter:
         self.whole = whole
         self._queue: deque[Record] = deque()
         self._payloads: dict[int, bytes] = {}   # transfer id → payload, until its last part is in a tick
+        self._events: dict[int, Any] = {}       # transfer id → the event it encodes (submit_payload's `event`)
 
     @property
     def pending(self) -> int:
@@ -67,12 +68,16 @@ class Emitter:
         """Queue a transfer (body is packed with msgpack); returns its transfer id."""
         return self.submit_payload(kind, pack_body(body))
 
-    def submit_payload(self, kind: int, payload: bytes) -> int:
+    def submit_payload(self, kind: int, payload: bytes, event: Any = None) -> int:
+        """Queue a transfer of msgpack `payload`; `event`: the event it encodes (kept on the tick's
+        Transfer, Transfer.event), for a writer that applies its own tick without decoding it."""
         tid = self.next_transfer_id
         records = split_transfer(int(kind), tid, self.lineage_hash, payload)
         self.next_transfer_id += 1
         self._queue.extend(records)
         self._payloads[tid] = payload
+        if event is not None:
+            self._events[tid] = event
         return tid
 
     def tick(self) -> Tick | None:
@@ -83,12 +88,13 @@ class Emitter:
         last = [r for r in taken if r.part_index == r.part_count - 1]
         completes = tuple(r.transfer_id for r in last)
         payloads = [self._payloads.pop(tid) for tid in completes]
+        events = [self._events.pop(tid, None) for tid in completes]
         whole = taken[0].part_index == 0 and taken[-1].part_index == taken[-1].part_count - 1
         transfers: tuple[Transfer, ...] = ()
         if whole:
             out = []
-            for r, payload in zip(last, payloads):
-                t = Transfer(r.transfer_kind, r.transfer_id, self.lineage_hash, payload, unpack_body(payload))
+            for r, payload, event in zip(last, payloads, events):
+                t = Transfer(r.transfer_kind, r.transfer_id, self.lineage_hash, payload, unpack_body(payload), event)
                 t.__dict__["digest"] = r.body[-DIGEST_SIZE:] if len(r.body) >= DIGEST_SIZE else \
                     t.digest   # (the digest spans parts where the last is short: computed)
                 out.append(t)

@@ -64,13 +64,17 @@ def unpack_body(payload: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Transfer:
-    """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value."""
+    """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value. `event`: where
+    the writer built this transfer from an event (its own tick, Emitter.submit_payload), that event —
+    what decoding `body` yields — so applying its own acknowledged tick need not decode it again; None
+    for a transfer read from the log."""
 
     kind: int
     transfer_id: int
     lineage_hash: int
     payload: bytes = field(repr=False)
     body: Any = field(repr=False)
+    event: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def digest(self) -> bytes:

@@ -202,7 +202,7 @@ class Projector:
         elif kind == _STORED:
             where = _where(t, seq)
             try:
-                stored = stored_from_body(t.body)
+                stored = t.event if t.event is not None else stored_from_body(t.body)   # own tick: as decided
                 self._check_lineage(where, subject, lh, identity_lineage(stored.identity))
                 apply_stored_into(self.stored, stored)   # checks everything before it writes
             except StateError as exc:

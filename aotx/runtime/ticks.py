@@ -41,7 +41,7 @@ def encode_ticks(projector: Projector, boot_id: str, lineage: bytes, groups: Ite
     for events in groups:
         tid = 0
         for event in events:
-            tid = emitter.submit_payload(*transfer_of(event))
+            tid = emitter.submit_payload(*transfer_of(event), event=event)
         last.append(tid)
     ticks = emitter.drain()
     where = [-1 if tid == 0 else next(i for i, t in enumerate(ticks) if tid in t.completes) for tid in last]

@@ -288,13 +288,19 @@ async def test_records_are_written_on_their_identitys_lineage(nats_url):
         await rt.stop()
 
 
-async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_own_ticks_again(nats_url):
+async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_own_ticks_again(nats_url, monkeypatch):
     """32 creates, then 32 finishes, each in one stored round: the ticks hold whole transfers (a stored
     round packs them so), so the writer applies its acknowledged ticks as the transfers it built, never
-    by reading its own bytes back through the reassembler; a replay of the log gives the same state."""
+    by reading its own bytes back through the reassembler, and their events as decided, never decoded
+    from those bytes again; a replay of the log gives the same state."""
+    import aotx.projection.projector as projector_module
+
     sp = spec()
     rt = await start(nats_url, sp)
     try:
+        decoded: list = []
+        real_decode = projector_module.stored_from_body
+        monkeypatch.setattr(projector_module, "stored_from_body", lambda body: decoded.append(1) or real_decode(body))
         framed: list = []
         inner = rt.projector.reassembler.feed_message
         rt.projector.reassembler.feed_message = lambda data, position=None: framed.append(position) or \
@@ -309,8 +315,9 @@ async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_ow
             rid(n), ResponseStatus.COMPLETED, [msg(2 * n + 1, text)], usage={"input_tokens": 30, "output_tokens": 32}))
             for n in range(32)))
         assert all(isinstance(o, Saved) for o in outs)
-        assert framed == []
+        assert framed == [] and decoded == []
         replayed = await replay(rt.recorder, progress=False)
+        assert len(decoded) == 64                                   # the replay decodes every one
         assert stored_digest(replayed.stored) == stored_digest(rt.projector.stored)
         assert export_stored(replayed.stored) == export_stored(rt.projector.stored)
     finally:
