@@ -11,8 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .record import Record
-from .transfer import DIGEST_SIZE, Transfer, pack_body, split_transfer, unpack_body
+from .transfer import Transfer, encode_transfer, pack_body, unpack_body
 
 MAX_RECORDS_PER_TICK = 16
 
@@ -55,8 +54,10 @@ class Emitter:
         self.next_transfer_id = next_transfer_id
         self.records_per_tick = records_per_tick
         self.whole = whole
-        self._queue: deque[Record] = deque()
-        self._payloads: dict[int, bytes] = {}   # transfer id → payload, until its last part is in a tick
+        # a queued record: (transfer id, part index, part count, transfer kind, its encoded bytes)
+        self._queue: deque[tuple[int, int, int, int, bytes]] = deque()
+        self._payloads: dict[int, tuple[bytes, bytes]] = {}   # transfer id → (payload, digest), until its
+        #                                                       last part is in a tick
         self._events: dict[int, Any] = {}       # transfer id → the event it encodes (submit_payload's `event`)
 
     @property
@@ -71,11 +72,12 @@ class Emitter:
     def submit_payload(self, kind: int, payload: bytes, event: Any = None) -> int:
         """Queue a transfer of msgpack `payload`; `event`: the event it encodes (kept on the tick's
         Transfer, Transfer.event), for a writer that applies its own tick without decoding it."""
-        tid = self.next_transfer_id
-        records = split_transfer(int(kind), tid, self.lineage_hash, payload)
+        tid, kind = self.next_transfer_id, int(kind)
+        digest, parts = encode_transfer(kind, tid, self.lineage_hash, payload)
         self.next_transfer_id += 1
-        self._queue.extend(records)
-        self._payloads[tid] = payload
+        count = len(parts)
+        self._queue.extend((tid, i, count, kind, data) for i, data in enumerate(parts))
+        self._payloads[tid] = (payload, digest)
         if event is not None:
             self._events[tid] = event
         return tid
@@ -85,23 +87,22 @@ class Emitter:
         if not self._queue:
             return None
         taken = [self._queue.popleft() for _ in range(self._take())]
-        last = [r for r in taken if r.part_index == r.part_count - 1]
-        completes = tuple(r.transfer_id for r in last)
+        last = [r for r in taken if r[1] == r[2] - 1]     # the last part of a transfer
+        completes = tuple(r[0] for r in last)
         payloads = [self._payloads.pop(tid) for tid in completes]
         events = [self._events.pop(tid, None) for tid in completes]
-        whole = taken[0].part_index == 0 and taken[-1].part_index == taken[-1].part_count - 1
+        whole = taken[0][1] == 0 and taken[-1][1] == taken[-1][2] - 1
         transfers: tuple[Transfer, ...] = ()
         if whole:
             out = []
-            for r, payload, event in zip(last, payloads, events):
-                t = Transfer(r.transfer_kind, r.transfer_id, self.lineage_hash, payload, unpack_body(payload), event)
-                t.__dict__["digest"] = r.body[-DIGEST_SIZE:] if len(r.body) >= DIGEST_SIZE else \
-                    t.digest   # (the digest spans parts where the last is short: computed)
+            for r, (payload, digest), event in zip(last, payloads, events):
+                t = Transfer(r[3], r[0], self.lineage_hash, payload, unpack_body(payload), event)
+                t.__dict__["digest"] = digest
                 out.append(t)
             transfers = tuple(out)
         return Tick(
-            data=b"".join(r.encode() for r in taken), records=len(taken),
-            first=(taken[0].transfer_id, taken[0].part_index), completes=completes,
+            data=b"".join(r[4] for r in taken), records=len(taken),
+            first=(taken[0][0], taken[0][1]), completes=completes,
             lineage_hash=self.lineage_hash, transfers=transfers,
         )
 
@@ -110,11 +111,11 @@ class Emitter:
         fits in it entirely — the first transfer alone when even that one does not."""
         q = self._queue
         limit = min(self.records_per_tick, len(q))
-        if not self.whole or q[0].part_index != 0:
+        if not self.whole or q[0][1] != 0:
             return limit
         n = 0
-        while n < len(q) and n + q[n].part_count <= self.records_per_tick:
-            n += q[n].part_count     # q[n] is the first part of the next transfer (parts are contiguous)
+        while n < len(q) and n + q[n][2] <= self.records_per_tick:
+            n += q[n][2]     # q[n] is the first part of the next transfer (parts are contiguous)
         return n or limit
 
     def drain(self) -> list[Tick]:

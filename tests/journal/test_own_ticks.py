@@ -75,3 +75,27 @@ def test_whole_packing_never_splits_a_transfer_that_fits_a_tick(values, per_tick
         if all(fits):
             assert tick.transfers and [t.transfer_id for t in tick.transfers] == list(tick.completes)
     assert replay.open_transfers == []
+
+
+@given(bodies, st.integers(1, 16), st.booleans(), st.integers(1, 1 << 40))
+def test_a_ticks_bytes_are_its_records_encoded_one_by_one(values, per_tick, whole, first_id):
+    """The emitter encodes a transfer's records straight from its payload (encode_transfer: no Record
+    objects): the bytes of its ticks, in order, are exactly split_transfer's records each encoded, and a
+    tick's Transfer carries the transfer's digest."""
+    from aotx.journal.transfer import encode_transfer, pack_body, split_transfer, transfer_digest
+
+    e = Emitter(LH, next_transfer_id=first_id, records_per_tick=per_tick, whole=whole)
+    reference = []
+    for n, v in enumerate(values):
+        payload = pack_body(v)
+        e.submit_payload(9, payload)
+        records = split_transfer(9, first_id + n, LH, payload)
+        reference += [r.encode() for r in records]
+        digest, parts = encode_transfer(9, first_id + n, LH, payload)
+        assert parts == [r.encode() for r in records] and digest == transfer_digest(9, first_id + n, LH, payload)
+    ticks = e.drain()
+    assert b"".join(t.data for t in ticks) == b"".join(reference)
+    assert sum(t.records for t in ticks) == len(reference)
+    for t in ticks:
+        for tr in t.transfers:
+            assert tr.digest == transfer_digest(tr.kind, tr.transfer_id, LH, tr.payload)
