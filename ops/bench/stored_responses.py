@@ -15,7 +15,8 @@ on the H200, so a single pair moved 1.17× → 1.38× between two runs), and the
 thread, the event loop, and all its threads: ops.bench.thread_cpu, /proc schedstat); then, for store:true, the median time from the POST
 to each stage, the client's and the server's (AOTX_INPUT_TRACE, set for the server it starts:
 CreateResponse sent / engine asked / CreateResponse acknowledged / headers / first delta /
-FinishResponse sent / acknowledged / terminal event).
+FinishResponse sent / acknowledged / terminal event), and for store:false the stages it has (engine asked,
+headers, first delta, terminal event).
 
 Then `--resumes` times: a background streamed response (`background: true, stream: true`) read for
 `--cut` events, the connection dropped, and GET /v1/responses/{id}?stream=true&starting_after=N
@@ -89,6 +90,7 @@ async def level(client: httpx.AsyncClient, n: int, max_tokens: int, store: bool,
 # terminal event) and the server's (aotx.runtime.input_trace.stamp_response)
 STAGES = ("create_sent", "submitted", "create_acked", "opened", "first_delta", "finish_sent", "finish_acked",
           "terminal")
+PLAIN_STAGES = ("submitted", "opened", "first_delta", "terminal")   # a store:false request's (the same stamps)
 
 
 async def _events(r: httpx.Response):
@@ -137,9 +139,12 @@ def _pairs(stored: list[dict], plain: list[dict]) -> dict:
     requests: dict = {}
     for r in stored:
         requests.update(r["requests"])
+    plain_requests: dict = {}
+    for r in plain:
+        plain_requests.update(r["requests"])
     kept = ("per_s", "first_p50", "loop_ms", "proc_ms")
     return {"stored": {**{k: merged(stored, k) for k in kept}, "requests": requests},
-            "plain": {k: merged(plain, k) for k in kept},
+            "plain": {**{k: merged(plain, k) for k in kept}, "requests": plain_requests},
             "ratio": float(np.median(ratios)), "ratios": ratios}
 
 
@@ -214,6 +219,8 @@ def main(argv=None) -> int:
     print(table("store:true: median ms from the POST to each stage (opened = the response's headers, terminal = "
                 "the terminal event; the others from the server's AOTX_INPUT_TRACE)", STAGES,
                 [(r["n"], stage_medians(r["stored"]["requests"], trace, STAGES)) for r in rows]))
+    print(table("store:false: the same stages (submitted: asked of the engine)", PLAIN_STAGES,
+                [(r["n"], stage_medians(r["plain"]["requests"], trace, PLAIN_STAGES)) for r in rows]))
     print(f"\nresumed stream (GET ?stream=true&starting_after=N, {args.resumes} runs, cut after {args.cut} events): "
           f"first replayed event p50 {resumed['live_p50'] * 1e3:.1f} ms (max {resumed['live_max'] * 1e3:.1f}) "
           f"while the run is live, p50 {resumed['done_p50'] * 1e3:.1f} ms (max {resumed['done_max'] * 1e3:.1f}) "
