@@ -106,17 +106,27 @@ class Emitter:
             lineage_hash=self.lineage_hash, transfers=transfers,
         )
 
-    def _take(self) -> int:
-        """How many records the next tick takes: as many as fit, or (whole) up to the last transfer that
-        fits in it entirely — the first transfer alone when even that one does not."""
-        q = self._queue
-        limit = min(self.records_per_tick, len(q))
-        if not self.whole or q[0][1] != 0:
+    def _take(self, at: int = 0, whole: bool | None = None) -> int:
+        """How many records a tick beginning at queue index `at` takes: as many as fit, or (whole) up to
+        the last transfer that fits in it entirely — as many as fit when even the first does not."""
+        q, per = self._queue, self.records_per_tick
+        limit = min(per, len(q) - at)
+        if not (self.whole if whole is None else whole) or q[at][1] != 0:
             return limit
         n = 0
-        while n < len(q) and n + q[n][2] <= self.records_per_tick:
-            n += q[n][2]     # q[n] is the first part of the next transfer (parts are contiguous)
+        while at + n < len(q) and n + q[at + n][2] <= per:
+            n += q[at + n][2]     # the first part of the next transfer (parts are contiguous)
         return n or limit
+
+    def ticks_needed(self, whole: bool) -> int:
+        """How many ticks the queued records make, cut whole (`whole=True`) or at every records_per_tick."""
+        if not whole:
+            return -(-len(self._queue) // self.records_per_tick)
+        ticks = i = 0
+        while i < len(self._queue):
+            i += self._take(i, True)
+            ticks += 1
+        return ticks
 
     def drain(self) -> list[Tick]:
         ticks = []

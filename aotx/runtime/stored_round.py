@@ -90,7 +90,8 @@ async def stored_round(writer: JournalWriter, batch: list[StoredWrite], limits: 
     plans = []
     for lineage, items in by_lineage.items():
         ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage,   # whole transfers a tick:
-                                    [list(i.decision.events) for i in items], whole=True)   # applied as built
+                                    [list(i.decision.events) for i in items],   # applied as built
+                                    whole=True, chain_min=CHAIN_MIN)
         plans.append((writer.flight(lineage, ticks), items, where))
     flights = [f for f, _, _ in plans]
     if not await writer.write(flights, chain_min=CHAIN_MIN):   # a lineage's ticks: one ack, not a chain

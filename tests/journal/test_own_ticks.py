@@ -99,3 +99,22 @@ def test_a_ticks_bytes_are_its_records_encoded_one_by_one(values, per_tick, whol
     for t in ticks:
         for tr in t.transfers:
             assert tr.digest == transfer_digest(tr.kind, tr.transfer_id, LH, tr.payload)
+
+
+@given(bodies, st.integers(1, 16), st.booleans())
+def test_ticks_needed_is_how_many_ticks_the_queue_makes(values, per_tick, whole):
+    e = Emitter(LH, records_per_tick=per_tick, whole=whole)
+    for v in values:
+        e.submit(1, v)
+    predicted = (e.ticks_needed(True), e.ticks_needed(False))
+    assert len(e.drain()) == predicted[0 if whole else 1]
+
+
+def test_ticks_needed_after_a_transfer_larger_than_a_tick():
+    """Sizes 5, 4, 1 records at 4 a tick, cut whole: [T1 0-3] [T1 4, T2 0-2] [T2 3, T3]: after a transfer
+    that spans ticks, a tick begun inside a transfer takes as many records as fit."""
+    e = Emitter(LH, records_per_tick=4, whole=True)
+    for size in (5 * 160 - 40, 4 * 160 - 40, 1):
+        e.submit_payload(1, b"x" * size)
+    assert [e.pending, e.ticks_needed(True)] == [10, 3]
+    assert [t.records for t in e.drain()] == [4, 4, 2]
