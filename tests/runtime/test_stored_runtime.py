@@ -322,3 +322,26 @@ async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_ow
         assert export_stored(replayed.stored) == export_stored(rt.projector.stored)
     finally:
         await rt.stop()
+
+
+async def test_a_stored_rounds_ticks_are_applied_without_unlocking_the_shared_tables(nats_url, monkeypatch):
+    """A tick of stored (and boot control) transfers writes no table of the shared state, so the writer's
+    apply of it leaves those tables read-only (no unlock and relock, ~9 µs a message); the shared state's
+    hash is unchanged by it and a replay gives the same stored state."""
+    from aotx.state import state_hash
+
+    sp = spec()
+    rt = await start(nats_url, sp)
+    try:
+        before = state_hash(rt.projector.state)
+        toggled: list = []
+        real = type(rt.projector)._writable
+        monkeypatch.setattr(type(rt.projector), "_writable", lambda self, on: toggled.append(on) or real(self, on))
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, CreateResponse(rid(n), T0, "m", [msg(n)]))
+                                      for n in range(8)))
+        assert all(isinstance(o, Saved) for o in outs) and toggled == []
+        assert state_hash(rt.projector.state) == before and not rt.projector.state.participants.flags.writeable
+        replayed = await replay(rt.recorder, progress=False)
+        assert stored_digest(replayed.stored) == stored_digest(rt.projector.stored)
+    finally:
+        await rt.stop()
