@@ -2,7 +2,7 @@
 not a test): the CreateResponse a `store: true` response records before the engine is asked, and the
 FinishResponse its terminal event waits for.
 
-    .venv/bin/python -m ops.bench.stored_rounds [--levels 8,32] [--reps 5] [--gil-thread] [--no-chains]
+    .venv/bin/python -m ops.bench.stored_rounds [--levels 8,32] [--reps 5] [--gil-thread] [--no-chains] [--chain-min N]
         [--switch-interval MS]
 
 One embedded nats-server (file storage, sync_interval always) and one SharedRuntime. Each repetition: N
@@ -134,11 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gil-step-ms", type=float, default=None, metavar="MS",
                     help="with --gil-thread: it holds the GIL MS at a time, then lets go for 0.5 ms (an engine step)")
     ap.add_argument("--no-chains", action="store_true", help="append a lineage's ticks one by one (as before)")
+    ap.add_argument("--chain-min", type=int, default=None, metavar="N",
+                    help="a flight of N ticks or more goes as one atomic batch (as AOTX_STORED_CHAIN_MIN=N)")
     ap.add_argument("--switch-interval", type=float, default=None, metavar="MS",
                     help="the GIL switch interval (as `aotx serve --switch-interval`; default CPython's 5 ms)")
     args = ap.parse_args(argv)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval / 1000.0)
+    if args.chain_min is not None:
+        stored_round.CHAIN_MIN = max(1, args.chain_min)
     if args.no_chains:
         stored_round.CHAIN_MIN = None
     if args.gil_thread:
