@@ -1,4 +1,9 @@
-"""The emitter: queues transfers and packs at most 16 records into each tick (one journal message)."""
+"""The emitter: queues transfers and packs at most 16 records into each tick (one journal message).
+
+`whole=True` (a stored round's ticks, aotx.runtime.stored_round): a tick ends before a transfer that would
+not fit in it whole (one larger than a tick still spans ticks), so a tick of such transfers carries them
+(`Tick.transfers`) and the writer applies its own acknowledged tick without framing its bytes again; the
+records and their order are the default packing's, only the cuts between messages differ."""
 
 from __future__ import annotations
 
@@ -6,8 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .record import Record
-from .transfer import DIGEST_SIZE, Transfer, pack_body, split_transfer, unpack_body
+from .transfer import Transfer, encode_transfer, pack_body, unpack_body
 
 MAX_RECORDS_PER_TICK = 16
 
@@ -41,7 +45,7 @@ class Emitter:
     """Transfers of one lineage, in submission order; their parts stay contiguous and ordered."""
 
     def __init__(self, lineage_hash: int, *, next_transfer_id: int = 1,
-                 records_per_tick: int = MAX_RECORDS_PER_TICK) -> None:
+                 records_per_tick: int = MAX_RECORDS_PER_TICK, whole: bool = False) -> None:
         if not 1 <= records_per_tick <= MAX_RECORDS_PER_TICK:
             raise ValueError(f"records_per_tick must be 1..{MAX_RECORDS_PER_TICK}, got {records_per_tick}")
         if next_transfer_id < 1:
@@ -49,8 +53,12 @@ class Emitter:
         self.lineage_hash = lineage_hash
         self.next_transfer_id = next_transfer_id
         self.records_per_tick = records_per_tick
-        self._queue: deque[Record] = deque()
-        self._payloads: dict[int, bytes] = {}   # transfer id → payload, until its last part is in a tick
+        self.whole = whole
+        # a queued record: (transfer id, part index, part count, transfer kind, its encoded bytes)
+        self._queue: deque[tuple[int, int, int, int, bytes]] = deque()
+        self._payloads: dict[int, tuple[bytes, bytes]] = {}   # transfer id → (payload, digest), until its
+        #                                                       last part is in a tick
+        self._events: dict[int, Any] = {}       # transfer id → the event it encodes (submit_payload's `event`)
 
     @property
     def pending(self) -> int:
@@ -61,37 +69,64 @@ class Emitter:
         """Queue a transfer (body is packed with msgpack); returns its transfer id."""
         return self.submit_payload(kind, pack_body(body))
 
-    def submit_payload(self, kind: int, payload: bytes) -> int:
-        tid = self.next_transfer_id
-        records = split_transfer(int(kind), tid, self.lineage_hash, payload)
+    def submit_payload(self, kind: int, payload: bytes, event: Any = None) -> int:
+        """Queue a transfer of msgpack `payload`; `event`: the event it encodes (kept on the tick's
+        Transfer, Transfer.event), for a writer that applies its own tick without decoding it."""
+        tid, kind = self.next_transfer_id, int(kind)
+        digest, parts = encode_transfer(kind, tid, self.lineage_hash, payload)
         self.next_transfer_id += 1
-        self._queue.extend(records)
-        self._payloads[tid] = payload
+        count = len(parts)
+        self._queue.extend((tid, i, count, kind, data) for i, data in enumerate(parts))
+        self._payloads[tid] = (payload, digest)
+        if event is not None:
+            self._events[tid] = event
         return tid
 
     def tick(self) -> Tick | None:
         """Take up to records_per_tick records off the queue as one message; None if idle."""
         if not self._queue:
             return None
-        taken = [self._queue.popleft() for _ in range(min(self.records_per_tick, len(self._queue)))]
-        last = [r for r in taken if r.part_index == r.part_count - 1]
-        completes = tuple(r.transfer_id for r in last)
+        taken = [self._queue.popleft() for _ in range(self._take())]
+        last = [r for r in taken if r[1] == r[2] - 1]     # the last part of a transfer
+        completes = tuple(r[0] for r in last)
         payloads = [self._payloads.pop(tid) for tid in completes]
-        whole = taken[0].part_index == 0 and taken[-1].part_index == taken[-1].part_count - 1
+        events = [self._events.pop(tid, None) for tid in completes]
+        whole = taken[0][1] == 0 and taken[-1][1] == taken[-1][2] - 1
         transfers: tuple[Transfer, ...] = ()
         if whole:
             out = []
-            for r, payload in zip(last, payloads):
-                t = Transfer(r.transfer_kind, r.transfer_id, self.lineage_hash, payload, unpack_body(payload))
-                t.__dict__["digest"] = r.body[-DIGEST_SIZE:] if len(r.body) >= DIGEST_SIZE else \
-                    t.digest   # (the digest spans parts where the last is short: computed)
+            for r, (payload, digest), event in zip(last, payloads, events):
+                t = Transfer(r[3], r[0], self.lineage_hash, payload, unpack_body(payload), event)
+                t.__dict__["digest"] = digest
                 out.append(t)
             transfers = tuple(out)
         return Tick(
-            data=b"".join(r.encode() for r in taken), records=len(taken),
-            first=(taken[0].transfer_id, taken[0].part_index), completes=completes,
+            data=b"".join(r[4] for r in taken), records=len(taken),
+            first=(taken[0][0], taken[0][1]), completes=completes,
             lineage_hash=self.lineage_hash, transfers=transfers,
         )
+
+    def _take(self, at: int = 0, whole: bool | None = None) -> int:
+        """How many records a tick beginning at queue index `at` takes: as many as fit, or (whole) up to
+        the last transfer that fits in it entirely — as many as fit when even the first does not."""
+        q, per = self._queue, self.records_per_tick
+        limit = min(per, len(q) - at)
+        if not (self.whole if whole is None else whole) or q[at][1] != 0:
+            return limit
+        n = 0
+        while at + n < len(q) and n + q[at + n][2] <= per:
+            n += q[at + n][2]     # the first part of the next transfer (parts are contiguous)
+        return n or limit
+
+    def ticks_needed(self, whole: bool) -> int:
+        """How many ticks the queued records make, cut whole (`whole=True`) or at every records_per_tick."""
+        if not whole:
+            return -(-len(self._queue) // self.records_per_tick)
+        ticks = i = 0
+        while i < len(self._queue):
+            i += self._take(i, True)
+            ticks += 1
+        return ticks
 
     def drain(self) -> list[Tick]:
         ticks = []

@@ -17,7 +17,8 @@ from typing import Any
 import msgpack
 
 from .errors import JournalFormatError
-from .record import MAX_BODY, Record
+from .crc32c import crc32c
+from .record import HEADER, MAX_BODY, RECORD_CLASS, RECORD_TYPE, Record
 
 DIGEST_SIZE = 16
 MAX_PARTS = 0xFFFF
@@ -64,13 +65,17 @@ def unpack_body(payload: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Transfer:
-    """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value."""
+    """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value. `event`: where
+    the writer built this transfer from an event (its own tick, Emitter.submit_payload), that event —
+    what decoding `body` yields — so applying its own acknowledged tick need not decode it again; None
+    for a transfer read from the log."""
 
     kind: int
     transfer_id: int
     lineage_hash: int
     payload: bytes = field(repr=False)
     body: Any = field(repr=False)
+    event: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def digest(self) -> bytes:
@@ -78,12 +83,32 @@ class Transfer:
         return transfer_digest(self.kind, self.transfer_id, self.lineage_hash, self.payload)
 
 
-def split_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -> list[Record]:
-    """The records of one transfer, in order."""
+def _checked(kind: int, transfer_id: int, payload: bytes) -> None:
     if not 0 <= kind <= 0xFFFFFFFF or not 0 <= transfer_id <= 0xFFFFFFFFFFFFFFFF:
         raise JournalFormatError(f"transfer kind {kind} or id {transfer_id} out of range")
     if len(payload) > MAX_PAYLOAD:
         raise JournalFormatError(f"transfer {transfer_id}: payload {len(payload)} bytes over {MAX_PAYLOAD}")
+
+
+def encode_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -> tuple[bytes, list[bytes]]:
+    """(the transfer's digest, its records encoded, in order): the bytes `split_transfer`'s records
+    encode to, built straight from the payload (the emitter's path: no Record object per part)."""
+    _checked(kind, transfer_id, payload)
+    digest = transfer_digest(kind, transfer_id, lineage, payload)
+    data = payload + digest
+    count = -(-len(data) // MAX_BODY)
+    pack = HEADER.pack
+    parts = []
+    for i in range(count):
+        body = data[i * MAX_BODY:(i + 1) * MAX_BODY]
+        parts.append(pack(RECORD_TYPE, RECORD_CLASS, len(body), kind, transfer_id, i, count, crc32c(body), lineage)
+                     + body)
+    return digest, parts
+
+
+def split_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -> list[Record]:
+    """The records of one transfer, in order."""
+    _checked(kind, transfer_id, payload)
     data = payload + transfer_digest(kind, transfer_id, lineage, payload)
     chunks = [data[i:i + MAX_BODY] for i in range(0, len(data), MAX_BODY)]
     return [Record(kind, transfer_id, i, len(chunks), lineage, chunk) for i, chunk in enumerate(chunks)]

@@ -91,7 +91,10 @@ class Projector:
         """Absorb one journal message (stream sequence `seq`); returns the transfers it completed.
         `own`: the writer's own acknowledged tick's whole transfers (aotx.journal Tick.transfers,
         what reassembling `data` yields): taken as they are where the reassembler agrees, so the
-        writer's own bytes are not framed and verified again; the same absorb follows."""
+        writer's own bytes are not framed and verified again; the same absorb follows. Own transfers that
+        write no table (stored records, boot control) are absorbed with the tables left read-only."""
+        if own and all(t.kind in _OFF_TABLES for t in own):
+            return self._feed(subject, seq, data, own)
         self._writable(True)
         try:
             return self._feed(subject, seq, data, own)
@@ -202,7 +205,7 @@ class Projector:
         elif kind == _STORED:
             where = _where(t, seq)
             try:
-                stored = stored_from_body(t.body)
+                stored = t.event if t.event is not None else stored_from_body(t.body)   # own tick: as decided
                 self._check_lineage(where, subject, lh, identity_lineage(stored.identity))
                 apply_stored_into(self.stored, stored)   # checks everything before it writes
             except StateError as exc:
@@ -267,6 +270,7 @@ def _where(t: Transfer, seq: int) -> str:
 _CONTROL, _MEMORY, _STORED = int(TransferKind.CONTROL), int(TransferKind.MEMORY), int(TransferKind.STORED)
 _EXECUTION = frozenset(int(k) for k in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION))
 _EVENTS = frozenset(int(k) for k in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION))
+_OFF_TABLES = frozenset((_CONTROL, _STORED))   # kinds whose absorb writes no table of `state`
 _TRANSFER_OF = {k.cls: int(k.transfer) for k in REGISTRY.kinds(STATE)}   # every class from_body can give
 
 

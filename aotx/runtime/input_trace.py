@@ -3,10 +3,14 @@ its first output (ops.bench.shared_inputs prints it); the same for stored respon
 ops.bench.stored_responses).
 
 Off unless the environment variable AOTX_INPUT_TRACE names a file when the process starts; then every
-`stamp` appends one JSON line `{"input": "<lineage hex>/<sequence>", "stage": "<name>", "t": <seconds>}`
-to it, `t` on the CLOCK_MONOTONIC clock (time.monotonic: on Linux the same clock as a client's
-time.perf_counter on that host, so the bench puts the server's stages on its own time line). Off, a
-stamp costs one attribute test. Not a log: the bench reads the file once the server stopped.
+`stamp` keeps one row that becomes the JSON line `{"input": "<lineage hex>/<sequence>", "stage": "<name>",
+"t": <seconds>}` of that file, `t` on the CLOCK_MONOTONIC clock (time.monotonic: on Linux the same clock
+as a client's time.perf_counter on that host, so the bench puts the server's stages on its own time
+line). Rows are kept in memory and written when the process exits (atexit; `flush`), or once
+FLUSH_ROWS are kept: a stamp makes no syscall on the event loop (a write lets the engine thread take
+the GIL, and only the stamped requests would pay for it: the stored responses, not the store:false ones
+they are measured against). Off, a stamp costs one attribute test. Not a log: the bench reads the file
+once the server stopped.
 
 Stages, in order: `received` (the gateway's route parsed the POST), `round` (the command round that
 decides it began), `acked` (that round's append acknowledged), `begun` (the lease applied: the run starts), `embedded` (the input's vector),
@@ -17,6 +21,7 @@ first delta), `first_output` (the write of the first output bytes acknowledged: 
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -25,16 +30,20 @@ from typing import IO, Optional
 
 log = logging.getLogger("aotx.runtime")
 ENV = "AOTX_INPUT_TRACE"
+FLUSH_ROWS = 50_000   # rows kept before they are written (memory bound)
 
 
 class InputTrace:
     def __init__(self, path: Optional[str]) -> None:
         self._file: Optional[IO[str]] = None
+        self._rows: list[tuple[str, str, float]] = []
         if path:
             try:
-                self._file = open(path, "a", buffering=1, encoding="utf-8")   # line-buffered: whole lines
+                self._file = open(path, "a", encoding="utf-8")
             except OSError as exc:
                 log.warning("input trace %s could not be opened: %s", path, exc)
+            else:
+                atexit.register(self.flush)
 
     @property
     def on(self) -> bool:
@@ -46,7 +55,17 @@ class InputTrace:
 
     def stamp_key(self, key: str, stage: str) -> None:
         if self._file is not None:
-            self._file.write(json.dumps({"input": key, "stage": stage, "t": time.monotonic()}) + "\n")
+            self._rows.append((key, stage, time.monotonic()))
+            if len(self._rows) >= FLUSH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the rows kept so far as whole lines."""
+        if self._file is None or not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        self._file.write("".join(json.dumps({"input": k, "stage": s, "t": t}) + "\n" for k, s, t in rows))
+        self._file.flush()
 
 
 TRACE = InputTrace(os.environ.get(ENV))

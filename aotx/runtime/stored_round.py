@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -33,8 +34,28 @@ log = logging.getLogger("aotx.runtime")
 # a lineage's ticks as one atomic batch from this many on, in a round of any size (None: only from the
 # writer's batch_min_messages on, as before; ops.bench.stored_rounds --no-chains). One batch costs about
 # what 4-5 acked appends in a row cost on an idle loop; with the engine thread holding the GIL each acked
-# append costs ~10 ms more (docs/PERFORMANCE.md, "stored rounds")
-CHAIN_MIN: int | None = 4
+# append costs ~10 ms more (docs/PERFORMANCE.md, "stored rounds"). AOTX_STORED_CHAIN_MIN (a tick count, or
+# "none") sets it for a process, for an A/B on the machine that matters (chain_min_from)
+DEFAULT_CHAIN_MIN = 4
+CHAIN_ENV = "AOTX_STORED_CHAIN_MIN"
+
+
+def chain_min_from(raw: Optional[str]) -> Optional[int]:
+    """CHAIN_MIN from the environment's text: a tick count ≥ 1, "none"/"off" (chains as before CHAIN_MIN);
+    unset or empty: the default; anything else is logged and the default kept."""
+    text = (raw or "").strip().lower()
+    if not text:
+        return DEFAULT_CHAIN_MIN
+    if text in ("none", "off"):
+        return None
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    log.warning("%s=%r is not a tick count >= 1 or 'none': stored rounds batch from %d ticks", CHAIN_ENV, raw,
+                DEFAULT_CHAIN_MIN)
+    return DEFAULT_CHAIN_MIN
+
+
+CHAIN_MIN: int | None = chain_min_from(os.environ.get(CHAIN_ENV))
 
 
 @dataclass(eq=False)
@@ -89,8 +110,9 @@ async def stored_round(writer: JournalWriter, batch: list[StoredWrite], limits: 
         return []
     plans = []
     for lineage, items in by_lineage.items():
-        ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage,
-                                    [list(i.decision.events) for i in items])
+        ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage,   # whole transfers a tick:
+                                    [list(i.decision.events) for i in items],   # applied as built
+                                    whole=True, chain_min=CHAIN_MIN)
         plans.append((writer.flight(lineage, ticks), items, where))
     flights = [f for f, _, _ in plans]
     if not await writer.write(flights, chain_min=CHAIN_MIN):   # a lineage's ticks: one ack, not a chain

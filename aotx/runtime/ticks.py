@@ -28,20 +28,25 @@ def transfer_of(event: Any) -> tuple[int, bytes]:
     return transfer_kind(event), encode_event(event)
 
 
-def encode_ticks(projector: Projector, boot_id: str, lineage: bytes,
-                 groups: Iterable[Sequence[Any]]) -> tuple[list[Tick], list[int]]:
+def encode_ticks(projector: Projector, boot_id: str, lineage: bytes, groups: Iterable[Sequence[Any]],
+                 *, whole: bool = False, chain_min: int | None = None) -> tuple[list[Tick], list[int]]:
     """The ticks of a lineage's groups of events, and per group the index of the tick that completes
-    its last transfer (-1 for a group without events: nothing to wait for)."""
+    its last transfer (-1 for a group without events: nothing to wait for). `whole`: no transfer that
+    fits a tick spans two (Emitter(whole=True)), as the stored round packs its ticks — unless that would
+    make `chain_min` ticks or more of what the default cut keeps under it (the writer would then append
+    an atomic batch where it appended a short chain: its append stays what it was)."""
     lh = lineage_hash(lineage)
-    emitter = Emitter(lh, next_transfer_id=projector.last_transfer.get(lh, 0) + 1)
+    emitter = Emitter(lh, next_transfer_id=projector.last_transfer.get(lh, 0) + 1, whole=whole)
     if projector.boots.get(lh) != boot_id:
         emitter.submit(TransferKind.CONTROL, boot_control_body(boot_id))
     last = []
     for events in groups:
         tid = 0
         for event in events:
-            tid = emitter.submit_payload(*transfer_of(event))
+            tid = emitter.submit_payload(*transfer_of(event), event=event)
         last.append(tid)
+    if whole and chain_min is not None and emitter.ticks_needed(False) < chain_min <= emitter.ticks_needed(True):
+        emitter.whole = False
     ticks = emitter.drain()
     where = [-1 if tid == 0 else next(i for i, t in enumerate(ticks) if tid in t.completes) for tid in last]
     return ticks, where

@@ -61,7 +61,7 @@ class _Ctx:
         if want is not None and not isinstance(value, want):
             raise _no(Reason.INVALID, f"'{param}' must be a JSON {'object' if want is dict else 'array'}", param)
         try:
-            data = strict_json.dumps(value, separators=(",", ":")).encode("utf-8")
+            data = strict_json.compact(value).encode("utf-8")
         except (TypeError, ValueError) as exc:   # not JSON data, NaN, a cycle, a lone surrogate
             raise _no(Reason.INVALID, f"'{param}' is not JSON: {exc}", param) from None
         self.size += len(data)

@@ -42,7 +42,7 @@ def notices(transfers: Iterable[Transfer]) -> list[StoredNotice]:
         if t.kind != TransferKind.STORED:
             continue
         try:
-            e = stored_from_body(t.body)
+            e = t.event if t.event is not None else stored_from_body(t.body)   # the writer's own: as decided
         except StoredCodecError:   # the projector applied it, so it decodes; a notice is never worth a failure
             continue
         out += _of(e)

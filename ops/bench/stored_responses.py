@@ -11,10 +11,12 @@ terminal event. Reports responses/s (N over the wall time to the last terminal e
 bursts) for both and the overhead as the ratio store:false responses/s ÷ store:true responses/s (the
 median of the bursts' pairs, with each pair's; issue 11's target ≤ 1.15; one burst of 32 lasts ~250 ms
 on the H200, so a single pair moved 1.17× → 1.38× between two runs), and the first
-`response.output_text.delta` latency p50 of each; then, for store:true, the median time from the POST
+`response.output_text.delta` latency p50 of each; the server's CPU per response of each kind (its main
+thread, the event loop, and all its threads: ops.bench.thread_cpu, /proc schedstat); then, for store:true, the median time from the POST
 to each stage, the client's and the server's (AOTX_INPUT_TRACE, set for the server it starts:
 CreateResponse sent / engine asked / CreateResponse acknowledged / headers / first delta /
-FinishResponse sent / acknowledged / terminal event).
+FinishResponse sent / acknowledged / terminal event), and for store:false the stages it has (engine asked,
+headers, first delta, terminal event).
 
 Then `--resumes` times: a background streamed response (`background: true, stream: true`) read for
 `--cut` events, the connection dropped, and GET /v1/responses/{id}?stream=true&starting_after=N
@@ -38,6 +40,7 @@ import numpy as np
 
 from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from ops.bench.stage_trace import read_trace, stage_medians, table
+from ops.bench.thread_cpu import CpuMeter
 from ops.gpu.serve_bench import start_server
 
 MODEL = "smollm2-135m-instruct"
@@ -71,18 +74,23 @@ async def one(client: httpx.AsyncClient, i: int, max_tokens: int, store: bool) -
     return rid, {"t0": t0, "opened": opened, "first_delta": first or end, "terminal": end}
 
 
-async def level(client: httpx.AsyncClient, n: int, max_tokens: int, store: bool) -> dict:
+async def level(client: httpx.AsyncClient, n: int, max_tokens: int, store: bool, pid: int | None = None) -> dict:
+    meter = CpuMeter(pid)
+    meter.start()
     start = time.perf_counter()
     done = await asyncio.gather(*(one(client, i, max_tokens, store) for i in range(n)))
     wall = time.perf_counter() - start
+    loop_s, proc_s = meter.stop()
     firsts = [s["first_delta"] - s["t0"] for _, s in done]
-    return {"per_s": n / wall, "first_p50": float(np.median(firsts)), "requests": dict(done)}
+    return {"per_s": n / wall, "first_p50": float(np.median(firsts)), "requests": dict(done),
+            "loop_ms": None if loop_s is None else loop_s * 1e3 / n, "proc_ms": None if proc_s is None else proc_s * 1e3 / n}
 
 
 # a store:true request's stages: the client's (opened: the response's headers; first_delta; terminal: the
 # terminal event) and the server's (aotx.runtime.input_trace.stamp_response)
 STAGES = ("create_sent", "submitted", "create_acked", "opened", "first_delta", "finish_sent", "finish_acked",
           "terminal")
+PLAIN_STAGES = ("submitted", "opened", "first_delta", "terminal")   # a store:false request's (the same stamps)
 
 
 async def _events(r: httpx.Response):
@@ -125,18 +133,23 @@ async def resume_once(client: httpx.AsyncClient, i: int, max_tokens: int, cut: i
 def _pairs(stored: list[dict], plain: list[dict]) -> dict:
     """Bursts of one level, run alternately: each kind's median rate, the median of the pairs' ratios."""
     ratios = [p["per_s"] / s["per_s"] for s, p in zip(stored, plain)]
-    merged = lambda runs, key: float(np.median([r[key] for r in runs]))   # noqa: E731
+    def merged(runs, key):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return float(np.median(values)) if values else None
     requests: dict = {}
     for r in stored:
         requests.update(r["requests"])
-    return {"stored": {"per_s": merged(stored, "per_s"), "first_p50": merged(stored, "first_p50"),
-                       "requests": requests},
-            "plain": {"per_s": merged(plain, "per_s"), "first_p50": merged(plain, "first_p50")},
+    plain_requests: dict = {}
+    for r in plain:
+        plain_requests.update(r["requests"])
+    kept = ("per_s", "first_p50", "loop_ms", "proc_ms")
+    return {"stored": {**{k: merged(stored, k) for k in kept}, "requests": requests},
+            "plain": {**{k: merged(plain, k) for k in kept}, "requests": plain_requests},
             "ratio": float(np.median(ratios)), "ratios": ratios}
 
 
 async def run(base: str, levels: list[int], max_tokens: int, resumes: int, cut: int,
-              bursts: int = 1) -> tuple[list[dict], dict]:
+              bursts: int = 1, pid: int | None = None) -> tuple[list[dict], dict]:
     limits = httpx.Limits(max_connections=2 * max(levels) + 8)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
         await level(client, 2, 4, True)     # warm-up, both paths
@@ -146,7 +159,7 @@ async def run(base: str, levels: list[int], max_tokens: int, resumes: int, cut: 
             stored, plain = [], []
             for b in range(bursts):   # alternately, the first kind taking turns, so drift hits both alike
                 for store in ((True, False) if b % 2 == 0 else (False, True)):
-                    (stored if store else plain).append(await level(client, n, max_tokens, store))
+                    (stored if store else plain).append(await level(client, n, max_tokens, store, pid))
                 sys.stderr.write(f"[stored_responses] {n} burst {b + 1}: store:true {stored[-1]['per_s']:.2f}/s "
                                  f"store:false {plain[-1]['per_s']:.2f}/s\n")
             rows.append({"n": n, **_pairs(stored, plain)})
@@ -154,6 +167,10 @@ async def run(base: str, levels: list[int], max_tokens: int, resumes: int, cut: 
     live, done = [p[0] for p in pairs], [p[1] for p in pairs]
     return rows, {"live_p50": float(np.median(live)), "live_max": max(live),
                   "done_p50": float(np.median(done)), "done_max": max(done)}
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def main(argv=None) -> int:
@@ -174,7 +191,8 @@ def main(argv=None) -> int:
         os.environ[INPUT_TRACE] = str(trace_path)   # the server stamps each stored response's stages there
         proc, base = start_server(args.backend, max(levels), max(args.max_tokens, 2 * args.cut), var)
         try:
-            rows, resumed = asyncio.run(run(base, levels, args.max_tokens, args.resumes, args.cut, args.bursts))
+            rows, resumed = asyncio.run(run(base, levels, args.max_tokens, args.resumes, args.cut, args.bursts,
+                                              proc.pid))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -188,9 +206,21 @@ def main(argv=None) -> int:
         spread = " ".join(f"{x:.2f}" for x in r["ratios"])
         print(f"| {r['n']} | {r['stored']['per_s']:.2f} | {r['plain']['per_s']:.2f} | {r['ratio']:.2f}× | {spread} | "
               f"{r['stored']['first_p50'] * 1e3:.0f} | {r['plain']['first_p50'] * 1e3:.0f} |")
+    print("\nthe server's CPU per response (ms, median of the bursts; /proc schedstat): its main thread (the event "
+          "loop) and all its threads (the engine's too)\n")
+    print("| concurrent | store:true loop | store:false loop | loop added | store:true process | store:false process |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        t, f = r["stored"], r["plain"]
+        cells = [_ms(t["loop_ms"]), _ms(f["loop_ms"]), _ms(None if t["loop_ms"] is None or f["loop_ms"] is None
+                                                            else t["loop_ms"] - f["loop_ms"]),
+                 _ms(t["proc_ms"]), _ms(f["proc_ms"])]
+        print(f"| {r['n']} | " + " | ".join(cells) + " |")
     print(table("store:true: median ms from the POST to each stage (opened = the response's headers, terminal = "
                 "the terminal event; the others from the server's AOTX_INPUT_TRACE)", STAGES,
                 [(r["n"], stage_medians(r["stored"]["requests"], trace, STAGES)) for r in rows]))
+    print(table("store:false: the same stages (submitted: asked of the engine)", PLAIN_STAGES,
+                [(r["n"], stage_medians(r["plain"]["requests"], trace, PLAIN_STAGES)) for r in rows]))
     print(f"\nresumed stream (GET ?stream=true&starting_after=N, {args.resumes} runs, cut after {args.cut} events): "
           f"first replayed event p50 {resumed['live_p50'] * 1e3:.1f} ms (max {resumed['live_max'] * 1e3:.1f}) "
           f"while the run is live, p50 {resumed['done_p50'] * 1e3:.1f} ms (max {resumed['done_max'] * 1e3:.1f}) "

@@ -2,13 +2,15 @@
 not a test): the CreateResponse a `store: true` response records before the engine is asked, and the
 FinishResponse its terminal event waits for.
 
-    .venv/bin/python -m ops.bench.stored_rounds [--levels 8,32] [--reps 5] [--gil-thread] [--no-chains]
+    .venv/bin/python -m ops.bench.stored_rounds [--levels 8,32] [--reps 5] [--gil-thread] [--no-chains] [--chain-min N]
         [--switch-interval MS]
 
 One embedded nats-server (file storage, sync_interval always) and one SharedRuntime. Each repetition: N
 tasks at once record a CreateResponse shaped as /v1/responses records one (one input message, the echoed
 parameters), wait `--gen` seconds, then record its FinishResponse (one output message, usage). Reports the
-p50 of each over every repetition, and the rounds' journal writes (ticks per round, ms per write).
+p50 of each over every repetition, the rounds' journal writes (ticks per round, ms per write), and the
+event loop thread's CPU per stored command in the rounds (time.thread_time over each round: decide, encode,
+append, apply; what a stored response costs the one event loop twice).
 
 `--gil-thread`: a thread runs pure Python meanwhile, holding the GIL as the CUDA engine's launch loop does
 in `aotx serve` (the event loop then waits up to a switch interval each time it wakes). `--no-chains`:
@@ -95,11 +97,21 @@ async def bench(levels: list[int], reps: int, gen: float) -> None:
                 writes.append((sum(len(f.ticks) for f in flights), time.perf_counter() - t))
                 return ok
             rt.writer.write = timed
+            cpu: list[tuple[int, float]] = []   # (commands, the loop thread's CPU seconds) per stored round
+            inner_round = rt.stored.commit.round
+
+            async def round_cpu(batch):
+                t = time.thread_time()
+                again = await inner_round(batch)
+                cpu.append((len(batch), time.thread_time() - t))
+                return again
+            rt.stored.commit.round = round_cpu
             identity, k = identity_of_key("bench-key"), 0
             try:
                 for n in levels:
                     creates, finishes = [], []
                     writes.clear()
+                    cpu.clear()
                     for _ in range(reps):
                         res = await asyncio.gather(*(_one(rt, identity, k + i, gen) for i in range(n)))
                         k += n
@@ -107,7 +119,8 @@ async def bench(levels: list[int], reps: int, gen: float) -> None:
                         finishes += [r[1] for r in res]
                     print(f"| {n} | {statistics.median(creates) * 1e3:.1f} | {statistics.median(finishes) * 1e3:.1f} "
                           f"| {statistics.median(t for t, _ in writes):.0f} "
-                          f"| {statistics.median(s for _, s in writes) * 1e3:.1f} |", flush=True)
+                          f"| {statistics.median(s for _, s in writes) * 1e3:.1f} "
+                          f"| {sum(c for _, c in cpu) / sum(n for n, _ in cpu) * 1e6:.0f} |", flush=True)
             finally:
                 await rt.stop()
 
@@ -121,11 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gil-step-ms", type=float, default=None, metavar="MS",
                     help="with --gil-thread: it holds the GIL MS at a time, then lets go for 0.5 ms (an engine step)")
     ap.add_argument("--no-chains", action="store_true", help="append a lineage's ticks one by one (as before)")
+    ap.add_argument("--chain-min", type=int, default=None, metavar="N",
+                    help="a flight of N ticks or more goes as one atomic batch (as AOTX_STORED_CHAIN_MIN=N)")
     ap.add_argument("--switch-interval", type=float, default=None, metavar="MS",
                     help="the GIL switch interval (as `aotx serve --switch-interval`; default CPython's 5 ms)")
     args = ap.parse_args(argv)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval / 1000.0)
+    if args.chain_min is not None:
+        stored_round.CHAIN_MIN = max(1, args.chain_min)
     if args.no_chains:
         stored_round.CHAIN_MIN = None
     if args.gil_thread:
@@ -133,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## stored command wait (gil thread: {args.gil_thread}, switch interval "
           f"{sys.getswitchinterval() * 1000:g} ms, chains batched from: {stored_round.CHAIN_MIN} ticks, "
           f"{args.reps} reps)\n")
-    print("| concurrent | CreateResponse p50 ms | FinishResponse p50 ms | ticks per write p50 | write p50 ms |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| concurrent | CreateResponse p50 ms | FinishResponse p50 ms | ticks per write p50 | write p50 ms "
+          "| round CPU µs per command |")
+    print("|---:|---:|---:|---:|---:|---:|")
     asyncio.run(bench([int(x) for x in args.levels.split(",")], args.reps, args.gen))
     return 0
 

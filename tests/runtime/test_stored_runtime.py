@@ -286,3 +286,62 @@ async def test_records_are_written_on_their_identitys_lineage(nats_url):
         assert b"sk-test" not in raw and KEYED.encode() in raw       # the API key itself is never journalled
     finally:
         await rt.stop()
+
+
+async def test_a_round_of_many_stored_commands_is_applied_without_framing_its_own_ticks_again(nats_url, monkeypatch):
+    """32 creates, then 32 finishes, each in one stored round: the ticks hold whole transfers (a stored
+    round packs them so), so the writer applies its acknowledged ticks as the transfers it built, never
+    by reading its own bytes back through the reassembler, and their events as decided, never decoded
+    from those bytes again; a replay of the log gives the same state."""
+    import aotx.projection.projector as projector_module
+
+    sp = spec()
+    rt = await start(nats_url, sp)
+    try:
+        decoded: list = []
+        real_decode = projector_module.stored_from_body
+        monkeypatch.setattr(projector_module, "stored_from_body", lambda body: decoded.append(1) or real_decode(body))
+        framed: list = []
+        inner = rt.projector.reassembler.feed_message
+        rt.projector.reassembler.feed_message = lambda data, position=None: framed.append(position) or \
+            inner(data, position)
+        params = {"temperature": 0.0, "top_p": 1.0, "max_output_tokens": 32, "tool_choice": "auto", "user": None}
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, CreateResponse(
+            rid(n), T0, "smollm2-135m-instruct", [msg(2 * n, "Describe a cat in one sentence.")], params=params))
+            for n in range(32)))
+        assert all(isinstance(o, Saved) for o in outs)
+        text = "A cat is a small furry animal that purrs. " * 3
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, FinishResponse(
+            rid(n), ResponseStatus.COMPLETED, [msg(2 * n + 1, text)], usage={"input_tokens": 30, "output_tokens": 32}))
+            for n in range(32)))
+        assert all(isinstance(o, Saved) for o in outs)
+        assert framed == [] and decoded == []
+        replayed = await replay(rt.recorder, progress=False)
+        assert len(decoded) == 64                                   # the replay decodes every one
+        assert stored_digest(replayed.stored) == stored_digest(rt.projector.stored)
+        assert export_stored(replayed.stored) == export_stored(rt.projector.stored)
+    finally:
+        await rt.stop()
+
+
+async def test_a_stored_rounds_ticks_are_applied_without_unlocking_the_shared_tables(nats_url, monkeypatch):
+    """A tick of stored (and boot control) transfers writes no table of the shared state, so the writer's
+    apply of it leaves those tables read-only (no unlock and relock, ~9 µs a message); the shared state's
+    hash is unchanged by it and a replay gives the same stored state."""
+    from aotx.state import state_hash
+
+    sp = spec()
+    rt = await start(nats_url, sp)
+    try:
+        before = state_hash(rt.projector.state)
+        toggled: list = []
+        real = type(rt.projector)._writable
+        monkeypatch.setattr(type(rt.projector), "_writable", lambda self, on: toggled.append(on) or real(self, on))
+        outs = await asyncio.gather(*(rt.stored.record(ALICE, CreateResponse(rid(n), T0, "m", [msg(n)]))
+                                      for n in range(8)))
+        assert all(isinstance(o, Saved) for o in outs) and toggled == []
+        assert state_hash(rt.projector.state) == before and not rt.projector.state.participants.flags.writeable
+        replayed = await replay(rt.recorder, progress=False)
+        assert stored_digest(replayed.stored) == stored_digest(rt.projector.stored)
+    finally:
+        await rt.stop()

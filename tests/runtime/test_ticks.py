@@ -48,3 +48,34 @@ def test_a_group_waits_for_the_tick_completing_its_last_transfer():
     small = [OutputAppended(A, 3, 0, b"z")]
     ticks, where = encode_ticks(proj, "b", A, [small, big, small])
     assert len(ticks) == 2 and where == [0, 1, 1]
+
+
+def test_a_stored_rounds_ticks_hold_whole_transfers():
+    """encode_ticks(whole=True), as the stored round encodes: 32 transfers of 6 records each go two to a
+    tick (12 of 16 records) rather than straddling ticks, so every tick carries its transfers and the
+    writer applies them without framing its own bytes again."""
+    proj = Projector(source="S", incarnation="I")
+    proj.boots[lineage_hash(A)] = "b"
+    groups = [[OutputAppended(A, n, 0, bytes(800))] for n in range(32)]
+    ticks, where = encode_ticks(proj, "b", A, groups, whole=True)
+    assert len(ticks) == 16 and all(t.records == 12 and len(t.transfers) == 2 for t in ticks)
+    assert where == [n // 2 for n in range(32)]
+    straddling, _ = encode_ticks(proj, "b", A, groups)
+    assert b"".join(t.data for t in ticks) == b"".join(t.data for t in straddling)
+
+
+def test_whole_packing_never_turns_a_chain_of_appends_into_a_batch():
+    """8 transfers of 6 records: whole packing would make 4 ticks (a batch from CHAIN_MIN = 4 on) where the
+    default cut makes 3 (a chain of 3 acks): with `chain_min` the round keeps the default cut, so the
+    writer's append (chain or batch) is what it was; 32 of them go whole (a batch either way)."""
+    proj = Projector(source="S", incarnation="I")
+    proj.boots[lineage_hash(A)] = "b"
+    eight = [[OutputAppended(A, n, 0, bytes(800))] for n in range(8)]
+    assert len(encode_ticks(proj, "b", A, eight, whole=True)[0]) == 4
+    ticks, _ = encode_ticks(proj, "b", A, eight, whole=True, chain_min=4)
+    assert len(ticks) == 3 and b"".join(t.data for t in ticks) == b"".join(t.data for t in encode_ticks(proj, "b", A, eight)[0])
+    thirty_two = [[OutputAppended(A, n, 0, bytes(800))] for n in range(32)]
+    ticks, _ = encode_ticks(proj, "b", A, thirty_two, whole=True, chain_min=4)
+    assert len(ticks) == 16 and all(t.transfers for t in ticks)
+    two = eight[:2]      # 12 records: one tick either way
+    assert len(encode_ticks(proj, "b", A, two, whole=True, chain_min=4)[0]) == 1

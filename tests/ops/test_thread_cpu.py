@@ -1,0 +1,36 @@
+"""ops.bench.thread_cpu: a process's main-thread CPU (/proc schedstat) and all-thread CPU (/proc stat), the
+stored responses bench's CPU per response."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from ops.bench.thread_cpu import CpuMeter, main_thread_cpu, process_cpu
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_meter_counts_the_main_threads_cpu_and_every_threads():
+    if main_thread_cpu(os.getpid()) is None:   # a kernel without schedstat: the bench prints "–"
+        assert CpuMeter(os.getpid()).stop() == (None, None)
+        return
+    meter = CpuMeter(os.getpid())
+    meter.start()
+    other = threading.Thread(target=_spin, args=(0.05,))
+    other.start()
+    other.join()
+    loop_only = main_thread_cpu(os.getpid())
+    _spin(0.05)
+    loop, everything = meter.stop()
+    assert 0.04 <= loop and everything >= loop + 0.02      # the other thread's CPU counts in the process's only
+    # (the process's figure is in clock ticks of 10 ms)
+    assert main_thread_cpu(os.getpid()) >= loop_only + 0.04 and process_cpu(os.getpid()) > 0
+
+
+def test_no_process_no_figures():
+    assert CpuMeter(None).stop() == (None, None)
