@@ -1,20 +1,39 @@
 """CPU seconds of processes, from /proc (Linux): what the benches report beside their rates.
 
-`cpu_seconds(pid)`: utime + stime of the process (0.0 once it is gone); `children(pid)`: the pids of its
-direct children (every thread's); `comm(pid)`: its command name ("" once gone).
+`process_cpu(pid)`: all its threads together (ended ones included), utime + stime from `stat` (clock ticks
+of 1/SC_CLK_TCK s: 10 ms), None where /proc does not tell; `cpu_seconds(pid)`: the same, 0.0 once it is
+gone; `main_thread_cpu(pid)`: its main thread alone (the event loop of `aotx serve`), from the task's
+`schedstat` (nanoseconds on a CPU); `CpuMeter`: both between `start()` and `stop()`; `children(pid)`: the
+pids of its direct children (every thread's); `comm(pid)`: its command name ("" once gone).
 """
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu(pid: int) -> float | None:
+    """Seconds all the process's threads have run on a CPU (user + system; ended threads included)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK   # utime, stime: fields 14 and 15 of stat
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def cpu_seconds(pid: int) -> float:
+    got = process_cpu(pid)
+    return 0.0 if got is None else got
+
+
+def main_thread_cpu(pid: int) -> float | None:
+    """Seconds the process's main thread (its event loop) has run on a CPU."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def children(pid: int) -> list[int]:
@@ -34,3 +53,23 @@ def comm(pid: int) -> str:
             return f.read().strip()
     except FileNotFoundError:
         return ""
+
+
+class CpuMeter:
+    """Main-thread and whole-process CPU seconds of `pid` between `start()` and `stop()`."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self._start: tuple[float | None, float | None] = (None, None)
+
+    def _now(self) -> tuple[float | None, float | None]:
+        if self.pid is None:
+            return None, None
+        return main_thread_cpu(self.pid), process_cpu(self.pid)
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> tuple[float | None, float | None]:
+        (a0, b0), (a1, b1) = self._start, self._now()
+        return (None if a0 is None or a1 is None else a1 - a0), (None if b0 is None or b1 is None else b1 - b0)

@@ -12,7 +12,7 @@ bursts) for both and the overhead as the ratio store:false responses/s ÷ store:
 median of the bursts' pairs, with each pair's; issue 11's target ≤ 1.15; one burst of 32 lasts ~250 ms
 on the H200, so a single pair moved 1.17× → 1.38× between two runs), and the first
 `response.output_text.delta` latency p50 of each; the server's CPU per response of each kind (its main
-thread, the event loop, and all its threads: ops.bench.thread_cpu, /proc schedstat); then, for store:true, the median time from the POST
+thread, the event loop, and all its threads: ops.proc_cpu, /proc schedstat); then, for store:true, the median time from the POST
 to each stage, the client's and the server's (AOTX_INPUT_TRACE, set for the server it starts:
 CreateResponse sent / engine asked / CreateResponse acknowledged / headers / first delta /
 FinishResponse sent / acknowledged / terminal event), and for store:false the stages it has (engine asked,
@@ -40,8 +40,8 @@ import numpy as np
 
 from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from ops.bench.stage_trace import read_trace, stage_medians, table
-from ops.bench.thread_cpu import CpuMeter
 from ops.gpu.serve_bench import start_server
+from ops.proc_cpu import CpuMeter
 
 MODEL = "smollm2-135m-instruct"
 PROMPTS = ["Name three rivers.", "What is a prime number?", "Describe a cat in one sentence.",

@@ -1,4 +1,4 @@
-"""ops.bench.thread_cpu: a process's main-thread CPU (/proc schedstat) and all-thread CPU (/proc stat), the
+"""ops.proc_cpu: a process's main-thread CPU (/proc schedstat) and all-thread CPU (/proc stat), the
 stored responses bench's CPU per response."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from ops.bench.thread_cpu import CpuMeter, main_thread_cpu, process_cpu
+from ops.proc_cpu import CpuMeter, main_thread_cpu, process_cpu
 
 
 def _spin(seconds: float) -> None:
