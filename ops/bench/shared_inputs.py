@@ -2,7 +2,7 @@
 (a benchmark, not a test).
 
     .venv/bin/python -m ops.bench.shared_inputs [--backend auto] [--levels 1,8,32] [--max-tokens 32]
-                                                [--embedding-worker process|thread]
+                                                [--embedding-worker auto|process|thread]
 
 Starts `aotx serve` (embedded NATS, the shared runtime and the model) with a temporary state
 directory. For each concurrency level N: N conversations, each in a fresh private space (so no
@@ -31,6 +31,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from aotx.runtime.embedding import WORKERS, embedding_worker
 from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from api.gateway_config import add_dev_principal, ensure_dev_config
 from ops.bench.stage_trace import read_trace, stage_medians, table
@@ -185,8 +186,9 @@ def main(argv=None) -> int:
                     help="participants posting the inputs, conversation i belongs to participant i mod P "
                          "(default: one per conversation of the largest level; 1 = one participant posts all, "
                          "its sequences in order)")
-    ap.add_argument("--embedding-worker", choices=["process", "thread"], default="thread",
-                    help="the server's --embedding-worker (where inputs' texts are embedded)")
+    ap.add_argument("--embedding-worker", choices=list(WORKERS), default="auto",
+                    help="the server's --embedding-worker (where inputs' texts are embedded; default auto, as the "
+                         "server's: a process from 4 usable CPUs on, else a thread)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
     participants = args.participants or max(levels)
@@ -205,7 +207,8 @@ def main(argv=None) -> int:
             proc.wait(timeout=30)
         trace = read_trace(trace_path)
     print(f"\n## shared inputs vs /v1/chat/completions ({args.backend}, max {args.max_tokens} output tokens, "
-          f"{participants} participant(s), embedding in a {args.embedding_worker})\n")
+          f"{participants} participant(s), embedding in a {embedding_worker(args.embedding_worker)}"
+          f"{' (auto)' if args.embedding_worker == 'auto' else ''})\n")
     print("| concurrent | shared inputs/s | chat req/s | overhead (chat ÷ shared) | shared first SSE byte p50 ms "
           "| chat first byte p50 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
