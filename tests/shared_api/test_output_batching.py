@@ -10,6 +10,7 @@ import asyncio
 
 from aotx.engine.request import RequestHandle
 from aotx.engine.types import Delta
+from aotx.state import Capacities
 
 from .harness import fresh_spec, shared_app
 from .test_memory import SubmitSpy, _register, _space
@@ -60,9 +61,10 @@ class ScriptedSteps(SubmitSpy):
                              prompt_tokens=handle.prompt_tokens, completion_tokens=k))
 
 
-async def test_an_input_run_is_woken_once_per_journal_write_not_once_per_engine_step(nats_url, service):
+async def _one_input(nats_url, service, **runtime_kw) -> tuple[dict, str, CountingHandle, list]:
+    """One scripted input of STEPS steps: its end, its result text, its handle and its run's writes."""
     spy = ScriptedSteps(service)
-    async with shared_app(nats_url, fresh_spec(), service=spy) as (runtime, p, client):
+    async with shared_app(nats_url, fresh_spec(), service=spy, **runtime_kw) as (runtime, p, client):
         alice = p["alice"]
         await _register(alice)
         model = (await alice.get("/capabilities"))[1]["models"][0]["id"]
@@ -78,11 +80,23 @@ async def test_an_input_run_is_woken_once_per_journal_write_not_once_per_engine_
                                            alice.body(text="Say words.", model=model, max_output_tokens=STEPS))
         assert status == 202, receipt
         done = await _wait(alice, receipt["operation"])
-        assert done["execution"] == "completed" and done["result"]["output_tokens"] == STEPS, done
         status, body = await alice.get(f"/operations/{receipt['operation']}/result")
-        assert status == 200 and body["text"] == WORD * STEPS, body
+        assert status == 200, body
         (handle,) = spy.handles
-        output_writes = [w for w in writes if "OutputAppended" in w or "InputCompleted" in w]
-        # every wake-up of the run ends in one write: its first bytes, a batch, its end
-        assert 2 <= len(output_writes) < STEPS // 4, writes
-        assert handle.wakes <= len(output_writes), (handle.wakes, writes)
+        return done, body["text"], handle, [w for w in writes if "OutputAppended" in w or "InputCompleted" in w]
+
+
+async def test_an_input_run_is_woken_once_per_journal_write_not_once_per_engine_step(nats_url, service):
+    done, text, handle, output_writes = await _one_input(nats_url, service)
+    assert done["execution"] == "completed" and done["result"]["output_tokens"] == STEPS, done
+    assert text == WORD * STEPS
+    # every wake-up of the run ends in one write: its first bytes, a batch, its end
+    assert 2 <= len(output_writes) < STEPS // 4, output_writes
+    assert handle.wakes <= len(output_writes), (handle.wakes, output_writes)
+
+
+async def test_an_input_past_its_result_bytes_is_cut_there_and_its_request_cancelled(nats_url, service):
+    done, text, handle, output_writes = await _one_input(nats_url, service, capacities=Capacities(result_bytes=64))
+    assert done["execution"] == "completed" and done["result"]["finish"] == "result_limit", done
+    assert text == (WORD * STEPS)[:64] and handle._cancel_sent   # the engine was told to stop
+    assert handle.wakes <= len(output_writes), (handle.wakes, output_writes)
