@@ -66,7 +66,7 @@ class InputRunner:
         memory = await self._memory(run, record)
         if memory is None:
             return
-        prompt = self.service.chat_prompt(mw.prompt_messages(memory, request.text))
+        prompt = run.prompt(self.service, mw.prompt_messages(memory, request.text))
         stamp(run.lineage, run.sequence, "prompt")
         page_size = int(self.service.engine.config.page_size)
         room = record.page_limit * page_size - len(prompt)
