@@ -113,7 +113,7 @@ async def shared_level(runner: Runner, client: httpx.AsyncClient, tag: str, n: i
     if bad:
         raise RuntimeError(f"inputs did not complete: {bad[:3]}")
     return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median([r["ttfb"] for r in results])),
-            "cpu": used, "inputs": {trace_key(r["op"]): r["stamps"] for r in results}}
+            "cpu": used, "ends": [r["stamps"]["ended"] - start for r in results if "ended" in r["stamps"]], "inputs": {trace_key(r["op"]): r["stamps"] for r in results}}
 
 
 def trace_key(op: str) -> str:
@@ -126,6 +126,18 @@ def breakdown(rows: list[dict], trace: dict[str, dict[str, float]], q: float = 5
     """Per level, the median (`q`th percentile) time (ms) from each input's POST to each stage (client's
     and server's)."""
     return [(r["n"], stage_medians(r["shared"]["inputs"], trace, STAGES, q)) for r in rows]
+
+
+def ends_table(rows: list[dict]) -> str:
+    """When the requests of a level ended, ms from the level's start (its wall clock is the last one)."""
+    lines = ["\nends, ms from the level's start (the wall clock is the last one)\n",
+             "| concurrent | shared p50 | shared p90 | shared last | chat p50 | chat p90 | chat last |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cells = [f"{np.percentile(ends, q) * 1e3:.0f}" if ends else "–"
+                 for ends in (r["shared"]["ends"], r["chat"]["ends"]) for q in (50, 90, 100)]
+        lines.append(f"| {r['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def cpu_table(rows: list[dict]) -> str:
@@ -147,7 +159,8 @@ STAGES = ("received", "round", "acked", "posted", "begun", "submitted", "prompt"
           "embedded", "first_output", "first_byte", "last_delta", "completed", "ended")
 
 
-async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> float:
+async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max_tokens: int) -> tuple[float, float]:
+    """(time to its first content chunk, when it ended: perf_counter)."""
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
             "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]}
     t0, first = time.perf_counter(), None
@@ -158,16 +171,17 @@ async def chat_one(client: httpx.AsyncClient, base: str, i: int, model: str, max
                 choices = json.loads(line[6:]).get("choices") or [{}]
                 if choices[0].get("delta", {}).get("content"):
                     first = time.perf_counter()
-    return (first or time.perf_counter()) - t0
+    return (first or time.perf_counter()) - t0, time.perf_counter()
 
 
 async def chat_level(client: httpx.AsyncClient, base: str, n: int, model: str, max_tokens: int,
                      cpu: Callable[[], dict] = dict) -> dict:
     cpu0 = cpu()
     start = time.perf_counter()
-    ttfb = await asyncio.gather(*(chat_one(client, base, i, model, max_tokens) for i in range(n)))
+    got = await asyncio.gather(*(chat_one(client, base, i, model, max_tokens) for i in range(n)))
     wall = time.perf_counter() - start
-    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median(ttfb)), "cpu": proc_cpu.delta(cpu0, cpu())}
+    return {"wall": wall, "per_s": n / wall, "ttfb_p50": float(np.median([t for t, _ in got])),
+            "cpu": proc_cpu.delta(cpu0, cpu()), "ends": [end - start for _, end in got]}
 
 
 async def run(base: str, var: Path, levels: list[int], max_tokens: int, participants: int,
@@ -250,6 +264,7 @@ def main(argv=None) -> int:
                 "stream's headers, first_byte = its first output event, ended = its end event; the others from the "
                 "server's AOTX_INPUT_TRACE)", STAGES, breakdown(rows, trace)))
     print(table("the same, 90th percentile", STAGES, breakdown(rows, trace, 90.0)))
+    print(ends_table(rows))
     print(cpu_table(rows))
     return 0
 
