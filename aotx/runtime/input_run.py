@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sys
 from typing import Any, Awaitable, Callable
 
 from ..sampling_defaults import resolved
@@ -208,9 +209,13 @@ class InputRunner:
         over = False
         while final is None:
             # woken once a write is due — FLUSH_BYTES wait (or the result cap is passed), FLUSH_SECONDS went
-            # by since the last write and a delta came — or at the end; not at every engine step
-            want = max(1, min(FLUSH_BYTES - len(pending), cap - saved - len(pending) + 1))
-            deltas = await run.handle.gather(want, last_flush + FLUSH_SECONDS)
+            # by since the last write and a delta came — or at the end; not at every engine step. Past
+            # the cap the request is cancelled: only its final delta wakes the run (what waits goes with it)
+            if over:
+                deltas = await run.handle.gather(sys.maxsize)
+            else:
+                want = max(1, min(FLUSH_BYTES - len(pending), cap - saved - len(pending) + 1))
+                deltas = await run.handle.gather(want, last_flush + FLUSH_SECONDS)
             if not deltas:
                 break
             if not saved and not pending:
@@ -229,7 +234,8 @@ class InputRunner:
                     stamp(run.lineage, run.sequence, "last_delta")
                 elif over:
                     run.handle.cancel()
-            if pending and final is None and (len(pending) >= FLUSH_BYTES or loop.time() - last_flush >= FLUSH_SECONDS):
+            if pending and final is None and not over and (len(pending) >= FLUSH_BYTES
+                                                           or loop.time() - last_flush >= FLUSH_SECONDS):
                 if not await self.journal.write(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
                     run.handle.cancel()
                     return
