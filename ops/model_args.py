@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from aotx.runtime.embedding import process_embedder
+from aotx.runtime.embedding import PROCESS_CPUS, WORKERS, embedding_worker, process_embedder
 from aotx.serving import ModelService, ServiceConfig
 from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from ops.stored_args import add_stored_arguments, stored_limits
@@ -62,12 +62,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot-interval", type=float, default=0.0, metavar="SECONDS",
                    help="also write one when this many seconds passed since the last while messages arrive "
                         "(default 0 = not by time); with --snapshot-every 0 and no interval, snapshots are off")
-    # thread by default: the worker process made every `aotx serve` start 3.1 s slower on the 2-core box
-    # (7.3 s against 4.2 s to ready, +2.3 s CPU) and is not measured on the H200 yet (docs/CONTRACTS.md)
-    p.add_argument("--embedding-worker", choices=["process", "thread"], default="thread",
-                   help="where shared inputs' texts are embedded: thread (default) = a thread of this process; "
-                        "process = a worker process of its own (kernels.embedding.worker: its forward never waits "
-                        "for this process's GIL, nor the engine for it; the server starts ~3 s slower on 2 cores)")
+    # auto by default: a process from 4 usable CPUs on (the H200: 3.41x -> 1.28x chat at 32 inputs), a
+    # thread below (on 2 cores the worker made every `aotx serve` start ~3 s slower): docs/CONTRACTS.md
+    p.add_argument("--embedding-worker", choices=list(WORKERS), default="auto",
+                   help="where shared inputs' texts are embedded: process = a worker process of its own "
+                        "(kernels.embedding.worker: its forward never waits for this process's GIL, nor the engine "
+                        "for it); thread = a thread of this process; auto (default) = process where this process "
+                        f"may use at least {PROCESS_CPUS} CPUs (its affinity), else thread")
     add_stored_arguments(p)   # --idempotency-ttl (ops.stored_args)
     p.add_argument("--switch-interval", type=float, default=_env_switch_ms(), metavar="MS",
                    help="the interpreter's GIL switch interval in ms (default $AOTX_SWITCH_INTERVAL_MS, else "
@@ -126,7 +127,7 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"execution_deadline": float(args.execution_deadline), "retention_mode": int(args.retention_mode),
             "lease_revision": int(args.lease_revision), "automatic_memory": bool(args.automatic_memory),
             "snapshots": snapshots, "stored_limits": stored_limits(args),
-            "embedder": process_embedder() if args.embedding_worker == "process" else None}
+            "embedder": process_embedder() if embedding_worker(args.embedding_worker) == "process" else None}
 
 
 def load_service(args: argparse.Namespace, prog: str, *, progress: bool = True) -> ModelService | None:

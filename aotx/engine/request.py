@@ -65,17 +65,36 @@ class DeltaStream:
     _done: bool
     finish_reason: str | None
 
+    _need: int | None   # a gathering reader's wait: the characters still wanted before it is woken
+
     def _open_box(self) -> None:
         self._box = deque()
         self._waiter = None
+        self._need = None
 
     def _push(self, delta: Delta) -> None:
         self._box.append(delta)
         waiter = self._waiter
         if waiter is not None:
-            self._waiter = None
-            if not waiter.done():       # a reader cancelled while it waited left a cancelled future
-                waiter.set_result(None)
+            need = self._need
+            if need is not None and delta.finish_reason is None:
+                need -= len(delta.text)
+                if need > 0:            # a gathering reader wants more text first (gather)
+                    self._need = need
+                    return
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter, self._need = self._waiter, None, None
+        if waiter is not None and not waiter.done():   # a reader cancelled while it waited left a cancelled future
+            waiter.set_result(None)
+
+    def _due(self) -> None:
+        """A gathering reader's deadline passed: wake it now if anything waits, else at the next delta."""
+        if self._box:
+            self._wake()
+        elif self._waiter is not None:
+            self._need = 0
 
     async def _wait(self) -> None:
         while not self._box:
@@ -99,6 +118,32 @@ class DeltaStream:
             self._done = True
             self.finish_reason = delta.finish_reason
         return delta
+
+    async def gather(self, chars: int, until: float | None = None) -> list[Delta]:
+        """Like next_batch, but the reader is woken only once the waiting deltas hold at least `chars`
+        characters of text, or the final delta, or the loop's clock passed `until` (then at the first
+        delta): a reader that batches what it takes (a shared input's journal writes,
+        aotx.runtime.input_run) wakes once per batch, not once per engine step."""
+        if self._done:
+            return []
+        box, loop = self._box, asyncio.get_running_loop()
+        late = until is not None and loop.time() >= until
+        have = sum(len(d.text) for d in box)
+        if not box or not (late or have >= chars or any(d.finish_reason is not None for d in box)):
+            self._need = 0 if late else max(0, chars - have)
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_at(until, self._due) if until is not None and not late else None
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if self._waiter is waiter:   # (cancelled while it waited)
+                    self._waiter = self._need = None
+        out = []
+        while box and not self._done:
+            out.append(self._take())
+        return out
 
     async def next_batch(self) -> list[Delta]:
         """Every delta waiting (at least one; [] once the final one was read), up to and with the final

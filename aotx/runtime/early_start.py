@@ -25,7 +25,7 @@ from .running import Running
 
 def bare_prompt(service: Any, run: Running, revision: int) -> list[int]:
     """The prompt of an input that recalls nothing (the same bytes input_run builds then)."""
-    return service.chat_prompt(mw.prompt_messages(mw.nothing_recalled(revision), run.request.text))
+    return run.prompt(service, mw.prompt_messages(mw.nothing_recalled(revision), run.request.text))
 
 
 def sampling(service: Any, run: Running, room: int):

@@ -307,7 +307,7 @@ class Executor:
             page_limit = int(run.record(state).page_limit)
             run.space = mw.input_place(state, state.receipt_slot(run.lineage, run.sequence)).space
         run.page_limit = page_limit
-        run.user_tokens = len(self.service.chat_prompt([ChatMessage(role="user", content=request.text)]))
+        run.user_tokens = len(run.prompt(self.service, [ChatMessage(role="user", content=request.text)]))
         run.entry = mw.entry_bound(len(mw.retained_text(request)), TEXT_LIMIT if self._mode == 2 else None)
 
     @staticmethod

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
+import sys
 from typing import Any, Awaitable, Callable
 
 from ..sampling_defaults import resolved
@@ -67,7 +67,7 @@ class InputRunner:
         memory = await self._memory(run, record)
         if memory is None:
             return
-        prompt = self.service.chat_prompt(mw.prompt_messages(memory, request.text))
+        prompt = run.prompt(self.service, mw.prompt_messages(memory, request.text))
         stamp(run.lineage, run.sequence, "prompt")
         page_size = int(self.service.engine.config.page_size)
         room = record.page_limit * page_size - len(prompt)
@@ -203,26 +203,39 @@ class InputRunner:
     async def _stream(self, run: Running, prompt_len: int) -> None:
         cap = self.settings.result_bytes
         saved, pending = 0, bytearray()
+        loop = asyncio.get_running_loop()
         last_flush = float("-inf")  # the first bytes go out at once (time to first byte), later ones batched
         final = None
         over = False
-        async for delta in run.handle:
-            if final is None and saved == 0 and not pending:
+        while final is None:
+            # woken once a write is due — FLUSH_BYTES wait (or the result cap is passed), FLUSH_SECONDS went
+            # by since the last write and a delta came — or at the end; not at every engine step. Past
+            # the cap the request is cancelled: only its final delta wakes the run (what waits goes with it)
+            if over:
+                deltas = await run.handle.gather(sys.maxsize)
+            else:
+                want = max(1, min(FLUSH_BYTES - len(pending), cap - saved - len(pending) + 1))
+                deltas = await run.handle.gather(want, last_flush + FLUSH_SECONDS)
+            if not deltas:
+                break
+            if not saved and not pending:
                 stamp(run.lineage, run.sequence, "first_delta")
             if not run.cancelled and run.record(self.reads.state).cancel_requested:  # however it was saved
                 run.cancelled = True
                 run.handle.cancel()
-            piece = delta.text.encode("utf-8")
-            if saved + len(pending) + len(piece) > cap:
-                piece = piece[:cap - saved - len(pending)]
-                over = True
-            pending += piece
-            if delta.finish_reason is not None:
-                final = delta
-            elif over:
-                run.handle.cancel()
-            if pending and final is None and (len(pending) >= FLUSH_BYTES
-                                              or time.monotonic() - last_flush >= FLUSH_SECONDS):
+            for delta in deltas:
+                piece = delta.text.encode("utf-8")
+                if saved + len(pending) + len(piece) > cap:
+                    piece = piece[:max(0, cap - saved - len(pending))]
+                    over = True
+                pending += piece
+                if delta.finish_reason is not None:
+                    final = delta
+                    stamp(run.lineage, run.sequence, "last_delta")
+                elif over:
+                    run.handle.cancel()
+            if pending and final is None and not over and (len(pending) >= FLUSH_BYTES
+                                                           or loop.time() - last_flush >= FLUSH_SECONDS):
                 if not await self.journal.write(run, OutputAppended(run.lineage, run.sequence, saved, bytes(pending))):
                     run.handle.cancel()
                     return
@@ -230,7 +243,7 @@ class InputRunner:
                     stamp(run.lineage, run.sequence, "first_output")
                 saved += len(pending)
                 pending.clear()
-                last_flush = time.monotonic()
+                last_flush = loop.time()
         assert final is not None
         if over:
             status, finish, error = Execution.COMPLETED, "result_limit", ""

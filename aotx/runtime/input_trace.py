@@ -17,7 +17,8 @@ decides it began), `acked` (that round's append acknowledged), `begun` (the leas
 `prompt` (recall and the prompt built), `submitted` (asked of the engine: before `begun` where its
 prompt cannot depend on recall, aotx.runtime.early_start), `first_delta` (the engine's
 first delta), `first_output` (the write of the first output bytes acknowledged: readers may see them),
-`completed` (the write of its end acknowledged, its memory input in it or before it).
+`last_delta` (the run took the engine's final delta: `completed` - `last_delta` is what its end's write
+cost), `completed` (the write of its end acknowledged, its memory input in it or before it).
 """
 from __future__ import annotations
 

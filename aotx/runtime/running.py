@@ -50,6 +50,7 @@ class Running:
     task: Optional[asyncio.Task] = None
     handle: Any = None
     early_prompt: Optional[list] = None   # asked of the engine before its lease was applied (aotx.runtime.early_start)
+    rendered: Optional[tuple] = None      # (messages, prompt ids): the last prompt rendered for it (`prompt`)
     slot: int = -1
     preleased: bool = False     # leased with its admission, waiting for that lease to be applied
     cancelled: bool = False
@@ -68,6 +69,15 @@ class Running:
     @property
     def stopped(self) -> bool:
         return self.cancelled or self.expired
+
+    def prompt(self, service: Any, messages: list) -> list[int]:
+        """`service.chat_prompt(messages)`, rendered once for the same messages: where nothing is
+        recalled, its page bound (the bare user turn), its early start and its run all want the same
+        prompt, and the chat template and tokenizer run on the event loop (twice inside its admission's
+        round otherwise). A copy each time: the caller may keep it."""
+        if self.rendered is None or self.rendered[0] != messages:
+            self.rendered = (list(messages), service.chat_prompt(messages))
+        return list(self.rendered[1])
 
     def record(self, state: State) -> ExecutionRecord | None:
         """Its execution record in `state` (None once its receipt is gone)."""

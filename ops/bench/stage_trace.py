@@ -21,16 +21,16 @@ def read_trace(path: Path) -> dict[str, dict[str, float]]:
 
 
 def stage_medians(client: dict[str, dict[str, float]], trace: dict[str, dict[str, float]],
-                  stages: tuple[str, ...]) -> dict[str, float]:
-    """Per stage, the median time (ms) from each request's `t0` (client stamps, perf_counter: on Linux the
-    server's time.monotonic clock) to that stage, over the requests that have it."""
+                  stages: tuple[str, ...], q: float = 50.0) -> dict[str, float]:
+    """Per stage, the median (or the `q`th percentile) time (ms) from each request's `t0` (client stamps,
+    perf_counter: on Linux the server's time.monotonic clock) to that stage, over the requests that have it."""
     per_stage: dict[str, list[float]] = {}
     for key, client_stamps in client.items():
         stamps = {**trace.get(key, {}), **client_stamps}
         for stage in stages:
             if stage in stamps:
                 per_stage.setdefault(stage, []).append((stamps[stage] - stamps["t0"]) * 1e3)
-    return {stage: float(np.median(v)) for stage, v in per_stage.items()}
+    return {stage: float(np.percentile(v, q)) for stage, v in per_stage.items()}
 
 
 def table(title: str, stages: tuple[str, ...], rows: list[tuple[int, dict[str, float]]]) -> str:

@@ -33,10 +33,11 @@ READY = re.compile(r"serving \S+ on (http://\S+) ")
 
 def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overlap: str = "auto",
                  pages: int | None = None, http_workers: int = 1,
-                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+                 extra: tuple[str, ...] = (), entry: tuple[str, ...] = ("-m", "ops.cli")) -> tuple[subprocess.Popen, str]:
     pages = pages or max_batch * (-(-(128 + max_tokens) // 16)) + 64
-    profile = os.environ.get("AOTX_SERVE_PROFILE")   # a cProfile of the server's main thread, written at exit
-    cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "ops.cli", "serve",
+    # a cProfile of the server's main thread, written at exit ($AOTX_SERVE_PROFILE_TIMER=thread: its own CPU)
+    profile = os.environ.get("AOTX_SERVE_PROFILE")
+    cmd = [sys.executable, *(["-m", "ops.bench.serve_profile", profile] if profile else []), *entry, "serve",
            "--port", "0", "--var", var, "--backend", backend, "--max-batch", str(max_batch), "--kv-pages", str(pages),
            "--engine-overlap", overlap, "--http-workers", str(http_workers), *extra]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

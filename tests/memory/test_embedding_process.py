@@ -1,6 +1,7 @@
 """The embedding model in a worker process (kernels/embedding/process.py, worker.py): the same vectors
 as in this process, a worker that died is started again, close() ends it; `aotx serve` / `aotx boot`
-embed there with `--embedding-worker process` (ops/model_args.py; the default is a thread)."""
+embed there with `--embedding-worker process`, or by default (`auto`) where they have at least 4 usable
+CPUs (ops/model_args.py, aotx.runtime.embedding.embedding_worker), else in a thread."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+from aotx.runtime.embedding import embedding_worker
 from kernels.embedding import load_embedding_model
 from kernels.embedding.process import EmbeddingProcess, EmbeddingWorkerError
 from ops.model_args import add_model_arguments, runtime_options
@@ -40,10 +42,18 @@ def test_a_worker_process_embeds_as_this_process_does_and_is_restarted_after_it_
     wait_until(lambda: process_gone(pid), "the closed worker to exit", timeout=30)
 
 
-def test_serve_and_boot_embed_in_a_thread_unless_told_to_use_a_worker_process():
+def test_serve_and_boot_embed_in_a_process_by_default_where_they_have_four_cpus_else_in_a_thread():
     p = argparse.ArgumentParser()
     add_model_arguments(p)
-    assert runtime_options(p.parse_args([]))["embedder"] is None
+    assert p.parse_args([]).embedding_worker == "auto"
+    assert embedding_worker("auto", cpus=4) == embedding_worker("auto", cpus=16) == "process"
+    assert embedding_worker("auto", cpus=3) == embedding_worker("auto", cpus=1) == "thread"
+    assert embedding_worker("thread", cpus=16) == "thread" and embedding_worker("process", cpus=1) == "process"
+    assert embedding_worker("auto") == ("process" if len(os.sched_getaffinity(0)) >= 4 else "thread")
+    default = runtime_options(p.parse_args([]))["embedder"]
+    assert (default is None) == (embedding_worker("auto") == "thread")
+    assert default is None or isinstance(default, EmbeddingProcess)
+    assert runtime_options(p.parse_args(["--embedding-worker", "thread"]))["embedder"] is None
     assert isinstance(runtime_options(p.parse_args(["--embedding-worker", "process"]))["embedder"], EmbeddingProcess)
 
 

@@ -20,6 +20,7 @@ from aotx.stored import StoredLimits
 
 from api.gateway_config import ensure_dev_config, load_gateway_config
 from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, changed_subject, submit_body
+from aotx.runtime.embedding import embedding_worker
 from aotx.runtime_file import load_grants, pack_shared, write_grants
 from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
 from aotx.state import Grants, MutationKind
@@ -97,7 +98,8 @@ def test_boot_flags_reach_the_runtime_options():
     args = build_parser().parse_args(["serve", "--embedding-worker", "process"])
     options = runtime_options(args)
     assert isinstance(options.pop("embedder"), EmbeddingProcess)   # a worker process, not started yet
-    assert runtime_options(build_parser().parse_args(["serve"]))["embedder"] is None   # the default: a thread
+    default = runtime_options(build_parser().parse_args(["serve"]))["embedder"]   # auto: a process from 4 CPUs on
+    assert (default is None) == (embedding_worker("auto") == "thread")
     assert options == {"execution_deadline": 300.0, "retention_mode": 1, "lease_revision": 3,
                        "automatic_memory": False, "snapshots": SnapshotPolicy(every=DEFAULT_EVERY),
                        "stored_limits": StoredLimits()}

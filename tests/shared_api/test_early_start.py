@@ -110,3 +110,28 @@ async def test_an_early_request_for_another_prompt_is_cancelled_and_the_input_as
         assert done["result"]["input_tokens"] == _no_memory_prompt(service, text) and done["result"]["output_tokens"]
         await wait_until_async(lambda: service.engine.committed_pages(), "both requests to have ended",
                                done=lambda pages: pages == 0)
+
+
+class PromptCounter(LeaseSpy):
+    """Counts the prompts the runtime renders (the chat template and the tokenizer, on the event loop)."""
+
+    def __init__(self, service) -> None:
+        super().__init__(service)
+        self.rendered = 0
+
+    def chat_prompt(self, *args, **kw):
+        self.rendered += 1
+        return self._service.chat_prompt(*args, **kw)
+
+
+async def test_an_input_that_recalls_nothing_renders_its_prompt_once(nats_url, service):
+    # its page bound (the bare user turn), its early start and its run all want the same prompt: it is
+    # rendered once, in its admission's round, not three times (twice of them inside that round)
+    spy = PromptCounter(service)
+    async with shared_app(nats_url, fresh_spec(), service=spy) as (runtime, p, client):
+        alice, model = await _alice_with_model(spy, runtime, p)
+        _, con = await _space(alice)
+        text = "Remember that the boat leaves at nine."
+        done = await _say(alice, con, text, model, tokens=4, temperature=0)
+        assert spy.running_at_submit == [0] and spy.rendered == 1
+        assert done["result"]["input_tokens"] == _no_memory_prompt(service, text)
