@@ -35,7 +35,7 @@ import numpy as np
 from aotx.runtime.embedding import WORKERS, embedding_worker
 from aotx.runtime.input_trace import ENV as INPUT_TRACE
 from api.gateway_config import add_dev_principal, ensure_dev_config
-from ops.bench import proc_cpu
+from ops import proc_cpu
 from ops.bench.stage_trace import read_trace, stage_medians, table
 from ops.gpu.serve_bench import start_server
 from scenarios import HttpTransport, Model, Party, Runner
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
                                   entry=paced or ("-m", "ops.cli"))
         try:
             rows = asyncio.run(run(base, Path(var), levels, args.max_tokens, participants,
-                                   lambda: proc_cpu.cpu_seconds(proc.pid)))
+                                   lambda: proc_cpu.usage(proc.pid)))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
