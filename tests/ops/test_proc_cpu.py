@@ -34,3 +34,23 @@ def test_the_meter_counts_the_main_threads_cpu_and_every_threads():
 
 def test_no_process_no_figures():
     assert CpuMeter(None).stop() == (None, None)
+
+
+def test_usage_gives_the_main_thread_the_process_and_its_children_and_delta_their_difference():
+    import subprocess
+    import sys
+
+    from ops.proc_cpu import delta, usage
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                              "while time.process_time() < end: pass\ninput()"], stdin=subprocess.PIPE)
+    try:
+        before = usage(os.getpid())
+        _spin(0.05)
+        deadline = time.monotonic() + 30
+        while delta(before, usage(os.getpid()))["children"] < 0.2 and time.monotonic() < deadline:   # its spin
+            time.sleep(0.01)
+        used = delta(before, usage(os.getpid()))
+        assert used["main"] >= 0.03 and used["process"] >= used["main"] - 0.02 and used["children"] >= 0.2
+    finally:
+        child.communicate(b"\n", timeout=30)
