@@ -24,7 +24,7 @@ import sys
 import threading
 
 log = logging.getLogger(__name__)
-SWITCH_S = 0.0002
+SWITCH_S = 0.00005   # 50 µs: H200, 64 streams, json_schema ÷ plain 0.943× against 0.843× at 0.2 ms (session 6)
 
 _switch_lock = threading.Lock()
 _switch_users = 0
