@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eventlog import (AtomicBatchUnsupported, BatchMessage, BatchTooLarge, ConcurrencyConflict, DuplicateInBatch,
-                      JournalFull, MessageTooLarge)
+                      JournalFull, JournalUnavailable, MessageTooLarge)
 
 from ..journal import Tick
 from .write_order import SPURIOUS_RETRIES, spurious_conflict
@@ -138,6 +138,12 @@ async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first
     except AtomicBatchUnsupported:
         return "fallback"
     except DuplicateInBatch as exc:
+        if retries:   # the batch sent again after a refusal the log seemed to contradict: the first send
+            # landed (write_order.append_guarded says how), where the refusal does not say: read back
+            for p in parts:
+                writer.refuse(p.flight, JournalUnavailable(f"a repeated batch was answered as already stored ({exc}): "
+                                                           "its first send landed"))
+            return "stop"
         writer.failed = f"journal refused a batch of fresh message ids as already stored: {exc}"
         for p in parts:
             p.flight.error = writer.failed_outcome()

@@ -5,6 +5,7 @@ may append at all, and when a guard's refusal is not another writer's."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 import nats.errors
@@ -55,13 +56,22 @@ async def append_guarded(writer, recorder, f, tick, msg_id: str):
     log itself contradicts — the subject's last message is the very one expected, so no other
     writer appended — is tried again (a few times, briefly spaced): a clustered stream's leader
     refuses a guarded publish while it still applies the subject's previous message (seen on
-    nats-server 2.15.1: one in ~5,000 single-writer appends with 8 writers on a 3-node cluster)."""
+    nats-server 2.15.1: one in ~5,000 single-writer appends with 8 writers on a 3-node cluster).
+    Sent again, it may be answered as a duplicate of `msg_id` (fresh per write attempt: no other write
+    carries it): the first send did land, at the sequence the duplicate names, and its refusal came from a
+    node that had not applied it (a former leader, just resumed, answering beside the new one: seen in the
+    cluster drill). That is this write's own landing, and answered as one."""
     attempt = 0
     while True:
         expected = writer.expected(f)
         try:
             with writer.metrics.timed("single", 1):
-                return await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
+                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
+            if ack.duplicate and attempt:
+                log.info("journal answered the repeat of %s on %s as a duplicate: it landed at %d", msg_id,
+                         f.subject, ack.seq)
+                return dataclasses.replace(ack, duplicate=False)
+            return ack
         except ConcurrencyConflict:
             attempt += 1
             if attempt > SPURIOUS_RETRIES or not await spurious_conflict(recorder, f.subject, expected):
