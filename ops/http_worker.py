@@ -31,10 +31,10 @@ from api.shared import attach_shared
 from api.worker_proxy import install_forwarding
 from eventlog import NatsAuth
 from ops import logs
+from ops.http_workers import SPEC_ENV
 from ops.reload import gateway_reloader, on_sighup
 from ops.shutdown import cancel_leftovers, graceful_timeout, install_shutdown_signals
 
-SPEC_ENV = "AOTX_HTTP_WORKER"
 PARENT_POLL = 0.5   # seconds between looks at the parent process
 log = logging.getLogger("aotx.http_worker")
 

@@ -21,10 +21,10 @@ import subprocess
 import sys
 import time
 
-from ops.http_worker import SPEC_ENV
 from ops.worker_restarts import RestartPolicy
 
 log = logging.getLogger("aotx.http_workers")
+SPEC_ENV = "AOTX_HTTP_WORKER"   # the worker's settings, JSON (ops.http_worker reads it; not imported here: it loads httpx)
 READY_TIMEOUT = 120.0   # seconds for every worker to load the tokenizer, connect and listen
 
 

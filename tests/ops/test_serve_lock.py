@@ -3,6 +3,7 @@ line and touches nothing (journal stream state, files); one on a taken port exit
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -77,13 +78,10 @@ def test_second_serve_on_the_same_var_exits_at_once_and_touches_nothing(tmp_path
 
 
 def test_serve_on_a_taken_port_exits_before_it_boots(tmp_path):
-    first = ServerProcess(*ARGS, var=tmp_path / "a").start()
-    try:
+    with socket.create_server(("127.0.0.1", 0)) as taken:   # any listener holds the port: no server start needed
         other = tmp_path / "b"
-        code, lines = _second("--port", first.base_url.rsplit(":", 1)[1], "--var", str(other))
+        code, lines = _second("--port", str(taken.getsockname()[1]), "--var", str(other))
         assert code != 0 and len(lines) == 1, lines
         assert "cannot bind" in lines[0] and "in use" in lines[0], lines
         assert not (other / "nats").exists()            # no nats-server started, nothing booted
         assert not (other / "runtime.aotxrt").exists()  # nothing written
-    finally:
-        first.stop()
