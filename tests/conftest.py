@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# No transparent huge pages for numpy's large arrays in the suite's processes (this one, its xdist workers'
+# and every `aotx serve` / `aotx boot` / drill it starts inherit it): on the 2-core sandbox VM, faulting in
+# the model's 620 MB of weights on madvised huge pages costs ~3 s of CPU per process start (mostly system
+# time) against ~0.6 s on 4 KiB pages; decoding is not measurably slower. The product keeps numpy's default;
+# benchmarks (not run by the suite) are unaffected. See docs/PERFORMANCE.md "Test time: huge pages".
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+if "numpy" in sys.modules:   # imported before this file (a plugin): the variable is read at numpy's import
+    sys.modules["numpy"]._core.multiarray._set_madvise_hugepage(os.environ["NUMPY_MADVISE_HUGEPAGE"] != "0")
 
 from tests.server_process import ServerProcess  # noqa: E402
 
