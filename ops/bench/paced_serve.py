@@ -47,7 +47,13 @@ class PacedBackend:
         return logits
 
     def logprobs(self, logits, chosen, k):
-        raise NotImplementedError("the paced backend has no logprobs")
+        """The paced token has all the probability (logprob 0, every other -inf): the numpy sampler's
+        logprobs of logits that say so."""
+        from kernels import sampler
+
+        full = np.full((len(logits), int(self.config.vocab_size)), -np.inf, dtype=np.float32)
+        full[np.arange(len(logits)), self.sample(logits, None)] = 0.0
+        return sampler.logprobs(full, chosen, k)
 
 
 def install(step_ms: float) -> None:

@@ -42,15 +42,16 @@ def test_usage_gives_the_main_thread_the_process_and_its_children_and_delta_thei
 
     from ops.proc_cpu import delta, usage
 
-    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
-                              "while time.process_time() < end: pass\ninput()"], stdin=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", "import time\ninput()\nend = time.process_time() + 0.3\n"
+                              "while time.process_time() < end: pass\nprint('spun', flush=True)\ninput()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         before = usage(os.getpid())
+        child.stdin.write("go\n")
+        child.stdin.flush()
         _spin(0.05)
-        deadline = time.monotonic() + 30
-        while delta(before, usage(os.getpid()))["children"] < 0.2 and time.monotonic() < deadline:   # its spin
-            time.sleep(0.01)
+        assert child.stdout.readline() == "spun\n"     # the child has spun its 0.3 s of CPU
         used = delta(before, usage(os.getpid()))
         assert used["main"] >= 0.03 and used["process"] >= used["main"] - 0.02 and used["children"] >= 0.2
     finally:
-        child.communicate(b"\n", timeout=30)
+        child.communicate("\n", timeout=30)
