@@ -119,6 +119,13 @@ class DeltaStream:
             self.finish_reason = delta.finish_reason
         return delta
 
+    def _drain(self) -> list[Delta]:
+        """Every delta waiting, up to and with the final one."""
+        box, out = self._box, []
+        while box and not self._done:
+            out.append(self._take())
+        return out
+
     async def gather(self, chars: int, until: float | None = None) -> list[Delta]:
         """Like next_batch, but the reader is woken only once the waiting deltas hold at least `chars`
         characters of text, or the final delta, or the loop's clock passed `until` (then at the first
@@ -140,23 +147,16 @@ class DeltaStream:
                     timer.cancel()
                 if self._waiter is waiter:   # (cancelled while it waited)
                     self._waiter = self._need = None
-        out = []
-        while box and not self._done:
-            out.append(self._take())
-        return out
+        return self._drain()
 
     async def next_batch(self) -> list[Delta]:
         """Every delta waiting (at least one; [] once the final one was read), up to and with the final
         one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
         if self._done:
             return []
-        box = self._box
-        if not box:
+        if not self._box:
             await self._wait()
-        out = []
-        while box and not self._done:
-            out.append(self._take())
-        return out
+        return self._drain()
 
 
 class RequestHandle(DeltaStream):

@@ -44,7 +44,10 @@ STORY = ("Once upon a time a young dragon lived at the edge of a quiet village. 
          "but she learned to breathe gently, and soon the whole valley came to buy her golden bread. ")
 
 
-class _Pinned:
+class HostPinned:
+    """Page-locked memory's stand-in (kernels.cuda.driver.Pinned) for a stand-in driver: plain host memory
+    with the same `ptr`, `view` and `free` (also the tests' stand-in driver's)."""
+
     def __init__(self, nbytes):
         self.nbytes = max(int(nbytes), 64)
         self._raw = (ctypes.c_uint8 * self.nbytes)()
@@ -116,7 +119,7 @@ def _standin_overlap(memory: dict):
         stream.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
 
     sys.modules["kernels.cuda.driver"] = types.SimpleNamespace(
-        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async)
+        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async)
     for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing"):
         sys.modules.pop(name, None)
     return importlib.import_module("kernels.cuda.overlap")
@@ -203,7 +206,14 @@ async def main(argv: list[str] | None = None) -> None:
     from aotx.structured import ConstraintCompiler
     from kernels import load_model
     from ops.bench.structured import PROMPT, SCHEMA
-    from ops.bench.structured_probe import AllAllowed, HostClocks, MaskClock, MaskTimes, breakdown_table, mask_chain_table
+    from ops.bench.structured_probe import (
+        AllAllowed,
+        HostClocks,
+        MaskClock,
+        MaskTimes,
+        breakdown_table,
+        mask_chain_table,
+    )
 
     bundle = load_model(progress=False)
     tok = bundle.tokenizer

@@ -133,11 +133,10 @@ async def test_masks_are_computed_on_the_worker_while_the_step_runs(make_real_en
     assert engine.runner.masks.started == len(seen)
 
 
-async def test_without_the_worker_the_masks_are_computed_on_the_engine_thread(make_real_engine, chat_prompt,
-                                                                             compiler, monkeypatch):
+def _mask_threads(monkeypatch) -> set:
+    """The names of the threads that compute masks from now on (LateMask.run spied)."""
     from aotx.engine import masks
-    monkeypatch.setenv("AOTX_MASK_WORKER", "0")
-    threads = set()
+    threads: set = set()
     real_run = masks.LateMask.run
 
     def spy(self):
@@ -145,6 +144,13 @@ async def test_without_the_worker_the_masks_are_computed_on_the_engine_thread(ma
         threads.add(self.thread)
 
     monkeypatch.setattr(masks.LateMask, "run", spy)
+    return threads
+
+
+async def test_without_the_worker_the_masks_are_computed_on_the_engine_thread(make_real_engine, chat_prompt,
+                                                                             compiler, monkeypatch):
+    monkeypatch.setenv("AOTX_MASK_WORKER", "0")
+    threads = _mask_threads(monkeypatch)
     engine = make_real_engine(overlap=True)
     text, last = await run(engine.submit(chat_prompt(QUESTION), SamplingParams(
         max_tokens=40, temperature=0, constraint=compiler.json_schema(PERSON))))
@@ -205,12 +211,9 @@ class _CudaLike:
 @pytest.fixture
 def cuda_overlap(monkeypatch):
     """kernels.cuda.overlap over a stand-in driver whose memory is a dict of arrays."""
-    import ctypes
-    import importlib
     import sys
-    import types
 
-    from tests.kernels_cuda.test_overlap_mask_host import _Event, _Pinned
+    from tests.kernels_cuda.test_overlap_mask_host import _Event, overlap_over_standin
     memory = {}
 
     def dtod(dst, src, nbytes, stream):
@@ -218,12 +221,7 @@ def cuda_overlap(monkeypatch):
         memory[base][(dst - base) // 4:(dst - base) // 4 + nbytes // 4] = \
             memory[_CudaLike.sample_out][(src - _CudaLike.sample_out) // 4:][:nbytes // 4]
 
-    fake = types.SimpleNamespace(
-        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod,
-        dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
-    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
-    yield importlib.import_module("kernels.cuda.overlap"), memory
+    yield overlap_over_standin(monkeypatch, _Event, memory, dtod=dtod), memory
     monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
 
 
@@ -233,16 +231,8 @@ async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_to
     sampler): each constrained step's sampling waits for its mask from the worker and is enqueued by
     the worker as soon as it has filled it (not at the engine thread's next look); every token id,
     greedy and seeded, with an unconstrained row beside them, is the classic loop's."""
-    from aotx.engine import masks
     module, memory = cuda_overlap
-    threads = set()
-    real_run = masks.LateMask.run
-
-    def spy(self):
-        real_run(self)
-        threads.add(self.thread)
-
-    monkeypatch.setattr(masks.LateMask, "run", spy)
+    threads = _mask_threads(monkeypatch)
     prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
     classic = await _classic_ids(make_real_engine, prompt, params)
     threads.clear()

@@ -13,19 +13,7 @@ import numpy as np
 import pytest
 
 from kernels.token_mask import TokenMask
-
-
-class _Pinned:
-    def __init__(self, nbytes):
-        self.nbytes = max(int(nbytes), 64)
-        self._raw = (ctypes.c_uint8 * self.nbytes)()
-        self.ptr = ctypes.addressof(self._raw)
-
-    def view(self, dtype, n, offset=0):
-        return np.frombuffer(self._raw, dtype=np.dtype(dtype), count=n, offset=offset)
-
-    def free(self):
-        pass
+from ops.bench.structured_host import HostPinned
 
 
 class _Event:
@@ -42,17 +30,25 @@ class _Event:
         return 0.0
 
 
-@pytest.fixture
-def overlap(monkeypatch):
-    """kernels.cuda.overlap bound to a stand-in driver (the real one is never imported here)."""
-    device_ids = {}
+def overlap_over_standin(monkeypatch, event, device_ids: dict, modules=("kernels.cuda.overlap",), dtod=None):
+    """kernels.cuda.overlap imported afresh over a stand-in driver (the real one is never imported here):
+    host memory for pinned buffers, `event` for CUDA events, a read-back copying from `device_ids`
+    (device pointer -> array), `dtod` for device copies (none by default). `modules` are imported afresh
+    too (and must be removed after the test)."""
     fake = types.SimpleNamespace(
-        Pinned=_Pinned, Event=_Event, htod_pinned=lambda *a: None, dtod=lambda *a: None,
+        Pinned=HostPinned, Event=event, htod_pinned=lambda *a: None, dtod=dtod or (lambda *a: None),
         dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, device_ids[src].ctypes.data, nbytes))
     monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
-    monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
-    module = importlib.import_module("kernels.cuda.overlap")
-    yield module, device_ids
+    for name in modules:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module("kernels.cuda.overlap")
+
+
+@pytest.fixture
+def overlap(monkeypatch):
+    """kernels.cuda.overlap bound to a stand-in driver."""
+    device_ids = {}
+    yield overlap_over_standin(monkeypatch, _Event, device_ids), device_ids
     monkeypatch.delitem(sys.modules, "kernels.cuda.overlap", raising=False)
 
 

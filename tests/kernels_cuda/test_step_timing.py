@@ -3,8 +3,6 @@ whose events keep the host clock: a deferred step's wait for its sampling is the
 the moment its mask's thread enqueued the sampling, and it is not counted as busy."""
 from __future__ import annotations
 
-import ctypes
-import importlib
 import sys
 import threading
 import types
@@ -12,8 +10,12 @@ import types
 import numpy as np
 import pytest
 
-from tests.kernels_cuda.test_overlap_mask_host import _Backend, _batch, _FilledElsewhere, _Pinned
-
+from tests.kernels_cuda.test_overlap_mask_host import (
+    _Backend,
+    _batch,
+    _FilledElsewhere,
+    overlap_over_standin,
+)
 
 NOW = [0.0]          # the stand-in's clock (seconds): events and the launcher's host times read it
 
@@ -39,13 +41,8 @@ class _ClockEvent:
 @pytest.fixture
 def overlap(monkeypatch):
     device_ids = {}
-    fake = types.SimpleNamespace(
-        Pinned=_Pinned, Event=_ClockEvent, htod_pinned=lambda *a: None, dtod=lambda *a: None,
-        dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, device_ids[src].ctypes.data, nbytes))
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
-    for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    module = importlib.import_module("kernels.cuda.overlap")
+    module = overlap_over_standin(monkeypatch, _ClockEvent, device_ids,
+                                  ("kernels.cuda.overlap", "kernels.cuda.step_timing"))
     clock = types.SimpleNamespace(perf_counter=_clock)
     monkeypatch.setattr(module, "time", clock)
     monkeypatch.setattr(sys.modules["kernels.cuda.step_timing"], "time", clock)
