@@ -29,6 +29,13 @@ HEADER = struct.Struct("<BBHIQHHIQ")
 assert HEADER.size == HEADER_SIZE
 
 
+def record_bytes(kind: int, transfer_id: int, index: int, count: int, lineage: int, body: bytes,
+                 crc: int | None = None) -> bytes:
+    """One record's bytes: the header (its crc32c of `body` unless given) and the body."""
+    return HEADER.pack(RECORD_TYPE, RECORD_CLASS, len(body), kind, transfer_id, index, count,
+                       crc32c(body) if crc is None else crc, lineage) + body
+
+
 @dataclass(frozen=True)
 class Record:
     transfer_kind: int
@@ -43,9 +50,8 @@ class Record:
         if not 0 < len(self.body) <= MAX_BODY:
             raise RecordError(f"body length {len(self.body)} outside 1..{MAX_BODY}", offset=0,
                               transfer_id=self.transfer_id, part_index=self.part_index)
-        crc = crc32c(self.body) if self.crc is None else self.crc
-        return HEADER.pack(RECORD_TYPE, RECORD_CLASS, len(self.body), self.transfer_kind, self.transfer_id,
-                           self.part_index, self.part_count, crc, self.lineage_hash) + self.body
+        return record_bytes(self.transfer_kind, self.transfer_id, self.part_index, self.part_count,
+                            self.lineage_hash, self.body, self.crc)
 
 
 def iter_records(data: bytes, position: int | None = None, *, verify_crc: bool = True) -> Iterator[Record]:

@@ -17,8 +17,7 @@ from typing import Any
 import msgpack
 
 from .errors import JournalFormatError
-from .crc32c import crc32c
-from .record import HEADER, MAX_BODY, RECORD_CLASS, RECORD_TYPE, Record
+from .record import MAX_BODY, Record, record_bytes
 
 DIGEST_SIZE = 16
 MAX_PARTS = 0xFFFF
@@ -97,13 +96,8 @@ def encode_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -
     digest = transfer_digest(kind, transfer_id, lineage, payload)
     data = payload + digest
     count = -(-len(data) // MAX_BODY)
-    pack = HEADER.pack
-    parts = []
-    for i in range(count):
-        body = data[i * MAX_BODY:(i + 1) * MAX_BODY]
-        parts.append(pack(RECORD_TYPE, RECORD_CLASS, len(body), kind, transfer_id, i, count, crc32c(body), lineage)
-                     + body)
-    return digest, parts
+    return digest, [record_bytes(kind, transfer_id, i, count, lineage, data[i * MAX_BODY:(i + 1) * MAX_BODY])
+                    for i in range(count)]
 
 
 def split_transfer(kind: int, transfer_id: int, lineage: int, payload: bytes) -> list[Record]:
