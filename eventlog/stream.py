@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 
@@ -59,6 +60,7 @@ class StreamSpec:
 
 
 REPLICAS_ON_A_CLUSTER = 3
+LEADER_WAIT = 10.0   # seconds ensure_stream waits for a replicated stream's leader
 
 
 def replicas_for(nc, wanted: int | None = None) -> int:
@@ -76,5 +78,17 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec, replicas: int = 
     try:
         await js.stream_info(spec.name)
     except NotFoundError:
-        return await js.add_stream(config)
-    return await js.update_stream(config)
+        return await _led(js, spec.name, await js.add_stream(config))
+    return await _led(js, spec.name, await js.update_stream(config))
+
+
+async def _led(js: JetStreamContext, name: str, info: StreamInfo, timeout: float = LEADER_WAIT) -> StreamInfo:
+    """`info` once a replicated stream has a leader (a stream just created on a cluster elects one
+    first, and a publish before that finds no responder: the first append of a fresh journal failed so);
+    at most `timeout` seconds, then as it is (the appends then meet JournalUnavailable as before)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while info.cluster is not None and not info.cluster.leader and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+        info = await js.stream_info(name)
+    return info
