@@ -16,7 +16,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from .connect import NatsAuth, connect
 from .connection import OutageLog, close_connection
-from .direct_read import read_direct
+from .direct_read import read_direct, read_direct_batches
 from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
@@ -192,6 +192,15 @@ class JetStreamRecorder:
         async for msg in read_direct(self.nc, self.spec.name, st.last_seq, max(from_seq, st.first_seq), subject,
                                      timeout=self.timeout, dense=dense):
             yield msg
+
+    async def read_batches(self, from_seq: int = 1) -> AsyncIterator[list[tuple[str, int, bytes]]]:
+        """`read` of the whole stream as lists of (subject, seq, data), a direct get's batch at a time."""
+        info = await self.js.stream_info(self.spec.name)
+        st = info.state
+        dense = st.messages == st.last_seq - st.first_seq + 1
+        async for messages in read_direct_batches(self.nc, self.spec.name, st.last_seq,
+                                                  max(from_seq, st.first_seq), timeout=self.timeout, dense=dense):
+            yield messages
 
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))
