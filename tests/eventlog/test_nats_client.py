@@ -83,3 +83,22 @@ async def test_a_raw_subscription_hands_over_data_and_header_block_and_ends_with
         assert sub._id not in nc._raw
     finally:
         await nc.close()
+
+
+def test_a_consumed_messages_stream_sequence_is_nats_pys_metadata():
+    import pytest
+    from nats.aio.msg import Msg
+    from nats.errors import NotJSMessageError
+
+    from eventlog.jetstream import stream_seq
+    replies = ["$JS.ACK.AOTX_JOURNAL.c0nsumer.1.4567.12.1733500000000000000.3",                     # v1
+               "$JS.ACK.dom.acchash.AOTX_JOURNAL.c0nsumer.2.98765.13.1733500000000000000.0.rnd",      # v2
+               "$JS.ACK._.acchash.S.c.1.7.8.1733500000000000000.0"]                                 # v2 less its token
+    for reply in replies:
+        msg = Msg(None, subject="j.a.tick", reply=reply, data=b"")
+        assert stream_seq(reply) == msg.metadata.sequence.stream
+    for bad in ["", "_INBOX.x.y", "$JS.ACK.S.c.1.2"]:
+        with pytest.raises(NotJSMessageError):
+            Msg.Metadata._from_reply(bad)
+        with pytest.raises(NotJSMessageError):
+            stream_seq(bad)
