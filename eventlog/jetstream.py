@@ -56,11 +56,21 @@ class JetStreamSubscription:
     def __init__(self, sub) -> None:
         self._sub = sub
         self._messages = sub.messages
+        self._queue = sub._pending_queue   # what nats-py's message iterator takes its messages from
 
     def __aiter__(self) -> "JetStreamSubscription":
         return self
 
     async def __anext__(self) -> StoredMessage:
+        # A message already waiting is taken as nats-py's iterator takes it (the same queue and
+        # bookkeeping), without the task and asyncio.wait it makes for every message (its way of
+        # also waiting for an unsubscription): a follower keeping up takes most of its messages so.
+        queue, sub = self._queue, self._sub
+        if not queue.empty() and not sub._closed:
+            msg = queue.get_nowait()
+            queue.task_done()
+            sub._pending_size -= len(msg.data)
+            return _stored(msg)
         return _stored(await self._messages.__anext__())
 
     async def close(self) -> None:
