@@ -13,6 +13,8 @@ from .errors import AtomicBatchUnsupported, BatchTooLarge, ConcurrencyConflict, 
 from .headers import Header
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
 
+READ_BATCH = 1000   # messages in one list of read_batches (as a direct get's batch)
+
 
 def _matches(pattern: str | None, subject: str) -> bool:
     if pattern is None:
@@ -172,6 +174,11 @@ class MemoryRecorder:
         for msg in self._messages_from(from_seq):
             if _matches(subject, msg.subject):
                 yield msg
+
+    async def read_batches(self, from_seq: int = 1) -> AsyncIterator[list[tuple[str, int, bytes]]]:
+        messages = [(m.subject, m.seq, m.data) for m in self._messages_from(from_seq)]
+        for i in range(0, len(messages), READ_BATCH):
+            yield messages[i:i + READ_BATCH]
 
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> MemorySubscription:
         return MemorySubscription(self, from_seq, subject)

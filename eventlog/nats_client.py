@@ -7,14 +7,20 @@ name runs a generator over every character: half the CPU of reading a message he
 gives the same dict for every input (the same lines skipped, the same decoding; a name is refused
 when it holds any character str.isspace() calls whitespace, which is what the regex \\s matches in
 a str pattern): tests/eventlog/test_nats_client.py holds the two equal.
+
+`subscribe_raw(subject, handler)`: a subscription whose messages skip nats-py's message path (the
+header dict, a `Msg`, the subscription's queue and task): the parser's `handler(data, headers)`
+call, with the raw header block (bytes, or None), synchronously, in order. What a bulk read does
+per message (eventlog.direct_read) and nothing more; `handler` must not raise.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
+from nats.aio.subscription import Subscription
 
 _SPACE = re.compile(r"\s")
 _CRLF = b"\r\n"
@@ -61,6 +67,30 @@ class Client(_NatsClient):
 
     _parse_header_lines = staticmethod(parse_header_lines)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._raw: Dict[int, RawHandler] = {}   # subscription id -> its raw handler
+
+    async def subscribe_raw(self, subject: str, handler: "RawHandler") -> Subscription:
+        """A subscription whose every message is `handler(data, headers)` (see the module's note);
+        its `unsubscribe()` ends it as any other's."""
+        sub = await self.subscribe(subject, cb=_unused)
+        self._raw[sub._id] = handler
+        return sub
+
+    def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
+        self._raw.pop(sid, None)
+        super()._remove_sub(sid, max_msgs)
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
+        handler = self._raw.get(sid)
+        if handler is None:
+            return await super()._process_msg(sid, subject, reply, data, headers)
+        stats = self.stats
+        stats["in_msgs"] += 1
+        stats["in_bytes"] += len(data)
+        handler(data, headers)
+
     @property
     def cluster_size(self) -> int:
         """How many servers the cluster this client reached has, as the server's INFO announces them
@@ -69,3 +99,10 @@ class Client(_NatsClient):
         if not info.get("cluster"):
             return 1
         return max(1, len(set(info.get("connect_urls") or ())))
+
+
+RawHandler = Callable[[bytes, Optional[bytes]], None]
+
+
+async def _unused(msg) -> None:   # a raw subscription's messages never reach its callback
+    return None

@@ -90,6 +90,11 @@ class Recorder(Protocol):
         """Messages with seq >= from_seq that exist now, in order; then stops."""
         ...
 
+    def read_batches(self, from_seq: int = 1) -> AsyncIterator[list[tuple[str, int, bytes]]]:
+        """`read(from_seq)` of every subject, as lists of (subject, seq, data) in order (no headers):
+        the bulk read of a replay."""
+        ...
+
     async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> Subscription:
         """Like read, then keeps following new messages until closed."""
         ...

@@ -84,20 +84,15 @@ async def replay(recorder: Recorder, capacities: Capacities | None = None, *, pr
     total = info.messages if from_seq == 1 else info.last_seq - from_seq + 1
     with tqdm(total=total, desc="aotx journal replay", unit="msg", file=sys.stderr,
               disable=not progress, leave=False) as bar:
-        batch: list[tuple[str, int, bytes]] = []
         done = 0
         report = on_progress or (lambda applied, of: None)
         report(0, total)
-        async for msg in recorder.read(from_seq):
-            batch.append((msg.subject, msg.seq, msg.data))
-            if len(batch) >= REPLAY_BATCH:
+        async for messages in recorder.read_batches(from_seq):   # (subject, seq, data), a read's batch at a time
+            for i in range(0, len(messages), REPLAY_BATCH):
+                batch = messages[i:i + REPLAY_BATCH]
                 done += len(batch)
                 bar.update(proj.feed_many(batch))
-                batch.clear()
                 report(done, total)
-        done += len(batch)
-        bar.update(proj.feed_many(batch))
-        report(done, total)
     proj.finish()
     return proj
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -347,11 +348,13 @@ class JournalWriter:
         last error says why) or applying failed (stopped)."""
         try:
             recorder = await self.connection.ensure()
-            async for msg in recorder.read(self.applied_seq() + 1):
-                if upto is not None and msg.seq > upto:
-                    break
-                if msg.seq > self.applied_seq() and not self._feed(msg.subject, msg.seq, msg.data):
-                    return False
+            async with aclosing(recorder.read_batches(self.applied_seq() + 1)) as batches:   # (subject, seq, data)
+                async for messages in batches:
+                    for subject, seq, data in messages:
+                        if upto is not None and seq > upto:
+                            return True
+                        if seq > self.applied_seq() and not self._feed(subject, seq, data):
+                            return False
         except Exception as exc:  # server still away: stay on hold, try again on the next mutation
             self.hold.last_error = f"read-back: {type(exc).__name__}: {exc}"
             return False

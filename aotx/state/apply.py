@@ -17,6 +17,7 @@ State untouched too. `apply` is a copy of the state followed by `apply_into`.
 from __future__ import annotations
 
 import heapq
+import struct
 from dataclasses import replace
 from typing import Callable
 
@@ -44,6 +45,7 @@ _ACCEPTED, _COMMITTED, _SAVED_ADMISSION = int(Transport.ACCEPTED), int(Commit.CO
 _PENDING, _SAVED_TERMINAL = int(Terminal.PENDING), int(Terminal.SAVED)
 _KIND_CODE = {cls: int(kind) for cls, kind in _KIND.items()}
 _RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
+_zero_row = struct.Struct(f"{_RECEIPT_SIZE}x").pack_into   # pad bytes pack as zeros: a freed row's bytes
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -208,26 +210,29 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
     if not floor <= e.retry_floor <= e.op.sequence:
         raise ApplyError(f"{where}: retry floor {e.retry_floor} outside {floor}..{e.op.sequence}")
     receipts = state.receipts
-    slots = state.receipts_of(e.op.lineage)   # ascending; the lineage's columns read once each
     freed: list[int] = []
-    saved = int(Terminal.SAVED)
-    for slot, seq, terminal in zip(slots.tolist(), receipts["sequence"][slots].tolist(),
-                                   receipts["terminal"][slots].tolist()):
+    seqs: list[int] = []
+    keys: list[bytes] = []
+    saved = _SAVED_TERMINAL
+    for slot in sorted(state.index.by_lineage.get(e.op.lineage, ())):   # ascending; one unpack of each row
+        row = _RECEIPT_ROW.unpack_from(receipts, slot * _RECEIPT_SIZE)
+        seq = row[2]   # (tables.RECEIPT_ROW: used, lineage, sequence, operation, operation_key, … terminal @10)
         if seq < e.retry_floor:
-            if terminal != saved:
+            if row[10] != saved:
                 raise ApplyError(f"{where}: receipt of sequence {seq} is not terminal")
             freed.append(slot)
+            seqs.append(seq)
+            keys.append(row[4])
 
     def write() -> None:
         ix = state.index
-        seqs = receipts["sequence"][freed].tolist()
-        keys = receipts["operation_key"][freed].tobytes()
+        table = state.receipts
         for i, slot in enumerate(freed):
-            ix.drop_receipt(slot, e.op.lineage, seqs[i], keys[16 * i:16 * i + 16])
+            ix.drop_receipt(slot, e.op.lineage, seqs[i], keys[i])
             state.commands[slot] = b""  # type: ignore[index]
             state.saves[slot] = None  # type: ignore[index]
             state.executions[slot] = None  # type: ignore[index]
-        receipts[freed] = 0
+            _zero_row(table, slot * _RECEIPT_SIZE)   # the row's bytes zeroed (= receipts[slot] = 0)
         # the floor is part of the state before any freed slot can be reused
         state.participants["retry_floor"][prow] = e.retry_floor
     return write, freed

@@ -11,7 +11,8 @@ subject sequence, `--lineages` participants in parallel (each its own subject, i
 mutations: set-member toggles on each participant's own space and, every 12th sequence, a retirement
 of everything below it (so the default 1,024-receipt table never fills).
 
-Then, in the same run: a raw ordered-consumer read of the stream; a full replay (`SharedRuntime.start()`,
+Then, in the same run: a raw ordered-consumer read of the stream; boot's read alone (Recorder.read_batches,
+no feed) and a follower's read (Recorder.subscribe from 1), CPU a message each; a full replay (`SharedRuntime.start()`,
 no snapshots; with the CPU time of this process per message for both, which a loaded machine moves
 less than the rates); the projector alone fed every message from memory (CPU µs a message: the replay's own
 cost, without the read path); the snapshot of that state (encode, upload); `SharedRuntime.start()` from it (download +
@@ -133,6 +134,34 @@ async def raw_read(url: str, auth, spec: StreamSpec, total: int) -> float:
     return wall
 
 
+async def read_alone(url: str, auth, spec: StreamSpec, total: int) -> tuple[float, float, float, float]:
+    """(wall s, CPU µs a message) of boot's read of the whole stream without the feed (read_batches, or
+    read where a recorder has no read_batches), then the same of a follower's read (subscribe from 1)."""
+    rec = await JetStreamRecorder.connect(url, spec, auth=auth, timeout=60.0)
+    try:
+        t, c, n = time.perf_counter(), time.process_time(), 0
+        bulk = getattr(rec, "read_batches", None)
+        if bulk is not None:
+            async for messages in bulk(1):
+                n += len(messages)
+        else:
+            async for _ in rec.read(1):
+                n += 1
+        read = (time.perf_counter() - t, (time.process_time() - c) / n * 1e6)
+        assert n == total, (n, total)
+        t, c = time.perf_counter(), time.process_time()
+        sub = await rec.subscribe(1)
+        try:
+            async for m in sub:
+                if m.seq >= total:
+                    break
+        finally:
+            await sub.close()
+        return read + (time.perf_counter() - t, (time.process_time() - c) / total * 1e6)
+    finally:
+        await rec.close()
+
+
 async def timed_boot(url: str, auth, spec: StreamSpec, caps: Capacities,
                      snapshots: bool) -> tuple[float, SharedRuntime]:
     t = time.perf_counter()
@@ -163,6 +192,11 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         raw_cpu = (time.process_time() - c) / last * 1e6
         print(f"  raw ordered consumer: {last / raw:8.0f} msg/s ({raw:.2f} s; {raw_cpu:.1f} µs CPU a message here)",
               flush=True)
+
+        read_s, read_cpu, follow_s, follow_cpu = await read_alone(url, auth, spec, last)
+        print(f"  boot's read alone (no feed): {last / read_s:8.0f} msg/s ({read_s:.2f} s; {read_cpu:.1f} µs CPU a message "
+              f"here); a follower's read (subscribe from 1): {last / follow_s:.0f} msg/s ({follow_cpu:.1f} µs CPU a "
+              "message)", flush=True)
 
         c = time.process_time()
         full_s, full = await timed_boot(url, auth, spec, caps, snapshots=False)
@@ -238,6 +272,7 @@ async def bench(n: int, k: int, everies: list[int], tmp: Path) -> None:
         print(json.dumps({"mutations": n, "messages": last, "raw_read_s": round(raw, 3),
                           "full_replay_s": round(full_s, 3), "feed_us": round(feed_us, 1),
                           "raw_cpu_us": round(raw_cpu, 1), "replay_cpu_us": round(full_cpu, 1),
+                          "read_cpu_us": round(read_cpu, 1), "follow_cpu_us": round(follow_cpu, 1),
                           "snapshot_bytes": len(blob), "encode_ms": round(encode_s * 1e3, 1),
                           "upload_ms": round(upload_s * 1e3, 1), "download_ms": round(download_s * 1e3, 1),
                           "decode_ms": round(decode_s * 1e3, 1), "snapshot_boot_s": round(snap_s, 3),

@@ -219,3 +219,15 @@ async def test_read_spans_many_batches_in_order_and_stops_at_what_existed(open_r
     assert only == list(range(4, 2301, 5))
     assert [m.data async for m in o.recorder.read(1, o.spec.subject("late", "t"))] == [b"late"]
     assert [m async for m in o.recorder.read(2302)] == []
+
+
+async def test_read_batches_is_read_of_every_subject_in_lists(open_recorder):
+    o = await open_recorder()
+    subjects = [o.subject(f"s{i % 3}") for i in range(2300)]
+    for i in range(0, 2300, 100):
+        await o.recorder.append_batch([BatchMessage(s, f"m{i + j}".encode(), f"id{i + j}")
+                                       for j, s in enumerate(subjects[i:i + 100])])
+    for start in (1, 999, 1001, 2300, 2301):
+        lists = [b async for b in o.recorder.read_batches(start)]
+        assert all(isinstance(b, list) and b for b in lists)
+        assert [m for b in lists for m in b] == [(m.subject, m.seq, m.data) async for m in o.recorder.read(start)]

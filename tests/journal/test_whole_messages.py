@@ -2,14 +2,16 @@
 it must be indistinguishable from feeding the same message record by record: the same transfers
 (kind, id, lineage, payload, body, digest), the same error (type, code, text) in recovery, the same
 faults live, and the same bookkeeping afterwards — for valid messages and for damaged ones
-(a flipped byte, a cut, a message fed twice, one skipped, two lineages in one message)."""
+(a flipped byte, a cut, a message fed twice, one skipped, two lineages in one message, one header
+field of one record changed with its crc32c still valid)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aotx.journal import Emitter, JournalFormatError, Reassembler
+from aotx.journal.record import HEADER
 
 LINEAGES = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
 values = st.one_of(st.binary(max_size=500), st.text(max_size=200),
@@ -28,7 +30,7 @@ def journals(draw):
     for _ in range(draw(st.integers(0, 2))):
         i = draw(st.integers(0, len(messages) - 1))
         data = bytearray(messages[i])
-        how = draw(st.sampled_from(["flip", "cut", "twice", "skip", "join"]))
+        how = draw(st.sampled_from(["flip", "cut", "twice", "skip", "join", "edit"]))
         if how in ("flip", "cut") and not data:   # already cut to nothing
             continue
         if how == "flip":
@@ -43,7 +45,28 @@ def journals(draw):
             del messages[i]
         elif how == "join" and i + 1 < len(messages):
             messages[i:i + 2] = [messages[i] + messages[i + 1]]
+        elif how == "edit":   # one header field of one record set to another value, its crc32c left valid
+            starts = _record_starts(bytes(data))
+            if starts:
+                at = draw(st.sampled_from(starts))
+                fields = list(HEADER.unpack_from(data, at))
+                f = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 8]))   # every field but the crc
+                fields[f] = draw(st.sampled_from([0, 1, fields[f] - 1 if fields[f] else 2, fields[f] + 1, 37, 0x41,
+                                                  160, 65535]))
+                widths = (0xFF, 0xFF, 0xFFFF, 0xFFFFFFFF, (1 << 64) - 1, 0xFFFF, 0xFFFF, 0xFFFFFFFF, (1 << 64) - 1)
+                fields[f] &= widths[f]
+                HEADER.pack_into(data, at, *fields)
+                messages[i] = bytes(data)
     return messages
+
+
+def _record_starts(data: bytes) -> list[int]:
+    """Where each record's header starts (as framed by the body lengths), while they frame."""
+    starts, at = [], 0
+    while len(data) - at >= HEADER.size:
+        starts.append(at)
+        at += HEADER.size + HEADER.unpack_from(data, at)[2]
+    return starts
 
 
 def _outcome(r: Reassembler, feed, messages):
@@ -59,6 +82,7 @@ def _outcome(r: Reassembler, feed, messages):
     return seen, faults, r.open_transfers, dict(r._last_id)
 
 
+@settings(max_examples=300)
 @given(journals(), st.booleans())
 def test_the_fast_path_is_the_record_path(messages, recovery):
     fast = _outcome(Reassembler(recovery=recovery), Reassembler.feed_message, messages)

@@ -67,3 +67,44 @@ def test_save_fields_are_explicit_and_outside_the_hash():
     else:
         raise AssertionError("a free slot took save fields")
     assert isinstance(d.register("alice"), Replayed)
+
+
+def test_apply_refuses_a_retirement_over_a_receipt_without_a_terminal_result_and_changes_nothing():
+    """apply (the replay's rule, not decide's): the retirement event names the first such receipt, and
+    the state is left as it was; a valid one frees its rows to all-zero bytes and the index forgets them."""
+    from dataclasses import replace
+
+    import numpy as np
+    import pytest
+
+    from aotx.state import ApplyError
+    from aotx.state.apply import apply, apply_into, owned_copy
+    d = Driver()
+    d.register("alice")
+    for s in (2, 3, 4):
+        d.send("alice", M.CREATE_SPACE, s, s)
+    d.send("alice", M.RETIRE, 5, 5, retry_floor="4")
+    event = d.log[-1]
+    state = d.state
+    # the state before the retirement, with sequence 3's receipt not terminal (as an input still running)
+    replay = Driver()
+    for e in d.log[:-1]:
+        replay.state = apply(replay.state, e)
+    freed = [replay.state.receipt_slot(lineage_for("alice"), s) for s in (1, 2, 3)]
+    assert None not in freed
+    receipts = replay.state.receipts.copy()
+    receipts[freed[2]]["terminal"] = 0
+    receipts.flags.writeable = False
+    blocked = owned_copy(replace(replay.state, receipts=receipts))
+    snapshot = (blocked.receipts.tobytes(), blocked.participants.tobytes(), list(blocked.commands))
+    with pytest.raises(ApplyError, match="receipt of sequence 3 is not terminal"):
+        apply_into(blocked, event)
+    assert (blocked.receipts.tobytes(), blocked.participants.tobytes(), list(blocked.commands)) == snapshot
+    # the valid retirement: the freed rows are zero bytes, their commands and index entries gone (but the
+    # lowest, which the retirement's own receipt took at once)
+    own = state.receipt_slot(lineage_for("alice"), 5)
+    assert own == min(freed)
+    assert all(not state.receipts[slot].tobytes().strip(b"\0") for slot in freed if slot != own)
+    assert all(state.commands[slot] == b"" for slot in freed if slot != own)
+    assert all(state.receipt_slot(lineage_for("alice"), s) is None for s in (1, 2, 3))
+    assert int(state.participants["retry_floor"][0]) == 4 and np.count_nonzero(state.receipts["used"]) == 2
