@@ -1,0 +1,128 @@
+"""The stored port across the split (issue 15 part 3): a gateway's stored surfaces (RemoteStored) over two
+lease-mode runtimes answering on their rpc subjects (aotx.runtime.stored_rpc), with the split users'
+NATS permissions, state only (no model: OpenAI Conversations, whose routes need none).
+
+Every stored write goes to the runtime that writes the caller's identity lineage: a gateway that names
+the other runtime is answered `not_owner` and re-sends to the holder; a read on the runtime that does not
+write the lineage holds every acknowledged write; another bearer token reads the conversation as an
+unknown one (404); a journal hold is a 429 and the reads keep working. The SDK's stored Responses,
+`previous_response_id` and Idempotency-Key through `aotx gateway --model-surfaces` and `aotx boot` are in
+test_split_inputs.py (the one model-backed process test).
+"""
+from __future__ import annotations
+
+import pytest
+
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RemoteStored, RuntimeRpcServer, SharedRuntime
+from aotx.runtime.ownership import LeasePolicy
+from aotx.runtime_file import load_grants, pack_shared, write_grants
+from aotx.state import lineage_for
+from aotx.stored import wire
+from api.settings import GatewaySettings, token_digest
+from api.stored_access import attach_stored
+from api.surfaces import conversations
+from eventlog import JournalFull, StreamSpec
+from ops.nats_users import GATEWAY_USER, RUNTIME_USER
+from ops.shared_stack import stream_spec
+from tests.api.fake_service import FakeService, make_app
+from tests.runtime.test_split_inputs import split_nats
+
+TOKENS = {"alice": "tok-alice-" + "a" * 32, "bob": "tok-bob-" + "b" * 32}
+SHA = "cd" * 32
+
+
+def gateway_app(remote: RemoteRuntime):
+    app = make_app(FakeService())
+    app.config["AOTX_SETTINGS"] = GatewaySettings(host="10.0.0.1",   # off loopback: tokens name principals
+                                                  token_digests={token_digest(t): n for n, t in TOKENS.items()})
+    app.register_blueprint(conversations.blueprint)
+    attach_stored(app, RemoteStored(remote))
+    return app
+
+
+def auth(name: str) -> dict:
+    return {"Authorization": f"Bearer {TOKENS[name]}"}
+
+
+async def test_stored_state_through_a_gateway_at_the_lineage_owner(tmp_path):
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="st")
+    write_grants(tmp_path / "grants", {"alice": ["shared_read"], "bob": ["shared_read"]}, SHA)
+    base = stream_spec(rf)
+    spec = StreamSpec(name=base.name, subject_prefix=base.subject_prefix, max_bytes=48 * 1024)
+    with split_nats(tmp_path / "nats", rf) as nats_server:
+        url, runtime_auth = nats_server.url, nats_server.auth(RUNTIME_USER)
+        runtimes, servers = [], []
+        remote = None
+        try:
+            for _ in range(2):
+                target = GrantedRuntime(SharedRuntime(url, spec, progress=False, nats_auth=runtime_auth,
+                                                      probe_interval=0.1, leases=LeasePolicy(ttl=5.0)),
+                                        load_grants(tmp_path / "grants"))
+                runtimes.append(await target.start())
+                servers.append(await RuntimeRpcServer(target, url, rf.name, auth=runtime_auth).start())
+            remote = await RemoteRuntime(url, rf.name, SHA, auth=nats_server.auth(GATEWAY_USER)).start()
+            client = gateway_app(remote).test_client()
+
+            made = await client.post("/v1/conversations", headers=auth("alice"),
+                                     json={"metadata": {"topic": "split"},
+                                           "items": [{"type": "message", "role": "user", "content": "first"}]})
+            assert made.status_code == 200, await made.get_data(as_text=True)
+            cid = (await made.get_json())["id"]
+            holder = remote.owners["alice"]   # the runtime that wrote it named itself (`writer`)
+            owner = next(t.runtime for t in runtimes if t.runtime.boot_id == holder)
+            other = next(t.runtime for t in runtimes if t.runtime.boot_id != holder)
+            assert owner.ownership.may_write(lineage_for("alice"))
+            assert not other.ownership.may_write(lineage_for("alice"))
+
+            got = await client.get(f"/v1/conversations/{cid}", headers=auth("alice"))
+            assert got.status_code == 200 and (await got.get_json())["metadata"] == {"topic": "split"}
+            for method in ("GET", "DELETE"):   # another principal: exactly as an unknown id
+                foreign = await client.open(f"/v1/conversations/{cid}", method=method, headers=auth("bob"))
+                assert foreign.status_code == 404, await foreign.get_data(as_text=True)
+                assert (await foreign.get_json())["error"]["code"] == "not_found"
+
+            # a gateway that names the other runtime: not_owner, re-sent to the holder, remembered
+            remote.owners["alice"] = other.boot_id
+            added = await client.post(f"/v1/conversations/{cid}/items", headers=auth("alice"),
+                                      json={"items": [{"type": "message", "role": "user", "content": "second"}]})
+            assert added.status_code == 200, await added.get_data(as_text=True)
+            assert remote.owners["alice"] == holder and not other.ownership.may_write(lineage_for("alice"))
+
+            # a read on the runtime that does not write the lineage holds every acknowledged write
+            remote.owners["alice"] = other.boot_id
+            items = await client.get(f"/v1/conversations/{cid}/items?order=asc", headers=auth("alice"))
+            assert items.status_code == 200
+            assert [i["content"][0]["text"] for i in (await items.get_json())["data"]] == ["first", "second"]
+            assert remote.owners["alice"] == other.boot_id   # a read answered elsewhere moves nothing
+
+            # a journal hold: a stored write is 429 and stores nothing; reads keep working
+            filler = owner.spec.subject("f" * 32, "filler")
+            with pytest.raises(JournalFull):
+                for i in range(10_000):
+                    await owner.recorder.append(filler, b"x" * 64, msg_id=f"fill-{i}")
+            held = await client.post("/v1/conversations", headers=auth("alice"), json={})
+            assert held.status_code == 429, await held.get_data(as_text=True)
+            assert (await held.get_json())["error"]["code"] == "journal_hold"
+            again = await client.get(f"/v1/conversations/{cid}", headers=auth("alice"))
+            assert again.status_code == 200 and (await again.get_json())["id"] == cid
+        finally:
+            if remote is not None:
+                await remote.stop()
+            for server in servers:
+                await server.stop()
+            for target in runtimes:
+                await target.stop()
+
+
+def test_stored_values_cross_the_wire_as_they_are():
+    """Golden bytes of one refusal (aotx.stored.wire), and a command equal, type for type, after a trip."""
+    from aotx.stored import AppendResponseEvents, Reason, StoredRefusal
+
+    refusal = StoredRefusal(Reason.HOLD, "m", "p")
+    assert wire.pack(refusal).hex() == ("c7240192ad53746f7265645265667573616c93c70d0292a6526561736f6ea4484f4c44"
+                                        "a16da170")
+    assert wire.unpack(wire.pack(refusal)) == refusal
+    cmd = AppendResponseEvents("resp_x", 2, (b"a", b"b"))
+    assert wire.unpack(wire.pack(cmd)) == cmd and isinstance(wire.unpack(wire.pack(cmd)).events, tuple)
+    with pytest.raises(wire.WireError):
+        wire.unpack(b"\xc7\x04\x01\x92\xa1X\x90")   # a class this wire does not make
