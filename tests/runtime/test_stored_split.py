@@ -11,17 +11,20 @@ test_split_inputs.py (the one model-backed process test).
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from aotx.runtime import GrantedRuntime, RemoteRuntime, RemoteStored, RuntimeRpcServer, SharedRuntime
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RemoteStored, RuntimeRpcServer, SharedRuntime, submit_body
 from aotx.runtime.ownership import LeasePolicy
+from aotx.runtime.routed import routed
 from aotx.runtime_file import load_grants, pack_shared, write_grants
-from aotx.state import lineage_for
+from aotx.state import Actor, Grants, MutationKind, lineage_for
 from aotx.stored import wire
 from api.settings import GatewaySettings, token_digest
 from api.stored_access import attach_stored
 from api.surfaces import conversations
-from eventlog import JournalFull, StreamSpec
+from eventlog import DEFAULT_USER, JournalFull, StreamSpec
 from ops.nats_users import GATEWAY_USER, RUNTIME_USER
 from ops.shared_stack import stream_spec
 from tests.api.fake_service import FakeService, make_app
@@ -114,6 +117,60 @@ async def test_stored_state_through_a_gateway_at_the_lineage_owner(tmp_path):
                 await target.stop()
 
 
+def mutation(name: str, seq: int, **fields) -> bytes:
+    return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(name).hex(),
+                       "operation_key": f"{seq:032x}", "sequence": str(seq), **fields}).encode()
+
+
+async def test_serve_in_lease_mode_sends_what_another_instance_holds_to_it(tmp_path):
+    """`aotx serve --leases`'s ports (aotx.runtime.routed, as ops/serve_cmd.py builds them) on two
+    runtimes: a shared command and a stored write for a lineage the other instance holds are sent to it
+    (its answer is the client's; this runtime takes no lease); a free lineage is taken and served here."""
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="sv")
+    everything = ["shared_read", "shared_write", "shared_manage"]
+    write_grants(tmp_path / "grants", {"alice": everything, "bob": everything}, SHA)
+    with split_nats(tmp_path / "nats", rf) as nats_server:
+        # an instance is runtime and gateway at once: the deployment's one user (the split users may not)
+        url, runtime_auth = nats_server.url, nats_server.auth(DEFAULT_USER)
+        ports = []
+        try:
+            for _ in range(2):
+                target = GrantedRuntime(SharedRuntime(url, stream_spec(rf), progress=False, nats_auth=runtime_auth,
+                                                      leases=LeasePolicy(ttl=5.0)), load_grants(tmp_path / "grants"))
+                await target.start()
+                ports.append(await routed(target, rf.name, SHA))
+            here, there = ports
+            alice, bob = Actor("alice", Grants.all()), Actor("bob", Grants.all())
+            assert (await submit_body(there, alice, MutationKind.REGISTER, mutation("alice", 1))).status == 201
+            out = await submit_body(here, alice, MutationKind.CREATE_SPACE, mutation("alice", 2, scope="private"))
+            assert out.status == 201 and out.body["save"]["boot"] == there.runtime.boot_id, out.body
+            assert here.forwarded == 1 and not here.runtime.ownership.may_write(lineage_for("alice"))
+            assert (await here.query("participant", alice)).body["next_sequence"] == "3"
+
+            app = make_app(FakeService())
+            app.config["AOTX_SETTINGS"] = GatewaySettings(
+                host="10.0.0.1", token_digests={token_digest(t): n for n, t in TOKENS.items()})
+            app.register_blueprint(conversations.blueprint)
+            attach_stored(app, here.stored)
+            client = app.test_client()
+            made = await client.post("/v1/conversations", headers=auth("alice"), json={"metadata": {"at": "there"}})
+            assert made.status_code == 200, await made.get_data(as_text=True)
+            cid = (await made.get_json())["id"]
+            got = await client.get(f"/v1/conversations/{cid}", headers=auth("alice"))
+            assert got.status_code == 200 and (await got.get_json())["metadata"] == {"at": "there"}
+            assert there.runtime.stored.reads.conversation("alice", cid).metadata == {"at": "there"}
+            assert here.stored.forwarded >= 2
+            forwarded = here.stored.forwarded
+            mine = await client.post("/v1/conversations", headers=auth("bob"), json={})   # a free lineage: here
+            assert mine.status_code == 200 and here.stored.forwarded == forwarded
+            assert here.runtime.ownership.may_write(lineage_for("bob"))
+            foreign = await client.get(f"/v1/conversations/{cid}", headers=auth("bob"))
+            assert foreign.status_code == 404
+        finally:
+            for port in ports:
+                await port.stop()
+
+
 def test_stored_values_cross_the_wire_as_they_are():
     """Golden bytes of one refusal (aotx.stored.wire), and a command equal, type for type, after a trip."""
     from aotx.stored import AppendResponseEvents, Reason, StoredRefusal
@@ -126,3 +183,16 @@ def test_stored_values_cross_the_wire_as_they_are():
     assert wire.unpack(wire.pack(cmd)) == cmd and isinstance(wire.unpack(wire.pack(cmd)).events, tuple)
     with pytest.raises(wire.WireError):
         wire.unpack(b"\xc7\x04\x01\x92\xa1X\x90")   # a class this wire does not make
+
+
+def test_serve_lease_flags():
+    from ops.cli import build_parser
+    from ops.lease_args import lease_policy
+    from ops.serve_cmd import lease_problem
+
+    args = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--nats", "nats://127.0.0.1:4222"])
+    assert lease_policy(args) == LeasePolicy(ttl=4.0) and lease_problem(args) is None
+    assert lease_policy(build_parser().parse_args(["serve"])) is None
+    assert "--nats" in lease_problem(build_parser().parse_args(["serve", "--leases"]))
+    workers = build_parser().parse_args(["serve", "--leases", "--nats", "nats://h:1", "--http-workers", "2"])
+    assert "--http-workers" in lease_problem(workers)
