@@ -284,8 +284,10 @@ class RemoteRuntime(RuntimePort):
             writer = (out.body.get("save") or {}).get("boot")
             if isinstance(writer, str) and writer:
                 self.owners[actor.principal] = writer   # its next commands and own reads go there
-        elif out.status == 200 and isinstance(out.body.get("writer"), str) and out.body["writer"]:
-            self.owners[actor.principal] = out.body["writer"]
+        elif op == "stored" and out.status == 200:   # answered by the lineage's writer: it says so
+            writer = out.body.get("writer")
+            if isinstance(writer, str) and writer:
+                self.owners[actor.principal] = writer
         return out
 
     async def _request(self, subject: str, req: bytes) -> Outcome:
