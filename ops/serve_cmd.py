@@ -247,5 +247,5 @@ async def _serve(args: argparse.Namespace, service: ModelService, settings: Gate
 def _lease_note(runtime, name: str) -> str:
     if runtime.lease_policy is None:
         return ""
-    return (f"; lease mode, boot {runtime.boot_id}: answers other instances on nats subject {rpc_subject(name)}, "
-            "sends them requests for the lineages they hold")
+    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} (nats subject {rpc_subject(name)}: "
+            "requests for lineages another instance holds go to it)")
