@@ -173,12 +173,20 @@ async def test_serve_in_lease_mode_sends_what_another_instance_holds_to_it(tmp_p
 
 def test_stored_values_cross_the_wire_as_they_are():
     """Golden bytes of one refusal (aotx.stored.wire), and a command equal, type for type, after a trip."""
-    from aotx.stored import AppendResponseEvents, Reason, StoredRefusal
+    from aotx.stored import AppendResponseEvents, FinishKey, KeyEnd, Reason, StoredRefusal
 
     refusal = StoredRefusal(Reason.HOLD, "m", "p")
     assert wire.pack(refusal).hex() == ("c7240192ad53746f7265645265667573616c93c70d0292a6526561736f6ea4484f4c44"
                                         "a16da170")
     assert wire.unpack(wire.pack(refusal)) == refusal
+    golden = [(FinishKey("responses", "k", 200, {"a": "b"}, KeyEnd.INTERRUPTED),
+               "c7360192a946696e6973684b657995a9726573706f6e736573a16bccc881a161a162c7140292a64b6579456e64ab49"
+               "4e544552525550544544"),
+              (AppendResponseEvents("r", 1, (b"e",)),
+               "c7200192b4417070656e64526573706f6e73654576656e747393a17201d60391c40165"),
+              ([2 ** 64], "91c714043138343436373434303733373039353531363136")]   # beyond 64 bits: its digits
+    for value, packed in golden:
+        assert wire.pack(value).hex() == packed and wire.unpack(bytes.fromhex(packed)) == value
     cmd = AppendResponseEvents("resp_x", 2, (b"a", b"b"))
     assert wire.unpack(wire.pack(cmd)) == cmd and isinstance(wire.unpack(wire.pack(cmd)).events, tuple)
     with pytest.raises(wire.WireError):
