@@ -21,7 +21,10 @@ from aotx.runtime.routed import routed
 from aotx.runtime_file import load_grants, pack_shared, write_grants
 from aotx.state import Actor, Grants, MutationKind, lineage_for
 from aotx.stored import wire
+from api.config_reload import apply_gateway_config
+from api.gateway_config import ensure_dev_config, load_gateway_config
 from api.settings import GatewaySettings, token_digest
+from api.shared import attach_shared
 from api.stored_access import attach_stored
 from api.surfaces import conversations
 from eventlog import DEFAULT_USER, JournalFull, StreamSpec
@@ -166,6 +169,12 @@ async def test_serve_in_lease_mode_sends_what_another_instance_holds_to_it(tmp_p
             assert here.runtime.ownership.may_write(lineage_for("bob"))
             foreign = await client.get(f"/v1/conversations/{cid}", headers=auth("bob"))
             assert foreign.status_code == 404
+
+            # SIGHUP's gateway config reaches the requests it forwards (their config_sha256)
+            config = load_gateway_config(ensure_dev_config(tmp_path / "cfg")[0])
+            attach_shared(app, here, config.shared_principals())
+            apply_gateway_config(app, config)
+            assert here.remote.config_sha256 == config.config_sha256 != SHA
         finally:
             for port in ports:
                 await port.stop()
