@@ -23,7 +23,9 @@ def apply_gateway_config(app: Quart, config: GatewayConfig) -> None:
     if _EXT in app.extensions:
         replace_principals(app, principals)   # checks every digest before anything changes
         runtime = app.extensions[_EXT]["runtime"]
-        if isinstance(runtime, RemoteRuntime):
-            runtime.config_sha256 = config.config_sha256
+        # a gateway's RemoteRuntime, or the one `aotx serve --leases` forwards through (RoutedRuntime.remote)
+        remote = runtime if isinstance(runtime, RemoteRuntime) else getattr(runtime, "remote", None)
+        if isinstance(remote, RemoteRuntime):
+            remote.config_sha256 = config.config_sha256
     settings = app.config["AOTX_SETTINGS"]
     app.config["AOTX_SETTINGS"] = dataclasses.replace(settings, token_digests=config.token_digests())

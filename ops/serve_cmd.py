@@ -27,7 +27,8 @@ from api.server import bind_socket, serve_app
 from api.settings import GatewaySettings, is_loopback
 from api.shared import attach_shared
 from api.stored_access import attach_stored
-from aotx.runtime import GrantedRuntime
+from aotx.runtime import GrantedRuntime, rpc_subject
+from aotx.runtime.routed import routed
 from aotx.runtime_file import GrantsError, RuntimeFileError, load_grants, pack_shared, write_grants
 from aotx.serving import ModelService
 from eventlog import DirectoryLock, DirectoryLocked, EmbeddedNats, NatsAuth, NatsServerError, redact_url
@@ -35,6 +36,7 @@ from ops.model_files import missing_model_files
 from ops.model_args import add_model_arguments, check_model_arguments, load_service, runtime_options
 from ops.nats_args import NatsArgsError, add_nats_arguments, nats_auth
 from ops.http_workers import auto_workers, bind_reuseport
+from ops.lease_args import add_lease_arguments, lease_policy
 from ops.ready_block import ReadyFacts, model_file, print_ready, tokens_note
 from ops.reload import on_sighup, serve_reloader
 from ops.serve_workers import serve_with_workers
@@ -60,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="HTTP worker processes on --port (default 1: this process serves HTTP itself); with N > 1 "
                         "this process keeps the engine and the state and N workers serve HTTP, reaching the engine "
                         "over NATS (ops.serve_workers); auto = min(8, cores - 2)")
+    add_lease_arguments(p, "lease mode (with --nats and one --config shared by every instance): several `aotx "
+                           "serve --leases` share the journal; each lineage is written only by the instance holding "
+                           "its lease, and a request for another's lineage is sent to it over NATS "
+                           "(aotx.runtime.routed; docs/SCALE.md)")
     p.add_argument("--shutdown-grace", type=float, default=DEFAULT_GRACE,
                    help=f"seconds running requests may take to finish after SIGTERM (default {DEFAULT_GRACE:g}); "
                         "then they end with their surface's native error; a second signal ends the grace")
@@ -75,6 +81,17 @@ def _workers(value: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError("--http-workers must be at least 1")
     return n
+
+
+def lease_problem(args: argparse.Namespace) -> str | None:
+    if not getattr(args, "leases", False):
+        return None
+    if not args.nats:
+        return ("--leases needs --nats URL: the instances that share the journal must share its NATS (an "
+                "embedded nats-server serves this instance alone)")
+    if args.http_workers != 1:
+        return "--leases with --http-workers N > 1 is not built yet: serve with one HTTP process"
+    return None
 
 
 def bind_problem(args: argparse.Namespace) -> str | None:
@@ -100,7 +117,7 @@ def settings_from(args: argparse.Namespace, config: GatewayConfig) -> GatewaySet
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = check_model_arguments(args) or bind_problem(args)
+    problem = check_model_arguments(args) or bind_problem(args) or lease_problem(args)
     if problem:
         print(f"aotx serve: {problem}", file=sys.stderr)
         return 2
@@ -162,13 +179,14 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.
         service = load_service(args, "aotx serve")
         if service is None:
             return 1
-        shared = granted_runtime(rf, nats_url, grants, nats_auth=auth, **runtime_options(args))
+        shared = granted_runtime(rf, nats_url, grants, nats_auth=auth, leases=lease_policy(args),
+                                 **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         if isinstance(sock, list):   # --http-workers N > 1
             return asyncio.run(_serve_workers(args, service, settings, config, shared, nats_url, auth,
                                               embedded is not None, sock))
         return asyncio.run(_serve(args, service, settings, config, shared, redact_url(nats_url), embedded is not None,
-                                  sock))
+                                  sock, rf.name))
     finally:
         if embedded is not None:
             embedded.stop()
@@ -187,16 +205,25 @@ async def _serve_workers(args, service: ModelService, settings: GatewaySettings,
 
 
 async def _serve(args: argparse.Namespace, service: ModelService, settings: GatewaySettings, config: GatewayConfig,
-                 shared: GrantedRuntime, nats_url: str, embedded: bool, sock: socket.socket) -> int:
+                 shared: GrantedRuntime, nats_url: str, embedded: bool, sock: socket.socket, name: str) -> int:
     try:
         await shared.start()  # boot = journal replay, before the gateway answers
     except Exception as exc:  # replay failed closed, or the journal is unreachable
         print(f"aotx serve: the shared runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    port, stored = shared, shared.runtime.stored
+    if shared.runtime.lease_policy is not None:   # re-routes to the lineage's holder (aotx.runtime.routed)
+        try:
+            port = await routed(shared, name, config.config_sha256)
+        except Exception as exc:  # NATS refused the rpc subjects (permissions) or went away
+            print(f"aotx serve: lease mode could not answer on NATS: {type(exc).__name__}: {exc}", file=sys.stderr)
+            await shared.stop()   # gives its leases back
+            return 1
+        stored = port.stored
     app = create_app(service, settings)
-    attach_shared(app, shared, config.shared_principals(),
+    attach_shared(app, port, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
-    attach_stored(app, shared.runtime.stored)   # stored Responses, Conversations, Idempotency-Key (issue 11)
+    attach_stored(app, stored)   # stored Responses, Conversations, Idempotency-Key (issue 11)
     stop = asyncio.Event()
     install_shutdown_signals(stop, drain_of(app))   # stop serving, then drain (api.drain)
     on_sighup(serve_reloader(app, shared, config.path, shared.grants.path.parent))  # config + grants again
@@ -204,13 +231,21 @@ async def _serve(args: argparse.Namespace, service: ModelService, settings: Gate
     def ready(host: str, port: int) -> None:
         note, token_dir = tokens_note(args)
         print_ready(ReadyFacts(host, port, service.model_id, service.backend_name, model_file(service),
-                               settings.require_auth, note, nats_url, embedded, boot_summary(shared.runtime),
+                               settings.require_auth, note, nats_url, embedded, boot_summary(shared.runtime)
+                               + _lease_note(shared.runtime, name),
                                token_dir))
 
     try:
         await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock,
                         graceful_timeout=graceful_timeout(settings.shutdown_grace))
     finally:
-        await shared.stop()
+        await port.stop()   # a RoutedRuntime stops its rpc server and NATS client first, then the runtime
         await cancel_leftovers()
     return 0
+
+
+def _lease_note(runtime, name: str) -> str:
+    if runtime.lease_policy is None:
+        return ""
+    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} (nats subject {rpc_subject(name)}: "
+            "requests for lineages another instance holds go to it)")

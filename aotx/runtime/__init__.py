@@ -13,10 +13,11 @@ from .port import RuntimePort, parse_submission, submit_body
 from ..projection import BOOT_CONTROL, Projector, ReplayError
 from .granted import GrantedRuntime, grants_of
 from .rpc import RemoteRuntime, RuntimeRpcServer, changed_subject, rpc_subject
+from .stored_remote import RemoteStored
 from .runtime import SharedRuntime
 from .targets import ChangeFeed, Targets
 from .views import VIEWS
 
-__all__ = ["BOOT_CONTROL", "Broker", "ChangeFeed", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "ReplayError",
+__all__ = ["BOOT_CONTROL", "Broker", "ChangeFeed", "GrantedRuntime", "HoldStatus", "Outcome", "Projector", "RemoteRuntime", "RemoteStored", "ReplayError",
            "RuntimePort", "RuntimeRpcServer", "SharedRuntime", "Subscription", "Targets", "VIEWS", "changed_subject", "grants_of",
            "parse_submission", "rpc_subject", "submit_body"]

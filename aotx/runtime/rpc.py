@@ -43,6 +43,7 @@ from .broker import Broker
 from .granted import GrantedRuntime, actions_of, grants_of
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission
+from .stored_rpc import answer_stored
 from .targets import Targets
 
 log = logging.getLogger("aotx.runtime.rpc")
@@ -205,6 +206,8 @@ class RuntimeRpcServer:
             if not isinstance(view, str) or not isinstance(args, dict):
                 return Outcome.error(400, "invalid_request", "query needs a view name and an args map")
             return await self.target.query(view, actor, **args)
+        if op == "stored":   # the stored port of a gateway's standard surfaces (aotx.runtime.stored_rpc)
+            return await answer_stored(self.target.runtime, req)
         return Outcome.error(400, "invalid_request", f"unknown runtime operation {op!r}")
 
 
@@ -247,7 +250,7 @@ class RemoteRuntime(RuntimePort):
             targets = Targets(everyone=True)
         self.broker.deliver(targets)
 
-    async def _call(self, actor: Actor, op: str, **fields: Any) -> Outcome:
+    async def _call(self, actor: Actor, op: str, *, command: bool | None = None, **fields: Any) -> Outcome:
         """One request, to the runtime that writes the caller's lineage where it is known (several
         runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
         the holder: the request goes there once more, and the holder is remembered. A holder that is
@@ -257,7 +260,10 @@ class RemoteRuntime(RuntimePort):
         once. Its 503 goes back; the client's exact retry settles it (docs/CONTRACTS.md, "Hardening:
         the cluster drill"). A new operation's receipt names the boot that saved it (`save.boot`, the
         lineage's writer): that boot is remembered too, so the caller's own reads reach the runtime that
-        applied its writes (docs/CONTRACTS.md, "Hardening: read-your-writes after a lease move")."""
+        applied its writes (docs/CONTRACTS.md, "Hardening: read-your-writes after a lease move"). A stored
+        call's answer names its runtime (`writer`) where that runtime writes the caller's lineage: the same.
+        `command`: whether a second send could apply it twice (default: a shared `submit`)."""
+        command = op == "submit" if command is None else command
         if self._nc is None:
             return Outcome.error(503, "unavailable", "the gateway is not connected to NATS")
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
@@ -267,7 +273,7 @@ class RemoteRuntime(RuntimePort):
         out = await self._request(self.subject if holder is None else boot_subject(self.name, holder), req)
         if holder is not None and out.status == 503 and out.body.get("error", {}).get("type") == "runtime_unavailable":
             self.owners.pop(actor.principal, None)   # that boot is gone: any runtime (one takes it over)
-            if op == "submit" and not isinstance(out, Undelivered):
+            if command and not isinstance(out, Undelivered):
                 return out                        # in doubt: the client's exact retry settles it
             out = await self._request(self.subject, req)
         moved = out.body.get("error", {}).get("holder") if out.status == 503 else None
@@ -278,6 +284,10 @@ class RemoteRuntime(RuntimePort):
             writer = (out.body.get("save") or {}).get("boot")
             if isinstance(writer, str) and writer:
                 self.owners[actor.principal] = writer   # its next commands and own reads go there
+        elif op == "stored" and out.status == 200:   # answered by the lineage's writer: it says so
+            writer = out.body.get("writer")
+            if isinstance(writer, str) and writer:
+                self.owners[actor.principal] = writer
         return out
 
     async def _request(self, subject: str, req: bytes) -> Outcome:
@@ -306,6 +316,12 @@ class RemoteRuntime(RuntimePort):
 
     async def query(self, view: str, actor: Actor, **args: Any) -> Outcome:
         return await self._call(actor, "query", view=view, args=args)
+
+    async def stored_call(self, identity: str, call: str, args: bytes, *, write: bool) -> Outcome:
+        """One call of the stored port (aotx.runtime.stored_remote) for `identity` (the principal whose
+        lineage orders its records), to the runtime that writes that lineage."""
+        return await self._call(Actor(identity, Grants()), "stored", command=write, call=call, identity=identity,
+                                args=args)
 
     async def describe(self, actor: Actor | None = None) -> dict[str, Any]:
         out = await self._call(actor or Actor("", Grants()), "describe")

@@ -22,6 +22,7 @@ from ..stored.recovery import expirable
 from .group_commit import GroupCommit
 from .observers import Observers
 from .stopping import cancel_and_wait
+from .stored_local import LocalStored
 from .stored_reads import StoredView
 from .stored_round import StoredWrite, stored_round
 from .stored_signals import StoredSignals
@@ -48,6 +49,7 @@ class StoredWrites:
         self.writes: Callable[[bytes], bool] | None = None
         # lease mode: acquires the identity's lineage first (None: may write; else the refusal)
         self.ensure: Callable[[str], Awaitable[str | None]] | None = None
+        self._journal: LocalStored | None = None
 
     def _mine(self, identity: str) -> bool:
         return self.writes is None or self.writes(identity_lineage(identity))
@@ -55,6 +57,13 @@ class StoredWrites:
     @property
     def reads(self) -> StoredView:
         return self._reads
+
+    @property
+    def journal(self) -> LocalStored:
+        """This port as the surfaces use it (aotx.stored.port.StoredJournal: reads awaited)."""
+        if self._journal is None:
+            self._journal = LocalStored(self)
+        return self._journal
 
     async def _round(self, batch: list[StoredWrite]) -> list[StoredWrite]:
         return await stored_round(self.writer, batch, self.limits, int(self.clock()))

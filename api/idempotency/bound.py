@@ -27,37 +27,47 @@ def answer_deleted(response_id: str) -> ApiError:
                          f"request with a new {HEADER} to run it.", param=HEADER, code="idempotency_key_answer_deleted")
 
 
-def bound_answer(gate: KeyGate, response_id: str, stream: bool):
+async def bound_answer(gate: KeyGate, response_id: str, stream: bool):
     """The body of a finished bound answer: bytes, or an async iterator of the saved events."""
     reads = gate.port.reads
     if stream:
-        saved = reads.response_events(gate.identity, response_id)
+        saved = await reads.response_events(gate.identity, response_id)
         if isinstance(saved, StoredRefusal):
             raise answer_deleted(response_id)
-        return _each(tuple(data for _, data in saved.events))
-    view = reads.response(gate.identity, response_id)
+        return _each(gate, response_id, saved)
+    view = await reads.response(gate.identity, response_id)
     if isinstance(view, StoredRefusal) or gate.render is None:
         raise answer_deleted(response_id)
     return gate.render(view)
 
 
-async def _each(chunks: tuple[bytes, ...]) -> AsyncIterator[bytes]:
-    for chunk in chunks:
-        yield chunk
+async def _each(gate: KeyGate, response_id: str, saved) -> AsyncIterator[bytes]:
+    """The saved events, page after page where a port across the split answers them in parts
+    (aotx.runtime.stored_rpc: `finished` only on the last)."""
+    while True:
+        for _, data in saved.events:
+            yield data
+        if saved.finished or not saved.events:
+            return
+        saved = await gate.port.reads.response_events(gate.identity, response_id, saved.events[-1][0])
+        if isinstance(saved, StoredRefusal):   # deleted meanwhile: nothing more to send
+            return
 
 
 async def follow_bound(gate: KeyGate, response_id: str) -> AsyncIterator[bytes]:
     """A running bound stream: its saved events, then the new ones, until the key finishes."""
     reads, sent = gate.port.reads, 0
     while True:
-        key = gate.lookup()                         # looked at first: every event saved before it is read next
-        saved = reads.response_events(gate.identity, response_id, None if sent == 0 else sent - 1)
+        key = await gate.lookup()                         # looked at first: every event saved before it is read next
+        saved = await reads.response_events(gate.identity, response_id, None if sent == 0 else sent - 1)
         done = isinstance(saved, StoredRefusal) or saved.finished
         if not isinstance(saved, StoredRefusal):
             for _, data in saved.events:
                 yield data
             sent = saved.next
         if key.state is not KeyState.RUNNING:
+            if not done and saved.events:            # a part of the saved events (a port across the split)
+                continue
             if key.state is KeyState.FINISHED and key.end is not KeyEnd.COMPLETE:
                 yield cut_event(gate.surface, interrupted(), sent)
             return

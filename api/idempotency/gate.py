@@ -47,8 +47,11 @@ class KeyGate:
     render: Optional[Callable[[Any], bytes]] = None   # a bound buffered answer from the stored response view
     kept: bool = False                # a bound first attempt: its stored response holds the whole answer
 
-    def lookup(self) -> KeyLookup:
-        return self.port.reads.key(self.identity, self.surface, self.key, self.digest)
+    async def lookup(self) -> KeyLookup:
+        found = await self.port.reads.key(self.identity, self.surface, self.key, self.digest)
+        if isinstance(found, StoredRefusal):   # a port across the split that was not answered
+            raise refusal_error(found)
+        return found
 
     async def wait(self, seen: int) -> None:
         await self.port.wait_key(self.identity, self.surface, self.key, seen, FOLLOW_WAIT)
@@ -66,9 +69,9 @@ class KeyGate:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
-    def bound_events(self, response_id: str) -> int:
+    async def bound_events(self, response_id: str) -> int:
         """Events saved in the bound stored response (0 when it is gone)."""
-        view = self.port.reads.response(self.identity, response_id)
+        view = await self.port.reads.response(self.identity, response_id)
         return 0 if isinstance(view, StoredRefusal) else view.events
 
 
@@ -93,11 +96,11 @@ def refusal_error(refusal: StoredRefusal) -> ApiError:
 
 async def _first_sign(gate: KeyGate, stream: bool) -> KeyLookup:
     while True:
-        found = gate.lookup()
+        found = await gate.lookup()
         if found.state is not KeyState.RUNNING:
             return found
         if stream and found.bound:       # a bound stream's events are saved in its stored response
-            seen = gate.bound_events(found.bound)
+            seen = await gate.bound_events(found.bound)
             if seen:
                 return found
             await gate.wait_events(found.bound, seen, len(found.chunks))

@@ -53,10 +53,10 @@ async def _follow(gate: KeyGate, found: KeyLookup) -> AsyncIterator[bytes]:
         if found.state is not KeyState.RUNNING:
             return           # finished whole, or gone
         await gate.wait(seen)
-        found = gate.lookup()
+        found = await gate.lookup()
 
 
-def replay(rep: Replay) -> Response:
+async def replay(rep: Replay) -> Response:
     found = rep.lookup
     if found.state is KeyState.FINISHED:
         if found.end is not KeyEnd.COMPLETE:
@@ -64,7 +64,7 @@ def replay(rep: Replay) -> Response:
         headers = {**json.loads(found.headers), REPLAYED: "true"}
         stream = headers.get("Content-Type", "").startswith(SSE)
         if found.bound:
-            return answer(found.status or 200, headers, bound_answer(rep.gate, found.bound, stream))
+            return answer(found.status or 200, headers, await bound_answer(rep.gate, found.bound, stream))
         return answer(found.status or 200, headers, _saved(found.chunks) if stream else b"".join(found.chunks))
     # running: a stream with at least one saved event (admit_key waited for it)
     follow = follow_bound(rep.gate, found.bound) if found.bound else _follow(rep.gate, found)

@@ -111,7 +111,7 @@ class FirstAttempt:
         if not self.head.done():
             exc = task.exception()
             if isinstance(exc, Replay):
-                return replay(exc)
+                return await replay(exc)
             raise exc if exc is not None else RuntimeError("keyed request ended without an answer")
         status, headers = self.head.result()
         if headers.get("Content-Type", "").startswith(SSE):

@@ -142,7 +142,7 @@ async def test_a_run_saves_its_events_in_batches_numbered_by_position(nats_url):
     async with small_runtime(nats_url, None) as (runtime, _):
         service = _Yielding()
         service.tapes = [tape([f" w{k}" for k in range(300)], finish="length")]
-        port = _CountingPort(runtime.stored)
+        port = _CountingPort(runtime.stored.journal)
         client = _app(service, port).test_client()
         resp = await client.post("/v1/responses", json={**BODY, "background": True, "stream": True})
         assert resp.status_code == 200

@@ -2,7 +2,8 @@
 and `aotx gateway` (HTTP, RemoteRuntime) as two processes on one real nats-server.
 
 The gateway serves the model surfaces too (`--model-surfaces`: over the boot's engine, one chat
-completion with the openai SDK). Input → 202 → the result read through the gateway until completed; the operation's SSE stream
+completion with the openai SDK), and their stored state at the boot (stored Responses, a
+previous_response_id chain, an Idempotency-Key replay, another token's 404). Input → 202 → the result read through the gateway until completed; the operation's SSE stream
 delivers output then `end` as the runtime journals it; the conversation's SSE stream wakes on a new
 input; a cancellation stops a long input; media uploads from the lone gateway; the runtime restarted
 with --no-model answers the saved results and refuses new inputs with 409.
@@ -13,6 +14,7 @@ import asyncio
 import base64
 import json
 
+import openai
 import pytest
 from openai import OpenAI
 
@@ -73,6 +75,31 @@ class Client(SharedClient):
                 name, _, value = line.partition(": ")
                 block[name] = json.loads(value) if name == "data" else value
         return events
+
+
+def _stored_responses_through_the_gateway(oa: OpenAI, base: str, other_token: str) -> None:
+    """Stored state through `aotx gateway --model-surfaces`, kept by the boot that writes the caller's
+    lineage (aotx.runtime.RemoteStored): store + retrieve, a previous_response_id chain, an
+    Idempotency-Key replay (byte for byte, marked), another bearer token's 404."""
+    model = oa.models.list().data[0].id
+    first = oa.responses.create(model=model, input="Name one colour.", store=True, max_output_tokens=3,
+                                temperature=0)
+    assert first.status in ("completed", "incomplete") and first.output_text
+    got = oa.responses.retrieve(first.id)
+    assert got.id == first.id and got.output_text == first.output_text and got.store is True
+    second = oa.responses.create(model=model, input="And another one.", previous_response_id=first.id,
+                                 max_output_tokens=3, temperature=0)
+    assert second.previous_response_id == first.id and second.usage.input_tokens > first.usage.input_tokens
+    assert [i.content[0].text for i in oa.responses.input_items.list(second.id).data] == ["And another one."]
+    keyed = dict(model=model, input="Say yes.", max_output_tokens=3, temperature=0,
+                 extra_headers={"Idempotency-Key": "split-stored-1"})
+    once = oa.responses.with_raw_response.create(**keyed)
+    twice = oa.responses.with_raw_response.create(**keyed)
+    assert twice.http_response.content == once.http_response.content
+    assert twice.headers.get("Idempotent-Replayed") == "true" and "Idempotent-Replayed" not in once.headers
+    other = OpenAI(base_url=base + "/v1", api_key=other_token)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(first.id)
 
 
 def split_nats(data_dir, rf) -> EmbeddedNats:
@@ -193,6 +220,7 @@ def test_inputs_through_boot_and_gateway(tmp_path):
             chat = oa.chat.completions.create(model=oa.models.list().data[0].id, max_tokens=4, temperature=0,
                                               messages=[{"role": "user", "content": "Name one colour."}])
             assert chat.choices[0].message.content and 1 <= chat.usage.completion_tokens <= 4
+            _stored_responses_through_the_gateway(oa, gw.match.group(1), (tokens / "bob").read_text().strip())
             alice = Client(gw.match.group(1), (tokens / "alice").read_text().strip())
             alice.sync()
             assert alice.post("/participant")[0] == 201

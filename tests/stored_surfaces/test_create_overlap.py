@@ -60,7 +60,7 @@ async def _idle_loop(turns: int = 50) -> None:
 
 async def test_the_engine_is_asked_while_the_create_is_in_flight_and_no_byte_goes_before_it_lands(service,
                                                                                                    runtime):
-    port = GatedCreate(runtime.stored)
+    port = GatedCreate(runtime.stored.journal)
     client = stored_app(service, port).test_client()
     conn = await _open(client, {**ASK, "stream": True})
     await asyncio.wait_for(port.creating.wait(), BOUND)
@@ -81,7 +81,7 @@ async def test_the_engine_is_asked_while_the_create_is_in_flight_and_no_byte_goe
 
 
 async def test_a_buffered_request_is_answered_once_the_create_landed(service, runtime):
-    port = GatedCreate(runtime.stored)
+    port = GatedCreate(runtime.stored.journal)
     client = stored_app(service, port).test_client()
     answer = asyncio.ensure_future(call(client, "POST", "/v1/responses", ASK))
     await asyncio.wait_for(port.creating.wait(), BOUND)
@@ -98,7 +98,7 @@ async def test_a_buffered_request_is_answered_once_the_create_landed(service, ru
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_create_refused_by_the_hold_it_discovers_cancels_the_generation_and_stores_nothing(
         service, runtime, stream):
-    port = GatedCreate(runtime.stored, refuse=StoredRefusal(Reason.HOLD, "the stream is full"))
+    port = GatedCreate(runtime.stored.journal, refuse=StoredRefusal(Reason.HOLD, "the stream is full"))
     port.release.set()
     client = stored_app(service, port).test_client()
     err = openai_error(await call(client, "POST", "/v1/responses", {**ASK, "stream": stream}), 429)
@@ -109,7 +109,7 @@ async def test_a_create_refused_by_the_hold_it_discovers_cancels_the_generation_
 
 async def test_an_engine_refusal_while_the_create_is_in_flight_leaves_nothing_stored(service, runtime):
     service.reject = ("queue_full", "the engine is full")
-    port = GatedCreate(runtime.stored)
+    port = GatedCreate(runtime.stored.journal)
     port.release.set()
     client = stored_app(service, port).test_client()
     status, body = await call(client, "POST", "/v1/responses", ASK)

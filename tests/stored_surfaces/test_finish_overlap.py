@@ -56,7 +56,7 @@ def _status(runtime, response_id: str):
 
 
 async def test_the_last_events_go_out_while_the_finish_is_recorded_and_the_terminal_one_waits(service, runtime):
-    port = GatedFinish(runtime.stored)
+    port = GatedFinish(runtime.stored.journal)
     client = stored_app(service, port).test_client()
     conn = await _open_stream(client)
     text = await _read_until(conn, "", "response.output_item.done")   # before the old code let it through
@@ -76,7 +76,7 @@ async def test_the_last_events_go_out_while_the_finish_is_recorded_and_the_termi
 
 
 async def test_a_client_that_leaves_while_the_terminal_event_waits_leaves_it_completed(service, runtime):
-    port = GatedFinish(runtime.stored)
+    port = GatedFinish(runtime.stored.journal)
     client = stored_app(service, port).test_client()
     conn = await _open_stream(client)
     text = await _read_until(conn, "", "response.output_item.done")

@@ -13,7 +13,7 @@ from api.surfaces.route_kit import json_body, json_response
 @blueprint.get("/v1/conversations/<conversation_id>/items")
 async def list_items(conversation_id: str):
     port = read_port()
-    page = checked(port.reads.conversation_items(caller_identity(), conversation_id, **page_args()))
+    page = checked(await port.reads.conversation_items(caller_identity(), conversation_id, **page_args()))
     return json_response(page_object(page))
 
 
@@ -21,7 +21,7 @@ async def list_items(conversation_id: str):
 async def add_items(conversation_id: str):
     port = read_port()
     identity = caller_identity()
-    present = checked(port.reads.all_conversation_items(identity, conversation_id))
+    present = checked(await port.reads.all_conversation_items(identity, conversation_id))
     items = new_items(await json_body(), [item["id"] for item in present], required=True)
     checked(await port.record(identity, AddConversationItems(conversation_id, items)))
     return json_response({"object": "list", "data": items, "first_id": items[0]["id"],
@@ -31,13 +31,13 @@ async def add_items(conversation_id: str):
 @blueprint.get("/v1/conversations/<conversation_id>/items/<item_id>")
 async def retrieve_item(conversation_id: str, item_id: str):
     port = read_port()
-    return json_response(checked(port.reads.conversation_item(caller_identity(), conversation_id, item_id)))
+    return json_response(checked(await port.reads.conversation_item(caller_identity(), conversation_id, item_id)))
 
 
 @blueprint.delete("/v1/conversations/<conversation_id>/items/<item_id>")
 async def delete_item(conversation_id: str, item_id: str):
     port = read_port()
     identity = caller_identity()
-    checked(port.reads.conversation_item(identity, conversation_id, item_id))
+    checked(await port.reads.conversation_item(identity, conversation_id, item_id))
     checked(await port.record(identity, DeleteConversationItem(conversation_id, item_id)))
-    return json_response(conversation_object(checked(port.reads.conversation(identity, conversation_id))))
+    return json_response(conversation_object(checked(await port.reads.conversation(identity, conversation_id))))

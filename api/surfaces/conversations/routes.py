@@ -46,32 +46,32 @@ async def create_conversation():
     identity = caller_identity()
     conversation_id = new_id("conv_")
     checked(await port.record(identity, CreateConversation(conversation_id, int(time.time()), metadata, items)))
-    return json_response(conversation_object(checked(port.reads.conversation(identity, conversation_id))))
+    return json_response(conversation_object(checked(await port.reads.conversation(identity, conversation_id))))
 
 
 @blueprint.get("/v1/conversations/<conversation_id>")
 async def retrieve_conversation(conversation_id: str):
     port = read_port()
-    return json_response(conversation_object(checked(port.reads.conversation(caller_identity(), conversation_id))))
+    return json_response(conversation_object(checked(await port.reads.conversation(caller_identity(), conversation_id))))
 
 
 @blueprint.post("/v1/conversations/<conversation_id>")
 async def update_conversation(conversation_id: str):
     port = read_port()
     identity = caller_identity()
-    checked(port.reads.conversation(identity, conversation_id))
+    checked(await port.reads.conversation(identity, conversation_id))
     body = await json_body()
     if "metadata" not in body:
         raise ApiError(400, "'metadata' is required.", param="metadata")
     metadata = check_metadata(body.get("metadata"))
     checked(await port.record(identity, UpdateConversation(conversation_id, metadata)))
-    return json_response(conversation_object(checked(port.reads.conversation(identity, conversation_id))))
+    return json_response(conversation_object(checked(await port.reads.conversation(identity, conversation_id))))
 
 
 @blueprint.delete("/v1/conversations/<conversation_id>")
 async def delete_conversation(conversation_id: str):
     port = read_port()
     identity = caller_identity()
-    checked(port.reads.conversation(identity, conversation_id))
+    checked(await port.reads.conversation(identity, conversation_id))
     checked(await port.record(identity, DeleteConversation(conversation_id)))
     return json_response({"id": conversation_id, "object": "conversation.deleted", "deleted": True})

@@ -39,13 +39,13 @@ class BoundRun(StoredRun):
         super().__init__(plan, ident)
         self.gate = gate
 
-    def _view(self):
-        view = self.plan.port.reads.response(self.plan.identity, self.response_id)
+    async def _view(self):
+        view = await self.plan.port.reads.response(self.plan.identity, self.response_id)
         return None if isinstance(view, StoredRefusal) else view
 
     async def buffered(self, handles, ident: dict) -> dict:
         final = await super().buffered(handles, ident)
-        view = self._view() if self.recorded else None
+        view = await self._view() if self.recorded else None
         if view is None or view.finished_at is None:
             return final                              # the key finishes interrupted (gate.kept stays false)
         self.gate.kept = True

@@ -25,7 +25,7 @@ END_TIMEOUT = 30.0    # seconds the answer waits for the run to journal its end
 
 
 async def cancel_response(response_id: str) -> Response:
-    port, identity, view = own_response(response_id)
+    port, identity, view = await own_response(response_id)
     if not view.background:
         raise ApiError(400, "Only responses created with 'background': true can be cancelled.", param="response_id")
     if not view.status.terminal:
@@ -45,7 +45,7 @@ async def _ended(port, identity: str, response_id: str):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + END_TIMEOUT
     while True:
-        view = port.reads.response(identity, response_id)
+        view = await port.reads.response(identity, response_id)
         if isinstance(view, StoredRefusal):
             raise stored_error(view)
         left = deadline - loop.time()

@@ -42,7 +42,7 @@ async def _follow(port: StoredJournal, identity: str, response_id: str, after: O
                   drain: Drain) -> AsyncIterator[bytes]:
     last, waited = (-1 if after is None else after), False
     while True:
-        got = port.reads.response_events(identity, response_id, None if last < 0 else last)
+        got = await port.reads.response_events(identity, response_id, None if last < 0 else last)
         if isinstance(got, StoredRefusal):   # deleted or expired meanwhile: nothing more to read
             return
         for n, data in got.events:
@@ -60,7 +60,7 @@ async def _follow(port: StoredJournal, identity: str, response_id: str, after: O
 async def resume_stream(response_id: str) -> Response:
     """The `stream=true` branch of GET /v1/responses/{id}."""
     after = _starting_after()
-    port, identity, view = own_response(response_id)
+    port, identity, view = await own_response(response_id)
     if not view.background:
         raise ApiError(400, "Only responses created with 'background': true can be streamed again.",
                        param="stream")

@@ -89,9 +89,9 @@ async def plan_for(body: dict) -> StoredPlan:
     identity = caller_identity()
     context: list[dict] = []
     if previous is not None:
-        context = checked(port.reads.chain(identity, previous))
+        context = checked(await port.reads.chain(identity, previous))
     elif conversation is not None:
-        found = port.reads.all_conversation_items(identity, conversation)
+        found = await port.reads.all_conversation_items(identity, conversation)
         context = checked(replace(found, param="conversation") if isinstance(found, StoredRefusal) else found)
     plan = StoredPlan(port, identity, store, previous, conversation, truncation, context)
     if store:

@@ -23,13 +23,13 @@ def _wants_stream() -> bool:
 async def retrieve_response(response_id: str):
     if _wants_stream():   # a resumable stream: `?stream=true&starting_after=N` (api.surfaces.responses.resume)
         return await resume_stream(response_id)
-    _, _, view = own_response(response_id)
+    _, _, view = await own_response(response_id)
     return json_response(response_object(view))
 
 
 @blueprint.delete("/v1/responses/<response_id>")
 async def delete_response(response_id: str):
-    port, identity, _ = own_response(response_id)
+    port, identity, _ = await own_response(response_id)
     checked(await port.record(identity, DeleteResponse(response_id)))
     return json_response({"id": response_id, "object": "response", "deleted": True})
 
@@ -37,5 +37,5 @@ async def delete_response(response_id: str):
 @blueprint.get("/v1/responses/<response_id>/input_items")
 async def list_input_items(response_id: str):
     port = read_port()
-    page = checked(port.reads.input_items(caller_identity(), response_id, **page_args()))
+    page = checked(await port.reads.input_items(caller_identity(), response_id, **page_args()))
     return json_response(page_object(page))
