@@ -38,6 +38,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def tcp_listener(sock: socket.socket) -> socket.socket:
+    """`sock` re-made from its descriptor (`sock` is detached), so its proto reads IPPROTO_TCP: asyncio's
+    loop sets TCP_NODELAY on accepted connections only then (one made with proto 0, as bind_socket's,
+    leaves Nagle on: a small SSE write then waits ~40 ms for the client's delayed ACK)."""
+    return socket.socket(fileno=sock.detach())
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server without its own SIGINT/SIGTERM handlers: the serving command owns the signals
     (ops.shutdown) and says stop through `serve_app`'s event."""
@@ -57,11 +64,7 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     StartupFailed). `sock`: a listening socket bound already (bind_socket, or one an HTTP worker got
     bound and not yet listening), so a caller can claim the port before it starts anything that
     writes; otherwise host:port is bound here. Works on asyncio's loop and on uvloop."""
-    if sock is None:
-        sock = bind_socket(host, port)
-    # re-made from the descriptor so its proto reads IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted
-    # connections only then (a socket made with proto 0 leaves Nagle on: 40 ms stalls on small writes)
-    sock = socket.socket(fileno=sock.detach())
+    sock = tcp_listener(sock if sock is not None else bind_socket(host, port))
     bound_port = sock.getsockname()[1]
     failure: list[str] = []
     ready = (lambda: on_ready(host, bound_port)) if on_ready is not None else None
