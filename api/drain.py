@@ -1,6 +1,6 @@
 """The gateway's shutdown drain.
 
-On SIGTERM `aotx serve` stops accepting connections (hypercorn closes its listener and idle
+On SIGTERM `aotx serve` stops accepting connections (the HTTP server, api.server, closes its listener and idle
 keep-alive connections) and begins the drain:
 
 1. draining: a request that still arrives on an open connection answers 503 in its surface's

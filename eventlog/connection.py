@@ -90,6 +90,12 @@ async def _finish_client_tasks(nc: Client, deadline: float) -> bool:
     return True
 
 
+def _closed_transport(exc: RuntimeError) -> bool:
+    """uvloop's refusal to write to a transport closed already (asyncio's own loop drops such a write):
+    nats-py's final flush to a server that is gone, on the serving commands' loop (api.server.run_serving)."""
+    return "handler is closed" in str(exc)
+
+
 async def close_connection(nc: Client | None, *, timeout: float = CLOSE_TIMEOUT, name: str = "") -> None:
     """Close `nc` within `timeout` seconds, never raising for a server that is gone."""
     if nc is None:
@@ -102,6 +108,10 @@ async def close_connection(nc: Client | None, *, timeout: float = CLOSE_TIMEOUT,
             _log.warning("nats connection %s: close did not finish within %.1f s; abandoned", name, timeout)
         except (OSError, nats.errors.Error) as exc:   # the final flush to a server that is gone
             _log.debug("nats connection %s: close: %s: %s", name, type(exc).__name__, exc)
+        except RuntimeError as exc:
+            if not _closed_transport(exc):
+                raise
+            _log.debug("nats connection %s: close: the transport was closed already: %s", name, exc)
     if not await _finish_client_tasks(nc, deadline + 0.5):
         _log.warning("nats connection %s: a background task of the client did not end at close", name)
 
@@ -117,4 +127,8 @@ async def drain_connection(nc: Client | None, *, timeout: float = CLOSE_TIMEOUT,
         _log.warning("nats connection %s: drain did not finish within %.1f s; closing", name, timeout)
     except (OSError, nats.errors.Error) as exc:   # reconnecting, or the server is gone
         _log.debug("nats connection %s: drain: %s: %s", name, type(exc).__name__, exc)
+    except RuntimeError as exc:
+        if not _closed_transport(exc):
+            raise
+        _log.debug("nats connection %s: drain: the transport was closed already: %s", name, exc)
     await close_connection(nc, timeout=timeout, name=name)

@@ -16,7 +16,7 @@ from pathlib import Path
 from api.app import create_shared_gateway
 from api.drain import drain_of
 from api.gateway_config import GatewayConfigError, load_gateway_config
-from api.server import serve_app
+from api.server import run_serving, serve_app
 from api.settings import GatewaySettings
 from aotx.runtime import RemoteRuntime, rpc_subject
 from eventlog import NatsAuthorizationError
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
     settings = GatewaySettings(host=args.host, port=args.port, token_digests=config.token_digests())
     remote = RemoteRuntime(args.nats, args.runtime_name, config.config_sha256, timeout=args.timeout, auth=auth)
     if args.model_surfaces:
-        return asyncio.run(_serve_models(args, config, settings, remote, auth))
+        return run_serving(_serve_models(args, config, settings, remote, auth))
     app = create_shared_gateway(remote, config.shared_principals(), settings, runtime_name=args.runtime_name)
-    return asyncio.run(_serve(app, remote, settings, args.runtime_name, config.path))
+    return run_serving(_serve(app, remote, settings, args.runtime_name, config.path))
 
 
 async def _started(remote: RemoteRuntime) -> bool:

@@ -25,7 +25,7 @@ from aotx.serving_remote import EngineClient, RemoteModelService
 from api.app import create_app
 from api.drain import drain_of
 from api.gateway_config import load_gateway_config
-from api.server import serve_app
+from api.server import run_serving, serve_app
 from api.settings import GatewaySettings
 from api.shared import attach_shared
 from api.worker_proxy import install_forwarding
@@ -52,7 +52,7 @@ def main() -> int:
                                shutdown_grace=spec["shutdown_grace"])
     sock = socket.socket(fileno=spec["fd"])
     auth = NatsAuth(**spec["nats_auth"]) if spec.get("nats_auth") else None
-    return asyncio.run(_serve(spec, text, config, settings, sock, auth))
+    return run_serving(_serve(spec, text, config, settings, sock, auth))
 
 
 async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: socket.socket,

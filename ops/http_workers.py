@@ -39,7 +39,7 @@ def auto_workers() -> int:
 
 def bind_reuseport(host: str, port: int, count: int, *, listen: bool = True) -> list[socket.socket]:
     """`count` listening sockets on one host:port (port 0: the first decides it). `listen=False`: bound
-    only, so the kernel hands them no connection until their worker serves (hypercorn listens then)."""
+    only, so the kernel hands them no connection until their worker serves (api.server listens then)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     out: list[socket.socket] = []
     try:

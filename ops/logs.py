@@ -25,5 +25,4 @@ def configure(level: str = "warning") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # hypercorn's access log is noise by default; errors still come through
-    logging.getLogger("hypercorn.access").setLevel(max(logging.WARNING, root.level))
+    # api.server asks uvicorn for no access log; its errors still come through ("uvicorn.error")

@@ -23,7 +23,7 @@ from pathlib import Path
 from api.app import create_app
 from api.drain import DEFAULT_GRACE, drain_of
 from api.gateway_config import GatewayConfig, GatewayConfigError, ensure_dev_config, load_gateway_config
-from api.server import bind_socket, serve_app
+from api.server import bind_socket, run_serving, serve_app
 from api.settings import GatewaySettings, is_loopback
 from api.shared import attach_shared
 from api.stored_access import attach_stored
@@ -183,9 +183,9 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.
                                  **runtime_options(args))
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         if isinstance(sock, list):   # --http-workers N > 1
-            return asyncio.run(_serve_workers(args, service, settings, config, shared, nats_url, auth,
+            return run_serving(_serve_workers(args, service, settings, config, shared, nats_url, auth,
                                               embedded is not None, sock))
-        return asyncio.run(_serve(args, service, settings, config, shared, redact_url(nats_url), embedded is not None,
+        return run_serving(_serve(args, service, settings, config, shared, redact_url(nats_url), embedded is not None,
                                   sock, rf.name))
     finally:
         if embedded is not None:

@@ -1,6 +1,6 @@
 """SIGTERM/SIGINT for a serving command: stop serving and drain; a second signal hurries the drain.
 
-The drain (api.drain) ends running requests after the grace with their native errors; hypercorn
+The drain (api.drain) ends running requests after the grace with their native errors; the HTTP server
 waits for their connections `grace + FLUSH_SECONDS` at most. Whatever task is still alive when the
 command's coroutine ends is cancelled within a bound here, so `asyncio.run` never waits on one
 that swallows its cancellation.

@@ -1,14 +1,18 @@
-"""What hypercorn + Quart + the chat surface cost per streamed token and per request (a benchmark,
+"""What the HTTP server + Quart + the chat surface cost per streamed token and per request (a benchmark,
 not a test): `/v1/chat/completions` streams served over a scripted service that produces tokens as
 fast as it is asked (no model, no engine), so the server process's CPU time is the HTTP side's.
 
     python -m ops.bench.http_stream_cost [--streams 1,16,64] [--tokens 256] [--requests 64] [--deliver step|wakeup]
+                                         [--servers hypercorn,uvicorn] [--rounds 1]
 
-The server runs in a child process (its CPU time read from /proc). `--deliver step` (the default): the
-handles are the engine's own aotx.engine.request.RequestHandle, and a step task hands one token to every
-live stream in one loop callback per step (what aotx.engine.request.deliver does for the engine thread);
-`wakeup`: each stream's token arrives on its own wake-up (the bench's first form). Prints server CPU µs
-per streamed token and per request, the client's aggregate tok/s and its time to the first content chunk.
+Each server (ops.bench.server_variants: `uvicorn` is what `aotx serve` runs, `hypercorn` the former one)
+runs in a child process of its own (its CPU time read from /proc), one after the other, `--rounds` times
+(the table shows the median of the rounds and the ratio to the first server's). `--deliver step` (the
+default): the handles are the engine's own aotx.engine.request.RequestHandle, and a step task hands one
+token to every live stream in one loop callback per step (what aotx.engine.request.deliver does for the
+engine thread); `wakeup`: each stream's token arrives on its own wake-up (the bench's first form). Prints
+server CPU µs per streamed token and per request, the client's aggregate tok/s and its time to the first
+content chunk.
 """
 from __future__ import annotations
 
@@ -127,7 +131,7 @@ class ScriptedService:
         pass
 
 
-def _serve(port_q, profile: str | None = None, deliver: str = "step") -> None:
+def _serve(port_q, profile: str | None = None, deliver: str = "step", server: str = "uvicorn") -> None:
     ScriptedService.deliver = deliver
     if profile:
         import cProfile
@@ -135,15 +139,16 @@ def _serve(port_q, profile: str | None = None, deliver: str = "step") -> None:
         prof.enable()
         import signal
         signal.signal(signal.SIGTERM, lambda *_: (prof.disable(), prof.dump_stats(profile), os._exit(0)))
-    _serve_app(port_q)
+    _serve_app(port_q, server)
 
 
-def _serve_app(port_q) -> None:
+def _serve_app(port_q, server: str) -> None:
     from quart import Quart
 
     from api.app_common import install_common
-    from api.server import bind_socket, serve_app
+    from api.server import bind_socket
     from api.surfaces import chat
+    from ops.bench.server_variants import serve_variant
 
     app = Quart(__name__)
     app.extensions["aotx"] = ScriptedService()
@@ -151,7 +156,7 @@ def _serve_app(port_q) -> None:
     install_common(app)
     sock = bind_socket("127.0.0.1", 0)
     port_q.put(sock.getsockname()[1])
-    asyncio.run(serve_app(app, "127.0.0.1", 0, asyncio.Event(), sock=sock))
+    serve_variant(server, app, sock)
 
 
 async def _load(base: str, streams: int, requests: int, tokens: int, ttft: list | None = None) -> tuple[int, float]:
@@ -183,22 +188,15 @@ async def _load(base: str, streams: int, requests: int, tokens: int, ttft: list 
         return got, time.perf_counter() - t0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--streams", default="1,16,64")
-    ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--requests", type=int, default=64)
-    ap.add_argument("--profile", help="write a cProfile of the server process here")
-    ap.add_argument("--deliver", choices=["step", "wakeup"], default="step")
-    args = ap.parse_args(argv)
+def _one_server(args, server: str, streams: list[int]) -> list[tuple]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(q, args.profile, args.deliver), daemon=True)
+    proc = ctx.Process(target=_serve, args=(q, args.profile, args.deliver, server), daemon=True)
     proc.start()
     base = f"http://127.0.0.1:{q.get(timeout=60)}"
     rows = []
     try:
-        for s in [int(x) for x in args.streams.split(",")]:
+        for s in streams:
             before, ttft = cpu_seconds(proc.pid), []
             tokens, wall = asyncio.run(_load(base, s, max(args.requests, s), args.tokens, ttft))
             cpu = cpu_seconds(proc.pid) - before
@@ -207,14 +205,45 @@ def main(argv=None) -> int:
     finally:
         proc.terminate()
         proc.join(10)
-    print(f"\n## HTTP streaming cost (hypercorn + Quart + chat surface, scripted tokens, --deliver {args.deliver}), "
-          f"load {os.getloadavg()[0]:.1f}\n")
-    print("| concurrent streams | requests | tokens | wall s | client tok/s | server CPU µs/token | server CPU ms/request "
-          "| client TTFT p50 ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for s, n, tokens, wall, cpu, ttft in rows:
-        print(f"| {s} | {n} | {tokens} | {wall:.2f} | {tokens / wall:,.0f} | {cpu / tokens * 1e6:.0f} | "
-              f"{cpu / n * 1e3:.1f} | {ttft:.1f} |")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--streams", default="1,16,64")
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--profile", help="write a cProfile of the server process here")
+    ap.add_argument("--deliver", choices=["step", "wakeup"], default="step")
+    ap.add_argument("--servers", default="hypercorn,uvicorn",
+                    help="comma-separated, of ops.bench.server_variants.SERVERS; ratios are to the first")
+    ap.add_argument("--rounds", type=int, default=1, help="run every server this many times, alternating")
+    args = ap.parse_args(argv)
+    servers, streams = args.servers.split(","), [int(x) for x in args.streams.split(",")]
+    runs: dict[tuple[str, int], list[tuple]] = {}
+    loads = []
+    for _ in range(args.rounds):
+        for server in servers:
+            for row in _one_server(args, server, streams):
+                runs.setdefault((server, row[0]), []).append(row)
+            loads.append(os.getloadavg()[0])
+
+    def median(server: str, s: int) -> tuple:   # the round of the median CPU a token
+        rows = sorted(runs[(server, s)], key=lambda r: r[4] / max(r[2], 1))
+        return rows[len(rows) // 2]
+
+    print(f"\n## HTTP streaming cost (server + Quart + chat surface, scripted tokens, --deliver {args.deliver}), "
+          f"median of {args.rounds} round(s), load {min(loads):.1f}–{max(loads):.1f}\n")
+    print("| server | concurrent streams | requests | tokens | wall s | client tok/s | server CPU µs/token "
+          f"| ÷ {servers[0]} | server CPU ms/request | client TTFT p50 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for server in servers:
+        for s in streams:
+            _, n, tokens, wall, cpu, ttft = median(server, s)
+            peer = median(servers[0], s)
+            ratio = (cpu / max(tokens, 1)) / (peer[4] / max(peer[2], 1))
+            print(f"| {server} | {s} | {n} | {tokens} | {wall:.2f} | {tokens / wall:,.0f} | {cpu / tokens * 1e6:.0f} | "
+                  f"{ratio:.2f}× | {cpu / n * 1e3:.1f} | {ttft:.1f} |")
     return 0
 
 

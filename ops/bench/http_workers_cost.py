@@ -91,7 +91,7 @@ def _worker(nats_url: str, name: str, port: int, ready) -> None:
 
     from aotx.serving_remote import EngineClient
     from api.app_common import install_common
-    from api.server import serve_app
+    from api.server import run_serving, serve_app
     from api.surfaces import chat
 
     async def run() -> None:
@@ -109,7 +109,7 @@ def _worker(nats_url: str, name: str, port: int, ready) -> None:
         ready.put(os.getpid())
         await serve_app(app, "127.0.0.1", port, asyncio.Event(), sock=sock)
 
-    asyncio.run(run())
+    run_serving(run())   # on uvloop, as ops.http_worker serves
 
 
 def _measure(base: str, pids: list[int], streams: list[int], requests: int, tokens: int) -> list[tuple]:
@@ -124,7 +124,7 @@ def _measure(base: str, pids: list[int], streams: list[int], requests: int, toke
 def _direct(streams: list[int], requests: int, tokens: int) -> list[tuple]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(q, None), daemon=True)
+    proc = ctx.Process(target=_serve, args=(q, None), daemon=True)   # on uvicorn + uvloop, as `aotx serve`
     proc.start()
     try:
         return [(s, got, wall, [cpu[0], 0.0, 0.0]) for s, got, wall, cpu in

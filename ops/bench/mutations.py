@@ -10,12 +10,13 @@ One embedded nats-server (file storage, sync_interval always), and in the same r
   expected last subject sequence → apply on the ack), one client and `--clients` participants
   concurrently (set-member mutations and, every 64th sequence, a retirement, so the default
   1024-receipt table never fills; every one admitted: 201);
-* over HTTP: the same through hypercorn + Quart (`attach_shared`) with httpx clients in this process
+* over HTTP: the same through api.server (uvicorn) + Quart (`attach_shared`) with httpx clients in this process
   (and, with `--client-processes`, from one process per client: ops.bench.http_clients);
 * replay: a new runtime's boot (every message through the reassembler and apply) against a raw
   ordered-consumer read of the same stream.
 
-Prints admitted mutations/s, p50/p99 latency and the ratio to raw publish.
+Prints admitted mutations/s, p50/p99 latency and the ratio to raw publish. The whole bench runs on one event
+loop: uvloop (`--loop uvloop`, the default: what `aotx serve` runs on, api.server.run_serving) or asyncio's.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 import httpx
 from quart import Quart
 
-from api.server import serve_app
+from api.server import run_serving, serve_app
 from api.shared import attach_shared, token_sha256
 from aotx.runtime import SharedRuntime, submit_body
 from aotx.state import Capacities, Grants, MutationKind
@@ -172,7 +173,7 @@ async def bench(n: int, clients: int, tmp: Path, client_processes: bool = False)
         wall, lat = await concurrent(clients, n // clients, rt_op)
         line(f"runtime submit, {clients} clients", n // clients * clients, wall, lat, rawk)
 
-        # ---- over HTTP (hypercorn + Quart, httpx in this process) ----
+        # ---- over HTTP (api.server + Quart, httpx in this process) ----
         tokens = {name: secrets.token_hex(16) for name in load.names}
         app = Quart("bench")
         attach_shared(app, runtime, {token_sha256(t): (name, ALL) for name, t in tokens.items()})
@@ -247,9 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=8, help="concurrent clients / publishers (default 8)")
     p.add_argument("--client-processes", action="store_true",
                    help="also measure HTTP with each client in a process of its own (ops.bench.http_clients)")
+    p.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
+                   help="the event loop of the whole bench (default uvloop, as `aotx serve`)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aotx-bench-") as tmp:
-        asyncio.run(bench(args.n, args.clients, Path(tmp), args.client_processes))
+        run = run_serving if args.loop == "uvloop" else asyncio.run
+        print(f"event loop: {args.loop}")
+        run(bench(args.n, args.clients, Path(tmp), args.client_processes))
     return 0
 
 

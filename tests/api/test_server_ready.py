@@ -54,3 +54,36 @@ async def test_no_ready_when_a_startup_hook_fails():
         await asyncio.wait_for(serve_app(app, "127.0.0.1", 0, asyncio.Event(), on_ready=lambda h, p: called.append(p)),
                                30)
     assert called == []
+
+
+async def test_connections_the_server_accepts_have_nagle_off():
+    """asyncio's loop sets TCP_NODELAY on an accepted connection only when the listener's proto is TCP;
+    bind_socket's says 0, so serve_app listens on tcp_listener's copy (with Nagle on, uvicorn's first SSE
+    token waited ~40 ms for the client's delayed ACK: docs/PERFORMANCE.md "The HTTP server")."""
+    import socket
+
+    from api.server import bind_socket, tcp_listener
+
+    async def nodelay_of_an_accepted_connection(listener: socket.socket) -> int:
+        accepted: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport) -> None:
+                accepted.set_result(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP,
+                                                                                   socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        try:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            value = await asyncio.wait_for(accepted, 30)
+            writer.close()
+            return value
+        finally:
+            server.close()
+
+    plain = bind_socket("127.0.0.1", 0)
+    assert plain.proto == 0
+    plain.close()
+    assert await nodelay_of_an_accepted_connection(bind_socket("127.0.0.1", 0)) == 0   # why the copy
+    assert await nodelay_of_an_accepted_connection(tcp_listener(bind_socket("127.0.0.1", 0))) != 0

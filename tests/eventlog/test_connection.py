@@ -9,6 +9,7 @@ import logging
 import time
 
 import nats
+import uvloop
 
 from eventlog import EmbeddedNats, OutageLog, close_connection, drain_connection
 from tests.waiting import wait_until_async
@@ -55,6 +56,16 @@ async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
 
 
 async def test_close_is_bounded_when_the_server_is_gone(tmp_path):
+    await _close_when_the_server_is_gone(tmp_path)
+
+
+def test_close_is_bounded_when_the_server_is_gone_on_uvloop(tmp_path):
+    """On uvloop (what the serving commands run on, api.server.run_serving) the close's final flush to the
+    closed transport raises RuntimeError ("the handler is closed") where asyncio's loop drops the bytes."""
+    uvloop.run(_close_when_the_server_is_gone(tmp_path))
+
+
+async def _close_when_the_server_is_gone(tmp_path) -> None:
     server = await EmbeddedNats(tmp_path / "nats").start_async()
     outage = OutageLog(logging.getLogger(LOGGER), "t", server.url)
     nc = await _connect(server.client_url(), outage)

@@ -55,7 +55,7 @@ def test_reuseport_sockets_share_one_port_and_each_accepts():
 
 def test_a_socket_bound_for_a_restarted_worker_takes_no_connection_until_it_listens():
     """The port keeps answering through the live workers while a dead one is started again: the new
-    worker's socket joins the port unlistened (hypercorn listens once the worker serves)."""
+    worker's socket joins the port unlistened (the HTTP server listens once the worker serves)."""
     (live,) = bind_reuseport("127.0.0.1", 0, 1)
     port = live.getsockname()[1]
     (fresh,) = bind_reuseport("127.0.0.1", port, 1, listen=False)

@@ -1,5 +1,5 @@
 """An `aotx serve`-like stack in this process: a real nats-server, the shared runtime with the real model
-service (inputs, memory with the real embedding model), the shared routes over real HTTP (hypercorn on a
+service (inputs, memory with the real embedding model), the shared routes over real HTTP (uvicorn on a
 loopback port) or a Quart test client; principals alice, bob, carol (every grant) and dave (read and
 write, no manage)."""
 from __future__ import annotations
