@@ -66,6 +66,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
         self.writer, self.setting = writer, setting
         self.depth = depth_from(os.environ.get(DEPTH_ENV)) if depth is None else max(1, int(depth))
         self._order = itertools.count()
+        self._wake: Optional[asyncio.Future] = None   # the chain waits on it: an arrival, or the oldest append done
 
     @staticmethod
     async def _unused(batch: list[Cmd]) -> None:
@@ -73,7 +74,12 @@ class PipelinedCommands(GroupCommit[Cmd]):
 
     async def submit(self, item: Cmd) -> Any:
         item.order = next(self._order)
+        self._wake_up()   # (the chain runs after this task queued the item)
         return await super().submit(item)
+
+    def _wake_up(self, *_: Any) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     async def _run(self) -> None:
         while self._queue:
@@ -121,6 +127,16 @@ class PipelinedCommands(GroupCommit[Cmd]):
                 if not flying:
                     return
                 oldest = flying[0]
+                if oldest.append is not None and not oldest.append.done() and len(flying) < self.depth \
+                        and self._may_pipeline():   # until its append is answered, or a command comes
+                    self._wake = asyncio.get_running_loop().create_future()
+                    oldest.append.add_done_callback(self._wake_up)
+                    try:
+                        await self._wake
+                    finally:
+                        self._wake = None
+                    if not oldest.append.done():
+                        continue
                 try:
                     again = await finish_round(self.writer, oldest)
                 except Exception as exc:
