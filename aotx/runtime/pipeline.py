@@ -139,8 +139,8 @@ class PipelinedCommands(GroupCommit[Cmd]):
                         continue
                 try:
                     again = await finish_round(self.writer, oldest)
-                except Exception as exc:
-                    _fail(self.name, oldest.batch, exc)
+                except Exception as exc:   # (its waiting commands are queued again: not its to fail)
+                    _fail(self.name, [c for c in oldest.batch if c not in oldest.plan.wait], exc)
                     again = []
                 flying.popleft()
                 self._requeue(again)
