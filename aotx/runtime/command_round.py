@@ -7,6 +7,9 @@ answers its commands that did not land with that refusal, and nothing of them is
 decided on a pending state are given once every flight landed, else decided again next round, with
 the commands that waited for another lineage's pending change (handed back to the group commit).
 
+A command's tick applied as soon as it is acknowledged and next in the stream answers it then
+(aotx.runtime.early_apply), not once every ack of its round came.
+
 An admitted input the execution queue would lease at once gets its lease right behind its
 admission in its lineage's flight (aotx.runtime.admission_lease: one append for both); the command
 is answered after the tick completing its admission, as any command.
@@ -164,9 +167,24 @@ def _encode(writer: JournalWriter, started: Started) -> None:
             cmd.tick = where[g]   # answered once its own events landed
         f = writer.flight(lineage, ticks)
         f.base = writer.projector.last_subject_seq.get(f.subject, 0)   # what it was decided on, whatever is
-        started.flights.append((f, cmds))                              # applied before it is sent
+        f.early = _early_answers(writer, cmds)                         # applied before it is sent
+        started.flights.append((f, cmds))
     started.mutations = {(c.lineage, c.mutation.envelope.sequence): c.mutation
                          for _, cmds in started.flights for c in cmds}
+    for f, _ in started.flights:
+        f.mutations = started.mutations
+
+
+def _early_answers(writer: JournalWriter, cmds: list[Cmd]):
+    """Answer a flight's commands completed by a tick as soon as it is applied (aotx.runtime.early_apply)."""
+    def applied(index: int) -> None:
+        for cmd in cmds:
+            if cmd.tick == index and not cmd.future.done():
+                try:
+                    cmd.future.set_result(accepted_answer(writer.projector.state, cmd))
+                except PlanError as exc:   # the round's finish answers every command the failure
+                    writer.failed = str(exc)
+    return applied
 
 
 async def _landed(writer: JournalWriter, started: Started) -> None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, JournalFull, JournalHold, MessageTooLarge,
@@ -43,6 +42,8 @@ from ..journal import Tick, lineage_hash
 from ..state.mutations import Mutation
 from .batch_append import BATCH_MIN_MESSAGES, append_batched
 from .connection import JournalConnection
+from .flight import Flight, Unsynced
+from .early_apply import EarlyApply
 from .group_commit import WriterLock
 from .hold import HoldStatus, has_room
 from .journal_metrics import JournalMetrics
@@ -53,41 +54,6 @@ from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
 MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
-
-
-@dataclass
-class Unsynced:
-    """A subject's ticks whose landing is unknown (no ack) or partial."""
-
-    subject: str
-    lineage_hash: int
-    ticks: list[Tick]
-
-
-@dataclass(eq=False)
-class Flight:
-    """One lineage's ticks of a round, appended in order on its subject. `continuation`: the ticks
-    complete a transfer already partial in the log (a read-back's resend): none is a first tick."""
-
-    subject: str
-    lh: int
-    ticks: list[Tick]
-    landed: list[tuple[int, Tick]] = field(default_factory=list)   # (stream sequence, tick), acked
-    error: Optional[Outcome] = None
-    conflict: bool = False
-    continuation: bool = False
-    gap: bool = False   # the log may hold a message of this subject, after `landed`, that was never acked to us
-    lineage: bytes = b""
-    base: Optional[int] = None   # the guard of its first tick, fixed when it was decided (else read when sent)
-
-    @property
-    def partial(self) -> bool:
-        """Would a refusal now leave part of a transfer in the log?"""
-        return bool(self.landed) or self.continuation
-
-    @property
-    def rest(self) -> list[Tick]:
-        return self.ticks[len(self.landed):]
 
 
 class JournalWriter:
@@ -106,6 +72,7 @@ class JournalWriter:
         self._attempt = 0
         self._drop_after = False
         self._appending = 0   # appends in flight (pipelined rounds: aotx.runtime.pipeline)
+        self.early = EarlyApply()
         self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
         # leases (aotx.runtime.ownership): only a lineage this runtime holds is written; None: every one
         self.may_write: Optional[Callable[[bytes], bool]] = None
@@ -177,6 +144,7 @@ class JournalWriter:
         applying failed (the runtime stopped). `mutations`: the parsed commands of these ticks, for the
         observers. A message whose landing is unknown — this round's, or an earlier round's still
         unsynced — bounds what is applied now; the rest goes to the read-back (the writer's docstring)."""
+        self.early.forget(flights)
         mine = {f.subject for f in flights}
         gaps = [f for f in flights if f.gap]
         if gaps or any(s not in mine for s in self.unsynced):   # (nothing of these flights is applied yet)
@@ -264,6 +232,7 @@ class JournalWriter:
                 f.error = self.failed_outcome()
                 return
             f.landed.append((ack.seq, tick))
+            self.early.acked(self, f, ack.seq, tick)
 
     def refuse(self, f: Flight, exc: EventLogError) -> None:
         """Map a journal refusal of the flight's remaining ticks onto it (the one error mapping)."""
@@ -314,6 +283,9 @@ class JournalWriter:
             return False
         self.observers.notify(Applied(subject, seq, tuple(done), mutations))
         return True
+
+    def feed_own(self, f: Flight, seq: int, tick: Tick) -> bool:
+        return self._feed(f.subject, seq, tick.data, f.mutations, tick.transfers)
 
     def feed_followed(self, subject: str, seq: int, data: bytes) -> bool:
         """Apply a message another writer appended (aotx.runtime.follower), under the lock."""
