@@ -200,6 +200,8 @@ async def _landed(writer: JournalWriter, started: Started) -> None:
     answers = []
     for f, cmds in flights:
         for cmd in cmds:
+            if cmd.future.done():   # answered when its tick was applied early (or its caller went away)
+                continue
             if cmd.tick >= len(f.landed):
                 answers.append((cmd, f.error or writer.failed_outcome()))
                 continue

@@ -43,6 +43,7 @@ from .writer import JournalWriter
 log = logging.getLogger("aotx.runtime")
 DEPTH_ENV = "AOTX_COMMAND_PIPELINE"
 DEFAULT_DEPTH = 2
+SPLIT_MIN = 4
 
 
 def depth_from(raw: Optional[str]) -> int:
@@ -66,6 +67,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
         self.writer, self.setting = writer, setting
         self.depth = depth_from(os.environ.get(DEPTH_ENV)) if depth is None else max(1, int(depth))
         self._order = itertools.count()
+        self.split = True
         self._wake: Optional[asyncio.Future] = None   # the chain waits on it: an arrival, or the oldest append done
 
     @staticmethod
@@ -90,8 +92,10 @@ class PipelinedCommands(GroupCommit[Cmd]):
         w = self.writer
         return not (w.failed or w.unsynced or w.hold.active or w.catch_up or self.lock.waiting)
 
-    def _take(self) -> list[Cmd]:
+    def _take(self, first: bool) -> list[Cmd]:
         n = len(self._queue) if self.max_batch is None else min(self.max_batch, len(self._queue))
+        if first and self.split and self.depth > 1 and SPLIT_MIN <= n < self.writer.batch_min_messages:
+            n = (n + 1) // 2   # the other half goes right behind it, decided while this one is in flight
         return [self._queue.popleft() for _ in range(n)]
 
     def _requeue(self, items: list[Cmd]) -> None:
@@ -107,7 +111,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
         try:
             while True:
                 while self._queue and len(flying) < self.depth and (not flying or self._may_pipeline()):
-                    batch = self._take()
+                    batch = self._take(not flying)
                     ahead = Ahead.of([s.plan.ahead for s in flying]) if flying else None
                     context, leases = self.setting()
                     try:
