@@ -9,7 +9,9 @@ flight (at most `depth` rounds at once) it takes what is queued and begins the n
 * only on the acknowledged state — state still changes only by applying what the log acknowledged;
 * a lineage with a command in flight (accepted, or decided on a pending state) waits: its next
   tick's guard, the expected last subject sequence, is the sequence its previous tick gets, known
-  only on the ack; the guard of every flight is the one its lineage had when it was decided;
+  only on the ack; the guard of every flight is the one its lineage had when it was decided. A
+  flight that landed whole and is applied (early: aotx.runtime.early_apply) holds nothing any more:
+  the acknowledged state has its events, its guard and its transfer ids;
 * a command whose decision would read what a round in flight changes waits, and every command
   waits unless every table keeps room after the rounds in flight took theirs (aotx.runtime.
   dependencies): nothing it reads can differ whether or not the rounds ahead land, so a failure of
@@ -98,6 +100,12 @@ class PipelinedCommands(GroupCommit[Cmd]):
             n = (n + 1) // 2   # the other half goes right behind it, decided while this one is in flight
         return [self._queue.popleft() for _ in range(n)]
 
+    def _applied(self, flying: deque[Started]) -> frozenset[bytes]:
+        """Lineages of rounds in flight whose flight landed whole and is applied (aotx.runtime.early_apply)."""
+        at = self.writer.applied_seq()
+        return frozenset(f.lineage for s in flying for f, _ in s.flights
+                         if f.error is None and f.landed and len(f.landed) == len(f.ticks) and f.landed[-1][0] <= at)
+
     def _requeue(self, items: list[Cmd]) -> None:
         """Queue commands again among those queued since, in the order they came."""
         if items:
@@ -112,7 +120,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
             while True:
                 while self._queue and len(flying) < self.depth and (not flying or self._may_pipeline()):
                     batch = self._take(not flying)
-                    ahead = Ahead.of([s.plan.ahead for s in flying]) if flying else None
+                    ahead = Ahead.of([s.plan.ahead for s in flying], self._applied(flying)) if flying else None
                     context, leases = self.setting()
                     try:
                         started = await begin_round(self.writer, batch, context, leases, ahead)

@@ -71,13 +71,16 @@ class Ahead:
     consumed: dict[str, int] = field(default_factory=no_rows)
     publishes: bool = False
 
+    later: set[bytes] = field(default_factory=set)   # of `lineages`: those with a command decided on a pending state
+
     @staticmethod
-    def of(rounds: list["Ahead"]) -> "Ahead":
-        """What several rounds in flight hold together."""
+    def of(rounds: list["Ahead"], applied: frozenset[bytes] = frozenset()) -> "Ahead":
+        """What several rounds in flight hold together. `applied`: lineages whose flight landed and is
+        applied (the acknowledged state holds its events): they hold nothing, unless decided on a pending state."""
         out = Ahead()
         for a in rounds:
-            out.lineages |= a.lineages
-            out.touched.update(a.touched)
+            out.lineages |= {lineage for lineage in a.lineages if lineage not in applied or lineage in a.later}
+            out.touched.update({k: lineage for k, lineage in a.touched.items() if lineage not in applied})
             for k, v in a.consumed.items():
                 out.consumed[k] += v
             out.publishes = out.publishes or a.publishes
@@ -157,7 +160,8 @@ def plan_batch(live: State, batch: list[Cmd], context: Optional[ExecutionContext
             plan.later.append(cmd)
         else:
             plan.final.append(cmd)
-    own.lineages = set(plan.flights) | {c.lineage for c in plan.later}
+    own.later = {c.lineage for c in plan.later}
+    own.lineages = set(plan.flights) | own.later
     return plan
 
 

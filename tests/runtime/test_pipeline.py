@@ -121,6 +121,37 @@ async def test_a_round_is_sent_while_the_previous_append_is_in_flight_and_applie
     await b.rt.stop()
 
 
+async def test_a_queue_that_goes_message_by_message_is_split_in_two_rounds_one_behind_the_other(monkeypatch):
+    import aotx.runtime.pipeline as pipeline
+    rounds = []
+
+    async def spy(writer, batch, context=None, leases=None, ahead=None):   # the real round, noted
+        rounds.append(([lineage_for(c.actor.principal) for c in batch], ahead is not None))
+        return await begin(writer, batch, context, leases, ahead)
+    begin = pipeline.begin_round
+    monkeypatch.setattr(pipeline, "begin_round", spy)
+    b = await started("alice", "bob", "carol", "dave")
+    rounds.clear()
+    gate = b.gate("alice")
+    out = [b.sub(who, M.CREATE_SPACE, body(who, 2, 2, scope="private")) for who in ("alice", "bob", "carol", "dave")]
+    for who in ("bob", "carol", "dave"):
+        await b.stored(who, 2)
+    assert rounds == [([lineage_for("alice"), lineage_for("bob")], False),     # half of the queue, then
+                      ([lineage_for("carol"), lineage_for("dave")], True)]     # the other half behind it
+    assert [t.done() for t in out] == [False, True, True, True]   # (alice's message is not stored yet)
+    gate.set()
+    assert [(await t).status for t in out] == [201] * 4
+    b.rt.commands.split = False
+    rounds.clear()
+    out = [b.sub(who, M.CREATE_SPACE, body(who, 3, 3, scope="private")) for who in ("alice", "bob", "carol", "dave")]
+    assert [(await t).status for t in out] == [201] * 4
+    # one round, whole: (planned behind the rounds before, if still in flight: those flights landed and are
+    # applied, so their lineages do not wait)
+    assert [lineages for lineages, _ in rounds] == [[lineage_for(w) for w in ("alice", "bob", "carol", "dave")]]
+    await b.equals_replay()
+    await b.rt.stop()
+
+
 async def test_an_ack_behind_an_unacknowledged_message_waits_for_it():
     b = await started("alice", "bob")
     ack = b.rec.ack_gates[b.subject("alice")] = asyncio.Event()
