@@ -69,7 +69,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
         self.writer, self.setting = writer, setting
         self.depth = depth_from(os.environ.get(DEPTH_ENV)) if depth is None else max(1, int(depth))
         self._order = itertools.count()
-        self.split = True
+        self.split = False   # split a queue in two cohorts (measured slower on the 2-core sandbox: PERFORMANCE.md)
         self._wake: Optional[asyncio.Future] = None   # the chain waits on it: an arrival, or the oldest append done
 
     @staticmethod
@@ -119,7 +119,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
         try:
             while True:
                 while self._queue and len(flying) < self.depth and (not flying or self._may_pipeline()):
-                    batch = self._take(not flying)
+                    batch = self._take(not any(s.append is not None and not s.append.done() for s in flying))
                     ahead = Ahead.of([s.plan.ahead for s in flying], self._applied(flying)) if flying else None
                     context, leases = self.setting()
                     try:

@@ -171,13 +171,13 @@ async def bench(n: int, clients: int, tmp: Path, client_processes: bool = False)
         line("runtime submit, 1 client", n, wall, lat, raw1)
         wall, lat = await concurrent(clients, n // clients, rt_op)
         line(f"runtime submit, {clients} clients", n // clients * clients, wall, lat, rawk)
-        depth, runtime.commands.split = runtime.commands.depth, False   # peers: no split, one round at a time
+        depth, runtime.commands.split = runtime.commands.depth, True   # peers: split in cohorts; one round at a time
         wall, lat = await concurrent(clients, n // clients, rt_op)
-        line("  the same, a queue's round not split in two", n // clients * clients, wall, lat, rawk)
-        runtime.commands.depth = 1
+        line("  the same, a queue split in two cohorts", n // clients * clients, wall, lat, rawk)
+        runtime.commands.depth, runtime.commands.split = 1, False
         wall, lat = await concurrent(clients, n // clients, rt_op)
         line("  the same, one round at a time", n // clients * clients, wall, lat, rawk)
-        runtime.commands.depth, runtime.commands.split = depth, True
+        runtime.commands.depth = depth
 
         # ---- over HTTP (hypercorn + Quart, httpx in this process) ----
         tokens = {name: secrets.token_hex(16) for name in load.names}

@@ -7,7 +7,7 @@ One embedded nats-server (file storage, sync_interval always) and one runtime, t
 ops.bench.mutations (each client a participant toggling another's rights in its own space, a
 retirement every 64th sequence). Each repetition runs, in this order: raw `js.publish` with `--clients`
 in flight (the peer), then the runtime's `--clients` participants at depth 1 (one command round at a
-time), depth 2 without the split, depth 2 (the default) and depth 3 (aotx.runtime.pipeline). Prints
+time), depth 2 (the default), depth 2 and 3 with a queue split in two cohorts (aotx.runtime.pipeline). Prints
 per mode the median rate, the median of each repetition's ratio to the raw peer of the same
 repetition, and the CPU per mutation of this process (the runtime and the bench's clients) and of
 nats-server, so that a loaded machine's share shows: rate × (both CPUs) is the cores they used.
@@ -29,8 +29,8 @@ from eventlog import EmbeddedNats, StreamSpec, connect
 from ops.bench.mutations import Load, concurrent, setup
 from ops.proc_cpu import cpu_seconds
 
-MODES = {"raw": None, "depth 1": (1, False), "depth 2, no split": (2, False), "depth 2": (2, True),
-         "depth 3": (3, True)}
+MODES = {"raw": None, "depth 1": (1, False), "depth 2": (2, False), "depth 2, split": (2, True),
+         "depth 3, split": (3, True)}
 
 
 async def bench(n: int, repeat: int, clients: int, tmp: Path) -> None:

@@ -131,6 +131,7 @@ async def test_a_queue_that_goes_message_by_message_is_split_in_two_rounds_one_b
     begin = pipeline.begin_round
     monkeypatch.setattr(pipeline, "begin_round", spy)
     b = await started("alice", "bob", "carol", "dave")
+    b.rt.commands.split = True   # (off by default)
     rounds.clear()
     gate = b.gate("alice")
     out = [b.sub(who, M.CREATE_SPACE, body(who, 2, 2, scope="private")) for who in ("alice", "bob", "carol", "dave")]
