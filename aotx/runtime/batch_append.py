@@ -156,6 +156,7 @@ async def _send(writer: "JournalWriter", recorder: Any, parts: list[Part], first
     for p in parts:
         for tick in p.ticks:
             p.flight.landed.append((next(it).seq, tick))
+            writer.early.acked(writer, p.flight, p.flight.landed[-1][0], tick)
     return "ok"
 
 

@@ -7,6 +7,9 @@ answers its commands that did not land with that refusal, and nothing of them is
 decided on a pending state are given once every flight landed, else decided again next round, with
 the commands that waited for another lineage's pending change (handed back to the group commit).
 
+A command's tick applied as soon as it is acknowledged and next in the stream answers it then
+(aotx.runtime.early_apply), not once every ack of its round came.
+
 An admitted input the execution queue would lease at once gets its lease right behind its
 admission in its lineage's flight (aotx.runtime.admission_lease: one append for both); the command
 is answered after the tick completing its admission, as any command.
@@ -14,6 +17,8 @@ is answered after the tick completing its admission, as any command.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..state import ExecutionContext, InputAdmitted, MemoryPublicationRecorded, SubmitInput
@@ -21,47 +26,91 @@ from .admission_lease import AdmissionLeases
 from .catch_up import catch_up
 from .group_commit import answer
 from .input_trace import TRACE
-from .planner import Cmd, PlanError, accepted_answer, plan_batch, publication_decider, settled
+from .planner import Ahead, Cmd, Plan, PlanError, accepted_answer, plan_batch, publication_decider, settled
 from .ticks import encode_ticks
 from .writer import Flight, JournalWriter
+
+
+@dataclass(eq=False)
+class Started:
+    """A round whose plan is made and whose append is out (`append`: None where nothing is written)."""
+
+    batch: list[Cmd]
+    plan: Plan
+    flights: list[tuple[Flight, list[Cmd]]] = field(default_factory=list)
+    mutations: dict = field(default_factory=dict)
+    append: Optional[asyncio.Task] = None
+    leased: list = field(default_factory=list)
+    leases: Optional[AdmissionLeases] = None
 
 
 async def command_round(writer: JournalWriter, batch: list[Cmd], context: Optional[ExecutionContext] = None,
                         leases: Optional[AdmissionLeases] = None) -> list[Cmd]:
     """Run one batch; returns the commands to decide again in the next batch (in batch order)."""
-    refused = await writer.unready()
-    if refused is None and writer.catch_up:   # follow mode: decide on the log as it is now (docs/SCALE.md §3)
-        refused = await catch_up(writer)
-    if refused is not None:
-        answer(batch, refused)
+    started = await begin_round(writer, batch, context, leases)
+    if started is None:
         return []
+    return sorted(started.plan.wait + await finish_round(writer, started), key=batch.index)
+
+
+async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional[ExecutionContext] = None,
+                      leases: Optional[AdmissionLeases] = None, ahead: Optional[Ahead] = None) -> Optional[Started]:
+    """Plan a batch, answer what is final now, and send its flights' append (a task). None when the
+    whole batch is answered (refused, or the runtime stopped). `ahead`: rounds whose appends are in
+    flight (aotx.runtime.pipeline; the writer is then in sync and off hold, and nothing is awaited here)."""
+    if ahead is None:
+        refused = await writer.unready()
+        if refused is None and writer.catch_up:   # follow mode: decide on the log as it is now (docs/SCALE.md §3)
+            refused = await catch_up(writer)
+        if refused is not None:
+            answer(batch, refused)
+            return None
     assert writer.projector is not None
     live = writer.projector.state
-    plan = plan_batch(live, batch, context, publication_decider(writer.projector.memory))
+    plan = plan_batch(live, batch, context, publication_decider(writer.projector.memory), ahead)
     stamp_inputs(plan.flights, "round")
     for cmd in plan.final:
         _settle(writer, cmd, live)
     if plan.failed:
         writer.failed = plan.failed
         answer(batch, writer.failed_outcome())
-        return []
-    failed = False
+        return None
+    started = Started(batch, plan, leases=leases)
     if plan.flights:
-        leased = _lease_admissions(writer, plan.flights, leases)
+        if ahead is None or not ahead.publishes:
+            started.leased = _lease_admissions(writer, plan.flights, leases)
         try:
-            flights = await _fly(writer, plan.flights, batch)
+            _encode(writer, started)
+            started.append = asyncio.get_running_loop().create_task(writer.append([f for f, _ in started.flights]))
+        except BaseException:
+            _leases_settled(started)
+            raise
+    return started
+
+
+async def finish_round(writer: JournalWriter, started: Started) -> list[Cmd]:
+    """Wait for a started round's append, apply what landed, answer; returns the commands decided on a
+    state that did not all land, to decide again (the commands that wait are the caller's: `plan.wait`)."""
+    plan, failed = started.plan, False
+    if started.append is not None:
+        try:
+            await started.append
+            await _landed(writer, started)
         finally:
-            if leased:
-                leases.admissions_settled(leased)
-        failed = any(f.error is not None for f in flights)
-    again = plan.wait
+            _leases_settled(started)
+        failed = any(f.error is not None for f, _ in started.flights)
     if plan.later:
         if writer.failed or failed:
-            again = plan.later + again   # decided on a state that did not all land: decide again
-        else:
-            for cmd in plan.later:
-                _settle(writer, cmd, writer.projector.state)
-    return sorted(again, key=batch.index)
+            return list(plan.later)   # decided on a state that did not all land: decide again
+        for cmd in plan.later:
+            _settle(writer, cmd, writer.projector.state)
+    return []
+
+
+def _leases_settled(started: Started) -> None:
+    if started.leased:
+        started.leases.admissions_settled(started.leased)
+        started.leased = []
 
 
 def stamp_inputs(accepted: dict[bytes, list[Cmd]], stage: str) -> None:
@@ -103,10 +152,10 @@ def _lease_admissions(writer: JournalWriter, accepted: dict[bytes, list[Cmd]],
     return out
 
 
-async def _fly(writer: JournalWriter, accepted: dict[bytes, list[Cmd]], batch: list[Cmd]) -> list[Flight]:
+def _encode(writer: JournalWriter, started: Started) -> None:
+    """Each lineage's accepted commands as one flight of ticks (a command's tick: the one completing it)."""
     assert writer.projector is not None
-    flights: list[tuple[Flight, list[Cmd]]] = []
-    for lineage, cmds in accepted.items():
+    for lineage, cmds in started.plan.flights.items():
         groups, at_group = [], []
         for c in cmds:   # a command's events, then its input's lease (a group of its own) right behind them
             at_group.append(len(groups))
@@ -116,17 +165,43 @@ async def _fly(writer: JournalWriter, accepted: dict[bytes, list[Cmd]], batch: l
         ticks, where = encode_ticks(writer.projector, writer.boot_id, lineage, groups)
         for cmd, g in zip(cmds, at_group):
             cmd.tick = where[g]   # answered once its own events landed
-        flights.append((writer.flight(lineage, ticks), cmds))
-    mutations = {(c.lineage, c.mutation.envelope.sequence): c.mutation for _, cmds in flights for c in cmds}
-    written = await writer.write([f for f, _ in flights], mutations)
-    stamp_inputs(accepted, "acked")
+        f = writer.flight(lineage, ticks)
+        f.base = writer.projector.last_subject_seq.get(f.subject, 0)   # what it was decided on, whatever is
+        f.early = _early_answers(writer, cmds)                         # applied before it is sent
+        started.flights.append((f, cmds))
+    started.mutations = {(c.lineage, c.mutation.envelope.sequence): c.mutation
+                         for _, cmds in started.flights for c in cmds}
+    for f, _ in started.flights:
+        f.mutations = started.mutations
+
+
+def _early_answers(writer: JournalWriter, cmds: list[Cmd]):
+    """Answer a flight's commands completed by a tick as soon as it is applied (aotx.runtime.early_apply)."""
+    def applied(index: int) -> None:
+        for cmd in cmds:
+            if cmd.tick == index and not cmd.future.done():
+                try:
+                    cmd.future.set_result(accepted_answer(writer.projector.state, cmd))
+                except PlanError as exc:   # the round's finish answers every command the failure
+                    writer.failed = str(exc)
+    return applied
+
+
+async def _landed(writer: JournalWriter, started: Started) -> None:
+    """Apply a round's acknowledged ticks and answer its accepted commands."""
+    assert writer.projector is not None
+    flights, batch = started.flights, started.batch
+    written = await writer.apply_landed([f for f, _ in flights], started.mutations)
+    stamp_inputs(started.plan.flights, "acked")
     if not written:
         answer(batch, writer.failed_outcome())
-        return [f for f, _ in flights]
+        return
     state = writer.projector.state
     answers = []
     for f, cmds in flights:
         for cmd in cmds:
+            if cmd.future.done():   # answered when its tick was applied early (or its caller went away)
+                continue
             if cmd.tick >= len(f.landed):
                 answers.append((cmd, f.error or writer.failed_outcome()))
                 continue
@@ -135,8 +210,7 @@ async def _fly(writer: JournalWriter, accepted: dict[bytes, list[Cmd]], batch: l
             except PlanError as exc:
                 writer.failed = str(exc)
                 answer(batch, writer.failed_outcome())
-                return [f for f, _ in flights]
+                return
     await writer.settle([f for f, _ in flights])
     for cmd, outcome in answers:
         answer([cmd], outcome)
-    return [f for f, _ in flights]

@@ -36,6 +36,21 @@ def answer(items: Iterable[Queued], result: Any) -> None:
             item.future.set_result(result)
 
 
+class WriterLock(asyncio.Lock):
+    """The writer's one lock, counting the rounds waiting for it (a chain of command rounds lets them in)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = 0
+
+    async def acquire(self) -> bool:
+        self.waiting += 1
+        try:
+            return await super().acquire()
+        finally:
+            self.waiting -= 1
+
+
 class GroupCommit(Generic[T]):
     def __init__(self, lock: asyncio.Lock, round_: Round, *, name: str, max_batch: int | None = None) -> None:
         self.lock, self.round, self.name, self.max_batch = lock, round_, name, max_batch

@@ -37,3 +37,14 @@ class HoldStatus:
     def json(self) -> dict[str, Any]:
         return {"hold": self.active, "reason": self.reason, "pending_bytes": self.pending_bytes,
                 "last_disk_error": self.last_error, "unsynced": self.unsynced}
+
+
+async def has_room(connection: Any, hold: HoldStatus, need: int) -> bool:
+    """Probe while on hold: does the stream answer (else its error is noted and the hold stays), and
+    has it room for `need` more bytes?"""
+    try:
+        info = await (await connection.ensure()).stream_info()
+    except Exception as exc:  # any failure to answer keeps the hold
+        hold.last_error = f"stream_info: {type(exc).__name__}: {exc}"
+        return False
+    return info.max_bytes is None or info.bytes + need <= info.max_bytes

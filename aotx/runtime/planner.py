@@ -12,6 +12,12 @@ later commands of its lineage (a lineage's commands keep their order).
 
 The plan: the accepted commands per lineage (each lineage's flight, in order), the answers final
 now, those final only if the batch lands, and those that wait.
+
+A pipelined round (aotx.runtime.pipeline) is planned while earlier rounds' appends are in flight
+(`ahead`): as if it continued their batch. Their lineages' commands wait (a lineage's next tick
+needs the stream sequence of its previous one as its guard, known only once acknowledged); what they
+touch and the rows they take count as this batch's own; and a command is decided only while every
+table keeps room after all of them (else it waits), so that no decision reads their pending events.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..memory import MemoryOp, MemoryStore, decide_publication, encode_memory_event
-from ..state import (Accepted, Command, Decision, ExecutionContext, PublishMemory, Refusal, State, StateError, decide,
-                     lineage_for, receipt_json)
+from ..state import (Accepted, Command, Decision, ExecutionContext, MemoryPublicationRecorded, PublishMemory,
+                     Refusal, State, StateError, decide, lineage_for, receipt_json)
 from ..state.apply import apply_into, owned_copy
 from ..state.mutations import Mutation
 from ..state.rights import Actor
@@ -40,6 +46,7 @@ class Cmd:
     lineage: bytes = b""
     decision: Optional[Decision] = None
     tick: int = -1
+    order: int = 0      # when it was queued (aotx.runtime.pipeline queues commands again in this order)
     lease: Any = None   # an admitted input's lease journalled right behind it (aotx.runtime.admission_lease)
 
 
@@ -50,6 +57,34 @@ class Plan:
     later: list[Cmd] = field(default_factory=list)   # refused or retried on a pending state: final if all lands
     wait: list[Cmd] = field(default_factory=list)    # read another lineage's pending change: next batch
     failed: Optional[str] = None   # an accepted event did not apply to the pending state: never go on
+    ahead: Optional["Ahead"] = None   # what this round holds in flight (its own part), for rounds behind it
+
+
+@dataclass
+class Ahead:
+    """What rounds in flight hold, for a round planned behind them: the lineages whose commands must
+    wait (accepted, or decided on a pending state), what they touch, the rows they take, and whether
+    they publish memory (then no admission is leased at once: aotx.runtime.admission_lease)."""
+
+    lineages: set[bytes] = field(default_factory=set)
+    touched: Touched = field(default_factory=dict)
+    consumed: dict[str, int] = field(default_factory=no_rows)
+    publishes: bool = False
+
+    later: set[bytes] = field(default_factory=set)   # of `lineages`: those with a command decided on a pending state
+
+    @staticmethod
+    def of(rounds: list["Ahead"], applied: frozenset[bytes] = frozenset()) -> "Ahead":
+        """What several rounds in flight hold together. `applied`: lineages whose flight landed and is
+        applied (the acknowledged state holds its events): they hold nothing, unless decided on a pending state."""
+        out = Ahead()
+        for a in rounds:
+            out.lineages |= {lineage for lineage in a.lineages if lineage not in applied or lineage in a.later}
+            out.touched.update({k: lineage for k, lineage in a.touched.items() if lineage not in applied})
+            for k, v in a.consumed.items():
+                out.consumed[k] += v
+            out.publishes = out.publishes or a.publishes
+        return out
 
 
 class PlanError(RuntimeError):
@@ -68,25 +103,33 @@ def publication_decider(memory: MemoryStore) -> Callable[..., Any]:
 
 
 def plan_batch(live: State, batch: list[Cmd], context: Optional[ExecutionContext] = None,
-               publisher: Optional[Callable[..., Any]] = None) -> Plan:
+               publisher: Optional[Callable[..., Any]] = None, ahead: Optional[Ahead] = None) -> Plan:
     """Decide `batch` in order against `live` (the acknowledged state) and the pending state; sets
-    each decided command's `lineage` and `decision`."""
+    each decided command's `lineage` and `decision`. `ahead`: the rounds in flight it is planned
+    behind (pipelined: aotx.runtime.pipeline); `plan.ahead`: what this round adds to them."""
     plan = Plan()
     pending: State | None = None
     unapplied: list = []
-    touched: Touched = {}
-    deferred: set[bytes] = set()
-    consumed = no_rows()   # rows the batch's accepted commands may take
+    behind = ahead is not None
+    ahead = ahead or Ahead()
+    touched: Touched = dict(ahead.touched)
+    deferred: set[bytes] = set(ahead.lineages)
+    consumed = dict(ahead.consumed)   # rows the accepted commands (theirs and the batch's) may take
+    own = plan.ahead = Ahead()   # this round's own part, for the rounds planned behind it
 
     def accept(cmd: Cmd, decision: Accepted) -> None:
         plan.flights.setdefault(cmd.lineage, []).append(cmd)
         unapplied.extend(decision.events)
-        touch(touched, cmd.lineage, decision.events)
-        consume(consumed, decision.events)
+        for into in (touched, own.touched):
+            touch(into, cmd.lineage, decision.events)
+        for rows in (consumed, own.consumed):
+            consume(rows, decision.events)
+        own.publishes = own.publishes or any(isinstance(e, MemoryPublicationRecorded) for e in decision.events)
 
     for cmd in batch:
         cmd.lineage = lineage_for(cmd.actor.principal)
-        if cmd.lineage in deferred or depends(cmd.lineage, cmd.mutation, touched):
+        if cmd.lineage in deferred or depends(cmd.lineage, cmd.mutation, touched) or \
+                (behind and not headroom(live, consumed)):
             deferred.add(cmd.lineage)  # keep a lineage's commands in their order
             plan.wait.append(cmd)
             continue
@@ -117,6 +160,8 @@ def plan_batch(live: State, batch: list[Cmd], context: Optional[ExecutionContext
             plan.later.append(cmd)
         else:
             plan.final.append(cmd)
+    own.later = {c.lineage for c in plan.later}
+    own.lineages = set(plan.flights) | own.later
     return plan
 
 

@@ -1,9 +1,9 @@
 """SharedRuntime: the one writer of the shared state, as a small facade over its parts.
 
 A command is parsed by its caller (aotx.runtime.port.parse_submission) and queued; the command
-group commit (group_commit) takes every command queued while the previous round was in flight, and
-a round (command_round) plans it — pure decide in order against the acknowledged or the pending
-state, cross-lineage dependencies (planner, dependencies) — encodes each lineage's events as ticks
+group commit (pipeline) takes every command queued while the previous round was deciding, and a
+round (command_round; the next begins while its append is in flight) plans it — pure decide in
+order against the acknowledged or the pending state, cross-lineage dependencies (planner, dependencies) — encodes each lineage's events as ticks
 (ticks) and has the journal writer (writer) append them with Nats-Msg-Id and the expected last
 subject sequence, lineages in parallel, and feed only the acknowledged ticks to the Projector in
 stream order, exactly as boot replay does. Nothing changes state except an acknowledged journal
@@ -51,7 +51,6 @@ from ..state.mutations import Mutation
 from ..state.rights import Actor, Grants
 from ..stored import StoredLimits, identity_lineage, stored_digest
 from . import boot
-from .command_round import command_round
 from .connection import JournalConnection
 from .execution_port import ExecutionSettings
 from .execution_round import ExecutionWrites
@@ -59,7 +58,7 @@ from .executor import DEFAULT_DEADLINE_SECONDS, Executor, execution_context
 from .follower import Follower
 from .lease_mode import attach_leases, lineage_refusal
 from .ownership import LeasePolicy
-from .group_commit import GroupCommit
+from .pipeline import PipelinedCommands
 from .hold import HoldStatus
 from .broker import Broker
 from .observers import Observers
@@ -131,8 +130,7 @@ class SharedRuntime(RuntimePort):
         self.changes = ChangeFeed(lambda: self.reads.state)
         self.changes.sinks.append(self.broker.deliver)
         self.observers.add(self.changes)
-        self.commands: GroupCommit[Cmd] = GroupCommit(self.writer.lock, self._command_round, name="command",
-                                                      max_batch=MAX_BATCH)
+        self.commands = PipelinedCommands(self.writer, lambda: (self.context, self.executor), max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)
         # stored responses, conversations and idempotency keys (aotx.stored), on the same writer
         self.stored = StoredWrites(self.writer, self.observers, stored_limits, **({"clock": clock} if clock else {}))
@@ -337,6 +335,3 @@ class SharedRuntime(RuntimePort):
         cmd = Cmd(actor, mutation, asyncio.get_running_loop().create_future())
         # a caller that goes away cancels only its own future, never the writer or the round
         return await self.commands.submit(cmd)
-
-    async def _command_round(self, batch: list[Cmd]) -> list[Cmd]:
-        return await command_round(self.writer, batch, self.context, self.executor)

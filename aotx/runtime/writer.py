@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from eventlog import (BatchTooLarge, ConcurrencyConflict, EventLogError, JournalFull, JournalHold, MessageTooLarge,
@@ -44,7 +43,10 @@ from ..journal import Tick, lineage_hash
 from ..state.mutations import Mutation
 from .batch_append import BATCH_MIN_MESSAGES, append_batched
 from .connection import JournalConnection
-from .hold import HoldStatus
+from .flight import Flight, Unsynced
+from .early_apply import EarlyApply
+from .group_commit import WriterLock
+from .hold import HoldStatus, has_room
 from .journal_metrics import JournalMetrics
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
@@ -53,40 +55,6 @@ from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
 MSG_OVERHEAD = 128   # per-message store overhead assumed when predicting whether a tick fits
-
-
-@dataclass
-class Unsynced:
-    """A subject's ticks whose landing is unknown (no ack) or partial."""
-
-    subject: str
-    lineage_hash: int
-    ticks: list[Tick]
-
-
-@dataclass(eq=False)
-class Flight:
-    """One lineage's ticks of a round, appended in order on its subject. `continuation`: the ticks
-    complete a transfer already partial in the log (a read-back's resend): none is a first tick."""
-
-    subject: str
-    lh: int
-    ticks: list[Tick]
-    landed: list[tuple[int, Tick]] = field(default_factory=list)   # (stream sequence, tick), acked
-    error: Optional[Outcome] = None
-    conflict: bool = False
-    continuation: bool = False
-    gap: bool = False   # the log may hold a message of this subject, after `landed`, that was never acked to us
-    lineage: bytes = b""
-
-    @property
-    def partial(self) -> bool:
-        """Would a refusal now leave part of a transfer in the log?"""
-        return bool(self.landed) or self.continuation
-
-    @property
-    def rest(self) -> list[Tick]:
-        return self.ticks[len(self.landed):]
 
 
 class JournalWriter:
@@ -100,10 +68,12 @@ class JournalWriter:
         self.metrics = JournalMetrics(self.hold, lambda: 0 if self.projector is None else self.applied_seq())
         self.projector: Projector | None = None   # set by boot
         self.failed: Optional[str] = None
-        self.lock = asyncio.Lock()
+        self.lock = WriterLock()
         self.unsynced: dict[str, Unsynced] = {}
         self._attempt = 0
         self._drop_after = False
+        self._appending = 0   # appends in flight (pipelined rounds: aotx.runtime.pipeline)
+        self.early = EarlyApply()
         self._subjects: dict[bytes, tuple[str, int]] = {}   # lineage → (its subject, its lineage hash)
         # leases (aotx.runtime.ownership): only a lineage this runtime holds is written; None: every one
         self.may_write: Optional[Callable[[bytes], bool]] = None
@@ -139,24 +109,48 @@ class JournalWriter:
     # ---- the write path ----------------------------------------------------------------------
     async def write(self, flights: list[Flight], mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS,
                     *, chain_min: int | None = None) -> bool:
-        """Append the flights and apply what landed. False when applying failed (the runtime stopped);
-        a flight that did not fully land has `error` set (on hold with no room: every flight, and
-        nothing is appended). `mutations`: the parsed commands of these ticks, for the observers.
-        `chain_min`: a flight of at least that many ticks goes as an atomic batch even in a round smaller
-        than `batch_min_messages` (its ticks would otherwise be a chain of acks, one after the other)."""
-        if self.hold.active and not await self._fits([t for f in flights for t in f.ticks]):
+        """Append the flights and apply what landed (`append`, then `apply_landed`). False when applying
+        failed (the runtime stopped); a flight that did not fully land has `error` set."""
+        await self.append(flights, chain_min=chain_min)
+        return await self.apply_landed(flights, mutations)
+
+    async def append(self, flights: list[Flight], *, chain_min: int | None = None) -> None:
+        """Append the flights (acked ticks to each flight's `landed`, refusals to its `error`; on hold
+        with no room: every flight refused, nothing appended). `chain_min`: a flight of at least that
+        many ticks goes as an atomic batch even in a round smaller than `batch_min_messages` (its ticks
+        would otherwise be a chain of acks, one after the other). Appends of pipelined rounds may be in
+        flight together (aotx.runtime.pipeline): the connection is dropped, where one asked, once none is."""
+        if self.hold.active and not await has_room(self.connection, self.hold,
+                                                   sum(len(t.data) + MSG_OVERHEAD for f in flights for t in f.ticks)):
             for f in flights:
                 f.error = self.held()
-            return True
-        recorder = await self.connection.ensure()
+            return
+        await self._appended(await self.connection.ensure(), held_flights(self, flights), chain_min)
+
+    async def _appended(self, recorder, flights: list[Flight], chain_min: int | None = None) -> None:
         self._attempt += 1
-        self._drop_after = False
-        await self._append_all(recorder, held_flights(self, flights), chain_min)
-        if self._drop_after:
+        if not self._appending:
+            self._drop_after = False
+        self._appending += 1
+        try:
+            await self._append_all(recorder, flights, chain_min)
+        finally:
+            self._appending -= 1
+        if self._drop_after and not self._appending:
             await self.connection.drop()
+
+    async def apply_landed(self, flights: list[Flight],
+                           mutations: Mapping[tuple[bytes, int], Mutation] = NO_MUTATIONS) -> bool:
+        """Apply the flights' acknowledged ticks in stream order (nothing else is applied); False when
+        applying failed (the runtime stopped). `mutations`: the parsed commands of these ticks, for the
+        observers. A message whose landing is unknown — this round's, or an earlier round's still
+        unsynced — bounds what is applied now; the rest goes to the read-back (the writer's docstring)."""
+        self.early.forget(flights)
+        mine = {f.subject for f in flights}
         gaps = [f for f in flights if f.gap]
-        if gaps:   # apply only up to the first message whose landing is unknown (nothing is applied yet)
-            bound = min(f.landed[-1][0] if f.landed else self.applied_seq() for f in gaps)
+        if gaps or any(s not in mine for s in self.unsynced):   # (nothing of these flights is applied yet)
+            bound = min([f.landed[-1][0] if f.landed else self.applied_seq() for f in gaps]
+                        + ([self.applied_seq()] if any(s not in mine for s in self.unsynced) else []))
             for seq in sorted(seq for f in flights for seq, _ in f.landed):
                 if seq == bound + 1:   # acknowledged and right behind the bound: no unknown message before it
                     bound = seq
@@ -199,7 +193,9 @@ class JournalWriter:
     def expected(self, f: Flight) -> int:
         """The stream sequence the flight's next tick expects as its subject's last."""
         assert self.projector is not None
-        return f.landed[-1][0] if f.landed else self.projector.last_subject_seq.get(f.subject, 0)
+        if f.landed:
+            return f.landed[-1][0]
+        return self.projector.last_subject_seq.get(f.subject, 0) if f.base is None else f.base
 
     async def _append_all(self, recorder, flights: list[Flight], chain_min: int | None = None) -> None:
         """Every flight: as atomic batches where the log takes them and the round has at least
@@ -237,6 +233,7 @@ class JournalWriter:
                 f.error = self.failed_outcome()
                 return
             f.landed.append((ack.seq, tick))
+            self.early.acked(self, f, ack.seq, tick)
 
     def refuse(self, f: Flight, exc: EventLogError) -> None:
         """Map a journal refusal of the flight's remaining ticks onto it (the one error mapping)."""
@@ -288,35 +285,21 @@ class JournalWriter:
         self.observers.notify(Applied(subject, seq, tuple(done), mutations))
         return True
 
+    def feed_own(self, f: Flight, seq: int, tick: Tick) -> bool:
+        return self._feed(f.subject, seq, tick.data, f.mutations, tick.transfers)
+
     def feed_followed(self, subject: str, seq: int, data: bytes) -> bool:
         """Apply a message another writer appended (aotx.runtime.follower), under the lock."""
         return self._feed(subject, seq, data)
 
     # ---- the hold ----------------------------------------------------------------------------
-    async def _fits(self, ticks: list[Tick]) -> bool:
-        """Probe while on hold: does the stream answer, and is there room for these ticks?"""
-        try:
-            info = await (await self.connection.ensure()).stream_info()
-        except Exception as exc:  # any failure to answer keeps the hold
-            self.hold.last_error = f"stream_info: {type(exc).__name__}: {exc}"
-            return False
-        need = sum(len(t.data) + MSG_OVERHEAD for t in ticks)
-        return info.max_bytes is None or info.bytes + need <= info.max_bytes
-
     async def probe(self) -> bool:
         """Lift a hold once the log is back in sync and has room again; True when no hold is left."""
         async with self.lock:
             if self.unsynced:
                 await self.resync()
-            elif self.hold.active:
-                try:
-                    info = await (await self.connection.ensure()).stream_info()
-                    room = info.max_bytes is None or info.bytes + 4 * MSG_OVERHEAD < info.max_bytes
-                except Exception as exc:  # the log does not answer: the hold stays
-                    self.hold.last_error = f"stream_info: {type(exc).__name__}: {exc}"
-                    room = False
-                if room:
-                    self.hold.lift()
+            elif self.hold.active and await has_room(self.connection, self.hold, 4 * MSG_OVERHEAD + 1):
+                self.hold.lift()
             return not self.hold.active
 
     async def probe_forever(self, interval: float) -> None:
@@ -378,14 +361,12 @@ class JournalWriter:
 
     async def _complete(self, f: Flight) -> bool:
         """Resend the remaining ticks of a transfer left partial, through the one append path."""
-        self._attempt += 1
-        self._drop_after = False
         try:
-            await self._append_all(await self.connection.ensure(), [f])
+            await self._appended(await self.connection.ensure(), [f])
         except Exception as exc:
             self.unknown(f, exc)
-        if self._drop_after:
-            await self.connection.drop()
+            if not self._appending:
+                await self.connection.drop()
         if not all(self._feed(f.subject, seq, tick.data, own=tick.transfers) for seq, tick in f.landed):
             return False
         if f.conflict:

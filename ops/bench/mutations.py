@@ -8,7 +8,7 @@ One embedded nats-server (file storage, sync_interval always), and in the same r
   one at a time and with `--clients` publishers in flight, on a stream with the journal's settings;
 * inside the runtime: `SharedRuntime.submit` (parse → decide → journal append with msg id and
   expected last subject sequence → apply on the ack), one client and `--clients` participants
-  concurrently (set-member mutations and, every 64th sequence, a retirement, so the default
+  concurrently (with pipelined command rounds, then one round at a time: aotx.runtime.pipeline) (set-member mutations and, every 64th sequence, a retirement, so the default
   1024-receipt table never fills; every one admitted: 201);
 * over HTTP: the same through api.server (uvicorn) + Quart (`attach_shared`) with httpx clients in this process
   (and, with `--client-processes`, from one process per client: ops.bench.http_clients);
@@ -172,6 +172,13 @@ async def bench(n: int, clients: int, tmp: Path, client_processes: bool = False)
         line("runtime submit, 1 client", n, wall, lat, raw1)
         wall, lat = await concurrent(clients, n // clients, rt_op)
         line(f"runtime submit, {clients} clients", n // clients * clients, wall, lat, rawk)
+        depth, runtime.commands.split = runtime.commands.depth, True   # peers: split in cohorts; one round at a time
+        wall, lat = await concurrent(clients, n // clients, rt_op)
+        line("  the same, a queue split in two cohorts", n // clients * clients, wall, lat, rawk)
+        runtime.commands.depth, runtime.commands.split = 1, False
+        wall, lat = await concurrent(clients, n // clients, rt_op)
+        line("  the same, one round at a time", n // clients * clients, wall, lat, rawk)
+        runtime.commands.depth = depth
 
         # ---- over HTTP (api.server + Quart, httpx in this process) ----
         tokens = {name: secrets.token_hex(16) for name in load.names}
