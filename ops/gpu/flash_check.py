@@ -14,6 +14,7 @@ keys. A failure names the shape and prints the worst sequence, token and head.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -74,9 +75,34 @@ def check_flash(c, rel) -> None:
                                 scale, NKV, out)
             got = from_bf16(c.down(out, (t, NH, D), np.uint16))
             err = rel(got, ref)
-            c.record(f"flash_prefill bq={bq} {name} (T={t}, tiles={len(tiles)})", err, TOL, _worst(got, ref, qs, positions)
-                     if not err <= TOL else f"max|d|={np.abs(got - ref).max():.2e}")
+            ok = err <= TOL
+            extra = f"max|d|={np.abs(got - ref).max():.2e}" if ok else _worst(got, ref, qs, positions)
+            c.record(f"flash_prefill bq={bq} {name} (T={t}, tiles={len(tiles)})", err, TOL, extra)
+            if not ok and t <= 512:
+                _dump(name, bq, got=got, ref=ref, q=q, positions=positions, qs=qs, lens=lens, tiles=tiles,
+                      k=kc[_slots(tables, lens)], v=vc[_slots(tables, lens)])
     c.free()
+
+
+def _slots(tables, lens) -> np.ndarray:
+    """Every sequence's key slots in order, concatenated."""
+    return np.concatenate([tables[s, np.arange(ln) // PAGE] * PAGE + np.arange(ln) % PAGE
+                           for s, ln in enumerate(lens)])
+
+
+_dumped: list[str] = []
+
+
+def _dump(name, bq, **arrays) -> None:
+    """$AOTX_FLASH_DUMP set: a failing small case's inputs and outputs (K/V of each sequence in key
+    order) as .npz there, at most 4, for study off the GPU."""
+    where = os.environ.get("AOTX_FLASH_DUMP")
+    if not where or len(_dumped) >= 4:
+        return
+    path = os.path.join(where, f"flash_bq{bq}_{name.replace(' ', '_').replace('/', '-')}.npz")
+    np.savez_compressed(path, **arrays)
+    _dumped.append(path)
+    print(f"  dumped {path}", flush=True)
 
 
 def _worst(got, ref, qs, positions) -> str:
