@@ -220,8 +220,8 @@ class CudaBackend:
             else:
                 if "tiles" in p:   # a prefill chunk: flash_prefill (kernels.cuda.flash_plan)
                     ops.append(("attention (flash)", lambda kc=kc, vc=vc: k.flash_attention(
-                        self.q, kc, vc, p["tiles"], p["n_tiles"], p["bq"], p["tok_seq"], p["positions"], p["ctx"],
-                        p["bt"], bt_stride, self.page_size, self.scale, cfg.n_kv_heads, self.attn)))
+                        self.q, kc, vc, p["tiles"], p["n_tiles"], p["bq"], p["ks"], p["tok_seq"], p["positions"],
+                        p["ctx"], p["bt"], bt_stride, self.page_size, self.scale, cfg.n_kv_heads, self.attn)))
                 else:
                     ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
                         self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
@@ -283,12 +283,12 @@ class CudaBackend:
         tok_seq = np.repeat(np.arange(batch.num_seqs, dtype=np.int32), np.diff(qs))
         width, tiles = max(tables.shape[1], 1), None
         if self.flash and flash_plan.wants_flash(qs):
-            bq = flash_plan.tile_rows(qs, self.config.n_kv_heads, self.dev.sm_count)
+            bq, ks = flash_plan.variant(qs, self.config.n_kv_heads, self.dev.sm_count)
             tiles = flash_plan.tiles(qs, batch.positions, batch.context_lens, bq)
         p = self._stage(batch.token_ids, batch.positions, batch.slot_mapping, tok_seq, batch.context_lens,
                         batch.logits_rows, tables, width, tiles)
         if tiles is not None:
-            p["n_tiles"], p["bq"] = len(tiles), bq
+            p["n_tiles"], p["bq"], p["ks"] = len(tiles), bq, ks
         if patch is not None:
             patch(p)
         return p, width, self._nsplit(batch.num_tokens, int(np.max(batch.context_lens)))

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 import numpy as np
 
 FLASH_MIN_QUERIES = 16
-TILE_ROWS = (16, 64)   # the kernels: flash_prefill (16-token tiles), flash_prefill_64
+# (query tokens per tile, key groups per block): flash_prefill, flash_prefill_k2, flash_prefill_64
+VARIANTS = ((16, 1), (16, 2), (64, 1))
 MAX_TILES = 65535      # gridDim.y
 
 
@@ -31,11 +32,14 @@ def wants_flash(query_start: np.ndarray, min_queries: int = FLASH_MIN_QUERIES) -
     return len(qs) > 1 and int(np.diff(qs).max()) >= min_queries
 
 
-def tile_rows(query_start: np.ndarray, n_kv: int, sm_count: int) -> int:
-    """64-token tiles (one K/V load for 4x the rows) once they alone give every SM two blocks;
-    16-token tiles otherwise (more blocks: a single 1,024-token prompt makes 192 of them)."""
+def variant(query_start: np.ndarray, n_kv: int, sm_count: int) -> tuple[int, int]:
+    """(tile rows, key groups). 64-token tiles (one K/V load for 4x the rows) once they alone give every
+    SM two blocks; else 16-token tiles, with two key groups a block (each walks half of a tile's keys)
+    while the 16-token tiles give at most two blocks an SM (a single 1,024-token prompt: 192 blocks)."""
     n = np.diff(np.asarray(query_start, dtype=np.int64))
-    return 64 if int((-(-n // 64)).sum()) * n_kv >= 2 * sm_count else 16
+    if int((-(-n // 64)).sum()) * n_kv >= 2 * sm_count:
+        return 64, 1
+    return (16, 2) if int((-(-n // 16)).sum()) * n_kv <= 2 * sm_count else (16, 1)
 
 
 def tiles(query_start: np.ndarray, positions: np.ndarray, context_lens: np.ndarray, bq: int) -> np.ndarray:

@@ -2,8 +2,9 @@
 attention twin (kernels.ops_attention.paged_attention), on the model's shapes (9 query heads / 3 KV heads,
 head dim 64, page 16): prompts of 1..4,096 tokens in one chunk (tile multiples and not), chunks of
 2,048 / 1,000 tokens at the end of 8,192 / 5,000-token contexts (the engine's prefill budget is 2,048 tokens
-a step), several prompts in one step, and prefill chunks mixed with decode tokens. Both tile sizes on every
-shape.
+a step), several prompts in one step, and prefill chunks mixed with decode tokens. Every variant on every
+shape: flash_prefill (16-token tiles), flash_prefill_k2 (the same, two key groups a block),
+flash_prefill_64 (64-token tiles).
 
 Tolerance: 8e-3 relative (||out - ref|| / ||ref||, the bf16-output tolerance of kernel_check). The kernel
 rounds q (pre-scaled) and the softmax weights P to bf16 for the tensor cores; a numpy emulation of exactly
@@ -68,18 +69,18 @@ def check_flash(c, rel) -> None:
         q = c.rng.standard_normal((t, NH, D)).astype(np.float32)
         ref = paged_attention(q, kc, vc, positions, qs, lens, tables, PAGE, scale)
         dq, dts, dpos, dlens, dbt = c.up(q), c.up(tok_seq), c.up(positions), c.up(lens), c.up(tables)
-        for bq in flash_plan.TILE_ROWS:
+        for bq, ks in flash_plan.VARIANTS:
             tiles = flash_plan.tiles(qs, positions, lens, bq)
             out = c.zeros(t * NH * D * 2)   # poisoned: a row the kernel never writes reads NaN
-            c.k.flash_attention(dq, dev_k, dev_v, c.up(tiles), len(tiles), bq, dts, dpos, dlens, dbt, width, PAGE,
-                                scale, NKV, out)
+            c.k.flash_attention(dq, dev_k, dev_v, c.up(tiles), len(tiles), bq, ks, dts, dpos, dlens, dbt, width,
+                                PAGE, scale, NKV, out)
             got = from_bf16(c.down(out, (t, NH, D), np.uint16))
             err = rel(got, ref)
             ok = err <= TOL
             extra = f"max|d|={np.abs(got - ref).max():.2e}" if ok else _worst(got, ref, qs, positions)
-            c.record(f"flash_prefill bq={bq} {name} (T={t}, tiles={len(tiles)})", err, TOL, extra)
+            c.record(f"flash_prefill bq={bq} ks={ks} {name} (T={t}, tiles={len(tiles)})", err, TOL, extra)
             if not ok and t <= 512:
-                _dump(name, bq, got=got, ref=ref, q=q, positions=positions, qs=qs, lens=lens, tiles=tiles,
+                _dump(name, f"{bq}_{ks}", got=got, ref=ref, q=q, positions=positions, qs=qs, lens=lens, tiles=tiles,
                       k=kc[_slots(tables, lens)], v=vc[_slots(tables, lens)])
     c.free()
 

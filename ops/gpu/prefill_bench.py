@@ -57,18 +57,18 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
             continue
         flops = 4.0 * cfg.head_dim * cfg.n_heads * float((batch.positions.astype(np.int64) + 1).sum())
         qs = np.asarray(batch.query_start)
-        picked = flash_plan.tile_rows(qs, cfg.n_kv_heads, backend.dev.sm_count)
-        for bq in flash_plan.TILE_ROWS:
+        picked = flash_plan.variant(qs, cfg.n_kv_heads, backend.dev.sm_count)
+        for bq, ks in flash_plan.VARIANTS:
             tiles = flash_plan.tiles(qs, batch.positions, batch.context_lens, bq)
             p = backend._stage(batch.token_ids, batch.positions, batch.slot_mapping,
                                np.repeat(np.arange(batch.num_seqs), np.diff(qs)), batch.context_lens,
                                batch.logits_rows, batch.block_tables, batch.block_tables.shape[1], tiles)
-            s = graph_seconds(st, timer, lambda p=p, tiles=tiles, bq=bq: k.flash_attention(
-                backend.q, backend.k_cache, backend.v_cache, p["tiles"], len(tiles), bq, p["tok_seq"],
+            s = graph_seconds(st, timer, lambda p=p, tiles=tiles, bq=bq, ks=ks: k.flash_attention(
+                backend.q, backend.k_cache, backend.v_cache, p["tiles"], len(tiles), bq, ks, p["tok_seq"],
                 p["positions"], p["ctx"], p["bt"], batch.block_tables.shape[1], backend.page_size, backend.scale,
                 cfg.n_kv_heads, backend.attn), reps=20)
-            mark = " (picked)" if bq == picked else ""
-            rows.append((f"flash_prefill bq={bq} {name}{mark}", flops / s / 1e12, f"TFLOP/s, {s * 1e6:.1f} us"))
+            mark = " (picked)" if (bq, ks) == picked else ""
+            rows.append((f"flash_prefill bq={bq} ks={ks} {name}{mark}", flops / s / 1e12, f"TFLOP/s, {s * 1e6:.1f} us"))
         nsplit = backend._nsplit(t, int(batch.context_lens.max()))
         s = graph_seconds(st, timer, lambda p=p, nsplit=nsplit: k.attention(
             backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"], p["ctx"], p["bt"],

@@ -15,7 +15,7 @@ def _step(seqs):
     return qs, pos, np.array([ln for ln, _ in seqs], np.int32)
 
 
-@pytest.mark.parametrize("bq", flash_plan.TILE_ROWS)
+@pytest.mark.parametrize("bq", sorted({bq for bq, _ in flash_plan.VARIANTS}))
 def test_tiles_cover_every_token_once_within_one_sequence(bq):
     seqs = [(1, 1), (17, 17), (5000, 1000), (77, 1), (64, 64), (300, 0), (129, 65)]
     qs, pos, ctx = _step(seqs)
@@ -48,9 +48,11 @@ def test_which_steps_take_flash():
     assert not flash_plan.wants_flash(np.array([0]))
 
 
-def test_tile_rows_by_grid_size():
-    assert flash_plan.tile_rows(np.array([0, 1024]), 3, 132) == 16    # 16 tiles of 64: too few blocks
-    assert flash_plan.tile_rows(np.arange(0, 65 * 128 + 1, 64), 3, 132) == 64
+def test_variant_by_grid_size():
+    assert flash_plan.variant(np.array([0, 1024]), 3, 132) == (16, 2)    # 192 blocks of 16 tokens: two key groups
+    assert flash_plan.variant(np.array([0, 2048]), 3, 132) == (16, 1)    # 384 blocks
+    assert flash_plan.variant(np.arange(0, 130 * 64 + 1, 64), 3, 132) == (64, 1)   # 390 blocks of 64 tokens
+    assert all(v in flash_plan.VARIANTS for v in (flash_plan.variant(np.array([0, n]), 3, 132) for n in (16, 9000)))
 
 
 def test_env_switch():
