@@ -1,9 +1,11 @@
 """When a step's attention runs on flash_prefill (kernels/cuda/flash_attention.cu), and its query tiles.
 
-* ``AOTX_FLASH_PREFILL=0``: never (every step uses paged_attention, attention.cu); ``1`` or unset: a
-  step uses flash_prefill when some sequence brings at least ``FLASH_MIN_QUERIES`` query tokens
-  (a prefill chunk). Decode steps and small mixed steps keep paged_attention (split-K over the context,
-  CUDA graphs).
+* ``AOTX_FLASH_PREFILL=1``: a step uses flash_prefill when some sequence brings at least
+  ``FLASH_MIN_QUERIES`` query tokens (a prefill chunk); decode steps and small mixed steps keep
+  paged_attention (split-K over the context, CUDA graphs). ``0`` or unset: never (every step uses
+  paged_attention, attention.cu). OFF BY DEFAULT until ``make gpu-check`` has passed on the GPU: the
+  kernel was written and checked against its twin only on the CPU side (the device did not start in
+  the session that wrote it); flip ``DEFAULT`` once ops.gpu.flash_check passes there.
 * A tile is up to ``bq`` consecutive query tokens of one sequence: ``[first token, rows]``. Tiles are
   listed heaviest first (most keys to visit: the limit of the tile's last row), so the long causal rows
   start early and the short ones fill in behind them.
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+DEFAULT = "0"
 FLASH_MIN_QUERIES = 16
 # (query tokens per tile, key groups per block): flash_prefill, flash_prefill_k2, flash_prefill_64
 VARIANTS = ((16, 1), (16, 2), (64, 1))
@@ -21,7 +24,7 @@ MAX_TILES = 65535      # gridDim.y
 
 
 def flash_enabled(env: Mapping[str, str]) -> bool:
-    value = env.get("AOTX_FLASH_PREFILL", "1") or "1"
+    value = env.get("AOTX_FLASH_PREFILL", DEFAULT) or DEFAULT
     if value not in ("0", "1"):
         raise ValueError(f"AOTX_FLASH_PREFILL must be 0 or 1, got {value!r}")
     return value == "1"

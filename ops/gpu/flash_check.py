@@ -118,6 +118,24 @@ def _worst(got, ref, qs, positions) -> str:
             f"head {h}: |d|={diff[t, h]:.3g}; rel per seq {per_seq}")
 
 
+def e2e(bundle, real: bool, record) -> None:
+    """ops.gpu.model_check end to end (prefill logits at every position, then decode steps, against the
+    numpy backend; on real weights also the greedy France answer through the Engine) with
+    AOTX_FLASH_PREFILL=1 whatever the default: every prompt of >= 16 tokens prefills through flash_prefill.
+    Names get the prefix "flash "."""
+    from ops.gpu import model_check
+
+    old = os.environ.get("AOTX_FLASH_PREFILL")
+    os.environ["AOTX_FLASH_PREFILL"] = "1"
+    try:
+        model_check.run(bundle, real, lambda name, value, thr, extra="": record("flash " + name, value, thr, extra))
+    finally:
+        if old is None:
+            del os.environ["AOTX_FLASH_PREFILL"]
+        else:
+            os.environ["AOTX_FLASH_PREFILL"] = old
+
+
 def main() -> int:
     from kernels.cuda.probe import gpu_present
     from ops.gpu.kernel_check import Ctx, rel
