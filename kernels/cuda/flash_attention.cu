@@ -39,7 +39,7 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
                                            int bt_stride, int page_size, float scale, int n_kv, bf16 *__restrict__ out) {
     constexpr int BQ = 16 * MW, GW = ATT_G * MW, NTHREADS = 32 * GW * KS;  // GW: warps of one key group
     constexpr int TILE = FA_BK * FA_ROW;
-    extern __shared__ __align__(16) bf16 fa_smem[];  // [KS][2 stages][K, V][TILE]: flash_smem_bytes(KS)
+    extern __shared__ __align__(16) bf16 fa_smem[];  // [KS][2 stages][K, V][TILE] (launchers.FLASH_SMEM_PER_KEY_GROUP each)
     __shared__ int lim_s[BQ];
     __shared__ int maxlim_s;
 
