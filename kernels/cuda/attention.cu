@@ -1,4 +1,6 @@
 // Paged attention (GQA) for decode and prefill.  Twin: kernels.ops_attention.paged_attention.
+// (With AOTX_FLASH_PREFILL=1, steps with a prefill chunk of >= 16 tokens run flash_attention.cu instead:
+// kernels.cuda.flash_plan.)
 //
 // One block per (query token t, KV head, split). Token t belongs to sequence tok_seq[t] and sees keys
 // j < L = min(positions[t] + 1, context_lens[seq]) (causal over earlier context and its own chunk), so

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, fused_policy, launchers as L
+from kernels.cuda import driver, flash_plan, fused_policy, launchers as L
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
@@ -78,6 +78,7 @@ class CudaBackend:
         # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
         self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
+        self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
         # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
@@ -121,7 +122,7 @@ class CudaBackend:
         self.part_ml = a(split_rows * cfg.n_heads * MAX_SPLITS * 2 * 4)
         self.hf = a(rows * cfg.hidden * 2)
         self.logits = a(rows * cfg.vocab_size * 4)
-        self.ints_cap = tokens * 5 + rows + tokens * self.max_pages + 64
+        self.ints_cap = tokens * 7 + rows + tokens * self.max_pages + 64   # 7: 5 arrays + flash tiles
         self.ints = a(self.ints_cap * 4)
         self.sample_buf = a(rows * 40 + 64)
         self.sample_out = a(rows * 4 + 16)
@@ -152,13 +153,15 @@ class CudaBackend:
         return self._page_size
 
     # -- forward --------------------------------------------------------------
-    def _stage(self, tokens, positions, slots, tok_seq, ctx, rows, tables, width: int) -> dict[str, int]:
-        """One int32 upload of every per-step array; returns their device pointers."""
+    def _stage(self, tokens, positions, slots, tok_seq, ctx, rows, tables, width: int, tiles=None) -> dict[str, int]:
+        """One int32 upload of every per-step array (the flash tiles last, if any); their device pointers."""
         parts = {"tokens": tokens, "positions": positions, "slots": slots, "tok_seq": tok_seq,
                  "ctx": ctx, "rows": rows}
         bt = np.full((len(ctx), width), -1, dtype=np.int32)
         bt[:, :tables.shape[1]] = tables
         parts["bt"] = bt.ravel()
+        if tiles is not None:
+            parts["tiles"] = tiles.ravel()
         host = np.concatenate([np.asarray(v, dtype=np.int32).ravel() for v in parts.values()])
         if host.size > self.ints_cap:
             raise ValueError("step arrays exceed the staging buffer")
@@ -215,10 +218,15 @@ class CudaBackend:
                     self.scale, t, cfg.n_kv_heads, nsplit, self.attn, self.part_o, self.part_ml, w["wo"],
                     self.residual, H, self.sync + 76, self.sync + 72)))
             else:
-                ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
-                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
-                    self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
-                    self.part_ml)))
+                if "tiles" in p:   # a prefill chunk: flash_prefill (kernels.cuda.flash_plan)
+                    ops.append(("attention (flash)", lambda kc=kc, vc=vc: k.flash_attention(
+                        self.q, kc, vc, p["tiles"], p["n_tiles"], p["bq"], p["ks"], p["tok_seq"], p["positions"],
+                        p["ctx"], p["bt"], bt_stride, self.page_size, self.scale, cfg.n_kv_heads, self.attn)))
+                else:
+                    ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
+                        self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
+                        self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
+                        self.part_ml)))
                 ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
             if gemv and self.fused:
                 ops.append(("norm+gate_up+swiglu+down+residual", lambda w=w: k.mlp_fused(
@@ -263,17 +271,27 @@ class CudaBackend:
             return self._decode(batch, patch)
         if t == 0:  # nothing to run
             return DeviceLogits(self, self.logits, 0, self.config.vocab_size, self.generation)
-        tok_seq = np.repeat(np.arange(s, dtype=np.int32), np.diff(qs))
-        tables = np.asarray(batch.block_tables)
-        width = max(tables.shape[1], 1)
-        p = self._stage(batch.token_ids, batch.positions, batch.slot_mapping, tok_seq, batch.context_lens,
-                        rows, tables, width)
-        if patch is not None:
-            patch(p)
-        nsplit = self._nsplit(t, int(np.max(batch.context_lens)))
+        p, width, nsplit = self.stage(batch, patch)
         self._record(t, r, p, width, nsplit)
         self._greedy_gen = self.generation if self.fused and r <= L.GEMV_MAX_T else None
         return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
+
+    def stage(self, batch: StepBatch, patch=None) -> tuple[dict[str, int], int, int]:
+        """Stage a step launched directly (not a decode graph): the staged arrays p (with flash
+        tiles when flash_plan picks flash_prefill), the block-table width and the attention splits."""
+        qs, tables = np.asarray(batch.query_start), np.asarray(batch.block_tables)
+        tok_seq = np.repeat(np.arange(batch.num_seqs, dtype=np.int32), np.diff(qs))
+        width, tiles = max(tables.shape[1], 1), None
+        if self.flash and flash_plan.wants_flash(qs):
+            bq, ks = flash_plan.variant(qs, self.config.n_kv_heads, self.dev.sm_count)
+            tiles = flash_plan.tiles(qs, batch.positions, batch.context_lens, bq)
+        p = self._stage(batch.token_ids, batch.positions, batch.slot_mapping, tok_seq, batch.context_lens,
+                        batch.logits_rows, tables, width, tiles)
+        if tiles is not None:
+            p["n_tiles"], p["bq"], p["ks"] = len(tiles), bq, ks
+        if patch is not None:
+            patch(p)
+        return p, width, self._nsplit(batch.num_tokens, int(np.max(batch.context_lens)))
 
     def _decode(self, batch: StepBatch, patch=None) -> DeviceLogits:
         s = batch.num_seqs

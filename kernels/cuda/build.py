@@ -14,7 +14,7 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
 FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling", "fused",
-            "attn_fused", "token_mask")
+            "attn_fused", "token_mask", "flash_attention")
 ENV_CACHE_DIR = "AOTX_KERNEL_CACHE"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

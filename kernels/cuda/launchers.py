@@ -18,6 +18,9 @@ FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
+# flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
+FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
+FLASH_SMEM_PER_KEY_GROUP = 2 * 2 * 64 * 72 * 2   # 2 stages x (K, V) x 64 keys x 72 padded dims x bf16
 
 
 def mlp_grid(hidden: int, ffn: int) -> int:
@@ -44,6 +47,7 @@ def epi(mode: int, out_f32: int = 0, out_bf16: int = 0, ld: int = 0, positions: 
 class Kernels:
     def __init__(self, device: driver.Device, n_heads: int, n_kv_heads: int, head_dim: int):
         self.device = device
+        self.att_g = n_heads // n_kv_heads
         defines = {"ATT_G": n_heads // n_kv_heads, "ATT_D": head_dim}
         self.cubins = build.compile_all(device.arch, defines)
         self.modules = {f: driver.Module(c.data) for f, c in self.cubins.items()}
@@ -53,10 +57,13 @@ class Kernels:
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
                            "sampling": ["sample_rows", "adjust_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
-                           "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"]}.items():
+                           "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"],
+                           "flash_attention": list(FLASH_KERNELS.values())}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
+        for (_, ks), name in FLASH_KERNELS.items():
+            driver.set_max_dynamic_smem(self.f[name], ks * FLASH_SMEM_PER_KEY_GROUP)
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
@@ -150,6 +157,17 @@ class Kernels:
         if nsplit > 1:
             self._go("attention_combine", (n_tokens, n_heads), head_dim,
                      (part_o, part_ml, n_heads, nsplit, out), "ppiip")
+
+    def flash_attention(self, q, k_cache, v_cache, tiles, n_tiles, bq, ks, tok_seq, positions, context_lens,
+                        block_tables, bt_stride, page_size, scale, n_kv, out):
+        """Causal paged attention of every token in ``tiles`` (int32 [n_tiles, 2] on the device, made by
+        kernels.cuda.flash_plan.tiles with ``bq`` rows a tile; ``ks`` key groups a block) on tensor cores
+        (flash_attention.cu)."""
+        if not 1 <= n_tiles <= 65535:
+            raise ValueError(f"flash_attention takes 1..65535 tiles, got {n_tiles}")
+        self._go(FLASH_KERNELS[(bq, ks)], (n_kv, n_tiles), 32 * self.att_g * bq // 16 * ks,
+                 (q, k_cache, v_cache, tiles, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                  scale, n_kv, out), "pppppppp" + "iifi" + "p", smem=ks * FLASH_SMEM_PER_KEY_GROUP)
 
     def token_mask(self, logits, rows, bits, bit_row, out, vocab, words, n_rows):
         self._go("token_mask_rows", (-(-vocab // 256), n_rows), 256,

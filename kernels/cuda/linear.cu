@@ -14,6 +14,7 @@
 #include "rope.cu"
 #include "kv_write.cu"
 #include "swiglu.cu"
+#include "mma.cuh"
 
 #define EPI_STORE 0   // out_f32[m, n] = y
 #define EPI_ADD 1     // out_f32[m, n] += y (residual stream)
@@ -155,26 +156,6 @@ linear_gemv(const void *__restrict__ x, int x_is_f32, const int *__restrict__ x_
 
 #define BK 32
 #define SROW (BK + 8)  // padded shared row (80 bytes): conflict-free ldmatrix
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void mma_bf16(float *d, const u32 *a, const u32 *b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 *r, const bf16 *smem) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 
 // A bf16 [M, K] row-major; W bf16 [N, K]; K % 32 == 0, N % BN == 0. 4 warps in 2 x 2, each warp
 // MT x NT tiles of m16n8: block tile BM = 32 MT rows by BN = 16 NT columns. Grid (N/BN, ceil(M/BM)).

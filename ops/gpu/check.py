@@ -31,13 +31,13 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import kernel_check, model_check, overlap_check, penalty_check
+    from ops.gpu import flash_check, kernel_check, model_check, overlap_check, penalty_check
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
 
     def record(name, value, thr, extra=""):
-        ok = value <= thr if name.startswith("greedy") else value >= thr
+        ok = value <= thr if name.startswith(("greedy", "flash greedy")) else value >= thr
         if isinstance(extra, float):
             ok = ok and extra >= 0.95
             extra = f"top1={extra:.3f} (>= 0.95)"
@@ -57,6 +57,12 @@ def main(argv=None) -> int:
         import traceback
         traceback.print_exc()
         results.append(("random e2e", 0, 0, False, "exception"))
+    try:
+        flash_check.e2e(random_bundle, False, record_random)
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        results.append(("random e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
     try:
         overlap_check.run(random_bundle, False, record_random)
     except Exception:
@@ -79,6 +85,12 @@ def main(argv=None) -> int:
             import traceback
             traceback.print_exc()
             results.append(("real e2e", 0, 0, False, "exception"))
+        try:
+            flash_check.e2e(bundle, True, record)
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            results.append(("real e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
         try:
             overlap_check.run(bundle, True, record)
         except Exception:
