@@ -34,8 +34,8 @@ import time
 import numpy as np
 
 from kernels.cuda import driver
-from kernels.cuda import mask_gate
 from kernels.cuda.copy_runs import runs
+from kernels.cuda.mask_gate import GatedBits, available, wanted
 from kernels.cuda.step_timing import StepTimeline
 
 ALIGN = 64
@@ -172,7 +172,7 @@ class CudaStepLauncher:
         # a deferred sampling is enqueued by the thread that fills its mask, once it is filled
         self.sample_on_worker = os.environ.get("AOTX_SAMPLE_ON_WORKER", "1") != "0"
         # or, better, enqueued at the launch behind a gate the mask's thread opens (None: not here)
-        self.gate = mask_gate.available(backend.dev.stream) if mask_gate.wanted(backend) else None
+        self.gate = available(backend.dev.stream) if wanted(backend) else None
         self.gated = self.gate is not None
         self.timeline: StepTimeline | None = None
         self.reset_timing()
@@ -263,7 +263,7 @@ class CudaStepLauncher:
             gate.word.wait(stream, value)
             StepTimeline.sample_start(handle.marks, stream)
         try:
-            self._sample(handle, sub, sampling, mask_gate.GatedBits(mask.rows, bits, addr, wait), gated=True)
+            self._sample(handle, sub, sampling, GatedBits(mask.rows, bits, addr, wait), gated=True)
         finally:   # opened once the mask is computed, even if this enqueue failed after the wait
             mask.when_ready(gate.opener(handle, mask, bits, value, StepTimeline.sample_released))
 
