@@ -225,6 +225,28 @@ class InstantDevice:
         self.memory[_SAMPLE_OUT] = ids.astype(np.int32)
 
 
+def _dump(path: str, tok, prompt: list[int], vocab: int, eos: int) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump({"hf_json": tok.hf_json(), "special": sorted(tok.special_ids), "bos": tok.bos_id, "eos": eos,
+                   "vocab": vocab, "prompt": prompt}, f)
+
+
+def _loaded(path: str):
+    """(tokenizer, prompt ids, vocab size, EOS) from a --dump: the tokenizer rebuilt from its HF definition."""
+    import json
+
+    from kernels.tokenizer import Tokenizer
+    with open(path) as f:
+        src = json.load(f)
+    model = json.loads(src["hf_json"])["model"]
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    special = set(src["special"])
+    types = [3 if i in special else 1 for i in range(len(tokens))]     # 3: control (kernels/tokenizer.py)
+    return Tokenizer(tokens, merges, types, src["bos"], src["eos"]), src["prompt"], src["vocab"], src["eos"]
+
+
 async def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
@@ -232,6 +254,8 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--forward-ms", type=float, default=0.0, help="the simulated forward's time")
     ap.add_argument("--sample-ms", type=float, default=0.0, help="the simulated sampling's time")
+    ap.add_argument("--dump", help="write the tokenizer and the prompt here (for a host without the GGUF) and stop")
+    ap.add_argument("--load", help="read them from here instead of loading the GGUF")
     args = ap.parse_args(argv)
 
     from aotx.engine import Engine, EngineConfig, SamplingParams
@@ -247,26 +271,32 @@ async def main(argv: list[str] | None = None) -> None:
         mask_chain_table,
     )
 
-    bundle = load_model(progress=False)
-    tok = bundle.tokenizer
-    prompt = tok.encode(bundle.chat_template.render([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    if args.load:
+        tok, prompt, vocab, eos = _loaded(args.load)
+    else:
+        bundle = load_model(progress=False)
+        tok, vocab, eos = bundle.tokenizer, bundle.config.vocab_size, bundle.config.eos_id
+        prompt = tok.encode(bundle.chat_template.render([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    if args.dump:
+        _dump(args.dump, tok, prompt, vocab, eos)
+        return
     page_size = 16
     num_pages = args.streams * -(-(len(prompt) + args.tokens) // page_size) + 8
     memory: dict = {}
     overlap = _standin_overlap(memory)
-    device = InstantDevice(memory, bundle.config.vocab_size, num_pages, page_size, args.forward_ms / 1e3,
+    device = InstantDevice(memory, vocab, num_pages, page_size, args.forward_ms / 1e3,
                            args.sample_ms / 1e3, tok.encode('{"story": "'), tok.encode(STORY * 4))
     launcher = overlap.CudaStepLauncher(device)
     launcher.breakdown(True)
     engine = Engine(device, tok, EngineConfig(max_batch=args.streams, num_pages=num_pages, page_size=page_size,
                                               max_model_len=4096), launcher=launcher)
     schema = ConstraintCompiler(tok).json_schema(SCHEMA)
-    allowed = AllAllowed(schema.vocab_size, bundle.config.eos_id)
+    allowed = AllAllowed(schema.vocab_size, eos)
     # *_worker: the sampling enqueued by the mask worker after the fill, not at the launch behind a gate
     # (the session-6 way); *_engine: by the engine thread (the session-5 way)
     kinds = {"plain": None, "json_schema": schema, "all_allowed": allowed, "json_schema_worker": schema,
              "all_allowed_worker": allowed, "json_schema_engine": schema, "all_allowed_engine": allowed}
-    clock, host, chain = MaskClock(bundle.config.eos_id), HostClocks(), MaskTimes()
+    clock, host, chain = MaskClock(eos), HostClocks(), MaskTimes()
     engine.start()
     best: dict[str, tuple[float, dict]] = {}
     try:
