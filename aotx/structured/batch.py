@@ -56,7 +56,10 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
         return
     # rows of one lexer (RowMatcher.group) next to each other: the pool's threads take contiguous runs
     # of the list, so each mostly fills one lexer's rows and none waits for another's lexer mutex
-    pairs = [(m.ll, j) for j, m in sorted(enumerate(matchers), key=lambda jm: getattr(jm[1], "group", 0))]
+    rows = enumerate(matchers)
+    if any(getattr(m, "group", 0) for m in matchers):
+        rows = sorted(rows, key=lambda jm: getattr(jm[1], "group", 0))
+    pairs = [(m.ll, j) for j, m in rows]
     _pool().unsafe_compute_mask_ptr(pairs, bits.ctypes.data, bits.shape[1] * 4, bits.shape[0])
     for m in matchers:
         m.check()
