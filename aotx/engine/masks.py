@@ -9,7 +9,9 @@ Where it runs (aotx.engine.mask_worker): in the one-step-behind loop the mask of
 ``deferred``: the launcher enqueues step k's forward and returns; step k's sampling is enqueued by the
 thread that fills the mask, right after the fill (``when_ready``: CUDA's launcher registers it), or else
 when the launcher needs it (at the next launch, before that launch's forward, or when it reads step k's
-ids: kernels/cuda/overlap.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
+ids: kernels/cuda/overlap.py). Where CUDA's stream can wait on host memory, step k's sampling is enqueued
+at its launch behind a gate, and the fill writes the bits into the page-locked memory that the stream
+copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
 matchers (``consume``: ~2 µs a row, one Python call each) and hands the mask to the mask worker, which
 fills the bitmasks (one llguidance call, its own threads, the GIL released) while the GPU computes
 step k's forward and the engine thread delivers step k-1, schedules and builds step k+1. Without a
@@ -49,6 +51,8 @@ class LateMask:
         self._seqs = [(seq, seq.pending_row if seq.pending else -1, len(seq.output_ids) + seq.pending - 1
                        if seq.pending else len(seq.output_ids)) for seq in (sampled[j] for j in self.rows)]
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
+        self.words = mask_words(max(int(seq.params.constraint.vocab_size) for seq, _, _ in self._seqs))
+        self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()
@@ -67,6 +71,13 @@ class LateMask:
     def reads_previous(self) -> bool:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
         return any(row >= 0 for _, row, _ in self._seqs)
+
+    def into(self, bits: np.ndarray) -> None:
+        """Fill into `bits` (uint32 [len(rows), words], C-contiguous; CUDA's launcher gives page-locked
+        memory that its stream copies once the mask is ready: kernels/cuda/mask_gate.py). Before it runs."""
+        if bits.dtype != np.uint32 or bits.shape != (len(self.rows), self.words) or not bits.flags["C_CONTIGUOUS"]:
+            raise ValueError(f"a mask's bits are uint32 [{len(self.rows)}, {self.words}], C-contiguous")
+        self._out = bits
 
     def ready(self) -> bool:
         """Computed (calling it will not wait)."""
@@ -153,8 +164,7 @@ class LateMask:
 
         # a refused token ends the request when its step is read back: its row here is never used
         fill = [k for k in range(len(self._seqs)) if ok[k]]
-        vocab = max(int(seq.params.constraint.vocab_size) for seq, _, _ in self._seqs)
-        bits = np.empty((len(self._seqs), mask_words(vocab)), dtype=np.uint32)
+        bits = self._out if self._out is not None else np.empty((len(self._seqs), self.words), dtype=np.uint32)
         if fill:
             sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
             batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)

@@ -28,6 +28,18 @@ def threads() -> int:
     return max(1, min(4, (os.cpu_count() or 1) // 8))
 
 
+def lexers() -> int:
+    """How many prototypes (lexers) a constraint spreads its sequences over (Constraint.start):
+    AOTX_MASK_LEXERS, else 1. Rows of one lexer fill one at a time (its mutex), so more lexers let the
+    executor's threads fill in parallel; but each lexer builds its own DFA states, which one shared
+    lexer builds once for every row (a counted repetition such as the bench schema's minLength 4096
+    keeps adding states): ops.bench.mask_lexers measures both (docs/PERFORMANCE.md, session 7)."""
+    env = os.environ.get("AOTX_MASK_LEXERS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return 1
+
+
 def _pool() -> llguidance.LLExecutor:
     global _executor
     if _executor is None:
@@ -42,7 +54,12 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
     if len(matchers) == 1:
         matchers[0].fill(bits[0])
         return
-    pairs = [(m.ll, j) for j, m in enumerate(matchers)]
+    # rows of one lexer (RowMatcher.group) next to each other: the pool's threads take contiguous runs
+    # of the list, so each mostly fills one lexer's rows and none waits for another's lexer mutex
+    rows = enumerate(matchers)
+    if any(getattr(m, "group", 0) for m in matchers):
+        rows = sorted(rows, key=lambda jm: getattr(jm[1], "group", 0))
+    pairs = [(m.ll, j) for j, m in rows]
     _pool().unsafe_compute_mask_ptr(pairs, bits.ctypes.data, bits.shape[1] * 4, bits.shape[0])
     for m in matchers:
         m.check()

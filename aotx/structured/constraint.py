@@ -10,6 +10,7 @@ uses it starts its own `RowMatcher`. The matcher's contract with the engine:
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import llguidance
@@ -22,23 +23,38 @@ class Constraint:
     digest: str                 # sha256 of the grammar: the compiler's cache key
     grammar: str = field(repr=False)
     tokenizer: llguidance.LLTokenizer = field(repr=False)
-    # a matcher built once and never advanced: each sequence starts from a copy of it (~2 µs,
+    # matchers built once and never advanced: each sequence starts from a copy of one (~2 µs,
     # against ~0.5 ms, up to seconds for a large schema, to build one from the grammar)
     _proto: list = field(default_factory=list, repr=False, compare=False)
+    _starts: list = field(default_factory=lambda: [0], repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
     def start(self) -> RowMatcher:
-        if not self._proto:
-            self._proto.append(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0))
-        return RowMatcher(self._proto[0].deep_copy())
+        """A matcher at the start of the grammar. llguidance's copy (``deep_copy``: its Matcher's clone,
+        not deep_clone) shares the original's lexer -- its DFA cache, warm for every copy -- behind one
+        mutex that a mask computation holds throughout, so the rows of one prototype fill one at a time
+        whatever the executor's threads. Sequences are spread round-robin over up to ``lexers()``
+        prototypes, each built from the grammar (its own lexer): aotx.structured.batch fills each
+        prototype's rows on one thread. The first is built at parse time, the others when a second,
+        third ... sequence starts (never for a constraint used by one sequence at a time)."""
+        from aotx.structured.batch import lexers
+        with self._lock:
+            group = self._starts[0] % max(1, lexers())
+            self._starts[0] += 1
+            while len(self._proto) <= group:
+                self._proto.append(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0))
+            proto = self._proto[group]
+        return RowMatcher(proto.deep_copy(), group)
 
 
 class RowMatcher:
-    def __init__(self, matcher: llguidance.LLMatcher) -> None:
+    def __init__(self, matcher: llguidance.LLMatcher, group: int = 0) -> None:
         self._m = matcher
+        self.group = group              # its prototype (Constraint.start): the lexer it shares
         self._tokens: list[int] = []    # every token consumed, in order
         self._ok = True
         # the index of the first token refused, and why: read without touching the llguidance matcher,

@@ -85,6 +85,8 @@ class CudaBackend:
         driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
+        # a mask whose bits come later (kernels/cuda/mask_gate.py) is copied inside sample_enqueue: fused only
+        self.gated_masks = FUSED_MASK
         self._acts: list[driver.Buffer] = []
         self.adjust_bufs = AdjustBuffers(self)
         self._reserve(token_capacity, row_capacity)

@@ -236,3 +236,33 @@ def dtoh_async(dst: int, src: int, nbytes: int, stream) -> None:
 def dtod(dst: int, src: int, nbytes: int, stream) -> None:
     if nbytes:
         check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream))
+
+
+class HostWord:
+    """A uint32 counter in page-locked, device-mapped host memory that a stream can wait on
+    (``cuStreamWaitValue32``, cyclic >=): the host raises it with a plain store (``open``: no driver
+    call, so no GIL hand-over), and work queued behind ``wait`` starts microseconds later."""
+
+    def __init__(self) -> None:
+        flags = int(cu.CU_MEMHOSTALLOC_DEVICEMAP) | int(cu.CU_MEMHOSTALLOC_PORTABLE)
+        self.ptr = int(check(cu.cuMemHostAlloc(64, flags)))
+        self.dptr = int(check(cu.cuMemHostGetDevicePointer(self.ptr, 0)))
+        self._word = np.frombuffer((ctypes.c_uint8 * 64).from_address(self.ptr), dtype=np.uint32, count=1)
+        self._word[0] = 0
+
+    @property
+    def value(self) -> int:
+        return int(self._word[0])
+
+    def wait(self, stream, value: int) -> None:
+        """Work enqueued after this on ``stream`` waits until the word is >= ``value`` (cyclic)."""
+        check(cu.cuStreamWaitValue32(stream, self.dptr, value & 0xFFFFFFFF,
+                                     int(cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)))
+
+    def open(self, value: int) -> None:
+        self._word[0] = value & 0xFFFFFFFF
+
+    def free(self) -> None:
+        if self.ptr:
+            check(cu.cuMemFreeHost(self.ptr))
+            self.ptr, self._word = 0, None

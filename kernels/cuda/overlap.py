@@ -13,7 +13,10 @@ engine thread's delivery and build; ``AOTX_SAMPLE_ON_WORKER=0`` turns that off),
 of the next launch (before its staging and forward, which reads these ids) or to the first ``ids()`` on
 the launching thread, whichever comes first. So the launching thread never waits for a mask while the
 GPU has the forward to run. Launches and enqueued samplings hold the launcher's lock (one thread on
-the stream and the staging at a time).
+the stream and the staging at a time). Where the device can wait on host memory (the default;
+``AOTX_MASK_GATE=0`` off), such a step is not deferred at all: its whole sampling is enqueued at the
+launch behind a gate that the mask's thread opens with one store once the bits are written
+(kernels/cuda/mask_gate.py: no driver call, hence no GIL hand-over, on the mask's thread).
 Where a step must reallocate the backend's buffers (more tokens or rows
 than they hold), the previous step's ids are read back first and the tokens filled on the host.
 
@@ -32,6 +35,7 @@ import numpy as np
 
 from kernels.cuda import driver
 from kernels.cuda.copy_runs import runs
+from kernels.cuda.mask_gate import GatedBits, available, wanted
 from kernels.cuda.step_timing import StepTimeline
 
 ALIGN = 64
@@ -141,6 +145,8 @@ class _Handle:
                     self.end.synchronize()
                     if self.marks is not None:
                         self.marks.ids_wait = time.perf_counter() - waited
+                    if self.error is not None:    # a gated mask that failed (set before its gate opened)
+                        raise self.error
                     ids = self.arena.buf.view(np.int32, self.n, self.offset).copy()
                     self.launcher._account(self)
                     self._ids = ids
@@ -165,6 +171,9 @@ class CudaStepLauncher:
         self._lock = threading.RLock()          # the stream, the staging, _deferred: launch and flush
         # a deferred sampling is enqueued by the thread that fills its mask, once it is filled
         self.sample_on_worker = os.environ.get("AOTX_SAMPLE_ON_WORKER", "1") != "0"
+        # or, better, enqueued at the launch behind a gate the mask's thread opens (None: not here)
+        self.gate = available(backend.dev.stream) if wanted(backend) else None
+        self.gated = self.gate is not None
         self.timeline: StepTimeline | None = None
         self.reset_timing()
 
@@ -207,7 +216,10 @@ class CudaStepLauncher:
             if len(sample_rows):
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
-            if sub is not None and callable(mask) and getattr(mask, "deferred", False):
+            if (sub is not None and self.gated and getattr(mask, "deferred", False)
+                    and hasattr(mask, "into") and hasattr(mask, "when_ready")):
+                self._sample_gated(handle, sub, sampling, mask)
+            elif sub is not None and callable(mask) and getattr(mask, "deferred", False):
                 when_ready = getattr(mask, "when_ready", None) if self.sample_on_worker else None
                 # sampled by flush(), or (when_ready) by the thread that fills the mask, once filled
                 self._deferred = (handle, sub, sampling, mask, when_ready is not None)
@@ -223,20 +235,37 @@ class CudaStepLauncher:
         StepTimeline.launched(marks)
         return handle
 
-    def _sample(self, handle: _Handle, sub, sampling, mask) -> None:
+    def _sample(self, handle: _Handle, sub, sampling, mask, gated: bool = False) -> None:
         """The sampling of `handle`'s rows `sub`, the ids' read-back and its end event, on the stream."""
         be, stream = self.backend, self.backend.dev.stream
         if sub is not None and mask is not None:   # constrained rows: sample_rows reads them through their bitmasks
             # a late mask (aotx.engine.masks) not computed elsewhere waits for the previous step's
             # ids and fills the bitmasks on the host now, while the GPU runs the forward
             sub = be.masked_logits(sub, mask() if callable(mask) else mask)
-        StepTimeline.sample_enqueued(handle.marks, stream)
+        if not gated:       # (a gated one's start is recorded after the stream's wait for its mask)
+            StepTimeline.sample_enqueued(handle.marks, stream)
         n = be.sample_enqueue(sub, sampling) if sub is not None else 0
         addr, off = self.staging.reserve(4 * max(n, 1))
         driver.dtoh_async(addr, be.sample_out, 4 * n, stream)
         handle.end.record(stream)
         handle.n, handle.offset, handle.arena = n, off, self.staging.arena
         handle.enqueued.set()
+
+    def _sample_gated(self, handle: _Handle, sub, sampling, mask) -> None:
+        """`handle`'s sampling enqueued now, its bits copied behind the stream's wait for `mask`'s thread
+        to write them into page-locked memory and open the gate (kernels/cuda/mask_gate.py)."""
+        gate = self.gate
+        bits, addr = gate.bits_for(len(mask.rows), mask.words, handle)
+        mask.into(bits)
+        value = gate.issue()
+
+        def wait(stream) -> None:
+            gate.word.wait(stream, value)
+            StepTimeline.sample_start(handle.marks, stream)
+        try:
+            self._sample(handle, sub, sampling, GatedBits(mask.rows, bits, addr, wait), gated=True)
+        finally:   # opened once the mask is computed, even if this enqueue failed after the wait
+            mask.when_ready(gate.opener(handle, mask, bits, value, StepTimeline.sample_released))
 
     def flush(self, wait: bool = True) -> None:
         """Enqueue the deferred sampling, if a launch left one (waiting for its mask; with `wait`
@@ -328,7 +357,12 @@ class CudaStepLauncher:
             handle, self._deferred = self._deferred[0], None
             handle.error = RuntimeError("the launcher closed before this step was sampled")
             handle.enqueued.set()
+        if self.gate is not None:           # a mask nobody fills (the worker is closed) must not hold the stream
+            self.gate.open_all()
         self.staging.close()
+        if self.gate is not None:
+            self.gate.free()
+            self.gate = None
         self.backend.staging = None
 
 

@@ -5,13 +5,14 @@ Per step read back, on the device (CUDA events on the stream, recorded where the
 
 * ``forward``: the step's start event to its forward's end (staging, token feed, the graph);
 * ``wait``: the forward's end to the sampling's start, where the stream had nothing to do until the
-  host enqueued the sampling (a deferred step whose mask came late, or a host that enqueued it late);
+  host enqueued the sampling (a deferred step whose mask came late, or a host that enqueued it late),
+  or, for a gated sampling (kernels/cuda/mask_gate.py), until the mask's thread opened its gate;
 * ``sample``: the sampling, the mask upload and the ids' copy back (sampling start to end event);
 * ``gap``: this step's start event after the previous step's end (the next forward enqueued late).
 
 The device is busy for forward + sample of each step's forward + wait + sample + gap (the launcher's
 own ``timing()`` counts the wait as busy: it spans start to end). On the host clock: ``launch`` (in
-``launch()``), ``defer`` (forward enqueued to sampling enqueued), ``ids_wait`` (the reader's wait in
+``launch()``), ``defer`` (forward enqueued to sampling enqueued, or to its gate opened), ``ids_wait`` (the reader's wait in
 ``ids()``), ``period`` (one launch to the next), and the thread that enqueued each sampling.
 """
 from __future__ import annotations
@@ -73,6 +74,19 @@ class StepTimeline:
             marks.sample_start.record(stream)
             marks.t_sample = time.perf_counter()
             marks.sampled_on = threading.current_thread().name
+
+    @staticmethod
+    def sample_start(marks: StepMarks | None, stream) -> None:
+        """A gated sampling (kernels/cuda/mask_gate.py): the device's start, right after the stream's
+        wait for the mask; its host time and thread are the gate's opening (``sample_released``)."""
+        if marks is not None:
+            marks.sample_start.record(stream)
+
+    @staticmethod
+    def sample_released(marks: StepMarks | None) -> None:
+        if marks is not None:
+            marks.t_sample = time.perf_counter()
+            marks.sampled_on = threading.current_thread().name + " (gate)"
 
     @staticmethod
     def launched(marks: StepMarks | None) -> None:

@@ -71,13 +71,20 @@ class DeviceTokenMask:
         return MaskedLogits(logits, mask)
 
     def sample_args(self, n: int, mask: TokenMask) -> tuple[int, int, int]:
-        """(mask_bits, mask_row, words) of sample_rows for `n` sampled rows, uploaded."""
-        bits = np.ascontiguousarray(mask.bits, dtype=np.uint32)
+        """(mask_bits, mask_row, words) of sample_rows for `n` sampled rows, uploaded. A mask whose
+        bits are not written yet (kernels.cuda.mask_gate.GatedBits: page-locked already) is copied
+        behind the stream's wait for them (``mask.gate``)."""
+        gate = getattr(mask, "gate", None)
+        bits = mask.bits if gate is not None else np.ascontiguousarray(mask.bits, dtype=np.uint32)
         mask_row = kernel_args(n, mask)
         row_ptr = self._buf("mask_row", mask_row.nbytes)
         bits_ptr = self._buf("bits", max(bits.nbytes, 4))
         self.be._htod(row_ptr, mask_row)
-        self.be._htod(bits_ptr, bits)
+        if gate is None:
+            self.be._htod(bits_ptr, bits)
+        else:
+            gate(self.be.dev.stream)
+            driver.htod_pinned(bits_ptr, mask.addr, bits.nbytes, self.be.dev.stream)
         return bits_ptr, row_ptr, bits.shape[1]
 
     def close(self) -> None:

@@ -5,9 +5,11 @@
 
 Variants (``--variants``, all by default): ``plain``; ``json_schema``; ``all_allowed``, the constrained
 code path with a mask allowing every token but EOS and no llguidance (ops/bench/structured_probe.py);
-``json_schema_engine``, json_schema with each step's sampling enqueued by the engine thread rather than
-by the mask worker (CudaStepLauncher.sample_on_worker False: the session-5 behaviour; CUDA only). On
-CUDA each run also prints its per-step breakdown (kernels/cuda/step_timing.py).
+``json_schema_worker``, json_schema with each step's sampling enqueued by the mask worker after the fill
+(CudaStepLauncher.gated False: the session-6 behaviour; CUDA only), where json_schema has it enqueued at
+the launch behind a gate the worker opens (kernels/cuda/mask_gate.py); ``json_schema_engine``, enqueued
+by the engine thread (sample_on_worker False too: the session-5 behaviour). On CUDA each run also prints
+its per-step breakdown (kernels/cuda/step_timing.py).
 
 Every stream gets the same chat prompt (a story); the constrained runs carry a JSON schema whose one
 string field holds the story, so both kinds decode for the whole budget (an early stop only shortens
@@ -33,7 +35,7 @@ from kernels import create_backend, load_model
 from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
                                         mask_chain_table)
 
-VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_engine")
+VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_worker", "json_schema_engine")
 
 PROMPT = "Write a long story about a dragon who learns to bake bread, as JSON with the key story."
 # the string cannot close within the budget: both kinds decode exactly --tokens per stream
@@ -42,13 +44,15 @@ SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "minLengt
 
 
 async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint, host: HostClocks | None = None,
-              on_worker: bool = True, chain: MaskTimes | None = None) -> dict:
+              on_worker: bool = True, chain: MaskTimes | None = None, gated: bool = True) -> dict:
     params = [SamplingParams(max_tokens=tokens, temperature=0.7, seed=i, constraint=constraint) for i in range(streams)]
     launcher = engine.runner.launcher
     if hasattr(launcher, "reset_timing"):
         launcher.reset_timing()
     if hasattr(launcher, "sample_on_worker"):
         launcher.sample_on_worker = on_worker
+    if getattr(launcher, "gate", None) is not None:
+        launcher.gated = gated
     if host is not None:
         host.start()
     if chain is not None:
@@ -101,8 +105,10 @@ async def main(argv: list[str] | None = None) -> None:
                                                page_size=page_size, max_model_len=4096))
     eos = bundle.config.eos_id
     schema = ConstraintCompiler(tok).json_schema(SCHEMA)
-    constraints = {"plain": None, "json_schema": schema, "json_schema_engine": schema,
+    constraints = {"plain": None, "json_schema": schema, "json_schema_worker": schema, "json_schema_engine": schema,
                    "all_allowed": AllAllowed(schema.vocab_size, eos)}
+    ways = {v: {"on_worker": v != "json_schema_engine", "gated": v not in ("json_schema_worker", "json_schema_engine")}
+            for v in variants}
     from aotx.engine import masks
     from aotx.engine.mask_worker import MaskWorker
     # the engine thread: getting a step's mask where its sampling is enqueued (waiting for the worker,
@@ -117,12 +123,12 @@ async def main(argv: list[str] | None = None) -> None:
     fills: dict[str, list] = {v: [0, 0, 0.0] for v in variants}
     try:
         for v in variants:                                             # warm-up, every path
-            await run(engine, prompt, args.streams, 4, constraints[v], on_worker=v != "json_schema_engine")
+            await run(engine, prompt, args.streams, 4, constraints[v], **ways[v])
         for i in range(args.repeat):
             for v in variants:
                 before = clock.snapshot()
                 results[v].append(await run(engine, prompt, args.streams, args.tokens, constraints[v], host,
-                                            on_worker=v != "json_schema_engine", chain=chain))
+                                            chain=chain, **ways[v]))
                 after = clock.snapshot()
                 fills[v] = [a + (b - c) for a, b, c in zip(fills[v], after, before)]
             print(f"[structured] round {i + 1}: " + ", ".join(f"{v} {results[v][-1]['decode_tok_s']:.1f} tok/s"
@@ -153,7 +159,8 @@ async def main(argv: list[str] | None = None) -> None:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "
               f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls, all_allowed's included; {worker}; "
               f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
-              f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads)")
+              f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads; mask gate "
+              f"{'on' if getattr(launcher, 'gate', None) is not None else 'off'})")
     if late.calls:
         print(f"engine thread getting a step's mask where its sampling is enqueued: {late.per_call_ms():.3f} ms "
               f"per step ({late.calls} steps)")

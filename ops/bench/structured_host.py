@@ -12,8 +12,10 @@ clock). Its sampler draws what a model writing the bench's JSON would: token p o
 mask allows where that one is not (never EOS). With an instant device a step takes what the host needs
 for it (the ceiling the host puts on the GPU's step rate); with device times above the host's, plain is
 device-bound and a constrained step shows what its mask costs the device's timeline. The ``*_engine`` runs
-have each sampling enqueued by the engine thread instead of the mask worker (the session-5 way: the A/B
-of CudaStepLauncher.sample_on_worker, in one process). Prints ms per step,
+have each sampling enqueued by the engine thread (the session-5 way: the A/B of
+CudaStepLauncher.sample_on_worker, in one process), the ``*_worker`` runs by the mask worker after the fill
+(the session-6 way: the A/B of the gate, kernels/cuda/mask_gate.py); the others at the launch, behind a
+gate that the mask worker opens. Prints ms per step,
 the launcher's per-step breakdown (kernels/cuda/step_timing.py) and the engine thread's parts
 (ops/bench/structured_probe.py). No GPU, no weights on a device (the tokenizer comes from the GGUF).
 """
@@ -106,6 +108,32 @@ class _Event:
         return 1e3 * (self.t - earlier.t)
 
 
+class SimWord:
+    """kernels.cuda.driver.HostWord's stand-in: the simulated stream waits on it (kernels/cuda/mask_gate.py)."""
+
+    def __init__(self) -> None:
+        self._v = 0
+        self._cond = threading.Condition()
+
+    @property
+    def value(self) -> int:
+        return self._v
+
+    def wait(self, stream, value: int) -> None:
+        def op():
+            with self._cond:
+                self._cond.wait_for(lambda: (self._v - value) & 0xFFFFFFFF < 0x80000000)
+        stream.put(op)
+
+    def open(self, value: int) -> None:
+        with self._cond:
+            self._v = value & 0xFFFFFFFF
+            self._cond.notify_all()
+
+    def free(self) -> None:
+        pass
+
+
 def _standin_overlap(memory: dict):
     """kernels.cuda.overlap imported over a stand-in driver whose memory is `memory` (a dict of arrays)
     and whose stream is a SimStream."""
@@ -119,8 +147,9 @@ def _standin_overlap(memory: dict):
         stream.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
 
     sys.modules["kernels.cuda.driver"] = types.SimpleNamespace(
-        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async)
-    for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing"):
+        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
+        HostWord=SimWord)
+    for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate"):
         sys.modules.pop(name, None)
     return importlib.import_module("kernels.cuda.overlap")
 
@@ -143,6 +172,7 @@ class InstantDevice:
     """The CUDA backend's interface to the launcher; every device operation takes no time."""
     t_cap, r_cap, ints_cap, sample_out = 10**6, 10**6, 4096, _SAMPLE_OUT
     name = "instant"
+    gated_masks = True      # a mask's bits may come later: the stream waits for them (mask.gate)
 
     def __init__(self, memory: dict, vocab: int, num_pages: int, page_size: int, forward_s: float,
                  sample_s: float, prefix: list[int], story: list[int]) -> None:
@@ -172,6 +202,8 @@ class InstantDevice:
             logits, mask = logits
         n = len(logits.rows)
         pos, seed = np.asarray(sampling.step, np.int64), np.asarray(sampling.seed, np.int64)
+        if getattr(mask, "gate", None) is not None:
+            mask.gate(self.stream)           # the bits are read after the mask's thread opened the gate
         self.stream.put(lambda: self._sample(pos, seed, mask))
         return n
 
@@ -193,6 +225,28 @@ class InstantDevice:
         self.memory[_SAMPLE_OUT] = ids.astype(np.int32)
 
 
+def _dump(path: str, tok, prompt: list[int], vocab: int, eos: int) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump({"hf_json": tok.hf_json(), "special": sorted(tok.special_ids), "bos": tok.bos_id, "eos": eos,
+                   "vocab": vocab, "prompt": prompt}, f)
+
+
+def _loaded(path: str):
+    """(tokenizer, prompt ids, vocab size, EOS) from a --dump: the tokenizer rebuilt from its HF definition."""
+    import json
+
+    from kernels.tokenizer import Tokenizer
+    with open(path) as f:
+        src = json.load(f)
+    model = json.loads(src["hf_json"])["model"]
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    special = set(src["special"])
+    types = [3 if i in special else 1 for i in range(len(tokens))]     # 3: control (kernels/tokenizer.py)
+    return Tokenizer(tokens, merges, types, src["bos"], src["eos"]), src["prompt"], src["vocab"], src["eos"]
+
+
 async def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
@@ -200,6 +254,8 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--forward-ms", type=float, default=0.0, help="the simulated forward's time")
     ap.add_argument("--sample-ms", type=float, default=0.0, help="the simulated sampling's time")
+    ap.add_argument("--dump", help="write the tokenizer and the prompt here (for a host without the GGUF) and stop")
+    ap.add_argument("--load", help="read them from here instead of loading the GGUF")
     args = ap.parse_args(argv)
 
     from aotx.engine import Engine, EngineConfig, SamplingParams
@@ -215,25 +271,32 @@ async def main(argv: list[str] | None = None) -> None:
         mask_chain_table,
     )
 
-    bundle = load_model(progress=False)
-    tok = bundle.tokenizer
-    prompt = tok.encode(bundle.chat_template.render([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    if args.load:
+        tok, prompt, vocab, eos = _loaded(args.load)
+    else:
+        bundle = load_model(progress=False)
+        tok, vocab, eos = bundle.tokenizer, bundle.config.vocab_size, bundle.config.eos_id
+        prompt = tok.encode(bundle.chat_template.render([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    if args.dump:
+        _dump(args.dump, tok, prompt, vocab, eos)
+        return
     page_size = 16
     num_pages = args.streams * -(-(len(prompt) + args.tokens) // page_size) + 8
     memory: dict = {}
     overlap = _standin_overlap(memory)
-    device = InstantDevice(memory, bundle.config.vocab_size, num_pages, page_size, args.forward_ms / 1e3,
+    device = InstantDevice(memory, vocab, num_pages, page_size, args.forward_ms / 1e3,
                            args.sample_ms / 1e3, tok.encode('{"story": "'), tok.encode(STORY * 4))
     launcher = overlap.CudaStepLauncher(device)
     launcher.breakdown(True)
     engine = Engine(device, tok, EngineConfig(max_batch=args.streams, num_pages=num_pages, page_size=page_size,
                                               max_model_len=4096), launcher=launcher)
     schema = ConstraintCompiler(tok).json_schema(SCHEMA)
-    allowed = AllAllowed(schema.vocab_size, bundle.config.eos_id)
-    # *_engine: the sampling enqueued by the engine thread, not by the mask worker (the session-5 way)
-    kinds = {"plain": None, "json_schema": schema, "all_allowed": allowed, "json_schema_engine": schema,
-             "all_allowed_engine": allowed}
-    clock, host, chain = MaskClock(bundle.config.eos_id), HostClocks(), MaskTimes()
+    allowed = AllAllowed(schema.vocab_size, eos)
+    # *_worker: the sampling enqueued by the mask worker after the fill, not at the launch behind a gate
+    # (the session-6 way); *_engine: by the engine thread (the session-5 way)
+    kinds = {"plain": None, "json_schema": schema, "all_allowed": allowed, "json_schema_worker": schema,
+             "all_allowed_worker": allowed, "json_schema_engine": schema, "all_allowed_engine": allowed}
+    clock, host, chain = MaskClock(eos), HostClocks(), MaskTimes()
     engine.start()
     best: dict[str, tuple[float, dict]] = {}
     try:
@@ -243,6 +306,7 @@ async def main(argv: list[str] | None = None) -> None:
                           for s in range(args.streams)]
                 launcher.reset_timing()
                 launcher.sample_on_worker = not kind.endswith("_engine")
+                launcher.gated = launcher.gate is not None and not kind.endswith(("_engine", "_worker"))
                 host.start()
                 chain.reset()
                 start = time.perf_counter()

@@ -190,7 +190,7 @@ class MaskTimes:
 
 def mask_chain_table(rows: list[tuple[str, dict]]) -> str:
     lines = ["| run | masks | consume (engine thread) | hand-over to the worker | fill | after the fill (sampling "
-             "enqueued) | chain: consume start to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "enqueued, or its gate opened) | chain: consume start to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, m in rows:
         if m and m.get("masks"):
             lines.append(f"| {name} | {m['masks']} | {m['consume']:.3f} | {m['hand-over']:.3f} | {m['fill']:.3f} | "

@@ -24,7 +24,10 @@ MODES = {   # name: (temperature, top_p, top_k, masked)
     "t=0.7": (0.7, 1.0, 0, False),
     "t=0.7 top_p=0.95": (0.7, 0.95, 0, False),
     "t=0.7 top_k=50": (0.7, 1.0, 50, False),
-    "t=0.7 masked (1/2 of the vocab)": (0.7, 1.0, 0, True),
+    "t=0.7 masked (1/2 of the vocab)": (0.7, 1.0, 0, 0.5),
+    "t=0.7 masked (95 %, no EOS: in a JSON string)": (0.7, 1.0, 0, 0.95),
+    "t=0.7 masked (8 tokens: between strings)": (0.7, 1.0, 0, 8),
+    "t=0.7 masked (all)": (0.7, 1.0, 0, 1.0),
 }
 
 
@@ -47,9 +50,16 @@ def run_mode(c: Ctx, logits: np.ndarray, mode: tuple, reps: int, timer: driver.T
     step = c.rng.integers(0, 1000, r).astype(np.int64)
     ref_logits = logits
     mask_bits = mask_row = 0
-    if masked:
-        allowed = c.rng.random((r, V)) < 0.5
-        allowed[np.arange(r), logits.argmax(axis=1)] = True
+    if masked:    # a fraction of the vocab allowed (1.0: every token, the mask read for nothing), or a count
+        if isinstance(masked, int):
+            allowed = np.zeros((r, V), bool)
+            for j in range(r):
+                allowed[j, c.rng.choice(V, masked, replace=False)] = True
+        else:
+            allowed = c.rng.random((r, V)) < masked
+            allowed[np.arange(r), logits.argmax(axis=1)] = True
+            if masked == 0.95:
+                allowed[:, 2] = False       # EOS (inside a string, the text is not complete)
         ref_logits = np.where(allowed, logits, np.float32(-np.inf)).astype(np.float32)
         mask_bits = c.up(_pack_words(allowed))
         mask_row = c.up(np.arange(r, dtype=np.int32))

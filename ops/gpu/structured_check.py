@@ -8,7 +8,9 @@ ones the same requests give alone (the mask touches constrained rows only). Then
 constrained requests, submitted before the engine starts (so every run sees the same batches), with
 the mask worker (aotx.engine.mask_worker: masks filled on its thread, which then enqueues the step's
 sampling: kernels/cuda/overlap.py) and without it (AOTX_MASK_WORKER=0: filled on the engine thread between the forward and
-the sampling): the same token ids, seeded draws included (value 1.0). The CPU suite runs the same
+the sampling): the same token ids, seeded draws included (value 1.0); on CUDA also with the sampling
+enqueued at the launch behind a gate the worker opens (kernels/cuda/mask_gate.py, the default) against
+enqueued by the worker after the fill (gate off). The CPU suite runs the same
 logic on numpy (tests/structured/test_structured_check.py).
 """
 from __future__ import annotations
@@ -73,17 +75,24 @@ def run(bundle, record, backend: str = "cuda") -> None:
     # (overlapped on every backend: numpy's device thread too; the CPU suite runs two requests)
     same_ids = constrained if backend != "numpy" else [dataclasses.replace(p, max_tokens=16) for p in constrained[:2]]
 
-    async def ids(worker: bool):
+    async def ids(worker: bool, gated: bool = True):
         e = Engine(be, bundle.tokenizer, EngineConfig(max_batch=32, num_pages=512, page_size=16, max_model_len=2048,
                                                       overlap=True))
         e.runner.masks.enabled = worker
+        gate = getattr(e.runner.launcher, "gate", None) is not None
+        if gate:
+            e.runner.launcher.gated = gated
         handles = [e.submit(prompts[i % 2], p) for i, p in enumerate(same_ids)]
         e.start()
         try:
-            return [[t for d in [d async for d in h] for t in d.token_ids] for h in handles], e.runner.masks.started
+            return [[t for d in [d async for d in h] for t in d.token_ids] for h in handles], e.runner.masks.started, gate
         finally:
             await e.stop()
 
-    (on, started), (off, _) = asyncio.run(ids(True)), asyncio.run(ids(False))
+    (on, started, gate), (off, _, _) = asyncio.run(ids(True)), asyncio.run(ids(False))
     record(f"structured: token ids with the mask worker == without it ({backend})",
            sum(a == b for a, b in zip(on, off)) / len(on), 1.0, f"{started} masks on the worker")
+    if gate:     # CUDA: the sampling behind a gate (kernels/cuda/mask_gate.py) against enqueued by the worker
+        ungated, _, _ = asyncio.run(ids(True, gated=False))
+        record(f"structured: token ids with the mask gate == without it ({backend})",
+               sum(a == b for a, b in zip(on, ungated)) / len(on), 1.0)

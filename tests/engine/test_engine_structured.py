@@ -10,6 +10,7 @@ import pytest
 
 from aotx.engine import SamplingParams
 from aotx.structured import ConstraintCompiler
+from kernels.token_mask import TokenMask
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
@@ -129,6 +130,7 @@ async def test_masks_are_computed_on_the_worker_while_the_step_runs(make_real_en
     for ids in classic[:2]:
         jsonschema.validate(json.loads(bundle.tokenizer.decode(ids[:-1])), PERSON)     # (the last is EOS)
     assert len(seen) > 10 and {t for t, _ in seen} == {"aotx-mask-fill"}, seen
+    await engine.stop()     # the worker is joined: a mask handed over after the last token has run too
     assert sum(pending > 0 for _, pending in seen) >= len(seen) - 2
     assert engine.runner.masks.started == len(seen)
 
@@ -242,3 +244,117 @@ async def test_the_cuda_launcher_with_the_mask_worker_draws_the_classic_loops_to
     assert threads == {"aotx-mask-fill"} and engine.runner.masks.started > 10
     masked = [t for t, m in launcher.backend.sampled_on if m]
     assert len(masked) > 10 and set(masked) == {"aotx-mask-fill"}, masked
+
+
+class _Lazy:
+    """Logits rows a simulated stream computes later (the stand-in of a device pointer)."""
+
+    def __init__(self, rows: int, parent=None, index=None) -> None:
+        self.rows, self.parent, self.index, self.value = rows, parent, index, None
+
+    @property
+    def shape(self):
+        return (self.rows, 0)
+
+    def __getitem__(self, index):
+        return _Lazy(len(np.arange(self.rows)[index]), self, index)
+
+    def get(self) -> np.ndarray:
+        return self.value if self.parent is None else self.parent.get()[self.index]
+
+
+class _StreamedNumpy:
+    """The numpy backend behind the CUDA launcher's interface with every device operation run in order by
+    a simulated stream (ops.bench.structured_host.SimStream): the forward, the token feed from the step
+    before's ids, and the sampling, which reads a gated mask's bits only after the stream's wait for them
+    (kernels/cuda/mask_gate.py) -- what the real stream does."""
+    t_cap, r_cap, ints_cap, sample_out, TOKENS = 10**6, 10**6, 4096, 0xD0, 0x100000
+    gated_masks = True
+
+    def __init__(self, backend, memory, stream) -> None:
+        self.np, self.memory, self.stream = backend, memory, stream
+        self.num_pages, self.page_size = backend.num_pages, backend.page_size
+        self.dev = type("Dev", (), {"stream": stream, "make_current": lambda s: None,
+                                    "synchronize": lambda s: stream.synchronize()})()
+        self.gated = 0
+
+    def forward(self, batch, patch=None):
+        import dataclasses
+        tokens = np.array(batch.token_ids, dtype=np.int32)
+        self.stream.put(lambda: self.memory.__setitem__(self.TOKENS, tokens))
+        if patch is not None:
+            patch({"tokens": self.TOKENS})
+        out = _Lazy(len(batch.logits_rows))
+
+        def run():
+            out.value = self.np.forward(dataclasses.replace(batch, token_ids=self.memory[self.TOKENS]))
+        self.stream.put(run)
+        return out
+
+    def masked_logits(self, logits, mask):
+        return (logits, mask)
+
+    def sample_enqueue(self, logits, sampling):
+        mask = None
+        if isinstance(logits, tuple):
+            logits, mask = logits
+        if getattr(mask, "gate", None) is not None:
+            self.gated += 1
+            mask.gate(self.stream)
+
+        def run():
+            arr = logits.get()
+            if mask is not None:
+                arr = self.np.masked_logits(arr, TokenMask(np.asarray(mask.rows), np.array(mask.bits)))
+            self.memory[self.sample_out] = np.asarray(self.np.sample(arr, sampling), dtype=np.int32)
+        self.stream.put(run)
+        return logits.rows
+
+
+async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engine, numpy_backend, chat_prompt,
+                                                                 compiler, monkeypatch):
+    """Each constrained step's sampling is enqueued at its launch behind a gate (kernels/cuda/mask_gate.py):
+    the stream waits until the mask worker has written the bits into page-locked memory and opened it;
+    every token id, greedy and seeded, with an unconstrained row beside them, is the classic loop's."""
+    import ctypes
+    import importlib
+    import sys
+    import types
+
+    from ops.bench.structured_host import HostPinned, SimStream, SimWord, _Event
+    prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
+    classic = await _classic_ids(make_real_engine, prompt, params)
+    threads = _mask_threads(monkeypatch)
+    memory: dict = {}
+    stream = SimStream()
+
+    def dtod(dst, src, nbytes, stream_):
+        def op():
+            base = _StreamedNumpy.TOKENS
+            memory[base][(dst - base) // 4:(dst - base) // 4 + nbytes // 4] = \
+                memory[_StreamedNumpy.sample_out][(src - _StreamedNumpy.sample_out) // 4:][:nbytes // 4]
+        stream_.put(op)
+
+    def dtoh_async(dst, src, nbytes, stream_):
+        stream_.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
+
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
+        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
+        HostWord=SimWord))
+    for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    engine = None
+    try:
+        module = importlib.import_module("kernels.cuda.overlap")
+        launcher = module.CudaStepLauncher(_StreamedNumpy(numpy_backend, memory, stream))
+        assert launcher.gate is not None
+        engine = make_real_engine(backend=launcher.backend, launcher=launcher)
+        assert await _token_ids(engine, prompt, params) == classic
+        assert threads == {"aotx-mask-fill"} and launcher.backend.gated > 10
+        assert launcher.gate.issued == launcher.backend.gated
+    finally:
+        if engine is not None:
+            await engine.stop()            # (its launcher synchronizes with the stream: before the stream goes)
+        for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate"):
+            sys.modules.pop(name, None)
+        stream.close()

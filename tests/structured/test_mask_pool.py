@@ -17,3 +17,35 @@ def test_default_pool_is_an_eighth_of_the_cpus_at_most_four(monkeypatch, cpus, w
 def test_the_environment_sets_the_pool(monkeypatch):
     monkeypatch.setenv("AOTX_MASK_THREADS", "12")
     assert batch.threads() == 12
+
+
+def test_one_lexer_by_default(monkeypatch):
+    monkeypatch.delenv("AOTX_MASK_LEXERS", raising=False)
+    assert batch.lexers() == 1
+
+
+def test_rows_over_several_lexers_fill_the_same_masks(monkeypatch, compiler):
+    """AOTX_MASK_LEXERS=2: a constraint's sequences alternate between two prototypes (each its own lexer:
+    llguidance's copies share their original's), and the masks filled along one token path are those of
+    rows that all share one lexer (the lexer is a cache)."""
+    import numpy as np
+
+    from kernels.token_mask import mask_words
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}}, "required": ["name"]}
+    path = compiler._source.encode('{"name": "Ann"}')
+    masks = {}
+    for lexers in (1, 2):
+        monkeypatch.setenv("AOTX_MASK_LEXERS", str(lexers))
+        constraint = compiler.json_schema(schema)
+        constraint._proto.clear()          # (cached by digest: start again from no prototype)
+        constraint._starts[0] = 0
+        rows = [constraint.start() for _ in range(4)]
+        assert [m.group for m in rows] == [j % lexers for j in range(4)] and len(constraint._proto) == lexers
+        bits = np.zeros((4, mask_words(constraint.vocab_size)), np.uint32)
+        got = []
+        for tok in path:
+            batch.fill_rows(rows[::-1], bits)          # (not in lexer order: fill_rows orders them)
+            got.append(bits.copy())
+            assert all(m.consume(tok) for m in rows)
+        masks[lexers] = got
+    assert all(np.array_equal(a, b) for a, b in zip(masks[1], masks[2]))
