@@ -105,6 +105,27 @@ async def setup(load: Load, submit) -> None:
         load.space[n] = r["resource"]
 
 
+def submitter(runtime):
+    """`submit(name, kind, raw, space)` through the runtime as `name` with every grant; anything but a 201
+    stops the bench."""
+    async def submit(name, kind, raw, space):
+        out = await submit_body(runtime, Actor(name, Grants.all()), kind, raw, space)
+        if out.status != 201:
+            raise RuntimeError(f"{kind}: {out.status} {out.body}")
+        return out.body
+    return submit
+
+
+async def prepared_load(runtime, clients: int) -> Load:
+    """`clients` participants registered in `runtime`, each with a private space and its participant id."""
+    load = Load(clients)
+    await setup(load, submitter(runtime))
+    for name in load.names:
+        me = await runtime.query("participant", Actor(name, Grants.all()))
+        load.pid[name] = me.body["participant"]
+    return load
+
+
 def http_jobs(load: Load, tokens: dict[str, str], c: int, count: int) -> Job:
     """Client `c`'s next `count` mutations as HTTP requests, in order (each is expected to be admitted)."""
     job: Job = []
@@ -124,17 +145,8 @@ async def bench(n: int, clients: int, tmp: Path, client_processes: bool = False)
         runtime = SharedRuntime(url, spec, caps, progress=False, nats_auth=auth)
         await runtime.start()
 
-        async def submit(name, kind, raw, space):
-            out = await submit_body(runtime, Actor(name, Grants.all()), kind, raw, space)
-            if out.status != 201:
-                raise RuntimeError(f"{kind}: {out.status} {out.body}")
-            return out.body
-
-        load = Load(clients)
-        await setup(load, submit)
-        for name in load.names:
-            me = await runtime.query("participant", Actor(name, Grants.all()))
-            load.pid[name] = me.body["participant"]
+        submit = submitter(runtime)
+        load = await prepared_load(runtime, clients)
         # the size of one journal message of a set-member mutation
         probe_name, probe_raw, probe_space = load.next_member(0, 0)
         before = runtime.projector.messages

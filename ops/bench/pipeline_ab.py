@@ -22,11 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from aotx.runtime import SharedRuntime, submit_body
-from aotx.state import Capacities, Grants, MutationKind
-from aotx.state.rights import Actor
+from aotx.runtime import SharedRuntime
+from aotx.state import Capacities, MutationKind
 from eventlog import EmbeddedNats, StreamSpec, connect
-from ops.bench.mutations import Load, concurrent, setup
+from ops.bench.mutations import concurrent, prepared_load, submitter
 from ops.proc_cpu import cpu_seconds
 
 MODES = {"raw": None, "depth 1": (1, False), "depth 2": (2, False), "depth 2, split": (2, True),
@@ -39,16 +38,8 @@ async def bench(n: int, repeat: int, clients: int, tmp: Path) -> None:
                            Capacities(participants=64), progress=False, nats_auth=server.auth())
         await rt.start()
 
-        async def submit(name, kind, raw, space):
-            out = await submit_body(rt, Actor(name, Grants.all()), kind, raw, space)
-            if out.status != 201:
-                raise RuntimeError(f"{kind}: {out.status} {out.body}")
-            return out.body
-
-        load = Load(clients)
-        await setup(load, submit)
-        for name in load.names:
-            load.pid[name] = (await rt.query("participant", Actor(name, Grants.all()))).body["participant"]
+        submit = submitter(rt)
+        load = await prepared_load(rt, clients)
         nc = await connect(server.url, server.auth(), name="aotx-bench")
         js = nc.jetstream()
         await js.add_stream(StreamSpec(name="BENCHRAW", subject_prefix="raw.j").config())
