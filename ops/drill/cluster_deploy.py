@@ -42,6 +42,7 @@ from .failover import GatewayFailover
 RUNTIMES = 2
 GATEWAYS = 2
 DEFAULT_LEASE_TTL = 3.0
+LEASES_WAIT = 30.0   # seconds a lease-bucket read is retried while the bucket does not answer
 
 
 class ClusterDeployment:
@@ -293,7 +294,20 @@ class ClusterDeployment:
             await nc.close()
 
     async def leases(self) -> dict[str, str]:
-        """The lease bucket: lineage key → the boot holding it."""
+        """The lease bucket: lineage key → the boot holding it. A bucket that does not answer (its stream
+        between leaders after a node's fault: the short drill's timeout of session 7) is asked again, for
+        at most LEASES_WAIT seconds; then its error stops the drill."""
+        deadline = time.monotonic() + LEASES_WAIT
+        while True:
+            try:
+                return await self._leases_once()
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                print(f"lease bucket did not answer ({type(exc).__name__}): asking again", file=sys.stderr)
+                await asyncio.sleep(0.5)
+
+    async def _leases_once(self) -> dict[str, str]:
         nc = await connect(self.nats.urls, self.nats.auth("aotx"), name="aotx-drill-leases", max_reconnect_attempts=0)
         try:
             kv = await nc.jetstream(timeout=5).key_value(lease_bucket_name(self.spec.name))
