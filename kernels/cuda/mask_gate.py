@@ -19,8 +19,10 @@ order they were issued. A mask that fails opens its gate over an all-allowed mas
 ``ids()``. ``close`` opens every gate, so a stream never waits on a mask nobody will fill.
 Two page-locked buffers alternate between gated launches; one is reused only after the launch that
 used it last has been read back (as the staging arenas). On where the device has stream memory
-operations (``available``) and the backend masks inside the sampling kernel (the fused mask);
-``AOTX_MASK_GATE=0`` turns it off (the sampling is then enqueued by the mask's thread, as before).
+operations (``available``) and the backend masks inside the sampling kernel (the fused mask).
+
+Off by default until it has passed `make gpu-check` on a GPU (built in session 7
+without one): ``AOTX_MASK_GATE=1`` turns it on; otherwise the sampling is enqueued by the mask's thread, as before.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ class GatedBits:
 
 
 def wanted(backend) -> bool:
-    return os.environ.get("AOTX_MASK_GATE", "1") != "0" and bool(getattr(backend, "gated_masks", False))
+    return os.environ.get("AOTX_MASK_GATE", "0") == "1" and bool(getattr(backend, "gated_masks", False))
 
 
 def available(stream) -> "MaskGate | None":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 
 import jsonschema
 
@@ -76,8 +77,16 @@ def run(bundle, record, backend: str = "cuda") -> None:
     same_ids = constrained if backend != "numpy" else [dataclasses.replace(p, max_tokens=16) for p in constrained[:2]]
 
     async def ids(worker: bool, gated: bool = True):
-        e = Engine(be, bundle.tokenizer, EngineConfig(max_batch=32, num_pages=512, page_size=16, max_model_len=2048,
-                                                      overlap=True))
+        prior = os.environ.get("AOTX_MASK_GATE")
+        os.environ["AOTX_MASK_GATE"] = "1"   # the gate is off by default until this check has passed on a GPU
+        try:
+            e = Engine(be, bundle.tokenizer, EngineConfig(max_batch=32, num_pages=512, page_size=16,
+                                                          max_model_len=2048, overlap=True))
+        finally:
+            if prior is None:
+                os.environ.pop("AOTX_MASK_GATE", None)
+            else:
+                os.environ["AOTX_MASK_GATE"] = prior
         e.runner.masks.enabled = worker
         gate = getattr(e.runner.launcher, "gate", None) is not None
         if gate:
