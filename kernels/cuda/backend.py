@@ -17,6 +17,7 @@ from kernels.cuda import driver, flash_plan, fused_policy, launchers as L
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
+from kernels.cuda.sample_args import sample_args
 from kernels.cuda.token_mask import FUSED as FUSED_MASK
 from kernels.cuda.token_mask import DeviceTokenMask, MaskedLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
@@ -341,46 +342,28 @@ class CudaBackend:
         mask = None
         if isinstance(logits, MaskedLogits):
             logits, mask = logits.logits, logits.mask
-        if isinstance(logits, DeviceLogits):
-            logits.check_live()
-            ptr, idx = logits.ptr, logits.rows
-        else:
-            arr = np.ascontiguousarray(logits, dtype=np.float32)
-            if arr.shape[0] > self.r_cap:
-                self._reserve(self.t_cap, arr.shape[0])
-            driver.htod(self.logits, arr, self.dev.stream)
-            self.generation += 1
-            ptr, idx = self.logits, np.arange(arr.shape[0], dtype=np.int32)
+        host = not isinstance(logits, DeviceLogits)
+        logits = self._device_logits(logits)
+        logits.check_live()
+        ptr, idx = logits.ptr, logits.rows
         n = len(idx)
         if n == 0:
             return 0
         # (not for a masked copy of the logits — a constrained step — whose argmax may differ)
         # (nor for rows whose logits are adjusted first: penalties, logit_bias)
-        if (mask is None and isinstance(logits, DeviceLogits) and logits.generation == self._greedy_gen
+        if (mask is None and not host and logits.generation == self._greedy_gen
                 and logits.ptr == self.logits and rows.adjust is None and not np.any(np.asarray(rows.temperature) > 0)
                 and np.array_equal(idx, np.arange(n))):
             return n   # all greedy: lm_head_argmax already wrote these rows' ids into sample_out
         self._greedy_gen = None   # sample_rows overwrites sample_out
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
-        pad8 = -(-n // 2) * 2  # int32/float32 sections padded to 8 bytes
-        host = np.zeros(pad8 * 6 + n * 4, dtype=np.uint32)
-        host[0:n] = idx.astype(np.uint32)
-        host[pad8:pad8 + n] = np.asarray(rows.temperature, dtype=np.float32).view(np.uint32)
-        host[2 * pad8:2 * pad8 + n] = np.asarray(rows.top_p, dtype=np.float32).view(np.uint32)
-        host[3 * pad8:3 * pad8 + n] = np.asarray(rows.top_k, dtype=np.int32).view(np.uint32)
-        host[4 * pad8:4 * pad8 + n] = rows.min_p_array().view(np.uint32)
-        adj_row = np.full(n, -1, dtype=np.int32)
+        pad8, host = sample_args(idx, rows)
         scratch = 0
-        if rows.adjust is not None and len(rows.adjust.rows):
-            adj_row[rows.adjust.rows] = np.arange(len(rows.adjust.rows), dtype=np.int32)
-        host[5 * pad8:5 * pad8 + n] = adj_row.view(np.uint32)
-        host[6 * pad8:6 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
-        host[6 * pad8 + 2 * n:6 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
         self._htod(self.sample_buf, host)
         base = self.sample_buf
         if rows.adjust is not None and len(rows.adjust.rows):
-            if not isinstance(logits, DeviceLogits) and (rows.adjust.pending >= 0).any():
+            if host and (rows.adjust.pending >= 0).any():
                 raise ValueError("pending output tokens need the step's tokens on the device (sample its DeviceLogits)")
             scratch = self.adjust_bufs.enqueue(ptr, base, rows.adjust)
         masking = (0, 0, 0) if mask is None else self.token_mask.sample_args(n, mask)
@@ -389,17 +372,22 @@ class CudaBackend:
                       self.sample_out, n, *masking)
         return n
 
+    def _device_logits(self, logits) -> DeviceLogits:
+        """`logits` as DeviceLogits: host logits (float32 [R, V]) uploaded into the logits buffer."""
+        if isinstance(logits, DeviceLogits):
+            return logits
+        arr = np.ascontiguousarray(logits, dtype=np.float32)
+        if arr.shape[0] > self.r_cap:
+            self._reserve(self.t_cap, arr.shape[0])
+        driver.htod(self.logits, arr, self.dev.stream)
+        self.generation += 1
+        return DeviceLogits(self, self.logits, arr.shape[0], self.config.vocab_size, self.generation)
+
     def masked_logits(self, logits, mask):
         """The rows about to be sampled with the constrained ones masked (kernels/cuda/token_mask.py):
         MaskedLogits that sample_rows masks as it reads them, or (AOTX_FUSED_MASK=0) a masked scratch
         copy on the device; host logits are uploaded first."""
-        if not isinstance(logits, DeviceLogits):
-            arr = np.ascontiguousarray(logits, dtype=np.float32)
-            if arr.shape[0] > self.r_cap:
-                self._reserve(self.t_cap, arr.shape[0])
-            driver.htod(self.logits, arr, self.dev.stream)
-            self.generation += 1
-            logits = DeviceLogits(self, self.logits, arr.shape[0], self.config.vocab_size, self.generation)
+        logits = self._device_logits(logits)
         if self.token_mask is None:
             self.token_mask = DeviceTokenMask(self)
         return self.token_mask.fused(logits, mask) if FUSED_MASK else self.token_mask.masked(logits, mask)

@@ -156,17 +156,22 @@ def graph_table(backend) -> list[tuple[int, float]]:
 def step_breakdown(backend, b: int, ctx: int = 288) -> list[tuple[str, int, float]]:
     """Each op class of one decode step, timed in situ: all of a step's launches of that class (30
     layers' weights, so nothing stays in L2 between them) captured in one graph. (name, count, us)."""
-    from kernels.cuda import driver
-
     ps = backend.page_size
     npg = -(-ctx // ps)
     tables = (np.arange(b)[:, None] * npg + np.arange(npg)[None, :]).astype(np.int32)
     pos = np.full(b, ctx - 1, np.int32)
     slots = tables[:, (ctx - 1) // ps] * ps + (ctx - 1) % ps
     p = backend._stage(np.zeros(b), pos, slots, np.arange(b), np.full(b, ctx), np.arange(b), tables, npg)
-    nsplit = backend._nsplit(b, ctx)
+    return op_classes(backend, backend.plan(b, b, p, npg, backend._nsplit(b, ctx)))
+
+
+def op_classes(backend, plan) -> list[tuple[str, int, float]]:
+    """Each op class of a step's `plan` ((name, launch) pairs, backend.plan) captured alone in a graph,
+    median of 5 replays: (name, launches, us)."""
+    from kernels.cuda import driver
+
     groups: dict[str, list] = {}
-    for name, fn in backend.plan(b, b, p, npg, nsplit):
+    for name, fn in plan:
         groups.setdefault(name, []).append(fn)
     timer, st, out = driver.Timer(), backend.dev.stream, []
     for name, fns in groups.items():

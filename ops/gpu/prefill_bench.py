@@ -104,29 +104,16 @@ def ttft(backend, step_batch, n: int = 1024, repeats: int = 6) -> dict[bool, flo
 def breakdown(backend, n: int = 1024) -> dict[bool, list[tuple[str, int, float]]]:
     """Each op class of an n-token prefill step, captured alone in a graph (its 30 launches), median
     of 5 replays: (name, launches, us), with flash on and off."""
-    from kernels.cuda import driver
+    from ops.gpu.bench import op_classes
 
-    timer, st, out = driver.Timer(), backend.dev.stream, {}
+    out = {}
     keep = backend.flash
     try:
         for flash in (False, True):
             backend.flash = flash
             batch, _ = _staged(backend, [(n, n)])
             p, width, nsplit = backend.stage(batch)
-            groups: dict[str, list] = {}
-            for name, fn in backend.plan(n, 1, p, width, nsplit):
-                groups.setdefault(name, []).append(fn)
-            rows = []
-            for name, fns in groups.items():
-                graph = driver.Graph(st, lambda fns=fns: [f() for f in fns])
-                graph.launch(st)
-                ts = []
-                for _ in range(5):
-                    timer.start(st)
-                    graph.launch(st)
-                    ts.append(timer.stop(st))
-                rows.append((name, len(fns), float(np.median(ts)) * 1e3))
-            out[flash] = rows
+            out[flash] = op_classes(backend, backend.plan(n, 1, p, width, nsplit))
     finally:
         backend.flash = keep
     return out
