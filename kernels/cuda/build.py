@@ -14,7 +14,11 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
 FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling", "fused",
-            "attn_fused", "token_mask", "flash_attention")
+            "attn_fused", "token_mask", "flash_attention", "linear_wgmma")
+# Families that use arch-specific instructions (wgmma): compiled for the "a" target of the arch asked for.
+ARCH_SPECIFIC = ("linear_wgmma",)
+# Families a Kernels object loads only when asked (kernels.cuda.wgmma_plan): compile_all skips them.
+ON_DEMAND = ("linear_wgmma",)
 ENV_CACHE_DIR = "AOTX_KERNEL_CACHE"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -74,6 +78,11 @@ def source_closure(family: str) -> str:
     return "".join(f"// ---- {n}\n{(SOURCE_DIR / n).read_text()}" for n in seen)
 
 
+def family_arch(family: str, arch: str) -> str:
+    """The target ``family`` compiles for: ``sm_90`` -> ``sm_90a`` for the arch-specific families."""
+    return arch + "a" if family in ARCH_SPECIFIC and arch.startswith("sm_9") and not arch.endswith("a") else arch
+
+
 def nvrtc_version() -> str:
     from cuda.bindings import nvrtc
 
@@ -96,6 +105,7 @@ def compile_family(family: str, arch: str = "sm_90", defines: dict[str, int] | N
     from cuda.core import Program
 
     defines = dict(defines or {})
+    arch = family_arch(family, arch)
     source = (SOURCE_DIR / f"{family}.cu").read_text()
     opts = _options(f"{family}.cu", arch, defines)
     key = hashlib.sha256("\0".join([source_closure(family), repr(sorted(defines.items())), arch,
@@ -121,14 +131,17 @@ def compile_family(family: str, arch: str = "sm_90", defines: dict[str, int] | N
 
 def compile_all(arch: str = "sm_90", defines: dict[str, int] | None = None,
                 use_cache: bool = True) -> dict[str, Cubin]:
-    return {f: compile_family(f, arch, defines, use_cache) for f in FAMILIES}
+    return {f: compile_family(f, arch, defines, use_cache) for f in FAMILIES if f not in ON_DEMAND}
 
 
-def ptxas_report(family: str, arch: str = "sm_90", defines: dict[str, int] | None = None) -> str:
+def ptxas_report(family: str, arch: str = "sm_90", defines: dict[str, int] | None = None,
+                 with_cubin: bool = False):
     """ptxas's resource report (registers, shared memory, stack frame, spills per kernel) of one
-    family, through NVRTC with ``--ptxas-options=-v`` (no GPU, no cache): CI asserts on it."""
+    family, through NVRTC with ``--ptxas-options=-v`` (no GPU, no cache): CI asserts on it.
+    ``with_cubin``: (report, the cubin of the same compile)."""
     from cuda.bindings import nvrtc
 
+    arch = family_arch(family, arch)
     src = (SOURCE_DIR / f"{family}.cu").read_bytes()
     _, prog = nvrtc.nvrtcCreateProgram(src, f"{family}.cu".encode(), 0, [], [])
     opts = [f"-arch={arch}".encode(), b"-std=c++17", f"-I{SOURCE_DIR}".encode(), f"-I{cuda_include_dir()}".encode(),
@@ -138,9 +151,15 @@ def ptxas_report(family: str, arch: str = "sm_90", defines: dict[str, int] | Non
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
         log = bytearray(max(n, 2))  # never b" " * n: NVRTC would write into a shared bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
+        cubin = b""
+        if with_cubin and res == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetCUBINSize(prog)
+            buf = bytearray(max(size, 2))
+            nvrtc.nvrtcGetCUBIN(prog, buf)
+            cubin = bytes(buf[:size])
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     text = log.rstrip(b"\0").decode(errors="replace")
     if res != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"NVRTC failed on {family}.cu for {arch}:\n{text}")
-    return text
+    return (text, cubin) if with_cubin else text

@@ -68,6 +68,7 @@ class Kernels:
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
+        self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
     def fused_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
         """The fused T <= 8 kernels (fused.cu) take these shapes, and mlp_fused's grid (its grid
@@ -136,7 +137,11 @@ class Kernels:
                  (x, int(x_is_f32), x_rows, norm_w, eps, w, n, k, t, e), "pippfpiiis", smem=t * k * 4)
 
     def mma(self, a, m, w, n, k, e: Epi, tile: int | None = None):
-        """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``)."""
+        """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``); with
+        linear_wgmma loaded (``self.wgmma``) and no tile asked for, the shapes it wants go there."""
+        if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k):
+            self.wgmma.launch(a, m, w, n, k, e)
+            return
         if tile is None:
             tile = MMA_TILE if (n // MMA_TILE) * -(-m // MMA_TILE) >= self.device.sm_count else 32
         name = "linear_mma" if tile == MMA_TILE else "linear_mma_32"

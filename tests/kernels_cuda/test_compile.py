@@ -15,6 +15,7 @@ EXPECTED = {
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
     "token_mask": ["token_mask_rows"], "flash_attention": ["flash_prefill", "flash_prefill_k2", "flash_prefill_64"],
+    "linear_wgmma": ["linear_wgmma_64x64", "linear_wgmma_64x128", "linear_wgmma_128x128", "linear_wgmma_128x256"],
 }
 
 
@@ -24,7 +25,7 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("family", build.FAMILIES)
+@pytest.mark.parametrize("family", [f for f in build.FAMILIES if f != "linear_wgmma"])  # test_wgmma.py has it
 def test_family_compiles_for_sm90(family, cache):
     cubin = build.compile_family(family, "sm_90", MODEL_DEFINES)
     assert cubin.data[:4] == b"\x7fELF"          # a cubin is an ELF image
@@ -50,8 +51,9 @@ def test_cache_hit_and_key(cache):
 
 def test_key_covers_included_headers():
     closure = build.source_closure("linear")
-    for name in ("common.cuh", "rope.cu", "kv_write.cu", "swiglu.cu"):
+    for name in ("common.cuh", "epilogue.cuh", "rope.cu", "kv_write.cu", "swiglu.cu"):
         assert f"// ---- {name}" in closure
+    assert "// ---- wgmma.cuh" in build.source_closure("linear_wgmma")
 
 
 def test_compile_error_carries_full_log(cache, monkeypatch, tmp_path):

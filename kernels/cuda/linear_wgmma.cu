@@ -1,0 +1,109 @@
+// bf16 projections y = x @ W^T on Hopper warpgroup MMA (wgmma.mma_async, sm_90a): the T >= 64 path of
+// linear.cu's linear_mma, with the same arguments and the same fused epilogues (epilogue.cuh).
+// A bf16 [M, K] row-major, W bf16 [N, K] row-major (both K-major: wgmma's native, untransposed form),
+// float32 accumulate. K % 64 == 0, N % 8 == 0; M and N need not be tile multiples (zero-filled rows,
+// unwritten columns). Twin: numpy `x @ w.T` + kernels.cuda.twins' epilogues; its index logic (swizzle,
+// descriptors, fragment) is emulated in kernels/cuda/wgmma_twin.py.
+//
+// Block: WG warpgroups (128 threads each) own BM = 64 WG rows by BN columns; warpgroup g computes rows
+// 64 g .. 64 g + 63 against all BN columns (one m64nBNk16 wgmma per 16 of K). Every thread loads the
+// tiles with cp.async into STAGES shared buffers of [A: BM x 128 B | B: BN x 128 B] in the 128-byte
+// swizzled K-major layout (wgmma.cuh), STAGES - 2 k-tiles ahead; one wgmma group stays in flight while
+// the next is issued. Grid (ceil(M / BM), ceil(N / BN)): the M tiles of one weight tile run side by
+// side, so each weight tile comes from DRAM once.
+#include "common.cuh"
+#include "epilogue.cuh"
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+#define WG_BK 64
+
+template <int WG, int BN, int STAGES>
+__device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N,
+                                           int K, const Epi &e) {
+    constexpr int BM = 64 * WG, THREADS = 128 * WG;
+    constexpr u32 A_BYTES = BM * WG_SWIZZLE_ROW_BYTES, STAGE_BYTES = (BM + BN) * WG_SWIZZLE_ROW_BYTES;
+    static_assert(STAGES >= 3, "one k-tile in flight on the tensor cores, one landing, one loading");
+    static_assert((BN * 8) % THREADS == 0, "the B tile's 16-byte chunks split evenly over the threads");
+    extern __shared__ __align__(1024) unsigned char wg_smem[];
+    u32 base = (u32)__cvta_generic_to_shared(wg_smem);
+    const u32 pad = ((base + 1023u) & ~1023u) - base;   // 1024-byte aligned tiles (the swizzle atom)
+    unsigned char *smem = wg_smem + pad;
+    base += pad;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int ktiles = K / WG_BK;
+
+    auto load = [&](int kt) {
+        if (kt < ktiles) {
+            unsigned char *sa = smem + (kt % STAGES) * STAGE_BYTES;
+            unsigned char *sb = sa + A_BYTES;
+            const int k0 = kt * WG_BK;
+#pragma unroll
+            for (int i = 0; i < BM * 8 / THREADS; i++) {   // 16-byte chunk q: row q / 8, chunk q % 8
+                int q = tid + i * THREADS, row = q >> 3, ch = q & 7, gm = m0 + row;
+                bool ok = gm < M;
+                cp_async16(sa + sw128_offset(row, ch), A + (size_t)(ok ? gm : 0) * K + k0 + ch * 8, ok ? 16 : 0);
+            }
+#pragma unroll
+            for (int i = 0; i < BN * 8 / THREADS; i++) {
+                int q = tid + i * THREADS, row = q >> 3, ch = q & 7, gn = n0 + row;
+                bool ok = gn < N;
+                cp_async16(sb + sw128_offset(row, ch), W + (size_t)(ok ? gn : 0) * K + k0 + ch * 8, ok ? 16 : 0);
+            }
+        }
+        cp_async_commit();   // (an empty group past the last k-tile keeps the wait count uniform)
+    };
+
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+
+    pdl_wait();   // activations are the previous kernel's output
+    pdl_trigger();
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; s++) load(s);
+    for (int kt = 0; kt < ktiles; kt++) {
+        cp_async_wait<STAGES - 3>();   // this thread's chunks of k-tile kt have landed
+        fence_proxy_async();           // ... and are visible to the tensor cores' (async proxy) reads
+        __syncthreads();               // every thread's; also: all warpgroups finished k-tile kt - 2
+        const u32 sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * WG_SWIZZLE_ROW_BYTES;
+        const u32 sb = base + (kt % STAGES) * STAGE_BYTES + A_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < WG_BK / 16; kk++) wgmma_m64k16<BN>(d, wgmma_desc(sa + 32 * kk), wgmma_desc(sb + 32 * kk));
+        wgmma_commit();
+        wgmma_wait<1>();               // k-tile kt - 1 done: its buffer may be refilled after the next barrier
+        load(kt + STAGES - 2);         // into k-tile kt - 2's buffer, free since the barrier above
+    }
+    wgmma_wait<0>();
+
+    const int t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
+    const int row = m0 + wg * 64 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int col = n0 + 8 * j + 2 * c;
+        if (col < N) {
+            if (row < M) epilogue_pair(e, row, col, d[4 * j], d[4 * j + 1]);
+            if (row + 8 < M) epilogue_pair(e, row + 8, col, d[4 * j + 2], d[4 * j + 3]);
+        }
+    }
+}
+
+// Variants (kernels/cuda/wgmma_plan.py VARIANTS holds the same (BM, BN, STAGES) and picks one per shape).
+extern "C" __global__ void __launch_bounds__(128, 1)
+linear_wgmma_64x64(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
+    wgmma_tile<1, 64, 5>(A, M, W, N, K, e);
+}
+extern "C" __global__ void __launch_bounds__(128, 1)
+linear_wgmma_64x128(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
+    wgmma_tile<1, 128, 4>(A, M, W, N, K, e);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+linear_wgmma_128x128(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
+    wgmma_tile<2, 128, 4>(A, M, W, N, K, e);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+linear_wgmma_128x256(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
+    wgmma_tile<2, 256, 4>(A, M, W, N, K, e);
+}

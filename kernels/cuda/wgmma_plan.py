@@ -1,0 +1,92 @@
+"""When the projections and the LM head run on linear_wgmma (kernels/cuda/linear_wgmma.cu), and which tile.
+
+* ``AOTX_WGMMA=1``: every projection of a step of at least ``MIN_T`` tokens (the QKV, O, gate/up, down
+  GEMMs and the LM head over at least ``MIN_T`` rows) uses linear_wgmma, with the same fused epilogues
+  as linear_mma; smaller steps keep linear_gemv / linear_mma. ``0`` or unset: never. OFF BY DEFAULT
+  until ``make gpu-check`` has passed on a GPU: the kernel was written and checked against its numpy
+  emulation (kernels/cuda/wgmma_twin.py) only on the CPU; flip ``DEFAULT`` once ops.gpu.wgmma_check
+  passes there.
+* Tiles: (BM, BN) = 64 x 64, 64 x 128, 128 x 128 or 128 x 256 (``VARIANTS``; BM = 64 per warpgroup).
+  ``choose`` takes the largest tile whose grid still gives every SM a block, among the tiles that pad M
+  no more than 64-row tiles do; else the smallest (64 x 64: the most blocks). Provisional: not yet
+  measured on the GPU (ops.gpu.wgmma_bench prints every variant at the model's shapes).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DEFAULT = "0"
+MIN_T = 64
+BK = 64
+# name -> (BM, BN, STAGES), as instantiated at the end of linear_wgmma.cu
+VARIANTS = {
+    "linear_wgmma_64x64": (64, 64, 5),
+    "linear_wgmma_64x128": (64, 128, 4),
+    "linear_wgmma_128x128": (128, 128, 4),
+    "linear_wgmma_128x256": (128, 256, 4),
+}
+
+
+def wgmma_enabled(env: Mapping[str, str]) -> bool:
+    value = env.get("AOTX_WGMMA", DEFAULT) or DEFAULT
+    if value not in ("0", "1"):
+        raise ValueError(f"AOTX_WGMMA must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def takes(m: int, n: int, k: int) -> bool:
+    """Shapes linear_wgmma computes: K a multiple of 64, N of 8 (the model's: K 576 / 1536)."""
+    return m >= 1 and n >= 8 and n % 8 == 0 and k >= BK and k % BK == 0
+
+
+def threads(name: str) -> int:
+    return 2 * VARIANTS[name][0]          # one warpgroup (128 threads) per 64 rows
+
+
+def smem_bytes(name: str) -> int:
+    bm, bn, stages = VARIANTS[name]
+    return stages * (bm + bn) * 128 + 1024   # + the slack to align the tiles to 1024 bytes
+
+
+def grid(name: str, m: int, n: int) -> tuple[int, int]:
+    bm, bn, _ = VARIANTS[name]
+    return -(-m // bm), -(-n // bn)
+
+
+def choose(m: int, n: int, sm_count: int) -> str:
+    pad64 = -(-m // 64) * 64
+    fits = [v for v, (bm, _, _) in VARIANTS.items() if -(-m // bm) * bm == pad64]
+    fits.sort(key=lambda v: -(VARIANTS[v][0] * VARIANTS[v][1]))
+    for v in fits:
+        gx, gy = grid(v, m, n)
+        if gx * gy >= sm_count:
+            return v
+    return "linear_wgmma_64x64"
+
+
+class Wgmma:
+    """linear_wgmma loaded into a launchers.Kernels (its own sm_90a cubin, compiled on first use)."""
+
+    def __init__(self, kernels, defines: Mapping[str, int] | None = None):
+        from kernels.cuda import build, driver
+
+        self.k = kernels
+        cubin = build.compile_family("linear_wgmma", kernels.device.arch, dict(defines or {}))
+        self.module = driver.Module(cubin.data)
+        for name in VARIANTS:
+            kernels.f[name] = self.module.function(name)
+            driver.set_max_dynamic_smem(kernels.f[name], smem_bytes(name))
+
+    def wants(self, m: int, n: int, k: int) -> bool:
+        return m >= MIN_T and takes(m, n, k)
+
+    def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None) -> str:
+        """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
+        if not takes(m, n, k):
+            raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
+        name = variant or choose(m, n, self.k.device.sm_count)
+        gx, gy = grid(name, m, n)
+        if gy > 65535:
+            raise ValueError(f"linear_wgmma: {gy} column tiles exceed gridDim.y")
+        self.k._go(name, (gx, gy), threads(name), (a, m, w, n, k, e), "pipiis", smem=smem_bytes(name))
+        return name

@@ -1,0 +1,148 @@
+"""numpy emulation of linear_wgmma.cu's index logic, for the CPU (no GPU needed): the 128-byte swizzled
+shared-memory layout the cp.async loads write, the wgmma matrix descriptors and how the hardware reads
+an operand through one (PTX ISA: asynchronous warpgroup matrix shared-memory layout, K-major, 128B
+swizzle), the accumulator fragment (m64nNk16) the epilogue scatters, and the stage ring's schedule.
+
+Every function mirrors one rule of kernels/cuda/wgmma.cuh or linear_wgmma.cu (same names). The hardware
+side (`hw_operand`) is written from the PTX ISA's definition, independently of the kernel's store side
+(`load_tile`): `emulate` runs the kernel's loads, descriptors and fragments through it and must give
+exactly x @ w.T; tests/kernels_cuda/test_wgmma.py checks that on the model's shapes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+ROW_BYTES = 128          # WG_SWIZZLE_ROW_BYTES: 64 bf16 of K per row
+SBO = 1024               # WG_SBO_BYTES: eight rows, one swizzle atom
+BK = 64                  # WG_BK
+
+
+def sw128_offset(row: int | np.ndarray, chunk: int | np.ndarray):
+    """wgmma.cuh sw128_offset: byte offset of 16-byte chunk `chunk` of row `row` in a tile."""
+    return row * ROW_BYTES + ((chunk ^ (row & 7)) << 4)
+
+
+def wgmma_desc(addr: int) -> int:
+    """wgmma.cuh wgmma_desc: the 64-bit matrix descriptor of a K-major, 128B-swizzled tile at `addr`."""
+    return ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((SBO >> 4) << 32) | (1 << 62)
+
+
+def decode_desc(desc: int) -> dict[str, int]:
+    """The descriptor's fields as the PTX ISA defines them (bytes, not >> 4)."""
+    return {"start": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4, "sbo": ((desc >> 32) & 0x3FFF) << 4,
+            "base_offset": (desc >> 49) & 7, "layout": (desc >> 62) & 3}
+
+
+def hw_operand(smem: np.ndarray, desc: int, rows: int) -> np.ndarray:
+    """What wgmma reads for one k16 slice of a K-major operand: uint16 [rows, 16] from the byte array
+    `smem` (the CTA's whole shared window, absolute addresses). Model (PTX ISA): element (r, k) is at
+    start + (r // 8) * SBO + (r % 8) * 128 + 2 k, then the 128B swizzle permutes the absolute address:
+    bits [4:6] ^= bits [7:9]."""
+    f = decode_desc(desc)
+    if f["layout"] != 1 or f["base_offset"] != 0:
+        raise ValueError(f"only the 128B swizzle with base offset 0 is modelled: {f}")
+    r = np.arange(rows)[:, None]
+    k = np.arange(16)[None, :]
+    addr = f["start"] + (r // 8) * f["sbo"] + (r % 8) * ROW_BYTES + 2 * k
+    phys = addr ^ (((addr >> 7) & 7) << 4)
+    return smem.view(np.uint16)[phys // 2]
+
+
+def load_tile(smem: np.ndarray, tile_base: int, src: np.ndarray, r0: int, k0: int, rows: int, threads: int) -> None:
+    """linear_wgmma.cu's load lambda for one operand: `rows` rows of src (uint16 [R, K]) from row r0,
+    columns k0 .. k0 + 63, as 16-byte chunks q = tid + i * threads -> (row q / 8, chunk q % 8) for
+    i < rows * 8 / threads (all threads at once here); rows past the end are zero-filled (cp.async
+    src-size 0)."""
+    assert (rows * 8) % threads == 0
+    q = (np.arange(threads)[None, :] + threads * np.arange(rows * 8 // threads)[:, None]).ravel()
+    row, ch = q >> 3, q & 7
+    dst = tile_base + sw128_offset(row, ch)
+    assert (dst % 16 == 0).all() and len(np.unique(dst)) == len(dst)
+    padded = np.zeros((rows, BK), dtype=np.uint16)
+    have = src[r0:r0 + rows, k0:k0 + BK]
+    padded[:len(have)] = have
+    u16 = smem.view(np.uint16)
+    u16[(dst // 2)[:, None] + np.arange(8)[None, :]] = padded[row[:, None], ch[:, None] * 8 + np.arange(8)[None, :]]
+
+
+def fragment_coords(bn: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) within a warpgroup's 64 x bn accumulator of d[i] of thread t: int arrays [128, bn / 2]."""
+    t = np.arange(128)[:, None]
+    i = np.arange(bn // 2)[None, :]
+    warp, lane = t // 32, t % 32
+    g, c = lane // 4, lane % 4
+    j, h, p = i // 4, (i // 2) % 2, i % 2
+    return warp * 16 + g + 8 * h, 8 * j + 2 * c + p
+
+
+def schedule(ktiles: int, stages: int, ahead: int | None = None) -> list[tuple[str, int, int]]:
+    """The main loop's events in program order: ("load", k-tile, buffer), ("mma", k-tile, buffer). Checks,
+    as it goes, the two rules the kernel relies on: cp.async.wait_group(stages - 3) at iteration kt
+    leaves k-tile kt landed, and a buffer is refilled only when no warpgroup can still be reading it
+    (after the barrier of iteration kt every warpgroup has waited for k-tile kt - 2; k-tiles kt - 1
+    and kt may still be on the tensor cores). ``ahead``: how far ahead the loop loads (the kernel:
+    stages - 2; other values only to show the checks bite)."""
+    ahead = stages - 2 if ahead is None else ahead
+    events: list[tuple[str, int, int]] = []
+    groups: list[int] = []               # committed cp.async groups, the k-tile each loads (-1: empty)
+
+    def load(kt: int) -> None:
+        if kt < ktiles:
+            events.append(("load", kt, kt % stages))
+            groups.append(kt)
+        else:
+            groups.append(-1)
+
+    for s in range(ahead):
+        load(s)
+    for kt in range(ktiles):
+        complete = groups[:len(groups) - (stages - 3)] if stages > 3 else groups
+        assert kt in complete, f"k-tile {kt} not landed at its wait"
+        events.append(("mma", kt, kt % stages))
+        busy = {x % stages for x in (kt - 1, kt) if x >= 0}
+        busy |= {x % stages for x in range(kt + 1, kt + ahead) if x < ktiles}   # landing, not yet read
+        nxt = kt + ahead
+        if nxt < ktiles:
+            assert nxt % stages not in busy, f"k-tile {nxt} overwrites a buffer in use at iteration {kt}"
+        load(nxt)
+    return events
+
+
+def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: int = 0) -> np.ndarray:
+    """linear_wgmma's output (float32 [M, N], EPI_STORE) for bf16 bits x [M, K], w [N, K], computed
+    through the kernel's loads, ring buffers, descriptors and fragment scatter; `base` is the dynamic
+    shared memory's address before the kernel rounds it up to 1024."""
+    m, kdim = x.shape
+    n = w.shape[0]
+    assert kdim % BK == 0 and n % 8 == 0
+    wgs, threads = bm // 64, 128 * (bm // 64)
+    a_bytes, stage_bytes = bm * ROW_BYTES, (bm + bn) * ROW_BYTES
+    aligned = (base + 1023) & ~1023
+    smem = np.zeros(aligned + stages * stage_bytes, dtype=np.uint8)
+    out = np.full((m, n), np.nan, dtype=np.float32)
+    rows_f, cols_f = fragment_coords(bn)
+    for m0 in range(0, m, bm):
+        for n0 in range(0, n, bn):
+            d = np.zeros((wgs, 128, bn // 2), dtype=np.float32)
+            for ev, kt, buf in schedule(kdim // BK, stages):
+                sa = aligned + buf * stage_bytes
+                if ev == "load":
+                    load_tile(smem, sa, x, m0, kt * BK, bm, threads)
+                    load_tile(smem, sa + a_bytes, w, n0, kt * BK, bn, threads)
+                    continue
+                for wg in range(wgs):
+                    for kk in range(BK // 16):
+                        a = hw_operand(smem, wgmma_desc(sa + wg * 64 * ROW_BYTES + 32 * kk), 64)
+                        b = hw_operand(smem, wgmma_desc(sa + a_bytes + 32 * kk), bn)
+                        prod = _f32(a) @ _f32(b).T                       # [64, bn]
+                        d[wg] += prod[rows_f, cols_f]
+            for wg in range(wgs):   # the epilogue: pairs (row, col), (row, col + 1) for col < N, row < M
+                r = m0 + wg * 64 + rows_f
+                cc = n0 + cols_f
+                ok = (r < m) & (cc < n)
+                out[r[ok], cc[ok]] = d[wg][ok]
+    return out
+
+
+def _f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)

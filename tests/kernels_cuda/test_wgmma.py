@@ -1,0 +1,145 @@
+"""linear_wgmma (kernels/cuda/linear_wgmma.cu, wgmma.cuh) on the CPU, no GPU: it compiles for sm_90a without
+spills or serialized wgmma; its index logic (128B-swizzled shared tiles, matrix descriptors, accumulator
+fragment, the stage ring) run through the numpy emulation (kernels/cuda/wgmma_twin.py) gives exactly
+x @ w.T, and the emulation fails when one rule is broken; the plan (kernels/cuda/wgmma_plan.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.cuda import build, wgmma_plan as P, wgmma_twin as T
+from kernels.cuda.twins import from_bf16, to_bf16
+
+MAX_SMEM = 227 * 1024   # H100 / H200 dynamic shared memory per block (opt-in)
+
+
+def test_compiles_for_sm90a_without_spills():
+    """sm_90 is upgraded to sm_90a (wgmma needs it); a cubin with every variant (test_compile leaves this
+    family to this one NVRTC run: it is the slowest to compile); every variant: no stack, no spills,
+    registers within its launch bounds, tiles in dynamic shared memory only, and no ptxas note that it
+    serialized wgmma."""
+    report, cubin = build.ptxas_report("linear_wgmma", "sm_90", with_cubin=True)
+    assert cubin[:4] == b"\x7fELF"
+    for name in P.VARIANTS:
+        assert name.encode() in cubin
+    assert build.family_arch("linear_wgmma", "sm_90") == "sm_90a"
+    assert build.family_arch("linear", "sm_90") == "sm_90"
+    assert "linear_wgmma" in build.ON_DEMAND
+    for name, (bm, _, _) in P.VARIANTS.items():
+        entry = report.split(f"Compiling entry function '{name}' for 'sm_90a'")[1].split("Compile time")[0]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, entry
+        regs = int(entry.split("Used ")[1].split(" registers")[0])
+        assert regs * P.threads(name) <= 64 * 1024 and regs <= 255, entry
+        assert " bytes smem" not in entry or int(entry.split(" bytes smem")[0].rsplit(" ", 1)[1]) <= 1024, entry
+    assert "wgmma" not in report.lower().replace("linear_wgmma", ""), report   # e.g. "wgmma serialized"
+
+
+def test_descriptor_fields():
+    for addr in (0, 1024, 5 * 1024 + 32 * 3, 200 * 1024):
+        f = T.decode_desc(T.wgmma_desc(addr))
+        assert f == {"start": addr, "lbo": 16, "sbo": 1024, "base_offset": 0, "layout": 1}
+
+
+def test_fragment_covers_the_tile_once_in_adjacent_pairs():
+    for bn in (64, 128, 256):
+        rows, cols = T.fragment_coords(bn)
+        flat = rows * bn + cols
+        assert sorted(flat.ravel()) == list(range(64 * bn))
+        assert (cols[:, 0::2] % 2 == 0).all() and (cols[:, 1::2] == cols[:, 0::2] + 1).all()
+        assert (rows[:, 0::2] == rows[:, 1::2]).all()
+
+
+@pytest.mark.parametrize("ktiles", [1, 2, 3, 9, 24])
+@pytest.mark.parametrize("stages", [3, 4, 5])
+def test_schedule_loads_each_tile_once_before_use(ktiles, stages):
+    ev = T.schedule(ktiles, stages)
+    assert [kt for e, kt, _ in ev if e == "load"] == list(range(ktiles))
+    assert [kt for e, kt, _ in ev if e == "mma"] == list(range(ktiles))
+    first_use = {kt: i for i, (e, kt, _) in enumerate(ev) if e == "mma"}
+    assert all(i < first_use[kt] for i, (e, kt, _) in enumerate(ev) if e == "load")
+
+
+def test_schedule_rejects_loading_one_tile_further_ahead():
+    with pytest.raises(AssertionError, match="overwrites a buffer in use"):
+        T.schedule(9, 4, ahead=3)
+
+
+def _ints(rng, shape):
+    return to_bf16(rng.integers(-3, 4, shape).astype(np.float32))   # small integers: every sum exact
+
+
+def _ref(x, w):
+    return from_bf16(x).astype(np.float64) @ from_bf16(w).astype(np.float64).T
+
+
+# every variant; M odd and not a tile multiple, N not a multiple of BN, K = 576 (9 k-tiles) or 1536
+@pytest.mark.parametrize("name,m,n,k", [("linear_wgmma_64x64", 77, 200, 576), ("linear_wgmma_64x128", 64, 136, 1536),
+                                        ("linear_wgmma_128x128", 129, 264, 576),
+                                        ("linear_wgmma_128x256", 256, 520, 576)])
+def test_emulation_is_exact(name, m, n, k):
+    rng = np.random.default_rng(7)
+    x, w = _ints(rng, (m, k)), _ints(rng, (n, k))
+    bm, bn, stages = P.VARIANTS[name]
+    got = T.emulate(x, w, bm, bn, stages, base=48)   # (dynamic smem not 1024-aligned: the kernel rounds up)
+    assert np.array_equal(got, _ref(x, w))
+
+
+def test_emulation_on_random_bf16_matches_float32():
+    rng = np.random.default_rng(3)
+    x = to_bf16(rng.standard_normal((100, 576)).astype(np.float32))
+    w = to_bf16((rng.standard_normal((128, 576)) / 24).astype(np.float32))
+    got, ref = T.emulate(x, w, 64, 64, 5), _ref(x, w)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_emulation_fails_when_a_rule_is_broken(monkeypatch):
+    """Sensitivity: storing without the swizzle, a stride byte offset of 512, or tiles left unaligned
+    (no round-up to 1024) each give a wrong product."""
+    rng = np.random.default_rng(5)
+    x, w = _ints(rng, (64, 128)), _ints(rng, (64, 128))
+    ref = _ref(x, w)
+    with monkeypatch.context() as mp:
+        mp.setattr(T, "sw128_offset", lambda row, chunk: row * 128 + (chunk << 4))
+        assert not np.array_equal(T.emulate(x, w, 64, 64, 5), ref)
+    with monkeypatch.context() as mp:
+        mp.setattr(T, "SBO", 512)
+        assert not np.array_equal(T.emulate(x, w, 64, 64, 5), ref)
+    unaligned = _emulate_unaligned(x, w)
+    assert not np.array_equal(unaligned, ref)
+
+
+def _emulate_unaligned(x, w):
+    """The tile of test_emulation_fails_when_a_rule_is_broken stored at byte 512 (not 1024-aligned) and read
+    back through descriptors with base offset 0, as the kernel would without its round-up."""
+    smem = np.zeros(32768, np.uint8)
+    T.load_tile(smem, 512, x, 0, 0, 64, 128)
+    T.load_tile(smem, 512 + 64 * 128, w, 0, 0, 64, 128)
+    a = T.hw_operand(smem, T.wgmma_desc(512), 64)
+    b = T.hw_operand(smem, T.wgmma_desc(512 + 64 * 128), 64)
+    return (T._f32(a).astype(np.float64) @ T._f32(b).astype(np.float64).T)
+
+
+def test_plan_choice_on_the_model_shapes():
+    """SmolLM2-135M on 132 SMs: at T = 256 the LM head gets 128 x 256 tiles (384 blocks), the narrower
+    projections 64 x 64 (the most blocks); at T = 64 no 128-row tile (it would pad 64 rows); a 1,024-token
+    prefill: the largest tile that still makes >= 132 blocks."""
+    sms = 132
+    assert P.choose(256, 49152, sms) == "linear_wgmma_128x256"
+    for n in (960, 576, 3072):
+        assert P.choose(256, n, sms) == "linear_wgmma_64x64"
+    assert P.choose(64, 49152, sms) == "linear_wgmma_64x128"
+    assert P.choose(1024, 3072, sms) == "linear_wgmma_128x128"     # 192 blocks (128 x 256: 96)
+    assert P.choose(1024, 960, sms) == "linear_wgmma_64x64"        # 240 blocks (64 x 128: 128 < 132)
+    assert P.grid("linear_wgmma_128x256", 257, 49152) == (3, 192)
+
+
+def test_plan_limits_and_switch():
+    for name, (bm, bn, stages) in P.VARIANTS.items():
+        assert P.smem_bytes(name) <= MAX_SMEM and P.threads(name) == 2 * bm
+        assert f"wgmma_tile<{bm // 64}, {bn}, {stages}>" in (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
+        assert f"{name}(" in (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
+    assert P.takes(64, 960, 576) and P.takes(7, 49152, 576) and not P.takes(64, 964, 576) and not P.takes(64, 960, 600)
+    assert P.wgmma_enabled({}) is (P.DEFAULT == "1") and P.DEFAULT == "0"
+    assert P.wgmma_enabled({"AOTX_WGMMA": "1"}) and not P.wgmma_enabled({"AOTX_WGMMA": "0"})
+    with pytest.raises(ValueError, match="AOTX_WGMMA"):
+        P.wgmma_enabled({"AOTX_WGMMA": "yes"})
