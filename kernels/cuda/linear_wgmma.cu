@@ -69,14 +69,17 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
         __syncthreads();               // every thread's; also: all warpgroups finished k-tile kt - 2
         const u32 sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * WG_SWIZZLE_ROW_BYTES;
         const u32 sb = base + (kt % STAGES) * STAGE_BYTES + A_BYTES;
+        wgmma_fence_operand<BN / 2>(d);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < WG_BK / 16; kk++) wgmma_m64k16<BN>(d, wgmma_desc(sa + 32 * kk), wgmma_desc(sb + 32 * kk));
         wgmma_commit();
+        wgmma_fence_operand<BN / 2>(d);
         wgmma_wait<1>();               // k-tile kt - 1 done: its buffer may be refilled after the next barrier
         load(kt + STAGES - 2);         // into k-tile kt - 2's buffer, free since the barrier above
     }
     wgmma_wait<0>();
+    wgmma_fence_operand<BN / 2>(d);   // the epilogue's reads of d stay after the wait
 
     const int t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
     const int row = m0 + wg * 64 + warp * 16 + g;

@@ -42,6 +42,14 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Pins the accumulator registers at this point of the program for the compiler: the wgmma asm statements
+// name them, but the wait does not, so without this plain reads of d (the epilogue) could be scheduled
+// before wgmma_wait<0>() returns.
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operand(float *d) {
+#pragma unroll
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
 // Generic-proxy writes (cp.async, st.shared) made visible to the async proxy (wgmma's operand reads).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 template <int N>

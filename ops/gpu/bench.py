@@ -251,6 +251,8 @@ def main(argv=None) -> int:
     kt = kernel_table(backend)
     from ops.gpu import fused_bench
     kt += fused_bench.kernel_rows(backend)
+    from ops.gpu import wgmma_bench   # linear_wgmma (AOTX_WGMMA) beside linear_mma, every variant
+    kt += wgmma_bench.kernel_rows(backend)
     for name, val, unit in kt:
         print(f"kernel {name:<48} {val:9.1f} {unit}", flush=True)
     for b, label, n, us in fused_bench.step_rows(backend, _step_batch):

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import flash_check, kernel_check, model_check, overlap_check, penalty_check
+    from ops.gpu import flash_check, kernel_check, model_check, overlap_check, penalty_check, wgmma_check
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
@@ -64,6 +64,12 @@ def main(argv=None) -> int:
         traceback.print_exc()
         results.append(("random e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
     try:
+        wgmma_check.e2e(random_bundle, False, record_random)
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        results.append(("random e2e with AOTX_WGMMA=1", 0, 0, False, "exception: traceback above"))
+    try:
         overlap_check.run(random_bundle, False, record_random)
     except Exception:
         import traceback
@@ -91,6 +97,12 @@ def main(argv=None) -> int:
             import traceback
             traceback.print_exc()
             results.append(("real e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
+        try:
+            wgmma_check.e2e(bundle, True, record)
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            results.append(("real e2e with AOTX_WGMMA=1", 0, 0, False, "exception: traceback above"))
         try:
             overlap_check.run(bundle, True, record)
         except Exception:

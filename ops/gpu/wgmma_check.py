@@ -1,0 +1,212 @@
+"""gpu-check entries for linear_wgmma (kernels/cuda/linear_wgmma.cu, AOTX_WGMMA) against its twin: numpy
+`x @ w.T` on the same bf16-rounded inputs, composed with the epilogue twins as kernel_check.check_linear
+does for linear_mma.
+
+* Every projection shape of SmolLM2-135M (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536,
+  lm_head 49152x576) at T = 64, 77 (odd, not a tile multiple), 256 and 1,024 (the LM head at 64 / 77 /
+  256), on every tile variant (kernels.cuda.wgmma_plan.VARIANTS), EPI_STORE: tolerance 1e-3 relative
+  (float32 output; accumulation order only: the CPU emulation of the kernel's index logic,
+  kernels/cuda/wgmma_twin.py, is exact, so anything above ~1e-6 is a layout or pipeline bug). The output
+  is poisoned first (NaN): a tile never written fails.
+* The fused epilogues through the variant the plan picks, at T = 64, 77, 256: EPI_QKV (RoPE, q out,
+  k / v into the paged caches; 1e-3 / 8e-3 bf16), EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
+* End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1 against the numpy backend: 60 prompts
+  prefilled in one step with logits at every position (every GEMM and the LM head on wgmma), then 3
+  batched decode steps of the 60 sequences (bucket 64: the graphs, on wgmma). cos >= 0.99 per row,
+  top-1 >= 95% (on real weights; printed only on random ones).
+
+    python -m ops.gpu.wgmma_check [--real]
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from kernels.cuda import launchers as L, wgmma_plan
+from kernels.cuda.twins import from_bf16, interleave_gate_up, round_bf16, to_bf16
+from kernels.ops_mlp import swiglu
+from kernels.ops_rope import apply_rope, rope_cos_sin
+
+H, HQ, KVW, F, V, D, NH, NKV = 576, 576, 192, 1536, 49152, 64, 9, 3
+TOL_F32, TOL_BF16 = 1e-3, 8e-3
+SHAPES = ((960, H, "qkv"), (H, HQ, "o"), (2 * F, H, "gate_up"), (H, F, "down"), (V, H, "lm_head"))
+
+
+def _loaded(c):
+    if c.k.wgmma is None:
+        c.k.wgmma = wgmma_plan.Wgmma(c.k)
+    return c.k.wgmma
+
+
+def check_wgmma(c, rel) -> None:
+    """c: kernel_check.Ctx; rel: its relative-error measure."""
+    wg = _loaded(c)
+    for n, k, name in SHAPES:
+        w = (c.rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+        wb = to_bf16(w)
+        wf, wd = from_bf16(wb), c.up(wb)
+        for t in ((64, 77, 256) if name == "lm_head" else (64, 77, 256, 1024)):
+            xb = to_bf16(c.rng.standard_normal((t, k)).astype(np.float32))
+            xd = c.up(xb)
+            ref = from_bf16(xb) @ wf.T
+            out = c.zeros(t * n * 4)
+            for variant in wgmma_plan.VARIANTS:
+                wg.launch(xd, t, wd, n, k, L.epi(L.EPI_STORE, out_f32=out, ld=n), variant)
+                got = c.down(out, (t, n), np.float32)
+                picked = " (plan's pick)" if variant == wgmma_plan.choose(t, n, c.dev.sm_count) else ""
+                c.record(f"{variant} {name} T={t}{picked}", rel(got, ref), TOL_F32, _where(got, ref))
+                driver_poison(c, out, t * n * 4)
+        c.free()
+    cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
+    for t in (64, 77, 256):
+        rope_d = c.up(np.stack([cos, sin], -1))
+        h = c.rng.standard_normal((t, H)).astype(np.float32)
+        hb = round_bf16(h)
+        h_dev = c.up(to_bf16(h))
+        wq = c.rng.standard_normal((960, H)).astype(np.float32) / 24
+        pos = c.rng.integers(0, 8000, t).astype(np.int32)
+        slots = c.rng.choice(1024, t, replace=False).astype(np.int32)
+        q_out, kc, vc = c.zeros(t * HQ * 4), c.zeros(1024 * KVW * 2, False), c.zeros(1024 * KVW * 2, False)
+        wg.launch(h_dev, t, c.up(to_bf16(wq)), 960, H, L.epi(
+            L.EPI_QKV, out_f32=q_out, positions=c.up(pos), rope=rope_d, slots=c.up(slots), k_cache=kc, v_cache=vc,
+            head_dim=D, q_size=HQ, kv_size=KVW))
+        y = hb @ round_bf16(wq).T
+        q_ref = apply_rope(y[:, :HQ].reshape(t, NH, D), cos[pos], sin[pos]).reshape(t, HQ)
+        k_ref = apply_rope(y[:, HQ:HQ + KVW].reshape(t, NKV, D), cos[pos], sin[pos]).reshape(t, KVW)
+        c.record(f"linear_wgmma EPI_QKV q (rope) T={t}", rel(c.down(q_out, (t, HQ), np.float32), q_ref), TOL_F32)
+        got_k = from_bf16(c.down(kc, (1024, KVW), np.uint16))[slots]
+        got_v = from_bf16(c.down(vc, (1024, KVW), np.uint16))[slots]
+        c.record(f"linear_wgmma EPI_QKV k,v -> cache T={t}",
+                 max(rel(got_k, k_ref), rel(got_v, y[:, HQ + KVW:])), TOL_BF16)
+
+        wgu = c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24
+        act = c.zeros(t * F * 2)
+        wg.launch(h_dev, t, c.up(to_bf16(interleave_gate_up(wgu))), 2 * F, H, L.epi(L.EPI_SWIGLU, out_bf16=act, ld=F))
+        c.record(f"linear_wgmma EPI_SWIGLU T={t}",
+                 rel(from_bf16(c.down(act, (t, F), np.uint16)), swiglu(hb @ round_bf16(wgu).T)), TOL_BF16)
+
+        res = c.rng.standard_normal((t, H)).astype(np.float32)
+        for n_in, label in ((HQ, "o"), (F, "down")):
+            wo = c.rng.standard_normal((H, n_in)).astype(np.float32) / np.sqrt(n_in)
+            a_in = c.rng.standard_normal((t, n_in)).astype(np.float32)
+            r_dev = c.up(res)
+            wg.launch(c.up(to_bf16(a_in)), t, c.up(to_bf16(wo)), H, n_in, L.epi(L.EPI_ADD, out_f32=r_dev, ld=H))
+            c.record(f"linear_wgmma EPI_ADD ({label} + residual) T={t}",
+                     rel(c.down(r_dev, (t, H), np.float32), res + round_bf16(a_in) @ round_bf16(wo).T), TOL_F32)
+        c.free()
+
+
+def driver_poison(c, ptr: int, nbytes: int) -> None:
+    """Refill an output with NaN patterns (0xFF bytes) between variants."""
+    from kernels.cuda import driver
+
+    driver.htod(ptr, np.full(nbytes, 0xFF, dtype=np.uint8), c.dev.stream)
+
+
+def _where(got, ref) -> str:
+    bad = ~np.isfinite(got)
+    if bad.any():
+        rows, cols = np.nonzero(bad)
+        return f"non-finite: {int(bad.sum())} values, rows {rows.min()}..{rows.max()}, cols {cols.min()}..{cols.max()}"
+    d = np.abs(got - ref)
+    r, col = np.unravel_index(int(np.argmax(d)), d.shape)
+    return f"max|d|={d[r, col]:.2e} at ({r}, {col})"
+
+
+def e2e(bundle, real: bool, record, prompts=None) -> None:
+    """The backend with AOTX_WGMMA=1 against the numpy backend (see the module doc). Names: "wgmma e2e ..."."""
+    from kernels import create_backend
+    from ops.gpu.model_check import PROMPTS, _batch, compare
+
+    if prompts is None:
+        if real:
+            tok = bundle.tokenizer
+            base = [tok.encode(bundle.chat_template.render([{"role": "user", "content": p}], add_generation_prompt=True))
+                    for p in PROMPTS]
+        else:
+            rng = np.random.default_rng(9)
+            base = [list(rng.integers(3, bundle.config.vocab_size, int(rng.integers(5, 60)))) for _ in PROMPTS]
+        prompts = [list(p) for p in base] * 3
+    page, per = 16, 8
+    old = os.environ.get("AOTX_WGMMA")
+    os.environ["AOTX_WGMMA"] = "1"
+    try:
+        cub = create_backend("cuda", bundle, num_pages=per * len(prompts) + 8, page_size=page)
+    finally:
+        if old is None:
+            del os.environ["AOTX_WGMMA"]
+        else:
+            os.environ["AOTX_WGMMA"] = old
+    if cub.k.wgmma is None:
+        raise RuntimeError("AOTX_WGMMA=1 did not load linear_wgmma")
+    npb = create_backend("numpy", bundle, num_pages=per * len(prompts) + 8, page_size=page)
+    first = [i * per for i in range(len(prompts))]
+    b = _batch(prompts, page, first, [len(p) for p in prompts], True)
+    ref, got = npb.forward(b), np.asarray(cub.forward(b))
+    cmin, top1 = compare(ref, got)
+    record(f"wgmma e2e prefill {len(prompts)} prompts in one step (T={b.num_tokens}, all rows) cos_min", cmin, 0.99,
+           top1)
+    last = np.cumsum([len(p) for p in prompts]) - 1
+    nxt = [int(x) for x in ref[last].argmax(-1)]
+    seqs = [list(p) for p in prompts]
+    for step in range(3):
+        seqs = [s + [t] for s, t in zip(seqs, nxt)]
+        b = _batch(seqs, page, first, [1] * len(seqs), False)
+        r_np, r_cu = npb.forward(b), np.asarray(cub.forward(b))
+        cmin, top1 = compare(r_np, r_cu)
+        record(f"wgmma e2e decode batch {len(seqs)} step {step} cos_min", cmin, 0.99, top1)
+        nxt = [int(x) for x in r_np.argmax(-1)]
+
+
+def main(argv=None) -> int:
+    from kernels.cuda.probe import gpu_present
+    from ops.gpu.kernel_check import Ctx, rel
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not gpu_present():
+        print("wgmma_check needs an NVIDIA GPU", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    c = Ctx()
+    print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
+    try:
+        check_wgmma(c, rel)
+    except Exception as exc:
+        import traceback
+        traceback.print_exc()
+        c.results.append(("check_wgmma", float("inf"), 0.0, False, repr(exc)))
+    results = c.results
+    real = "--real" in argv
+
+    def record(name, value, thr, extra=""):
+        ok = value >= thr
+        if isinstance(extra, float):
+            ok = ok and (extra >= 0.95 or not real)
+            extra = f"top1={extra:.3f} ({'>= 0.95' if real else 'info'})"
+        results.append((name, value, thr, ok, extra))
+        print(f"{'PASS' if ok else 'FAIL'} {name:<60} {value:.5f} thr={thr} {extra}", flush=True)
+
+    try:
+        if real:
+            from kernels import load_model
+            bundle = load_model(progress=False)
+        else:
+            from ops.gpu.model_check import random_bundle
+            bundle = random_bundle()
+        e2e(bundle, real, record)
+    except Exception as exc:
+        import traceback
+        traceback.print_exc()
+        results.append(("wgmma e2e", 0, 0, False, repr(exc)))
+    failed = [r for r in results if not r[3]]
+    print(f"{len(results) - len(failed)}/{len(results)} wgmma checks passed in {time.time() - t0:.0f} s")
+    for r in failed:
+        print(f"FAILED: {r[0]} value={r[1]} {r[4]}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
