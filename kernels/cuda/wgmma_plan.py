@@ -7,9 +7,9 @@
   emulation (kernels/cuda/wgmma_twin.py) only on the CPU; flip ``DEFAULT`` once ops.gpu.wgmma_check
   passes there.
 * Tiles: (BM, BN) = 64 x 64, 64 x 128, 128 x 128 or 128 x 256 (``VARIANTS``; BM = 64 per warpgroup).
-  ``choose`` takes the largest tile whose grid still gives every SM a block, among the tiles that pad M
-  no more than 64-row tiles do; else the smallest (64 x 64: the most blocks). Provisional: not yet
-  measured on the GPU (ops.gpu.wgmma_bench prints every variant at the model's shapes).
+  ``choose`` takes the one of least modelled time (``cost``: blocks per SM x a block's tensor-core time,
+  with wgmma's efficiency by N, plus a fixed fill / epilogue latency). Provisional: not yet measured
+  on the GPU (ops.gpu.wgmma_bench prints every variant at the model's shapes, and the plan's pick).
 """
 from __future__ import annotations
 
@@ -53,15 +53,28 @@ def grid(name: str, m: int, n: int) -> tuple[int, int]:
     return -(-m // bm), -(-n // bn)
 
 
-def choose(m: int, n: int, sm_count: int) -> str:
-    pad64 = -(-m // 64) * 64
-    fits = [v for v, (bm, _, _) in VARIANTS.items() if -(-m // bm) * bm == pad64]
-    fits.sort(key=lambda v: -(VARIANTS[v][0] * VARIANTS[v][1]))
-    for v in fits:
-        gx, gy = grid(v, m, n)
-        if gx * gy >= sm_count:
-            return v
-    return "linear_wgmma_64x64"
+# The cost model of `choose` (relative units; provisional until ops.gpu.wgmma_bench has measured every
+# variant on the GPU). A block's tensor-core time is 2 BM BN K / (FLOP_PER_CLK * EFF[BN]) clocks: an SM
+# does ~4,096 dense bf16 FLOP a clock (989 TFLOP/s / 132 SMs / 1.83 GHz), and an m64nNk16 wgmma reading
+# both operands from shared memory moves (64 + N) * 32 bytes per 64 * N * 32 FLOP against 128 bytes a
+# clock of shared-memory bandwidth: balanced at N = 64 (so well below peak), comfortable at 128 and 256.
+# Blocks beyond one per SM queue (or share the SM: the same tensor cores); LAT_CLK is the pipeline fill
+# (first k-tiles from DRAM / L2) and the epilogue, paid once.
+FLOP_PER_CLK = 4096
+EFF = {64: 0.6, 128: 0.85, 256: 0.9}
+LAT_CLK = 2000
+
+
+def cost(name: str, m: int, n: int, k: int, sm_count: int) -> float:
+    bm, bn, _ = VARIANTS[name]
+    gx, gy = grid(name, m, n)
+    per_block = 2 * bm * bn * k / (FLOP_PER_CLK * EFF[bn])
+    return -(-gx * gy // sm_count) * per_block + LAT_CLK
+
+
+def choose(m: int, n: int, sm_count: int, k: int = 576) -> str:
+    """The variant of least `cost` (ties: the smaller tile, listed first in VARIANTS)."""
+    return min(VARIANTS, key=lambda v: cost(v, m, n, k, sm_count))
 
 
 class Wgmma:
@@ -84,7 +97,7 @@ class Wgmma:
         """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
         if not takes(m, n, k):
             raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
-        name = variant or choose(m, n, self.k.device.sm_count)
+        name = variant or choose(m, n, self.k.device.sm_count, k)
         gx, gy = grid(name, m, n)
         if gy > 65535:
             raise ValueError(f"linear_wgmma: {gy} column tiles exceed gridDim.y")

@@ -120,17 +120,19 @@ def _emulate_unaligned(x, w):
 
 
 def test_plan_choice_on_the_model_shapes():
-    """SmolLM2-135M on 132 SMs: at T = 256 the LM head gets 128 x 256 tiles (384 blocks), the narrower
-    projections 64 x 64 (the most blocks); at T = 64 no 128-row tile (it would pad 64 rows); a 1,024-token
-    prefill: the largest tile that still makes >= 132 blocks."""
+    """SmolLM2-135M on 132 SMs, by the cost model: at T = 256 the LM head on 128 x 256 tiles (384 blocks),
+    gate/up on 64 x 128 (96 blocks, one an SM, rather than 192 blocks of the less efficient 64 x 64), the
+    narrow projections on 64 x 64 (the most blocks); at T = 64 no 128-row tile (it would pad 64 rows)."""
     sms = 132
-    assert P.choose(256, 49152, sms) == "linear_wgmma_128x256"
-    for n in (960, 576, 3072):
-        assert P.choose(256, n, sms) == "linear_wgmma_64x64"
-    assert P.choose(64, 49152, sms) == "linear_wgmma_64x128"
-    assert P.choose(1024, 3072, sms) == "linear_wgmma_128x128"     # 192 blocks (128 x 256: 96)
-    assert P.choose(1024, 960, sms) == "linear_wgmma_64x64"        # 240 blocks (64 x 128: 128 < 132)
+    assert P.choose(256, 49152, sms, 576) == "linear_wgmma_128x256"
+    assert P.choose(256, 3072, sms, 576) == "linear_wgmma_64x128"
+    for n, k in ((960, 576), (576, 576), (576, 1536)):
+        assert P.choose(256, n, sms, k) == "linear_wgmma_64x64"
+    assert P.choose(64, 49152, sms, 576) == "linear_wgmma_64x128"
+    assert all(P.VARIANTS[P.choose(64, n, sms, k)][0] == 64 for n, k in ((960, 576), (3072, 576), (49152, 576)))
     assert P.grid("linear_wgmma_128x256", 257, 49152) == (3, 192)
+    # a block more than the SMs hold at once costs a second round of blocks
+    assert P.cost("linear_wgmma_64x64", 64, 64 * 133, 576, 132) > P.cost("linear_wgmma_64x64", 64, 64 * 132, 576, 132)
 
 
 def test_plan_limits_and_switch():
