@@ -81,7 +81,7 @@ class CudaBackend:
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
-            self.k.wgmma = wgmma_plan.Wgmma(self.k)
+            self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")
         # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
         # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)

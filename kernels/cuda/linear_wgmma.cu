@@ -8,7 +8,8 @@
 // Block: WG warpgroups (128 threads each) own BM = 64 WG rows by BN columns; warpgroup g computes rows
 // 64 g .. 64 g + 63 against all BN columns (one m64nBNk16 wgmma per 16 of K). Every thread loads the
 // tiles with cp.async into STAGES shared buffers of [A: BM x 128 B | B: BN x 128 B] in the 128-byte
-// swizzled K-major layout (wgmma.cuh), STAGES - 2 k-tiles ahead; one wgmma group stays in flight while
+// swizzled K-major layout (wgmma.cuh), STAGES - 2 k-tiles ahead (the _tma_ variants: the TMA unit copies
+// them, the same layout, landing signalled on an mbarrier a stage); one wgmma group stays in flight while
 // the next is issued. Grid (ceil(M / BM), ceil(N / BN)): the M tiles of one weight tile run side by
 // side, so each weight tile comes from DRAM once.
 #include "common.cuh"
@@ -18,14 +19,17 @@
 
 #define WG_BK 64
 
-template <int WG, int BN, int STAGES>
+// TMA = false: every thread copies its 16-byte chunks with cp.async (A, W used). TMA = true: thread 0 has
+// the TMA unit copy each stage's two boxes (amap, wmap used) and every thread waits on the stage's
+// mbarrier; the same ring, the same barrier that frees a buffer.
+template <int WG, int BN, int STAGES, bool TMA>
 __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N,
-                                           int K, const Epi &e) {
+                                           int K, const Epi &e, const TmaMap *amap, const TmaMap *wmap) {
     constexpr int BM = 64 * WG, THREADS = 128 * WG;
     constexpr u32 A_BYTES = BM * WG_SWIZZLE_ROW_BYTES, STAGE_BYTES = (BM + BN) * WG_SWIZZLE_ROW_BYTES;
     static_assert(STAGES >= 3, "one k-tile in flight on the tensor cores, one landing, one loading");
     static_assert((BN * 8) % THREADS == 0, "the B tile's 16-byte chunks split evenly over the threads");
-    extern __shared__ __align__(1024) unsigned char wg_smem[];
+    extern __shared__ __align__(1024) unsigned char wg_smem[];   // STAGES tiles, then STAGES mbarriers (TMA)
     u32 base = (u32)__cvta_generic_to_shared(wg_smem);
     const u32 pad = ((base + 1023u) & ~1023u) - base;   // 1024-byte aligned tiles (the swizzle atom)
     unsigned char *smem = wg_smem + pad;
@@ -33,8 +37,23 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
     const int tid = threadIdx.x, wg = tid >> 7;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     const int ktiles = K / WG_BK;
+    const u32 bars = base + STAGES * STAGE_BYTES;   // mbarrier of stage s at bars + 8 s (TMA only)
+    if (TMA && tid == 0) {
+        for (int s = 0; s < STAGES; s++) mbar_init(bars + 8 * s, 1);
+        mbar_init_fence();
+    }
+    if (TMA) __syncthreads();
 
     auto load = [&](int kt) {
+        if (TMA) {
+            if (tid == 0 && kt < ktiles) {
+                const u32 sa = base + (kt % STAGES) * STAGE_BYTES, bar = bars + 8 * (kt % STAGES);
+                mbar_arrive_expect_tx(bar, STAGE_BYTES);
+                tma_load_2d(sa, amap, kt * WG_BK, m0, bar);
+                tma_load_2d(sa + A_BYTES, wmap, kt * WG_BK, n0, bar);
+            }
+            return;
+        }
         if (kt < ktiles) {
             unsigned char *sa = smem + (kt % STAGES) * STAGE_BYTES;
             unsigned char *sb = sa + A_BYTES;
@@ -64,8 +83,12 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
 #pragma unroll
     for (int s = 0; s < STAGES - 2; s++) load(s);
     for (int kt = 0; kt < ktiles; kt++) {
-        cp_async_wait<STAGES - 3>();   // this thread's chunks of k-tile kt have landed
-        fence_proxy_async();           // ... and are visible to the tensor cores' (async proxy) reads
+        if (TMA) {
+            mbar_wait(bars + 8 * (kt % STAGES), (kt / STAGES) & 1);   // k-tile kt landed (its use kt / STAGES)
+        } else {
+            cp_async_wait<STAGES - 3>();   // this thread's chunks of k-tile kt have landed
+            fence_proxy_async();           // ... and are visible to the tensor cores' (async proxy) reads
+        }
         __syncthreads();               // every thread's; also: all warpgroups finished k-tile kt - 2
         const u32 sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * WG_SWIZZLE_ROW_BYTES;
         const u32 sb = base + (kt % STAGES) * STAGE_BYTES + A_BYTES;
@@ -94,19 +117,19 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
 }
 
 // Variants (kernels/cuda/wgmma_plan.py VARIANTS holds the same (BM, BN, STAGES) and picks one per shape).
-extern "C" __global__ void __launch_bounds__(128, 1)
-linear_wgmma_64x64(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
-    wgmma_tile<1, 64, 5>(A, M, W, N, K, e);
-}
-extern "C" __global__ void __launch_bounds__(128, 1)
-linear_wgmma_64x128(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
-    wgmma_tile<1, 128, 4>(A, M, W, N, K, e);
-}
-extern "C" __global__ void __launch_bounds__(256, 1)
-linear_wgmma_128x128(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
-    wgmma_tile<2, 128, 4>(A, M, W, N, K, e);
-}
-extern "C" __global__ void __launch_bounds__(256, 1)
-linear_wgmma_128x256(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K, Epi e) {
-    wgmma_tile<2, 256, 4>(A, M, W, N, K, e);
-}
+#define WG_VARIANT(BM, BN, STAGES)                                                                              \
+    extern "C" __global__ void __launch_bounds__(2 * BM, 1)                                                    \
+        linear_wgmma_##BM##x##BN(const bf16 *__restrict__ A, int M, const bf16 *__restrict__ W, int N, int K,  \
+                                 Epi e) {                                                                      \
+        wgmma_tile<BM / 64, BN, STAGES, false>(A, M, W, N, K, e, nullptr, nullptr);                            \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(2 * BM, 1)                                                    \
+        linear_wgmma_tma_##BM##x##BN(const __grid_constant__ TmaMap amap, const __grid_constant__ TmaMap wmap, \
+                                     int M, int N, int K, Epi e) {                                             \
+        wgmma_tile<BM / 64, BN, STAGES, true>(nullptr, M, nullptr, N, K, e, &amap, &wmap);                     \
+    }
+
+WG_VARIANT(64, 64, 5)
+WG_VARIANT(64, 128, 4)
+WG_VARIANT(128, 128, 4)
+WG_VARIANT(128, 256, 4)

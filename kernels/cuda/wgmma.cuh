@@ -136,3 +136,42 @@ template <>
 __device__ __forceinline__ void wgmma_m64k16<128>(float *d, u64 a, u64 b) { wgmma_m64n128k16(d, a, b); }
 template <>
 __device__ __forceinline__ void wgmma_m64k16<256>(float *d, u64 a, u64 b) { wgmma_m64n256k16(d, a, b); }
+
+// ---- TMA (cp.async.bulk.tensor) and mbarriers, for the linear_wgmma_tma_* variants ----
+// A CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by cuTensorMapEncodeTiled
+// (kernels/cuda/wgmma_plan.py tensor_map_args: 2-D bf16 [rows, K], box {64, box rows}, 128B swizzle,
+// out-of-bounds elements zero-filled) and passed by value as a __grid_constant__ kernel parameter.
+struct __align__(64) TmaMap {
+    u64 v[16];
+};
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// The inits visible to the other threads and to the async proxy (the TMA unit's complete_tx).
+__device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival (the barrier's count is 1) that also expects `bytes` of TMA transactions this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Spins until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done = 0;
+    while (!done) {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    }
+}
+// The box at (inner coordinate x = k, outer y = row) of the tensor `map` into shared `dst` (1024-aligned);
+// completion counted on mbarrier `bar` in bytes (the whole box, zero-filled parts included).
+__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaMap *map, int x, int y, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+}

@@ -2,7 +2,9 @@
 
 * ``AOTX_WGMMA=1``: every projection of a step of at least ``MIN_T`` tokens (the QKV, O, gate/up, down
   GEMMs and the LM head over at least ``MIN_T`` rows) uses linear_wgmma, with the same fused epilogues
-  as linear_mma; smaller steps keep linear_gemv / linear_mma. ``0`` or unset: never. OFF BY DEFAULT
+  as linear_mma; smaller steps keep linear_gemv / linear_mma. ``AOTX_WGMMA=tma``: the same with the
+  linear_wgmma_tma_* kernels (the TMA unit copies the tiles: ``tensor_map_args``). ``0`` or unset:
+  never. OFF BY DEFAULT
   until ``make gpu-check`` has passed on a GPU: the kernel was written and checked against its numpy
   emulation (kernels/cuda/wgmma_twin.py) only on the CPU; flip ``DEFAULT`` once ops.gpu.wgmma_check
   passes there.
@@ -13,6 +15,7 @@
 """
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping
 
 DEFAULT = "0"
@@ -25,13 +28,63 @@ VARIANTS = {
     "linear_wgmma_128x128": (128, 128, 4),
     "linear_wgmma_128x256": (128, 256, 4),
 }
+TMA_PREFIX = "linear_wgmma_tma_"
+# the same tiles with TMA loads (linear_wgmma_tma_64x64, ...): arguments (amap, wmap, M, N, K, Epi)
+TMA_VARIANTS = {v.replace("linear_wgmma_", TMA_PREFIX): t for v, t in VARIANTS.items()}
+ALL_VARIANTS = {**VARIANTS, **TMA_VARIANTS}
+MODES = ("0", "1", "tma")
+
+
+def wgmma_mode(env: Mapping[str, str]) -> str:
+    """"0" (off), "1" (linear_wgmma, cp.async loads) or "tma" (linear_wgmma_tma_*)."""
+    value = env.get("AOTX_WGMMA", DEFAULT) or DEFAULT
+    if value not in MODES:
+        raise ValueError(f"AOTX_WGMMA must be 0, 1 or tma, got {value!r}")
+    return value
 
 
 def wgmma_enabled(env: Mapping[str, str]) -> bool:
-    value = env.get("AOTX_WGMMA", DEFAULT) or DEFAULT
-    if value not in ("0", "1"):
-        raise ValueError(f"AOTX_WGMMA must be 0 or 1, got {value!r}")
-    return value == "1"
+    return wgmma_mode(env) != "0"
+
+
+class TmaMap(ctypes.Structure):
+    """Mirror of ``struct TmaMap`` in wgmma.cuh: a CUtensorMap's 128 bytes, passed by value."""
+    _fields_ = [("v", ctypes.c_uint64 * 16)]
+
+
+def tensor_map_args(ptr: int, rows: int, k: int, box_rows: int) -> dict:
+    """cuTensorMapEncodeTiled's arguments for a bf16 row-major [rows, k] matrix at ``ptr`` read in boxes of
+    ``box_rows`` rows by 64 of K (128 bytes: the swizzle span) into the 128B-swizzled layout of wgmma.cuh;
+    elements past ``rows`` read as zeros. Enum members by name (cuda.bindings.driver)."""
+    if ptr % 16 or (k * 2) % 16 or not 1 <= box_rows <= 256 or rows < 1:
+        raise ValueError(f"TMA needs a 16-byte aligned base and row pitch and 1..256 box rows: {ptr:#x} {k} {box_rows}")
+    return {"tensorDataType": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", "tensorRank": 2, "globalAddress": ptr,
+            "globalDim": (k, rows), "globalStrides": (k * 2,), "boxDim": (BK, box_rows), "elementStrides": (1, 1),
+            "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE", "swizzle": "CU_TENSOR_MAP_SWIZZLE_128B",
+            "l2Promotion": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B", "oobFill": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"}
+
+
+def encode_args(ptr: int, rows: int, k: int, box_rows: int) -> tuple:
+    """``tensor_map_args`` as cuda.bindings.driver objects, in cuTensorMapEncodeTiled's order (no driver call)."""
+    from cuda.bindings import driver as cu
+
+    a = tensor_map_args(ptr, rows, k, box_rows)
+    u64 = lambda xs: [cu.cuuint64_t(x) for x in xs]  # noqa: E731
+    u32 = lambda xs: [cu.cuuint32_t(x) for x in xs]  # noqa: E731
+    return (getattr(cu.CUtensorMapDataType, a["tensorDataType"]), a["tensorRank"], a["globalAddress"],
+            u64(a["globalDim"]), u64(a["globalStrides"]), u32(a["boxDim"]), u32(a["elementStrides"]),
+            getattr(cu.CUtensorMapInterleave, a["interleave"]), getattr(cu.CUtensorMapSwizzle, a["swizzle"]),
+            getattr(cu.CUtensorMapL2promotion, a["l2Promotion"]), getattr(cu.CUtensorMapFloatOOBfill, a["oobFill"]))
+
+
+def encode_tensor_map(ptr: int, rows: int, k: int, box_rows: int) -> TmaMap:
+    """The CUtensorMap of ``tensor_map_args`` (a driver call: GPU only)."""
+    from cuda.bindings import driver as cu
+
+    from kernels.cuda import driver
+
+    tmap = driver.check(cu.cuTensorMapEncodeTiled(*encode_args(ptr, rows, k, box_rows)))
+    return TmaMap((ctypes.c_uint64 * 16)(*[int(x) for x in tmap.opaque]))
 
 
 def takes(m: int, n: int, k: int) -> bool:
@@ -40,16 +93,16 @@ def takes(m: int, n: int, k: int) -> bool:
 
 
 def threads(name: str) -> int:
-    return 2 * VARIANTS[name][0]          # one warpgroup (128 threads) per 64 rows
+    return 2 * ALL_VARIANTS[name][0]      # one warpgroup (128 threads) per 64 rows
 
 
 def smem_bytes(name: str) -> int:
-    bm, bn, stages = VARIANTS[name]
-    return stages * (bm + bn) * 128 + 1024   # + the slack to align the tiles to 1024 bytes
+    bm, bn, stages = ALL_VARIANTS[name]
+    return stages * (bm + bn) * 128 + 1024 + 64   # + the slack to align the tiles to 1024, + the mbarriers
 
 
 def grid(name: str, m: int, n: int) -> tuple[int, int]:
-    bm, bn, _ = VARIANTS[name]
+    bm, bn, _ = ALL_VARIANTS[name]
     return -(-m // bm), -(-n // bn)
 
 
@@ -78,17 +131,31 @@ def choose(m: int, n: int, sm_count: int, k: int = 576) -> str:
 
 
 class Wgmma:
-    """linear_wgmma loaded into a launchers.Kernels (its own sm_90a cubin, compiled on first use)."""
+    """linear_wgmma loaded into a launchers.Kernels (its own sm_90a cubin, compiled on first use); ``tma``:
+    the plan's picks run as linear_wgmma_tma_*."""
 
-    def __init__(self, kernels, defines: Mapping[str, int] | None = None):
+    MAX_MAPS = 4096
+
+    def __init__(self, kernels, tma: bool = False, defines: Mapping[str, int] | None = None):
         from kernels.cuda import build, driver
 
-        self.k = kernels
+        self.k, self.tma = kernels, tma
         cubin = build.compile_family("linear_wgmma", kernels.device.arch, dict(defines or {}))
         self.module = driver.Module(cubin.data)
-        for name in VARIANTS:
+        for name in ALL_VARIANTS:
             kernels.f[name] = self.module.function(name)
             driver.set_max_dynamic_smem(kernels.f[name], smem_bytes(name))
+        self._maps: dict[tuple[int, int, int, int], TmaMap] = {}
+
+    def tensor_map(self, ptr: int, rows: int, k: int, box_rows: int) -> TmaMap:
+        """Encoded once per (buffer, rows, K, box): a decode graph keeps the bytes it captured."""
+        key = (ptr, rows, k, box_rows)
+        tmap = self._maps.get(key)
+        if tmap is None:
+            if len(self._maps) >= self.MAX_MAPS:
+                self._maps.clear()
+            tmap = self._maps[key] = encode_tensor_map(ptr, rows, k, box_rows)
+        return tmap
 
     def wants(self, m: int, n: int, k: int) -> bool:
         return m >= MIN_T and takes(m, n, k)
@@ -98,8 +165,15 @@ class Wgmma:
         if not takes(m, n, k):
             raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
         name = variant or choose(m, n, self.k.device.sm_count, k)
+        if variant is None and self.tma:
+            name = name.replace("linear_wgmma_", TMA_PREFIX)
         gx, gy = grid(name, m, n)
         if gy > 65535:
             raise ValueError(f"linear_wgmma: {gy} column tiles exceed gridDim.y")
-        self.k._go(name, (gx, gy), threads(name), (a, m, w, n, k, e), "pipiis", smem=smem_bytes(name))
+        if name in TMA_VARIANTS:
+            bm, bn, _ = TMA_VARIANTS[name]
+            args = (self.tensor_map(a, m, k, bm), self.tensor_map(w, n, k, bn), m, n, k, e)
+            self.k._go(name, (gx, gy), threads(name), args, "ssiiis", smem=smem_bytes(name))
+        else:
+            self.k._go(name, (gx, gy), threads(name), (a, m, w, n, k, e), "pipiis", smem=smem_bytes(name))
         return name

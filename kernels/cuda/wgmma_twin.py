@@ -65,6 +65,23 @@ def load_tile(smem: np.ndarray, tile_base: int, src: np.ndarray, r0: int, k0: in
     u16[(dst // 2)[:, None] + np.arange(8)[None, :]] = padded[row[:, None], ch[:, None] * 8 + np.arange(8)[None, :]]
 
 
+def tma_box(smem: np.ndarray, dst: int, src: np.ndarray, x: int, y: int, box_rows: int) -> None:
+    """What cp.async.bulk.tensor.2d writes for a tensor map of tensor_map_args (wgmma_plan): the box of
+    `box_rows` rows from row y, 64 elements from column x, of the 2-D tensor `src` (uint16 [rows, K]),
+    elements outside the tensor zero; box row r is the r-th 128-byte row at dst, and the 128B swizzle (CUDA
+    programming guide, TMA swizzle modes) puts its 16-byte chunk c at chunk c ^ (r % 8) of the row (the
+    pattern of 1,024-byte repeats: dst 1024-aligned). Written from that definition, not from load_tile."""
+    assert dst % 1024 == 0
+    box = np.zeros((box_rows, BK), dtype=np.uint16)
+    have = src[max(y, 0):y + box_rows, max(x, 0):x + BK]
+    box[:have.shape[0], :have.shape[1]] = have
+    u16 = smem.view(np.uint16)
+    for r in range(box_rows):
+        for c in range(8):
+            at = dst + r * 128 + (((r % 8) ^ c) * 16)
+            u16[at // 2: at // 2 + 8] = box[r, c * 8: c * 8 + 8]
+
+
 def fragment_coords(bn: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, col) within a warpgroup's 64 x bn accumulator of d[i] of thread t: int arrays [128, bn / 2]."""
     t = np.arange(128)[:, None]
@@ -85,11 +102,13 @@ def schedule(ktiles: int, stages: int, ahead: int | None = None) -> list[tuple[s
     ahead = stages - 2 if ahead is None else ahead
     events: list[tuple[str, int, int]] = []
     groups: list[int] = []               # committed cp.async groups, the k-tile each loads (-1: empty)
+    phases = [0] * stages                # completed phases of each stage's mbarrier (the TMA variants)
 
     def load(kt: int) -> None:
         if kt < ktiles:
             events.append(("load", kt, kt % stages))
             groups.append(kt)
+            phases[kt % stages] += 1     # the copy lands at once: the worst case for parity aliasing
         else:
             groups.append(-1)
 
@@ -98,6 +117,10 @@ def schedule(ktiles: int, stages: int, ahead: int | None = None) -> list[tuple[s
     for kt in range(ktiles):
         complete = groups[:len(groups) - (stages - 3)] if stages > 3 else groups
         assert kt in complete, f"k-tile {kt} not landed at its wait"
+        # TMA: mbarrier.try_wait.parity((kt / stages) & 1) returns once the phase of that parity has
+        # completed; right only if the stage's barrier is exactly one phase past it (never two: aliasing)
+        done, use = phases[kt % stages], kt // stages
+        assert done == use + 1 and (done - 1) % 2 == mbar_parity(kt, stages), f"k-tile {kt}: phase {done}"
         events.append(("mma", kt, kt % stages))
         busy = {x % stages for x in (kt - 1, kt) if x >= 0}
         busy |= {x % stages for x in range(kt + 1, kt + ahead) if x < ktiles}   # landing, not yet read
@@ -108,10 +131,16 @@ def schedule(ktiles: int, stages: int, ahead: int | None = None) -> list[tuple[s
     return events
 
 
-def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: int = 0) -> np.ndarray:
+def mbar_parity(kt: int, stages: int) -> int:
+    """linear_wgmma.cu: the parity k-tile kt waits for on its stage's mbarrier (its use kt / stages)."""
+    return (kt // stages) & 1
+
+
+def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: int = 0, tma: bool = False) -> np.ndarray:
     """linear_wgmma's output (float32 [M, N], EPI_STORE) for bf16 bits x [M, K], w [N, K], computed
-    through the kernel's loads, ring buffers, descriptors and fragment scatter; `base` is the dynamic
-    shared memory's address before the kernel rounds it up to 1024."""
+    through the kernel's loads (``tma``: the TMA boxes of the linear_wgmma_tma_* variants), ring buffers,
+    descriptors and fragment scatter; `base` is the dynamic shared memory's address before the kernel
+    rounds it up to 1024."""
     m, kdim = x.shape
     n = w.shape[0]
     assert kdim % BK == 0 and n % 8 == 0
@@ -126,6 +155,10 @@ def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: i
             d = np.zeros((wgs, 128, bn // 2), dtype=np.float32)
             for ev, kt, buf in schedule(kdim // BK, stages):
                 sa = aligned + buf * stage_bytes
+                if ev == "load" and tma:
+                    tma_box(smem, sa, x, kt * BK, m0, bm)
+                    tma_box(smem, sa + a_bytes, w, kt * BK, n0, bn)
+                    continue
                 if ev == "load":
                     load_tile(smem, sa, x, m0, kt * BK, bm, threads)
                     load_tile(smem, sa + a_bytes, w, n0, kt * BK, bn, threads)

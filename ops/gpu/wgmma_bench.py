@@ -4,12 +4,13 @@
 
 * kernel rows: each projection of SmolLM2-135M at T = 64, 256, 1,024 (the LM head at 64 / 256), EPI_STORE
   (float32 out), TFLOP/s = 2 T N K / time; linear_mma as the backend picks its tile, every linear_wgmma
-  variant, and the variant wgmma_plan.choose picks. Time: 50 launches in one CUDA graph (no launch gaps),
+  variant with cp.async and with TMA loads (wgmma_plan.ALL_VARIANTS), the tile wgmma_plan.choose picks marked. Time: 50 launches in one CUDA graph (no launch gaps),
   median of 5 replays; the weights rotate over the 30 layers' (nothing L2-resident that would not be in a
   step; the LM head's 57 MB is larger than L2 anyway).
-* step rows: the op classes of one decode step at batch 256 (context 288) without and with linear_wgmma.
+* step rows: the op classes of one decode step at batch 256 (context 288): linear_mma, linear_wgmma,
+  linear_wgmma_tma (AOTX_WGMMA=0 / 1 / tma), same backend.
 * generate rows: tok/s of the backend's generate loop (bench.ours_generate, 32-token prompts, 256 new
-  tokens) at the given batches, AOTX_WGMMA off then on, same backend, graphs recaptured.
+  tokens) at the given batches in the same three modes, same backend, graphs recaptured.
 """
 from __future__ import annotations
 
@@ -65,10 +66,10 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
 
                 base = rate(lambda w: k.mma(a_in.ptr, t, w, n, kk, e))
                 rows.append((f"linear_mma   {name} [{n}x{kk}] T={t}", base, "TFLOP/s"))
-                pick = wgmma_plan.choose(t, n, backend.dev.sm_count)
-                for v in wgmma_plan.VARIANTS:
+                pick = wgmma_plan.choose(t, n, backend.dev.sm_count, kk)
+                for v in wgmma_plan.ALL_VARIANTS:
                     r = rate(lambda w, v=v: wg.launch(a_in.ptr, t, w, n, kk, e, v))
-                    mark = " <- plan" if v == pick else ""
+                    mark = " <- plan" if v.replace("_tma_", "_") == pick else ""
                     rows.append((f"{v} {name} [{n}x{kk}] T={t}{mark}", r, f"TFLOP/s ({r / base:.2f}x linear_mma)"))
     finally:
         k.wgmma = saved
@@ -77,19 +78,34 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
     return rows
 
 
+MODES = (("linear_mma", None), ("linear_wgmma", False), ("linear_wgmma_tma", True))
+
+
+def _set_mode(backend, tma):
+    """The backend's GEMMs: linear_mma (tma None), linear_wgmma (False) or linear_wgmma_tma (True)."""
+    if tma is None:
+        backend.k.wgmma = None
+    else:
+        backend.k.wgmma = _wgmma(backend)
+        backend.k.wgmma.tma = tma
+
+
 def step_rows(backend, b: int = 256) -> list[str]:
     from ops.gpu.bench import step_breakdown
 
     lines = []
     saved = backend.k.wgmma
-    for label, wg in (("linear_mma", None), ("linear_wgmma", _wgmma(backend))):
-        backend.k.wgmma = wg
+    saved_tma = saved.tma if saved is not None else False
+    for label, tma in MODES:
+        _set_mode(backend, tma)
         total = 0.0
         for name, n, us in step_breakdown(backend, b):
             total += us
-            lines.append(f"step b={b} {label:<12} {name:<26} x{n:<3} {us:8.1f} us")
-        lines.append(f"step b={b} {label:<12} sum of op classes {total:.1f} us")
+            lines.append(f"step b={b} {label:<16} {name:<26} x{n:<3} {us:8.1f} us")
+        lines.append(f"step b={b} {label:<16} sum of op classes {total:.1f} us")
     backend.k.wgmma = saved
+    if saved is not None:
+        saved.tma = saved_tma
     return lines
 
 
@@ -98,19 +114,24 @@ def generate_rows(backend, batches) -> list[str]:
 
     rng = np.random.default_rng(0)
     saved, lines = backend.k.wgmma, []
+    saved_tma = saved.tma if saved is not None else False
     for b in batches:
         prompts = rng.integers(3, backend.config.vocab_size, (b, PROMPT_LEN)).astype(np.int32)
-        got = {}
-        for label, wg in (("linear_mma", None), ("linear_wgmma", _wgmma(backend))):
-            backend.k.wgmma = wg
+        got, rate = {}, {}
+        for label, tma in MODES:
+            _set_mode(backend, tma)
             backend.graphs = {}                      # graphs captured with the other GEMMs
             ours_generate(backend, prompts, 8)
-            dt, toks = ours_generate(backend, prompts, NEW)
-            got[label] = toks
-            lines.append(f"generate batch {b} {label:<12} {b * NEW / dt:9.0f} tok/s")
-        same = float((got["linear_mma"] == got["linear_wgmma"]).mean())
-        lines.append(f"generate batch {b}: greedy tokens equal in {same:.1%} of places (bf16 order effects aside)")
+            dt, got[label] = ours_generate(backend, prompts, NEW)
+            rate[label] = b * NEW / dt
+            lines.append(f"generate batch {b} {label:<16} {rate[label]:9.0f} tok/s "
+                         f"({rate[label] / rate['linear_mma']:.2f}x linear_mma)")
+        for label in ("linear_wgmma", "linear_wgmma_tma"):
+            same = float((got["linear_mma"] == got[label]).mean())
+            lines.append(f"generate batch {b}: {label} greedy tokens equal to linear_mma's in {same:.1%} of places")
     backend.k.wgmma, backend.graphs = saved, {}
+    if saved is not None:
+        saved.tma = saved_tma
     return lines
 
 

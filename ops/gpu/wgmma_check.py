@@ -4,15 +4,15 @@ does for linear_mma.
 
 * Every projection shape of SmolLM2-135M (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536,
   lm_head 49152x576) at T = 64, 77 (odd, not a tile multiple), 256 and 1,024 (the LM head at 64 / 77 /
-  256), on every tile variant (kernels.cuda.wgmma_plan.VARIANTS), EPI_STORE: tolerance 1e-3 relative
+  256), on every tile variant, cp.async and TMA loads (kernels.cuda.wgmma_plan.ALL_VARIANTS), EPI_STORE: tolerance 1e-3 relative
   (float32 output; accumulation order only: the CPU emulation of the kernel's index logic,
   kernels/cuda/wgmma_twin.py, is exact, so anything above ~1e-6 is a layout or pipeline bug). The output
   is poisoned first (NaN): a tile never written fails.
-* The fused epilogues through the variant the plan picks, at T = 64, 77, 256: EPI_QKV (RoPE, q out,
+* The fused epilogues through the variant the plan picks (cp.async, then TMA), at T = 64, 77, 256: EPI_QKV (RoPE, q out,
   k / v into the paged caches; 1e-3 / 8e-3 bf16), EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
-* End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1 against the numpy backend: 60 prompts
-  prefilled in one step with logits at every position (every GEMM and the LM head on wgmma), then 3
-  batched decode steps of the 60 sequences (bucket 64: the graphs, on wgmma). cos >= 0.99 per row,
+* End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1, then =tma, against the numpy backend: 60
+  prompts prefilled in one step with logits at every position (every GEMM and the LM head on wgmma),
+  then 3 batched decode steps of the 60 sequences (bucket 64: the graphs, on wgmma). cos >= 0.99 per row,
   top-1 >= 95% (on real weights; printed only on random ones).
 
     python -m ops.gpu.wgmma_check [--real]
@@ -53,15 +53,18 @@ def check_wgmma(c, rel) -> None:
             xd = c.up(xb)
             ref = from_bf16(xb) @ wf.T
             out = c.zeros(t * n * 4)
-            for variant in wgmma_plan.VARIANTS:
+            pick = wgmma_plan.choose(t, n, c.dev.sm_count, k)
+            for variant in wgmma_plan.ALL_VARIANTS:
                 wg.launch(xd, t, wd, n, k, L.epi(L.EPI_STORE, out_f32=out, ld=n), variant)
                 got = c.down(out, (t, n), np.float32)
-                picked = " (plan's pick)" if variant == wgmma_plan.choose(t, n, c.dev.sm_count) else ""
+                picked = " (plan's pick)" if variant.replace("_tma_", "_") == pick else ""
                 c.record(f"{variant} {name} T={t}{picked}", rel(got, ref), TOL_F32, _where(got, ref))
-                driver_poison(c, out, t * n * 4)
+                _poison(c, out, t * n * 4)
         c.free()
     cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
-    for t in (64, 77, 256):
+    for t, tma in ((64, False), (77, False), (256, False), (64, True), (77, True), (256, True)):
+        wg.tma = tma
+        tag = "linear_wgmma_tma" if tma else "linear_wgmma"
         rope_d = c.up(np.stack([cos, sin], -1))
         h = c.rng.standard_normal((t, H)).astype(np.float32)
         hb = round_bf16(h)
@@ -76,16 +79,16 @@ def check_wgmma(c, rel) -> None:
         y = hb @ round_bf16(wq).T
         q_ref = apply_rope(y[:, :HQ].reshape(t, NH, D), cos[pos], sin[pos]).reshape(t, HQ)
         k_ref = apply_rope(y[:, HQ:HQ + KVW].reshape(t, NKV, D), cos[pos], sin[pos]).reshape(t, KVW)
-        c.record(f"linear_wgmma EPI_QKV q (rope) T={t}", rel(c.down(q_out, (t, HQ), np.float32), q_ref), TOL_F32)
+        c.record(f"{tag} EPI_QKV q (rope) T={t}", rel(c.down(q_out, (t, HQ), np.float32), q_ref), TOL_F32)
         got_k = from_bf16(c.down(kc, (1024, KVW), np.uint16))[slots]
         got_v = from_bf16(c.down(vc, (1024, KVW), np.uint16))[slots]
-        c.record(f"linear_wgmma EPI_QKV k,v -> cache T={t}",
+        c.record(f"{tag} EPI_QKV k,v -> cache T={t}",
                  max(rel(got_k, k_ref), rel(got_v, y[:, HQ + KVW:])), TOL_BF16)
 
         wgu = c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24
         act = c.zeros(t * F * 2)
         wg.launch(h_dev, t, c.up(to_bf16(interleave_gate_up(wgu))), 2 * F, H, L.epi(L.EPI_SWIGLU, out_bf16=act, ld=F))
-        c.record(f"linear_wgmma EPI_SWIGLU T={t}",
+        c.record(f"{tag} EPI_SWIGLU T={t}",
                  rel(from_bf16(c.down(act, (t, F), np.uint16)), swiglu(hb @ round_bf16(wgu).T)), TOL_BF16)
 
         res = c.rng.standard_normal((t, H)).astype(np.float32)
@@ -94,12 +97,13 @@ def check_wgmma(c, rel) -> None:
             a_in = c.rng.standard_normal((t, n_in)).astype(np.float32)
             r_dev = c.up(res)
             wg.launch(c.up(to_bf16(a_in)), t, c.up(to_bf16(wo)), H, n_in, L.epi(L.EPI_ADD, out_f32=r_dev, ld=H))
-            c.record(f"linear_wgmma EPI_ADD ({label} + residual) T={t}",
+            c.record(f"{tag} EPI_ADD ({label} + residual) T={t}",
                      rel(c.down(r_dev, (t, H), np.float32), res + round_bf16(a_in) @ round_bf16(wo).T), TOL_F32)
         c.free()
+    wg.tma = False
 
 
-def driver_poison(c, ptr: int, nbytes: int) -> None:
+def _poison(c, ptr: int, nbytes: int) -> None:
     """Refill an output with NaN patterns (0xFF bytes) between variants."""
     from kernels.cuda import driver
 
@@ -131,34 +135,37 @@ def e2e(bundle, real: bool, record, prompts=None) -> None:
             base = [list(rng.integers(3, bundle.config.vocab_size, int(rng.integers(5, 60)))) for _ in PROMPTS]
         prompts = [list(p) for p in base] * 3
     page, per = 16, 8
-    old = os.environ.get("AOTX_WGMMA")
-    os.environ["AOTX_WGMMA"] = "1"
-    try:
-        cub = create_backend("cuda", bundle, num_pages=per * len(prompts) + 8, page_size=page)
-    finally:
-        if old is None:
-            del os.environ["AOTX_WGMMA"]
-        else:
-            os.environ["AOTX_WGMMA"] = old
-    if cub.k.wgmma is None:
-        raise RuntimeError("AOTX_WGMMA=1 did not load linear_wgmma")
     npb = create_backend("numpy", bundle, num_pages=per * len(prompts) + 8, page_size=page)
     first = [i * per for i in range(len(prompts))]
-    b = _batch(prompts, page, first, [len(p) for p in prompts], True)
-    ref, got = npb.forward(b), np.asarray(cub.forward(b))
-    cmin, top1 = compare(ref, got)
-    record(f"wgmma e2e prefill {len(prompts)} prompts in one step (T={b.num_tokens}, all rows) cos_min", cmin, 0.99,
-           top1)
+    pre = _batch(prompts, page, first, [len(p) for p in prompts], True)
+    ref = npb.forward(pre)
     last = np.cumsum([len(p) for p in prompts]) - 1
-    nxt = [int(x) for x in ref[last].argmax(-1)]
-    seqs = [list(p) for p in prompts]
-    for step in range(3):
+    seqs, nxt, steps = [list(p) for p in prompts], [int(x) for x in ref[last].argmax(-1)], []
+    for _ in range(3):   # the decode steps and their references, made once for both modes
         seqs = [s + [t] for s, t in zip(seqs, nxt)]
         b = _batch(seqs, page, first, [1] * len(seqs), False)
-        r_np, r_cu = npb.forward(b), np.asarray(cub.forward(b))
-        cmin, top1 = compare(r_np, r_cu)
-        record(f"wgmma e2e decode batch {len(seqs)} step {step} cos_min", cmin, 0.99, top1)
+        r_np = npb.forward(b)
+        steps.append((b, r_np))
         nxt = [int(x) for x in r_np.argmax(-1)]
+    for mode in ("1", "tma"):
+        old = os.environ.get("AOTX_WGMMA")
+        os.environ["AOTX_WGMMA"] = mode
+        try:
+            cub = create_backend("cuda", bundle, num_pages=per * len(prompts) + 8, page_size=page)
+        finally:
+            if old is None:
+                del os.environ["AOTX_WGMMA"]
+            else:
+                os.environ["AOTX_WGMMA"] = old
+        if cub.k.wgmma is None or cub.k.wgmma.tma != (mode == "tma"):
+            raise RuntimeError(f"AOTX_WGMMA={mode} did not load linear_wgmma as asked")
+        cmin, top1 = compare(ref, np.asarray(cub.forward(pre)))
+        record(f"wgmma e2e AOTX_WGMMA={mode} prefill {len(prompts)} prompts in one step (T={pre.num_tokens}, all rows)"
+               " cos_min", cmin, 0.99, top1)
+        for step, (b, r_np) in enumerate(steps):
+            cmin, top1 = compare(r_np, np.asarray(cub.forward(b)))
+            record(f"wgmma e2e AOTX_WGMMA={mode} decode batch {len(prompts)} step {step} cos_min", cmin, 0.99, top1)
+        del cub
 
 
 def main(argv=None) -> int:

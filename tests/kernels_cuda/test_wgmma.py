@@ -20,12 +20,12 @@ def test_compiles_for_sm90a_without_spills():
     serialized wgmma."""
     report, cubin = build.ptxas_report("linear_wgmma", "sm_90", with_cubin=True)
     assert cubin[:4] == b"\x7fELF"
-    for name in P.VARIANTS:
+    for name in P.ALL_VARIANTS:
         assert name.encode() in cubin
     assert build.family_arch("linear_wgmma", "sm_90") == "sm_90a"
     assert build.family_arch("linear", "sm_90") == "sm_90"
     assert "linear_wgmma" in build.ON_DEMAND
-    for name, (bm, _, _) in P.VARIANTS.items():
+    for name, (bm, _, _) in P.ALL_VARIANTS.items():
         entry = report.split(f"Compiling entry function '{name}' for 'sm_90a'")[1].split("Compile time")[0]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, entry
         regs = int(entry.split("Used ")[1].split(" registers")[0])
@@ -84,6 +84,49 @@ def test_emulation_is_exact(name, m, n, k):
     assert np.array_equal(got, _ref(x, w))
 
 
+@pytest.mark.parametrize("name,m,n,k", [("linear_wgmma_tma_64x64", 77, 200, 576),
+                                        ("linear_wgmma_tma_128x256", 129, 264, 576)])
+def test_tma_emulation_is_exact(name, m, n, k):
+    """The TMA variants: the boxes as the TMA unit writes them (tma_box, from the swizzle's definition),
+    the mbarrier parities of the schedule, the rest as the cp.async variants."""
+    rng = np.random.default_rng(8)
+    x, w = _ints(rng, (m, k)), _ints(rng, (n, k))
+    bm, bn, stages = P.TMA_VARIANTS[name]
+    assert np.array_equal(T.emulate(x, w, bm, bn, stages, base=16, tma=True), _ref(x, w))
+
+
+def test_tma_box_writes_what_the_cp_async_loads_write():
+    """Both load paths leave the same shared image, out-of-range rows zero in both."""
+    rng = np.random.default_rng(9)
+    src = _ints(rng, (70, 192))
+    for r0, k0, rows in ((0, 0, 64), (64, 128, 64), (0, 64, 128), (0, 0, 256)):
+        a, b = np.zeros(40960, np.uint8), np.zeros(40960, np.uint8)
+        T.load_tile(a, 1024, src, r0, k0, rows, 128)
+        T.tma_box(b, 1024, src, k0, r0, rows)
+        assert np.array_equal(a, b), (r0, k0, rows)
+
+
+def test_tensor_map_arguments():
+    a = P.tensor_map_args(0x7F0000000000, 77, 576, 128)
+    assert a["globalDim"] == (576, 77) and a["globalStrides"] == (1152,) and a["boxDim"] == (64, 128)
+    assert a["swizzle"] == "CU_TENSOR_MAP_SWIZZLE_128B" and a["oobFill"] == "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"
+    args = P.encode_args(0x7F0000000000, 77, 576, 128)   # cuda.bindings objects, no driver call
+    assert len(args) == 11 and int(args[0]) == int(P_cu().CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
+    assert [int(v) for v in args[3]] == [576, 77] and [int(v) for v in args[5]] == [64, 128]
+    for bad in ((0x7F0000000008, 77, 576, 64), (0, 77, 576, 257), (0, 77, 100, 64)):
+        with pytest.raises(ValueError):
+            P.tensor_map_args(*bad)
+    import ctypes
+    assert ctypes.sizeof(P.TmaMap) == 128
+    src = (build.SOURCE_DIR / "wgmma.cuh").read_text()
+    assert "struct __align__(64) TmaMap" in src and "u64 v[16];" in src
+
+
+def P_cu():
+    from cuda.bindings import driver as cu
+    return cu
+
+
 def test_emulation_on_random_bf16_matches_float32():
     rng = np.random.default_rng(3)
     x = to_bf16(rng.standard_normal((100, 576)).astype(np.float32))
@@ -136,12 +179,15 @@ def test_plan_choice_on_the_model_shapes():
 
 
 def test_plan_limits_and_switch():
-    for name, (bm, bn, stages) in P.VARIANTS.items():
+    src = (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
+    for name, (bm, bn, stages) in P.ALL_VARIANTS.items():
         assert P.smem_bytes(name) <= MAX_SMEM and P.threads(name) == 2 * bm
-        assert f"wgmma_tile<{bm // 64}, {bn}, {stages}>" in (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
-        assert f"{name}(" in (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
+        assert f"WG_VARIANT({bm}, {bn}, {stages})" in src
+    assert P.TMA_VARIANTS["linear_wgmma_tma_128x256"] == P.VARIANTS["linear_wgmma_128x256"]
+    assert P.wgmma_mode({"AOTX_WGMMA": "tma"}) == "tma" and P.wgmma_enabled({"AOTX_WGMMA": "tma"})
     assert P.takes(64, 960, 576) and P.takes(7, 49152, 576) and not P.takes(64, 964, 576) and not P.takes(64, 960, 600)
     assert P.wgmma_enabled({}) is (P.DEFAULT == "1") and P.DEFAULT == "0"
     assert P.wgmma_enabled({"AOTX_WGMMA": "1"}) and not P.wgmma_enabled({"AOTX_WGMMA": "0"})
+    assert P.wgmma_mode({}) == "0"
     with pytest.raises(ValueError, match="AOTX_WGMMA"):
         P.wgmma_enabled({"AOTX_WGMMA": "yes"})
