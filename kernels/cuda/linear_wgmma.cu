@@ -18,6 +18,7 @@
 #include "wgmma.cuh"
 
 #define WG_BK 64
+#define WG_OUT_PAD 4   // floats of padding per row of the output tile staged in shared memory
 
 // TMA = false: every thread copies its 16-byte chunks with cp.async (A, W used). TMA = true: thread 0 has
 // the TMA unit copy each stage's two boxes (amap, wmap used) and every thread waits on the stage's
@@ -104,14 +105,29 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
     wgmma_wait<0>();
     wgmma_fence_operand<BN / 2>(d);   // the epilogue's reads of d stay after the wait
 
+    // Epilogue through shared memory (the stage buffers are free: every wgmma has completed and every
+    // TMA copy was waited for): the fragments to a [BM, BN + WG_OUT_PAD] float32 tile, then each thread
+    // takes adjacent column pairs in row order, so a warp's stores are contiguous and epilogue_pair()
+    // is compiled once, not BN / 4 times.
+    static_assert(BM * (BN + WG_OUT_PAD) * 4 <= STAGES * STAGE_BYTES, "the output tile fits the stage buffers");
+    __syncthreads();   // every warpgroup is done reading the stage buffers
+    float *tile = reinterpret_cast<float *>(smem);
     const int t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
-    const int row = m0 + wg * 64 + warp * 16 + g;
+    const int r0 = wg * 64 + warp * 16 + g;
 #pragma unroll
     for (int j = 0; j < BN / 8; j++) {
-        const int col = n0 + 8 * j + 2 * c;
-        if (col < N) {
-            if (row < M) epilogue_pair(e, row, col, d[4 * j], d[4 * j + 1]);
-            if (row + 8 < M) epilogue_pair(e, row + 8, col, d[4 * j + 2], d[4 * j + 3]);
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *reinterpret_cast<float2 *>(tile + (r0 + 8 * h) * (BN + WG_OUT_PAD) + 8 * j + 2 * c) =
+                make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int q = tid; q < BM * BN / 2; q += THREADS) {
+        const int row = q / (BN / 2), col = 2 * (q % (BN / 2));
+        if (m0 + row < M && n0 + col < N) {
+            const float2 v = *reinterpret_cast<const float2 *>(tile + row * (BN + WG_OUT_PAD) + col);
+            epilogue_pair(e, m0 + row, n0 + col, v.x, v.y);
         }
     }
 }

@@ -15,6 +15,7 @@ import numpy as np
 ROW_BYTES = 128          # WG_SWIZZLE_ROW_BYTES: 64 bf16 of K per row
 SBO = 1024               # WG_SBO_BYTES: eight rows, one swizzle atom
 BK = 64                  # WG_BK
+OUT_PAD = 4              # WG_OUT_PAD
 
 
 def sw128_offset(row: int | np.ndarray, chunk: int | np.ndarray):
@@ -169,11 +170,17 @@ def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: i
                         b = hw_operand(smem, wgmma_desc(sa + a_bytes + 32 * kk), bn)
                         prod = _f32(a) @ _f32(b).T                       # [64, bn]
                         d[wg] += prod[rows_f, cols_f]
-            for wg in range(wgs):   # the epilogue: pairs (row, col), (row, col + 1) for col < N, row < M
-                r = m0 + wg * 64 + rows_f
-                cc = n0 + cols_f
-                ok = (r < m) & (cc < n)
-                out[r[ok], cc[ok]] = d[wg][ok]
+            # the epilogue: fragments -> a [BM, BN + OUT_PAD] float32 tile in shared memory (over the stage
+            # buffers), then thread q, q + threads, ... takes the column pair (q % (BN / 2)) of row q / (BN / 2)
+            tile = np.full((bm, bn + OUT_PAD), np.nan, dtype=np.float32)
+            assert tile.nbytes <= stages * stage_bytes
+            for wg in range(wgs):
+                tile[wg * 64 + rows_f, cols_f] = d[wg]
+            q = np.arange(bm * bn // 2)
+            row, col = q // (bn // 2), 2 * (q % (bn // 2))
+            ok = (m0 + row < m) & (n0 + col < n)
+            for i in (0, 1):
+                out[m0 + row[ok], n0 + col[ok] + i] = tile[row[ok], col[ok] + i]
     return out
 
 

@@ -182,6 +182,7 @@ def test_plan_limits_and_switch():
     src = (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
     for name, (bm, bn, stages) in P.ALL_VARIANTS.items():
         assert P.smem_bytes(name) <= MAX_SMEM and P.threads(name) == 2 * bm
+        assert bm * (bn + T.OUT_PAD) * 4 <= stages * (bm + bn) * 128   # the staged output tile fits
         assert f"WG_VARIANT({bm}, {bn}, {stages})" in src
     assert P.TMA_VARIANTS["linear_wgmma_tma_128x256"] == P.VARIANTS["linear_wgmma_128x256"]
     assert P.wgmma_mode({"AOTX_WGMMA": "tma"}) == "tma" and P.wgmma_enabled({"AOTX_WGMMA": "tma"})
