@@ -44,6 +44,7 @@ def _loaded(c):
 def check_wgmma(c, rel) -> None:
     """c: kernel_check.Ctx; rel: its relative-error measure."""
     wg = _loaded(c)
+    n_before = len(c.results)
     for n, k, name in SHAPES:
         w = (c.rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
         wb = to_bf16(w)
@@ -61,6 +62,9 @@ def check_wgmma(c, rel) -> None:
                 c.record(f"{variant} {name} T={t}{picked}", rel(got, ref), TOL_F32, _where(got, ref))
                 _poison(c, out, t * n * 4)
         c.free()
+    failed = {r[0].split(" ")[0] for r in c.results[n_before:] if not r[3]}
+    for variant in sorted(failed & set(wgmma_plan.ALL_VARIANTS)):
+        probe(c, wg, variant)
     cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
     for t, tma in ((64, False), (77, False), (256, False), (64, True), (77, True), (256, True)):
         wg.tma = tma
@@ -101,6 +105,36 @@ def check_wgmma(c, rel) -> None:
                      rel(c.down(r_dev, (t, H), np.float32), res + round_bf16(a_in) @ round_bf16(wo).T), TOL_F32)
         c.free()
     wg.tma = False
+
+
+def probe(c, wg, variant: str) -> None:
+    """Where a failing variant puts things (printed, and saved under $AOTX_WGMMA_DUMP if set): one tile,
+    M = BM, K = 64, N = BN, A = [I | 0] (out[i, n] = w[n, i]) and W holding (1) its k index (out[i, n]
+    should be i: which A row landed in each output row) and (2) its n index modulo 256 (out[i, n] should
+    be n % 256: which W row landed in each output column); integers below 256 are exact in bf16."""
+    bm, bn, _ = wgmma_plan.ALL_VARIANTS[variant]
+    x = np.zeros((bm, 64), np.float32)
+    x[np.arange(min(bm, 64)), np.arange(min(bm, 64))] = 1.0
+    if bm > 64:
+        x[64 + np.arange(bm - 64), np.arange(bm - 64)] = 1.0   # rows 64.. repeat rows 0..: expect i % 64
+    maps = {}
+    for label, w in (("row", np.tile(np.arange(64, dtype=np.float32), (bn, 1))),
+                     ("col", np.tile((np.arange(bn) % 256).astype(np.float32)[:, None], (1, 64)))):
+        out = c.zeros(bm * bn * 4)
+        wg.launch(c.up(to_bf16(x)), bm, c.up(to_bf16(w)), bn, 64, L.epi(L.EPI_STORE, out_f32=out, ld=bn), variant)
+        got = c.down(out, (bm, bn), np.float32)
+        want = (np.arange(bm) % 64)[:, None] * np.ones((1, bn)) if label == "row" else \
+            np.ones((bm, 1)) * (np.arange(bn) % 256)[None, :]
+        bad = np.argwhere(got != want)
+        maps[label] = got
+        where = ", ".join(f"({i},{j}): {got[i, j]:g} not {want[i, j]:g}" for i, j in bad[:6])
+        print(f"  probe {variant} {label} map: {len(bad)} of {got.size} wrong" + (f"; first {where}" if len(bad) else ""),
+              flush=True)
+    dump = os.environ.get("AOTX_WGMMA_DUMP")
+    if dump:
+        path = os.path.join(dump, f"probe_{variant}.npz")
+        np.savez_compressed(path, **maps)
+        print(f"  dumped {path}", flush=True)
 
 
 def _poison(c, ptr: int, nbytes: int) -> None:
