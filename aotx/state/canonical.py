@@ -84,10 +84,16 @@ def parse_counter(text: object, what: str, *, minimum: int = 1) -> int:
     return value
 
 
+_KNOWN: dict[tuple[str, ...], frozenset[str]] = {}   # a kind's allowed body fields + the envelope's, made once
+
+
 def check_fields(body: Mapping[str, Any], allowed: tuple[str, ...], kind: str) -> None:
-    unknown = sorted(set(body) - set(ENVELOPE_FIELDS) - set(allowed))
+    known = _KNOWN.get(allowed)
+    if known is None:
+        known = _KNOWN[allowed] = frozenset(ENVELOPE_FIELDS) | frozenset(allowed)
+    unknown = body.keys() - known
     if unknown:
-        raise MalformedMutation(f"{kind}: unknown field {unknown[0]!r}")
+        raise MalformedMutation(f"{kind}: unknown field {sorted(unknown)[0]!r}")
     missing = [name for name in ENVELOPE_FIELDS if name not in body]
     if missing:
         raise MalformedMutation(f"{kind}: missing envelope field {missing[0]!r}")
