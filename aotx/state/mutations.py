@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, Mapping, Optional, Union
 
-from .canonical import Envelope, canonical_json, check_fields, parse_counter, parse_envelope
+from .canonical import Envelope, canonical_json, check_fields, parse_counter, parse_envelope, plain_canonical_json
 from .errors import IdError, MalformedMutation
 from .ids import IdKind, ResourceId, parse_hex16, parse_id
 from .vocab import RIGHT_LABELS, MutationKind, Rights, Scope
@@ -178,7 +178,9 @@ def canonical_bytes(mutation: Mutation) -> bytes:
     fields = mutation.envelope.fields()
     fields["mutation"] = mutation.kind.label
     fields.update(mutation.body())
-    return canonical_json(fields)
+    # every field of a mutation but an input's is a validated hex, ID, label or decimal string (or a list of
+    # labels), which JSON writes as it is; an input's text, model and numbers go through json
+    return canonical_json(fields) if mutation.kind is MutationKind.INPUT else plain_canonical_json(fields)
 
 
 # revision 1 of the input's bytes: an absent temperature / top_p was written as these values
@@ -204,7 +206,14 @@ def _ident(body: Mapping[str, Any], env: Envelope) -> bytes:
         raise MalformedMutation(str(exc)) from None
 
 
+_ID_FORM = {kind: re.compile(kind.value + r"-([0-9a-f]{32})-([0-9a-f]{32})") for kind in IdKind}
+
+
 def _resource(text: object, kind: IdKind) -> ResourceId:
+    if type(text) is str:   # the valid form at once; ids.parse_id names what is wrong with any other
+        valid = _ID_FORM[kind].fullmatch(text)
+        if valid:
+            return ResourceId(kind, bytes.fromhex(valid[1]), bytes.fromhex(valid[2]))
     try:
         return parse_id(text, kind)
     except IdError as exc:
