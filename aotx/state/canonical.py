@@ -134,5 +134,8 @@ def plain_canonical_json(fields: Mapping[str, Any]) -> bytes:
     """canonical_json of fields whose values are all strings, or lists of strings, that JSON writes as they
     are (no quote, backslash or control character: hex, IDs, labels, decimal strings) — the same bytes,
     without building a JSON encoder (json.dumps with arguments makes one a call)."""
-    return ("{" + ",".join(f'"{k}":"{v}"' if type(v) is str else f'"{k}":[' + ",".join(f'"{x}"' for x in v) + "]"
-                           for k, v in sorted(fields.items())) + "}").encode("utf-8")
+    parts = []
+    for k in sorted(fields):
+        v = fields[k]
+        parts.append(f'"{k}":"{v}"' if type(v) is str else f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
