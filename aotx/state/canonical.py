@@ -137,5 +137,10 @@ def plain_canonical_json(fields: Mapping[str, Any]) -> bytes:
     parts = []
     for k in sorted(fields):
         v = fields[k]
-        parts.append(f'"{k}":"{v}"' if type(v) is str else f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
+        if type(v) is str:
+            parts.append(f'"{k}":"{v}"')
+        elif type(v) is list and all(type(x) is str for x in v):
+            parts.append(f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
+        else:   # a value of another type (a number, null, an object): json writes it
+            return canonical_json(fields)
     return ("{" + ",".join(parts) + "}").encode("utf-8")

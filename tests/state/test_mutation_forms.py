@@ -56,3 +56,9 @@ def test_canonical_bytes_are_the_json_encoders(kind, resource, fields):
     assert canonical_bytes(m) == canonical_json(resolved)
     if kind is not M.INPUT:
         assert plain_canonical_json(resolved) == canonical_json(resolved)
+
+
+def test_plain_canonical_json_hands_other_values_to_json():
+    fields = {"b": "x", "a": ["read", "write"], "c": [], "n": None, "i": 7, "f": 0.5}
+    assert plain_canonical_json(fields) == canonical_json(fields)
+    assert plain_canonical_json({"b": "x", "a": []}) == canonical_json({"b": "x", "a": []}) == b'{"a":[],"b":"x"}'
