@@ -329,9 +329,10 @@ class SharedRuntime(RuntimePort):
     async def submit(self, actor: Actor, mutation: Mutation) -> Outcome:
         """One parsed mutation. It joins the command queue and is answered once the round that holds
         it is resolved: a new operation only after the ack of the tick that completes it."""
-        refused = await lineage_refusal(self, actor.principal)
-        if refused is not None:
-            return refused
+        if self.ownership is not None:   # lease mode (without leases every lineage is this runtime's to write)
+            refused = await lineage_refusal(self, actor.principal)
+            if refused is not None:
+                return refused
         cmd = Cmd(actor, mutation, asyncio.get_running_loop().create_future())
         # a caller that goes away cancels only its own future, never the writer or the round
         return await self.commands.submit(cmd)

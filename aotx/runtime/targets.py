@@ -86,19 +86,19 @@ def targets_of(applied: Applied, state: State) -> Targets:
             assert isinstance(ev, InputCompleted)
             out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
         elif kind == TransferKind.ADMISSION:
-            ev = from_body(t.body)
+            ev = _event(t)
             assert isinstance(ev, InputAdmitted)
             out.ops.add((ev.op.lineage, ev.op.sequence))
             out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.MUTATION:
-            ev = from_body(t.body)
+            ev = _event(t)
             if isinstance(ev, InputCancelled):
                 out.ops.add((ev.op.lineage, ev.target_sequence))
                 out.conversations.add(ev.conversation_lineage + ev.conversation)
             elif isinstance(ev, MemberRightsSet):
                 _space_readers(state, ev.space_lineage, ev.space, out)
         elif kind == TransferKind.RETIREMENT:
-            ev = from_body(t.body)
+            ev = _event(t)
             assert isinstance(ev, ReceiptsRetired)
             lineage = ev.op.lineage
             out.floors[lineage] = max(ev.retry_floor, out.floors.get(lineage, 0))
@@ -107,11 +107,19 @@ def targets_of(applied: Applied, state: State) -> Targets:
     return out
 
 
+def _event(t):
+    """A state transfer's event: the one the writer encoded where it is its own tick (Transfer.event),
+    else decoded from the body."""
+    return t.event if t.event is not None else from_body(t.body)
+
+
 def _space_readers(state: State, lineage: bytes, ident: bytes, out: Targets) -> None:
     """Every conversation of the space, and every input in them."""
     row = state.space_row(lineage, ident)
     if row is None:  # the event was applied, so the space exists; be safe anyway
         out.everyone = True
+        return
+    if not state.n_conversations:   # no conversation anywhere: none in this space (no numpy scan)
         return
     convs = state.conversations[:state.n_conversations]
     cons = {raw(c["lineage"]) + raw(c["ident"]) for c in convs[np.nonzero(convs["space"] == row)[0]]}

@@ -45,11 +45,13 @@ class Envelope:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise MalformedMutation(f"field {key!r} appears twice")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):   # (the loop below runs only then: it names the first key seen twice)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise MalformedMutation(f"field {key!r} appears twice")
+            seen.add(key)
     return out
 
 
@@ -84,10 +86,16 @@ def parse_counter(text: object, what: str, *, minimum: int = 1) -> int:
     return value
 
 
+_KNOWN: dict[tuple[str, ...], frozenset[str]] = {}   # a kind's allowed body fields + the envelope's, made once
+
+
 def check_fields(body: Mapping[str, Any], allowed: tuple[str, ...], kind: str) -> None:
-    unknown = sorted(set(body) - set(ENVELOPE_FIELDS) - set(allowed))
+    known = _KNOWN.get(allowed)
+    if known is None:
+        known = _KNOWN[allowed] = frozenset(ENVELOPE_FIELDS) | frozenset(allowed)
+    unknown = body.keys() - known
     if unknown:
-        raise MalformedMutation(f"{kind}: unknown field {unknown[0]!r}")
+        raise MalformedMutation(f"{kind}: unknown field {sorted(unknown)[0]!r}")
     missing = [name for name in ENVELOPE_FIELDS if name not in body]
     if missing:
         raise MalformedMutation(f"{kind}: missing envelope field {missing[0]!r}")
@@ -96,14 +104,43 @@ def check_fields(body: Mapping[str, Any], allowed: tuple[str, ...], kind: str) -
 def parse_envelope(body: Mapping[str, Any]) -> Envelope:
     if body.get("schema") != SCHEMA:
         raise MalformedMutation(f"schema must be {SCHEMA!r}, got {body.get('schema')!r}")
+    lineage, key = body.get("lineage"), body.get("operation_key")
     try:
-        lineage = parse_hex16(body.get("lineage"), "lineage")
-        key = parse_hex16(body.get("operation_key"), "operation_key", nonzero=True)
+        lineage = _hex16(lineage) or parse_hex16(lineage, "lineage")
+        key = _hex16(key) or parse_hex16(key, "operation_key", nonzero=True)
     except IdError as exc:
         raise MalformedMutation(str(exc)) from None
     return Envelope(lineage, key, parse_counter(body.get("sequence"), "sequence"))
 
 
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_ZERO16 = bytes(16)
+
+
+def _hex16(text: object) -> bytes | None:
+    """ids.parse_hex16's answer for a valid nonzero value, else None (parse_hex16 then names what is wrong)."""
+    if type(text) is str and _HEX32.fullmatch(text):
+        raw = bytes.fromhex(text)
+        return raw if raw != _ZERO16 else None
+    return None
+
+
 def canonical_json(fields: Mapping[str, Any]) -> bytes:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
+
+
+def plain_canonical_json(fields: Mapping[str, Any]) -> bytes:
+    """canonical_json of fields whose values are all strings, or lists of strings, that JSON writes as they
+    are (no quote, backslash or control character: hex, IDs, labels, decimal strings) — the same bytes,
+    without building a JSON encoder (json.dumps with arguments makes one a call)."""
+    parts = []
+    for k in sorted(fields):
+        v = fields[k]
+        if type(v) is str:
+            parts.append(f'"{k}":"{v}"')
+        elif type(v) is list and all(type(x) is str for x in v):
+            parts.append(f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
+        else:   # a value of another type (a number, null, an object): json writes it
+            return canonical_json(fields)
+    return ("{" + ",".join(parts) + "}").encode("utf-8")

@@ -13,7 +13,7 @@ from typing import Any
 from .decision import Refusal, gone, not_found
 from .derive import operation_sequence
 from .errors import IdError, StateError
-from .ids import IdKind, format_id, parse_id
+from .ids import IdKind, parse_id
 from .state import Save, State
 from .tables import RECEIPT_ROW, raw
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
@@ -45,37 +45,43 @@ def find_operation(state: State, lineage: bytes, handle: str) -> int | Refusal:
 
 _KIND_LABEL = {int(k): k.label for k in MutationKind}
 _NAME = {cls: {int(v): v.name.lower() for v in cls} for cls in (Transport, Commit, Admission, Terminal)}
+_TRANSPORT, _COMMIT, _ADMISSION, _TERMINAL = (_NAME[c] for c in (Transport, Commit, Admission, Terminal))
+# a resource kind's ID prefix ("" for none), by its stored code
+_PREFIX = {int(k): "" if k is ResourceKind.NONE else _RESOURCE_PREFIX[k].value for k in ResourceKind}
+_OP = IdKind.OPERATION.value
 
 
 def receipt_json(state: State, slot: int) -> dict[str, Any]:
-    # the row as one unpack of its bytes (tables.RECEIPT_ROW): one numpy access, not one per field
+    # the row as one unpack of its bytes (tables.RECEIPT_ROW): one numpy access, not one per field; the
+    # IDs written as format_id writes them (the row's parts are 16 bytes by its layout)
     (used, lineage, sequence, operation, _key, kind, http_status, transport, commit, admission, terminal,
      resource_kind, resource_lineage, resource_ident, command_len, result_len) = RECEIPT_ROW.unpack(
         state.receipts[slot].tobytes())
     if not used:
         raise StateError(f"receipt slot {slot} is free")
-    rkind = ResourceKind(resource_kind)
-    resource = None if rkind is ResourceKind.NONE else format_id(_RESOURCE_PREFIX[rkind], resource_lineage,
-                                                                 resource_ident)
+    prefix = _PREFIX.get(resource_kind)
+    if prefix is None:
+        ResourceKind(resource_kind)   # a code no resource kind has: the ValueError it always raised
     save = state.saves[slot]
-    return {
-        "operation": format_id(IdKind.OPERATION, lineage, operation),
+    out = {
+        "operation": f"{_OP}-{lineage.hex()}-{operation.hex()}",
         "sequence": str(sequence),
         "kind": _KIND_LABEL[kind],
         "status_code": http_status,
         "status": {
-            "transport": _NAME[Transport][transport],
-            "commit": _NAME[Commit][commit],
-            "admission": _NAME[Admission][admission],
-            "terminal": _NAME[Terminal][terminal],
+            "transport": _TRANSPORT[transport],
+            "commit": _COMMIT[commit],
+            "admission": _ADMISSION[admission],
+            "terminal": _TERMINAL[terminal],
         },
-        "resource": resource,
+        "resource": f"{prefix}-{resource_lineage.hex()}-{resource_ident.hex()}" if prefix else None,
         "command_bytes": command_len,
         "result_bytes": result_len,
-        "save": {name: None for name in SAVE_FIELDS} if save is None else {
-            name: getattr(save, name) for name in SAVE_FIELDS},
-        **_execution_json(state, slot),
+        "save": dict.fromkeys(SAVE_FIELDS) if save is None else {name: getattr(save, name) for name in SAVE_FIELDS},
     }
+    if state.executions[slot] is not None:
+        out.update(_execution_json(state, slot))
+    return out
 
 
 def _execution_json(state: State, slot: int) -> dict[str, Any]:

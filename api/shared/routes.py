@@ -31,11 +31,12 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
     @bp.before_request
     async def _authenticate():
         token = bearer_token(request.headers.get("Authorization"))
-        principal = shared()["principals"].get(token_sha256(token)) if token else None
+        digest = token_sha256(token) if token else None   # (hashed once a request)
+        principal = shared()["principals"].get(digest) if digest else None
         if principal is None:
             return shared_error_response(ApiError(401, "a valid bearer token is required", type="unauthorized"),
                                          {"WWW-Authenticate": "Bearer"})
-        g.shared_actor, g.shared_token = principal.actor, token_sha256(token)
+        g.shared_actor, g.shared_token = principal.actor, digest
         if not runtime().started:
             return shared_error_response(ApiError(503, "the shared runtime is still booting", type="unavailable"))
         return None

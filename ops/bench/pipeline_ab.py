@@ -1,7 +1,7 @@
 """Benchmark (not a test): pipelined command rounds against one round at a time, alternated, with the CPU of
 the runtime's process and of nats-server per mutation.
 
-    .venv/bin/python -m ops.bench.pipeline_ab [--n 1600] [--repeat 5] [--clients 8]
+    .venv/bin/python -m ops.bench.pipeline_ab [--n 1600] [--repeat 5] [--clients 8] [--loop asyncio|uvloop]
 
 One embedded nats-server (file storage, sync_interval always) and one runtime, the load of
 ops.bench.mutations (each client a participant toggling another's rights in its own space, a
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from api.server import run_serving
 from aotx.runtime import SharedRuntime
 from aotx.state import Capacities, MutationKind
 from eventlog import EmbeddedNats, StreamSpec, connect
@@ -84,9 +85,13 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1600, help="mutations per run (default 1600)")
     p.add_argument("--repeat", type=int, default=5, help="repetitions of every mode (default 5)")
     p.add_argument("--clients", type=int, default=8, help="concurrent participants / publishers (default 8)")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                   help="the event loop (default asyncio, as the figures before; uvloop is what `aotx serve` runs)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(bench(args.n, args.repeat, args.clients, Path(tmp)))
+        run = run_serving if args.loop == "uvloop" else asyncio.run
+        print(f"event loop: {args.loop}")
+        run(bench(args.n, args.repeat, args.clients, Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aotx.state import MalformedMutation, MutationKind, canonical_bytes, lineage_for, parse_mutation
+from aotx.state import MalformedMutation, MutationKind, canonical_bytes, canonical_json, lineage_for, parse_mutation
+from aotx.state.canonical import plain_canonical_json
 from aotx.state.mutation_forms import from_canonical, request_body
 
 from .helpers import body
@@ -44,3 +45,20 @@ def test_request_body_and_canonical_bytes_parse_back_to_the_same_mutation(kind, 
 def test_bytes_that_are_no_mutations_canonical_form_are_refused(raw):
     with pytest.raises(MalformedMutation):
         from_canonical(raw)
+
+
+@pytest.mark.parametrize("kind, resource, fields", CASES)
+def test_canonical_bytes_are_the_json_encoders(kind, resource, fields):
+    """Every kind but an input writes its canonical bytes without json (canonical.plain_canonical_json):
+    byte for byte what canonical_json (json.dumps, sorted keys) writes of the same fields."""
+    m = parse_mutation(kind, body("alice", 5, 5, **fields), resource)
+    resolved = {**m.envelope.fields(), "mutation": m.kind.label, **m.body()}
+    assert canonical_bytes(m) == canonical_json(resolved)
+    if kind is not M.INPUT:
+        assert plain_canonical_json(resolved) == canonical_json(resolved)
+
+
+def test_plain_canonical_json_hands_other_values_to_json():
+    fields = {"b": "x", "a": ["read", "write"], "c": [], "n": None, "i": 7, "f": 0.5}
+    assert plain_canonical_json(fields) == canonical_json(fields)
+    assert plain_canonical_json({"b": "x", "a": []}) == canonical_json({"b": "x", "a": []}) == b'{"a":[],"b":"x"}'
