@@ -24,6 +24,7 @@ import nats.js.errors
 
 from eventlog import LeaseBucket, OutageLog, close_connection, connect
 
+from ..log_setup import set_up
 from ..state import lineage_for
 from . import boot
 from .outcome import Outcome
@@ -49,7 +50,9 @@ async def _lease_connection(runtime):
 async def attach_leases(runtime, policy: LeasePolicy) -> Ownership:
     nc, owned = await _lease_connection(runtime)
     try:
-        bucket = await LeaseBucket.connect(nc, lease_bucket_name(runtime.spec.name), policy.ttl)
+        name = lease_bucket_name(runtime.spec.name)   # asked again when another boot creates it now (log_setup)
+        bucket = await set_up(f"the lease bucket {name}", lambda: LeaseBucket.connect(
+            nc, name, policy.ttl, timeout=runtime.writer.connection.timeout))
     except BaseException:
         await close_connection(owned, name="aotx-leases")
         raise

@@ -206,3 +206,28 @@ async def until_equal(a, b, timeout: float = 30.0) -> None:
     while a.state_hash() != b.state_hash():
         assert time.monotonic() < deadline, "a and b never converged"
         await asyncio.sleep(0.05)
+
+
+async def test_runtimes_booting_at_once_on_a_fresh_journal_all_boot(cluster):
+    """Two lease-mode runtimes that boot at the same moment on a journal nobody created yet both create
+    its stream and its lease bucket; nats-server leaves such a request unanswered (or answers "not found")
+    while the other's create is under way, and a boot failed with `nats: timeout` (found by the cluster
+    drill, session 6). Six such pairs at once (each pair on its own fresh journal): before the fix one
+    or more boots failed in 3 of 4 runs; now each asks again (aotx.log_setup) and every one boots."""
+    specs = [StreamSpec(name=f"ATONCE{i}", subject_prefix=f"atonce{i}.j") for i in range(6)]
+
+    async def boot(spec: StreamSpec):
+        return await SharedRuntime(cluster.urls, spec, progress=False, nats_auth=cluster.auth(), timeout=1.0,
+                                   leases=LeasePolicy(ttl=TTL)).start()
+    booted = await asyncio.gather(*(boot(spec) for spec in specs for _ in range(2)), return_exceptions=True)
+    try:
+        failed = [repr(b) for b in booted if isinstance(b, BaseException)]
+        assert not failed, failed
+        for i in range(0, len(booted), 2):   # each pair shares its journal and its lease bucket
+            a, b = booted[i], booted[i + 1]
+            assert (await submit_body(a, Actor("alice", ALL), MutationKind.REGISTER, body("alice", 1))).status == 201
+            refused = await submit_body(b, Actor("alice", ALL), MutationKind.CREATE_SPACE,
+                                        body("alice", 2, scope="private"))
+            assert refused.body["error"]["type"] == "not_owner", refused.body
+    finally:
+        await asyncio.gather(*(b.stop() for b in booted if not isinstance(b, BaseException)))
