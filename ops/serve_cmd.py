@@ -89,6 +89,10 @@ def lease_problem(args: argparse.Namespace) -> str | None:
     if not args.nats:
         return ("--leases needs --nats URL: the instances that share the journal must share its NATS (an "
                 "embedded nats-server serves this instance alone)")
+    try:
+        lease_policy(args)
+    except ValueError as exc:
+        return str(exc)
     if args.http_workers != 1:
         return "--leases with --http-workers N > 1 is not built yet: serve with one HTTP process"
     return None
@@ -247,5 +251,5 @@ async def _serve(args: argparse.Namespace, service: ModelService, settings: Gate
 def _lease_note(runtime, name: str) -> str:
     if runtime.lease_policy is None:
         return ""
-    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} (nats subject {rpc_subject(name)}: "
-            "requests for lineages another instance holds go to it)")
+    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} ({runtime.lease_policy.describe()}; nats "
+            f"subject {rpc_subject(name)}: requests for lineages another instance holds go to it)")

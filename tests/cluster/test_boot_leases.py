@@ -42,7 +42,7 @@ def deployment(tmp_path_factory):
 def boot(rf, grants, cluster: EmbeddedCluster) -> Proc:
     return Proc("boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
                 "--nats-password-file", str(cluster.password_file(RUNTIME_USER)), "--service-grants", str(grants),
-                "--no-model", "--leases", "--lease-ttl", str(TTL),
+                "--no-model", "--leases", "--lease-ttl", str(TTL), "--lease-election", "0",
                 ready=r"runtime lr booted .*lease mode, boot ([0-9a-f]+)", timeout=90).start()
 
 

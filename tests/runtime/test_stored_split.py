@@ -207,8 +207,13 @@ def test_serve_lease_flags():
     from ops.lease_args import lease_policy
     from ops.serve_cmd import lease_problem
 
-    args = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--nats", "nats://127.0.0.1:4222"])
+    args = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--lease-election", "0",
+                                      "--nats", "nats://127.0.0.1:4222"])
     assert lease_policy(args) == LeasePolicy(ttl=4.0) and lease_problem(args) is None
+    args = build_parser().parse_args(["serve", "--leases", "--nats", "nats://127.0.0.1:4222"])
+    assert lease_policy(args) == LeasePolicy(ttl=15.0, election=9.0) and lease_problem(args) is None
+    short = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--nats", "nats://127.0.0.1:4222"])
+    assert "cannot ride out an election of 9 s" in lease_problem(short)   # the default --lease-election
     assert lease_policy(build_parser().parse_args(["serve"])) is None
     assert "--nats" in lease_problem(build_parser().parse_args(["serve", "--leases"]))
     workers = build_parser().parse_args(["serve", "--leases", "--nats", "nats://h:1", "--http-workers", "2"])
