@@ -65,13 +65,23 @@ def changed_subject(name: str) -> str:
     return f"aotx.rt.{name}.changed"
 
 
+def reply_prefix(name: str) -> str:
+    """Where a gateway (RemoteRuntime) hears the answers to its runtime requests: its connection's inbox
+    prefix, `aotx.rt.<name>.reply.<nuid>.<token>`. A runtime user may publish there by a static permission,
+    not only through `allow_responses`, which nats-server tracks per connection: a runtime whose
+    connection moved to another node after it received a request could not answer it (docs/CONTRACTS.md,
+    "Hardening: a moved connection answers")."""
+    return f"aotx.rt.{name}.reply"
+
+
 def boot_subject(name: str, boot: str) -> str:
     """Where one runtime boot of `name` answers alone (lease mode: a gateway sends a lineage's
     commands to the boot that holds it; docs/SCALE.md §4)."""
     return f"aotx.rt.{name}.boot.{boot}"
 
 
-async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None):
+async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None,
+                   **options: Any):
     """A connection that reconnects forever; an outage is logged once, not once per attempt. `lost`:
     called when messages to or from it may have been lost (a reconnect, a slow consumer)."""
     outage = OutageLog(log, name, url)
@@ -86,7 +96,7 @@ async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[]
         await outage.reconnected()
 
     return await connect(url, auth, name=name, error_cb=error, reconnected_cb=reconnected,
-                         max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+                         max_reconnect_attempts=-1, reconnect_time_wait=0.2, **options)
 
 
 class RuntimeRpcServer:
@@ -232,7 +242,8 @@ class RemoteRuntime(RuntimePort):
 
     async def start(self) -> "RemoteRuntime":
         if self._nc is None:
-            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth, self.broker.resync_all)
+            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth, self.broker.resync_all,
+                                      inbox_prefix=reply_prefix(self.name))
             await self._nc.subscribe(self.changed, cb=self._on_changed)
         return self
 
