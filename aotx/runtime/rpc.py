@@ -225,10 +225,13 @@ class RemoteRuntime(RuntimePort):
     """The gateway's side: the same surface as SharedRuntime for the shared blueprint."""
 
     def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0,
-                 auth: NatsAuth | None = None) -> None:
+                 auth: NatsAuth | None = None, home: str | None = None) -> None:
         self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
         self.name = name
         self.owners: dict[str, str] = {}   # principal → the runtime boot that writes its lineage (lease mode)
+        # the boot asked where the caller's writer is not known, instead of the queue group (an HTTP worker of
+        # `aotx serve --leases`: its own instance's runtime, which takes a free lineage as the instance would)
+        self.home = home
         self.nats_auth = auth   # also the media store's credentials (attach_shared)
         self.changed = changed_subject(name)
         self.timeout = timeout
@@ -280,7 +283,7 @@ class RemoteRuntime(RuntimePort):
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
                              "grants": actions_of(actor.grants), "config_sha256": self.config_sha256, **fields},
                             use_bin_type=True)
-        holder = self.owners.get(actor.principal)
+        holder = self.owners.get(actor.principal) or self.home
         out = await self._request(self.subject if holder is None else boot_subject(self.name, holder), req)
         if holder is not None and out.status == 503 and out.body.get("error", {}).get("type") == "runtime_unavailable":
             self.owners.pop(actor.principal, None)   # that boot is gone: any runtime (one takes it over)
