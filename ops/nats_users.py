@@ -1,15 +1,17 @@
 """The nats users of a split deployment (`aotx boot` + `aotx gateway`) and their subject permissions.
 
 * runtime (`aotx-runtime`): the only writer of the journal (its stream's subjects and the JetStream
-  API) and of its snapshots (the object store `<stream>_SNAPSHOTS`), answers commands on `aotx.rt.<name>.cmd` (subscribe; replies to `aotx.rt.<name>.reply.>`, the gateways'
-  inbox prefix, and through allow_responses) and
-  on its own boot's `aotx.rt.<name>.boot.<boot>` (lease mode), writes its leases (`$KV.<stream>_OWNERS`) and
-  announces `aotx.rt.<name>.changed`; it may not publish commands. Its boots' engines (`aotx.eng.<name>.<boot>`,
-  aotx.engine_pool) take generations on `.gen`/`.ctl`, beat on `.alive` and send deltas to `.w.<worker>`.
+  API) and of its snapshots (the object store `<stream>_SNAPSHOTS`), answers commands on
+  `aotx.rt.<name>.cmd` (subscribe; replies to `aotx.rt.<name>.reply.>`, the gateways' inbox prefix, and
+  through allow_responses) and on its own boot's `aotx.rt.<name>.boot.<boot>` (lease mode), writes its
+  leases (`$KV.<stream>_OWNERS`) and announces `aotx.rt.<name>.changed`; it may not publish commands.
+  Its boots' engines (`aotx.eng.<name>.<boot>`, aotx.engine_pool) take generations on `.gen`/`.ctl`,
+  beat on `.alive` and send deltas to `.w.<worker>`.
 * gateway (`aotx-gateway`): the only sender of runtime commands (`aotx.rt.<name>.cmd`), hears
-  `aotx.rt.<name>.changed` and its answers on `aotx.rt.<name>.reply.>`, keeps the media store; no journal subject and no JetStream API request
-  but the media store's, so it can neither write, purge nor delete the journal. With --model-surfaces
-  it sends generations to the boots' engines and hears their beats and deltas.
+  `aotx.rt.<name>.changed` and its answers on `aotx.rt.<name>.reply.>`, keeps the media store; no
+  journal subject and no JetStream API request but the media store's, so it can neither write, purge
+  nor delete the journal. With --model-surfaces it sends generations to the boots' engines and hears
+  their beats and deltas.
 
 EmbeddedNats(users=...) takes them as they are; for a NATS cluster of your own, README ("Who may talk
 to the log") shows the same permissions as nats-server configuration.

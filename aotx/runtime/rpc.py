@@ -266,7 +266,7 @@ class RemoteRuntime(RuntimePort):
 
     async def _call(self, actor: Actor, op: str, *, command: bool | None = None, **fields: Any) -> Outcome:
         """One request, to the runtime that writes the caller's lineage where it is known (several
-        runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
+        runtimes in lease mode), else to `home` where given, else to any runtime (the queue group). A `not_owner` answer names
         the holder: the request goes there once more, and the holder is remembered. A holder that is
         gone is forgotten; a command goes to the queue group at once only when it reached no one (no
         responders; a read always does): one that reached the holder without an answer may have been
