@@ -124,6 +124,7 @@ class Ownership:
         self.on_stopped: Optional[Callable[[], Awaitable[None]]] = None
         self._pending: dict[bytes, asyncio.Future] = {}
         self._renewing: dict[bytes, asyncio.Task] = {}   # renewals under way (the renewer's)
+        self._sweep: Optional[asyncio.Task] = None
         self._task: Optional[asyncio.Task] = None
         self.value = msgpack.packb({"boot": boot_id})
 
@@ -196,11 +197,14 @@ class Ownership:
                     task = asyncio.get_running_loop().create_task(self._renew(lineage), name="aotx lease renewal")
                     self._renewing[lineage] = task
                     task.add_done_callback(lambda _, lin=lineage: self._renewing.pop(lin, None))
-            if now - last_sweep >= self.policy.ttl / 2:
-                last_sweep = now
-                for lineage in list(self.orphans()):
-                    if lineage not in self.held:
-                        await self._try(self.ensure(lineage), "orphan sweep")
+            if now - last_sweep >= self.policy.ttl / 2 and (self._sweep is None or self._sweep.done()):
+                last_sweep = now   # on a task of its own: an acquisition waiting on the bucket delays no renewal
+                self._sweep = asyncio.get_running_loop().create_task(self._sweep_orphans(), name="aotx orphan sweep")
+
+    async def _sweep_orphans(self) -> None:
+        for lineage in list(self.orphans()):
+            if lineage not in self.held:
+                await self._try(self.ensure(lineage), "orphan sweep")
 
     async def renew_all(self) -> None:
         """Renew every held lease now, all at once."""
@@ -240,7 +244,7 @@ class Ownership:
     async def stop(self, release: bool = True) -> None:
         """Stop renewing; `release`: give every lease back (a successor need not wait for the TTL)."""
         task, self._task = self._task, None
-        await cancel_and_wait([task, *self._renewing.values()], what="lease renewal")
+        await cancel_and_wait([task, self._sweep, *self._renewing.values()], what="lease renewal")
         if release:
             for lineage, (revision, _) in list(self.held.items()):
                 await self._try(self.bucket.release(lineage.hex(), revision), "lease release")
