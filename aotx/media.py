@@ -10,6 +10,7 @@ import logging
 
 from nats.aio.client import Client
 
+from aotx.log_setup import set_up
 from eventlog import MEDIA_BUCKET, MediaStore, NatsAuth, OutageLog, close_connection, connect
 
 __all__ = ["MEDIA_BUCKET", "MediaStore", "NatsAuth", "close_media", "open_media"]
@@ -24,7 +25,7 @@ async def open_media(url: str, bucket: str = MEDIA_BUCKET, auth: NatsAuth | None
     nc = await connect(url, auth, name=_NAME, error_cb=outage.error, reconnected_cb=outage.reconnected,
                        max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     try:
-        return await MediaStore.attach(nc, bucket), nc
+        return await set_up(f"the media store {bucket}", lambda: MediaStore.attach(nc, bucket)), nc
     except BaseException:   # not attached (refused, cancelled): the connection goes, the error stays
         await close_connection(nc, name=_NAME)
         raise

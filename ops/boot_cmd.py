@@ -99,7 +99,7 @@ async def _boot(target, name: str, nats_url: str, auth: NatsAuth | None, service
                                              facts=engine_facts(service)).start()
                 model += f", which also serves gateways' model surfaces as engine {engine_name}"
             if target.runtime.lease_policy is not None:
-                model += f"; lease mode, boot {target.runtime.boot_id}"
+                model += f"; lease mode, boot {target.runtime.boot_id} ({target.runtime.lease_policy.describe()})"
             print(f"aotx: runtime {name} booted ({proj.messages} journal messages, {proj.transfers} transfers; "
                   f"{boot_summary(target.runtime)}); serving shared commands on nats subject {rpc_subject(name)}; "
                   f"{model}",

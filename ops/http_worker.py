@@ -3,7 +3,8 @@
 It serves every route `aotx serve` serves, on its own listening socket of the server's port (SO_REUSEPORT,
 handed over as a file descriptor): the four model surfaces with prompts rendered here and generations run
 by the engine process over NATS (aotx.serving_remote), /aotx/v1/shared through the runtime's NATS RPC
-(aotx.runtime.rpc, as `aotx gateway`), and the routes whose state has one writer forwarded to the main
+(aotx.runtime.rpc, as `aotx gateway`; with `--leases` its own instance's runtime first, which sends it to
+the lineage's holder), and the routes whose state has one writer forwarded to the main
 process's private listener (api.worker_proxy). It prints `ready` on stdout once it listens, drains on
 SIGTERM/SIGINT like `aotx serve`, and stops by itself when its parent process is gone.
 
@@ -63,8 +64,7 @@ async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: sock
                                  created=spec["created"], context_tokens=spec["context_tokens"],
                                  default_max_tokens=spec["default_max_tokens"],
                                  sampling_defaults=SamplingDefaults(**spec["sampling_defaults"]))
-    remote = RemoteRuntime(spec["nats_url"], spec["runtime"], config.config_sha256, auth=auth)
-    await remote.start()
+    remote = await worker_remote(spec, config.config_sha256, auth).start()
     app = create_app(service, settings)
     attach_shared(app, remote, config.shared_principals(),
                   models=({"id": spec["model_id"], "media": False, "automatic_memory": False},))
@@ -87,6 +87,12 @@ async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: sock
         await service.stop()
         await cancel_leftovers()
     return 0
+
+
+def worker_remote(spec: dict, config_sha256: str, auth: NatsAuth | None) -> RemoteRuntime:
+    """The worker's shared port: the main process's runtime over NATS, its own boot asked first in lease
+    mode (`home`; ops.serve_workers.runtime_for_workers)."""
+    return RemoteRuntime(spec["nats_url"], spec["runtime"], config_sha256, auth=auth, home=spec.get("home"))
 
 
 async def _watch_parent(parent: int, stop: asyncio.Event, drain) -> None:

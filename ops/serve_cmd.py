@@ -89,8 +89,10 @@ def lease_problem(args: argparse.Namespace) -> str | None:
     if not args.nats:
         return ("--leases needs --nats URL: the instances that share the journal must share its NATS (an "
                 "embedded nats-server serves this instance alone)")
-    if args.http_workers != 1:
-        return "--leases with --http-workers N > 1 is not built yet: serve with one HTTP process"
+    try:
+        lease_policy(args)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -184,7 +186,7 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.
         shared.attach_service(service)  # shared inputs run on the same engine and KV pool
         if isinstance(sock, list):   # --http-workers N > 1
             return run_serving(_serve_workers(args, service, settings, config, shared, nats_url, auth,
-                                              embedded is not None, sock))
+                                              embedded is not None, sock, rf.name))
         return run_serving(_serve(args, service, settings, config, shared, redact_url(nats_url), embedded is not None,
                                   sock, rf.name))
     finally:
@@ -194,14 +196,14 @@ def _run(args: argparse.Namespace, var: Path, sock: socket.socket | list[socket.
 
 async def _serve_workers(args, service: ModelService, settings: GatewaySettings, config: GatewayConfig,
                          shared: GrantedRuntime, nats_url: str, auth: NatsAuth | None, embedded: bool,
-                         sockets: list[socket.socket]) -> int:
+                         sockets: list[socket.socket], name: str) -> int:
     try:
         await shared.start()
     except Exception as exc:  # replay failed closed, or the journal is unreachable
         print(f"aotx serve: the shared runtime did not boot: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return await serve_with_workers(args, service, settings, config, shared, nats_url, auth, redact_url(nats_url),
-                                    embedded, sockets)
+                                    embedded, sockets, name, _lease_note(shared.runtime, name))
 
 
 async def _serve(args: argparse.Namespace, service: ModelService, settings: GatewaySettings, config: GatewayConfig,
@@ -247,5 +249,5 @@ async def _serve(args: argparse.Namespace, service: ModelService, settings: Gate
 def _lease_note(runtime, name: str) -> str:
     if runtime.lease_policy is None:
         return ""
-    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} (nats subject {rpc_subject(name)}: "
-            "requests for lineages another instance holds go to it)")
+    return (f"; lease mode as boot {runtime.boot_id} of runtime {name} ({runtime.lease_policy.describe()}; nats "
+            f"subject {rpc_subject(name)}: requests for lineages another instance holds go to it)")

@@ -5,6 +5,12 @@ the full app (as `aotx serve` with one process does) on a private loopback port,
 the workers forward (api.worker_proxy); it serves the engine to the workers over NATS
 (aotx.engine_service) and the shared runtime through its NATS RPC (aotx.runtime.rpc). The N workers
 (ops.http_workers) listen on the public host:port. The ready line is printed once all of them listen.
+
+With `--leases` (runtime_for_workers) the runtime answers on the subjects of its runtime name, as every
+instance sharing the journal does (aotx.runtime.routed), and the private app uses the routing ports: a
+stored call for a lineage another instance writes goes to it. A worker's RemoteRuntime asks this
+instance's boot first (`home`): a command for a free lineage takes it here, one for a lineage another
+instance holds is answered `not_owner` naming the holder and sent there, as the single-process gateway does.
 SIGTERM/SIGINT: the workers drain and stop first (each as `aotx serve` drains), then the main process.
 SIGHUP: the gateway config and grants are read again here, then each worker reads the config again.
 """
@@ -18,8 +24,12 @@ import signal
 import socket
 import sys
 
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
 from aotx.engine_service import EngineService
 from aotx.runtime import GrantedRuntime, RuntimeRpcServer
+from aotx.runtime.routed import routed
 from aotx.serving import ModelService
 from api.app import create_app
 from api.drain import drain_of
@@ -38,11 +48,40 @@ from ops.shutdown import FLUSH_SECONDS, cancel_leftovers, graceful_timeout
 STOP_MARGIN = 5.0   # seconds past a worker's own drain bound before it is killed
 
 
+@dataclass
+class WorkersRuntime:
+    """The runtime side of the main process: the private app's ports, and where the workers' RemoteRuntime
+    sends (`name`: the rpc subjects' runtime name; `home`: the boot it asks first, lease mode only)."""
+
+    port: Any                                # GrantedRuntime, or RoutedRuntime in lease mode
+    stored: Any                              # its StoredJournal
+    name: str
+    home: str | None
+    stop: Callable[[], Awaitable[None]]      # the rpc server, then the runtime
+
+
+async def runtime_for_workers(shared: GrantedRuntime, runtime_name: str, config_sha256: str, nats_url: str,
+                              auth: NatsAuth | None) -> WorkersRuntime:
+    """`shared` is booted. Lease mode: answering as runtime `runtime_name` (the name every instance shares)
+    with the routing ports; else on subjects of this server alone (two servers on one NATS never mix)."""
+    if shared.runtime.lease_policy is not None:
+        port = await routed(shared, runtime_name, config_sha256)
+        return WorkersRuntime(port, port.stored, runtime_name, shared.runtime.boot_id, port.stop)
+    name = f"serve-{secrets.token_hex(8)}"
+    rpc = await RuntimeRpcServer(shared, nats_url, name, auth=auth).start()
+
+    async def stop() -> None:
+        await rpc.stop()
+        await shared.stop()
+    return WorkersRuntime(shared, shared.runtime.stored, name, None, stop)
+
+
 def worker_spec(args, service: ModelService, settings: GatewaySettings, config, nats_url: str,
-                auth: NatsAuth | None, engine: str, runtime: str, main_url: str) -> dict:
+                auth: NatsAuth | None, engine: str, runtime: WorkersRuntime, main_url: str) -> dict:
     return {"host": settings.host, "port": settings.port, "nats_url": nats_url,
             "nats_auth": dataclasses.asdict(auth) if auth is not None else None,
-            "engine": engine, "runtime": runtime, "main_url": main_url, "config": str(config.path),
+            "engine": engine, "runtime": runtime.name, "home": runtime.home, "main_url": main_url,
+            "config": str(config.path),
             "model": args.model, "model_id": service.model_id, "backend": service.backend_name,
             "created": service.created, "context_tokens": service.context_tokens,
             "default_max_tokens": service.default_max_tokens, "shutdown_grace": settings.shutdown_grace,
@@ -52,20 +91,25 @@ def worker_spec(args, service: ModelService, settings: GatewaySettings, config, 
 
 async def serve_with_workers(args, service: ModelService, settings: GatewaySettings, config, shared: GrantedRuntime,
                              nats_url: str, auth: NatsAuth | None, shown_url: str, embedded: bool,
-                             sockets: list[socket.socket]) -> int:
+                             sockets: list[socket.socket], runtime_name: str, lease_note: str = "") -> int:
     """`shared` is booted already. Runs until a signal; returns the exit status."""
+    try:
+        runtime = await runtime_for_workers(shared, runtime_name, config.config_sha256, nats_url, auth)
+    except Exception as exc:  # NATS refused the rpc subjects (permissions) or went away
+        print(f"aotx serve: the runtime could not answer on NATS: {type(exc).__name__}: {exc}", file=sys.stderr)
+        await shared.stop()   # gives its leases back
+        return 1
     private = bind_socket("127.0.0.1", 0)
     main_url = f"http://127.0.0.1:{private.getsockname()[1]}"
     app = create_app(service, settings)   # the public settings: auth as on the public address
-    attach_shared(app, shared, config.shared_principals(),
+    attach_shared(app, runtime.port, config.shared_principals(),
                   models=({"id": service.model_id, "media": False, "automatic_memory": False},))
-    attach_stored(app, shared.runtime.stored)
-    name = secrets.token_hex(8)   # this server's subjects: two servers on one NATS never mix
-    rpc = await RuntimeRpcServer(shared, nats_url, f"serve-{name}", auth=auth).start()
+    attach_stored(app, runtime.stored)
+    name = secrets.token_hex(8)   # this server's engine subjects: two servers on one NATS never mix
     engine = await EngineService(service, nats_url, name, auth=auth).start()
     public_port = sockets[0].getsockname()[1]
     workers = HttpWorkers(sockets, worker_spec(args, service, dataclasses.replace(settings, port=public_port),
-                                               config, nats_url, auth, name, f"serve-{name}", main_url))
+                                               config, nats_url, auth, name, runtime, main_url))
     app.extensions[WORKERS_EXT] = workers.snapshot   # /v1/stats `http_workers` (the workers forward it here)
     stop, drain, status = asyncio.Event(), drain_of(app), {"code": 0}
     worker_bound = graceful_timeout(settings.shutdown_grace) + FLUSH_SECONDS + STOP_MARGIN
@@ -113,7 +157,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
         note, token_dir = tokens_note(args)
         print_ready(ReadyFacts(settings.host, public_port, service.model_id, service.backend_name,
                                model_file(service), settings.require_auth, note, shown_url, embedded,
-                               boot_summary(shared.runtime), token_dir,
+                               boot_summary(shared.runtime) + lease_note, token_dir,
                                f", {len(workers.procs)} HTTP workers {' '.join(map(str, workers.pids))}"))
 
     try:
@@ -124,7 +168,6 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
         if not workers.stopping or any(p.returncode is None for p in workers.procs):
             await workers.stop(worker_bound)
         await engine.stop()
-        await rpc.stop()
-        await shared.stop()
+        await runtime.stop()
         await cancel_leftovers()
     return status["code"]

@@ -15,6 +15,8 @@ import logging
 
 from eventlog import JetStreamRecorder, NatsAuth, OutageLog, Recorder, StreamSpec
 
+from ..log_setup import set_up
+
 log = logging.getLogger("aotx.runtime")
 
 
@@ -30,12 +32,15 @@ class JournalConnection:
         self._outage = None if nats_url is None else OutageLog(log, name, nats_url)
 
     async def ensure(self, *, booted: bool = True) -> Recorder:
-        """The recorder, connecting first where there is none (bounded once booted)."""
+        """The recorder, connecting first where there is none (bounded once booted). The stream's
+        creation is asked again when another runtime creating it at the same moment made the server
+        leave the request unanswered (aotx.log_setup)."""
         if self.recorder is None:
-            self.recorder = await asyncio.wait_for(
-                JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout, name=self.name,
-                                          auth=self.auth, outage=self._outage),
-                timeout=max(4 * self.timeout, 2.0) if booted else None)
+            def open_():
+                return JetStreamRecorder.connect(self.nats_url, self.spec, timeout=self.timeout, name=self.name,
+                                                 auth=self.auth, outage=self._outage)
+            self.recorder = await asyncio.wait_for(set_up(f"the journal stream {self.spec.name}", open_),
+                                                   timeout=max(4 * self.timeout, 2.0) if booted else None)
         return self.recorder
 
     async def drop(self) -> None:

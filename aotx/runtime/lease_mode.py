@@ -24,6 +24,7 @@ import nats.js.errors
 
 from eventlog import LeaseBucket, OutageLog, close_connection, connect
 
+from ..log_setup import set_up
 from ..state import lineage_for
 from . import boot
 from .outcome import Outcome
@@ -34,22 +35,31 @@ TAKEN_OVER = ("the runtime running this input stopped before it finished (its le
               "took its lineage over); it is not executed again")
 
 
+PING_INTERVAL = 1.0   # seconds: the lease connection's pings (nats-py's default is 2 minutes)
+
+
 async def _lease_connection(runtime):
-    """The leases' own connection (reconnecting forever), or the given recorder's where no URL was given."""
+    """The leases' own connection (reconnecting forever), or the given recorder's where no URL was given.
+    It pings every second, so a node that stops answering (SIGSTOP, a partition) is left for another
+    within ~3 s and the renewals reach the bucket again (docs/SCALE.md, "Leases across a JetStream
+    election"); with nats-py's default the connection stayed on the stopped node for minutes."""
     conn = runtime.writer.connection
     if conn.nats_url is None:
         return runtime.recorder.nc, None
     name = f"aotx-leases-{runtime.boot_id[:8]}"
     outage = OutageLog(log, name, conn.nats_url)
     nc = await connect(conn.nats_url, conn.auth, name=name, error_cb=outage.error, reconnected_cb=outage.reconnected,
-                       max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+                       max_reconnect_attempts=-1, reconnect_time_wait=0.2, ping_interval=PING_INTERVAL,
+                       max_outstanding_pings=2)
     return nc, nc
 
 
 async def attach_leases(runtime, policy: LeasePolicy) -> Ownership:
     nc, owned = await _lease_connection(runtime)
     try:
-        bucket = await LeaseBucket.connect(nc, lease_bucket_name(runtime.spec.name), policy.ttl)
+        name = lease_bucket_name(runtime.spec.name)   # asked again when another boot creates it now (log_setup)
+        bucket = await set_up(f"the lease bucket {name}", lambda: LeaseBucket.connect(
+            nc, name, policy.ttl, timeout=runtime.writer.connection.timeout))
     except BaseException:
         await close_connection(owned, name="aotx-leases")
         raise

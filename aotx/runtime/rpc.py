@@ -65,13 +65,23 @@ def changed_subject(name: str) -> str:
     return f"aotx.rt.{name}.changed"
 
 
+def reply_prefix(name: str) -> str:
+    """Where a gateway (RemoteRuntime) hears the answers to its runtime requests: its connection's inbox
+    prefix, `aotx.rt.<name>.reply.<nuid>.<token>`. A runtime user may publish there by a static permission,
+    not only through `allow_responses`, which nats-server tracks per connection: a runtime whose
+    connection moved to another node after it received a request could not answer it (docs/CONTRACTS.md,
+    "Hardening: a moved connection answers")."""
+    return f"aotx.rt.{name}.reply"
+
+
 def boot_subject(name: str, boot: str) -> str:
     """Where one runtime boot of `name` answers alone (lease mode: a gateway sends a lineage's
     commands to the boot that holds it; docs/SCALE.md §4)."""
     return f"aotx.rt.{name}.boot.{boot}"
 
 
-async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None):
+async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[], None] = lambda: None,
+                   **options: Any):
     """A connection that reconnects forever; an outage is logged once, not once per attempt. `lost`:
     called when messages to or from it may have been lost (a reconnect, a slow consumer)."""
     outage = OutageLog(log, name, url)
@@ -86,7 +96,7 @@ async def _connect(url: str, name: str, auth: NatsAuth | None, lost: Callable[[]
         await outage.reconnected()
 
     return await connect(url, auth, name=name, error_cb=error, reconnected_cb=reconnected,
-                         max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+                         max_reconnect_attempts=-1, reconnect_time_wait=0.2, **options)
 
 
 class RuntimeRpcServer:
@@ -215,10 +225,13 @@ class RemoteRuntime(RuntimePort):
     """The gateway's side: the same surface as SharedRuntime for the shared blueprint."""
 
     def __init__(self, nats_url: str, name: str, config_sha256: str, *, timeout: float = 10.0,
-                 auth: NatsAuth | None = None) -> None:
+                 auth: NatsAuth | None = None, home: str | None = None) -> None:
         self.nats_url, self.subject, self.config_sha256 = nats_url, rpc_subject(name), config_sha256
         self.name = name
         self.owners: dict[str, str] = {}   # principal → the runtime boot that writes its lineage (lease mode)
+        # the boot asked where the caller's writer is not known, instead of the queue group (an HTTP worker of
+        # `aotx serve --leases`: its own instance's runtime, which takes a free lineage as the instance would)
+        self.home = home
         self.nats_auth = auth   # also the media store's credentials (attach_shared)
         self.changed = changed_subject(name)
         self.timeout = timeout
@@ -232,7 +245,8 @@ class RemoteRuntime(RuntimePort):
 
     async def start(self) -> "RemoteRuntime":
         if self._nc is None:
-            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth, self.broker.resync_all)
+            self._nc = await _connect(self.nats_url, "aotx-gateway", self.nats_auth, self.broker.resync_all,
+                                      inbox_prefix=reply_prefix(self.name))
             await self._nc.subscribe(self.changed, cb=self._on_changed)
         return self
 
@@ -252,7 +266,7 @@ class RemoteRuntime(RuntimePort):
 
     async def _call(self, actor: Actor, op: str, *, command: bool | None = None, **fields: Any) -> Outcome:
         """One request, to the runtime that writes the caller's lineage where it is known (several
-        runtimes in lease mode), else to any runtime (the queue group). A `not_owner` answer names
+        runtimes in lease mode), else to `home` where given, else to any runtime (the queue group). A `not_owner` answer names
         the holder: the request goes there once more, and the holder is remembered. A holder that is
         gone is forgotten; a command goes to the queue group at once only when it reached no one (no
         responders; a read always does): one that reached the holder without an answer may have been
@@ -269,7 +283,7 @@ class RemoteRuntime(RuntimePort):
         req = msgpack.packb({"v": RPC_VERSION, "op": op, "principal": actor.principal,
                              "grants": actions_of(actor.grants), "config_sha256": self.config_sha256, **fields},
                             use_bin_type=True)
-        holder = self.owners.get(actor.principal)
+        holder = self.owners.get(actor.principal) or self.home
         out = await self._request(self.subject if holder is None else boot_subject(self.name, holder), req)
         if holder is not None and out.status == 503 and out.body.get("error", {}).get("type") == "runtime_unavailable":
             self.owners.pop(actor.principal, None)   # that boot is gone: any runtime (one takes it over)

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from aotx.runtime import RemoteRuntime, SharedRuntime, submit_body
-from aotx.runtime_file import pack_shared, write_grants
+from aotx.runtime import GrantedRuntime, RemoteRuntime, RuntimeRpcServer, SharedRuntime, submit_body
+from aotx.runtime_file import load_grants, pack_shared, write_grants
 from aotx.state import Actor, Grants, MutationKind, lineage_for, receipt_json
 from eventlog import DEFAULT_USER, EmbeddedCluster, NatsUser
 from ops.nats_users import GATEWAY_USER, RUNTIME_USER, split_users
@@ -42,7 +42,7 @@ def deployment(tmp_path_factory):
 def boot(rf, grants, cluster: EmbeddedCluster) -> Proc:
     return Proc("boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user", RUNTIME_USER,
                 "--nats-password-file", str(cluster.password_file(RUNTIME_USER)), "--service-grants", str(grants),
-                "--no-model", "--leases", "--lease-ttl", str(TTL),
+                "--no-model", "--leases", "--lease-ttl", str(TTL), "--lease-election", "0",
                 ready=r"runtime lr booted .*lease mode, boot ([0-9a-f]+)", timeout=90).start()
 
 
@@ -105,3 +105,53 @@ async def test_commands_find_their_owner_and_survive_a_runtime_sigkill(deploymen
         await remote.stop()
         for p in procs:
             p.stop()
+
+
+class HeldAnswers:
+    """A GrantedRuntime whose reads wait for `release` once they arrived (`arrived`): a request the runtime
+    got and has not answered yet, for as long as the test needs."""
+
+    def __init__(self, target: GrantedRuntime) -> None:
+        self.target, self.arrived, self.release = target, asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self.target, name)
+
+    async def query(self, view: str, actor, **args):
+        self.arrived.set()
+        await self.release.wait()
+        return await self.target.query(view, actor, **args)
+
+
+async def test_a_runtime_whose_connection_moved_answers_the_request_it_got(deployment):
+    """The runtime's connection is on node 1 when a gateway's request arrives; node 1 dies (SIGKILL), the
+    connection moves to another node, then the runtime answers. Its answer used to be refused by
+    nats-server (`permissions violation for publish to "_INBOX…"`: the split users' runtime may answer
+    only through allow_responses, tracked per connection) and the gateway answered 503 after its timeout
+    (found by the cluster drill, session 6). Gateways now hear their answers on `aotx.rt.<name>.reply.>`,
+    which the runtime user may publish to (ops/nats_users.py): the answer arrives."""
+    rf, grants, cluster = deployment
+    first, second = (f"nats://127.0.0.1:{port}" for port in cluster.client_ports[:2])
+    target = GrantedRuntime(SharedRuntime(cluster.urls, stream_spec(rf), rf.capacities(), progress=False,
+                                          nats_auth=cluster.auth(RUNTIME_USER)), load_grants(grants))
+    await target.start()
+    held = HeldAnswers(target)
+    server = await RuntimeRpcServer(held, first, rf.name, auth=cluster.auth(RUNTIME_USER)).start()
+    remote = await RemoteRuntime(second, rf.name, CONFIG_SHA, timeout=5, auth=cluster.auth(GATEWAY_USER)).start()
+    try:
+        asked = asyncio.get_running_loop().create_task(remote.query("participant", Actor("p0", Grants.all())))
+        await asyncio.wait_for(held.arrived.wait(), 10)
+        cluster.nodes[0].kill()
+        deadline = time.monotonic() + 10
+        while not (server._nc.is_connected and server._nc.connected_url.port != cluster.client_ports[0]):
+            assert time.monotonic() < deadline, "the runtime's connection did not move"
+            await asyncio.sleep(0.02)
+        held.release.set()
+        out = await asked
+        assert out.status == 200 and "next_sequence" in out.body, out.body
+    finally:
+        held.release.set()
+        await remote.stop()
+        await server.stop()
+        await target.stop()
+        await cluster.nodes[0].restart_async()

@@ -180,6 +180,52 @@ async def test_serve_in_lease_mode_sends_what_another_instance_holds_to_it(tmp_p
                 await port.stop()
 
 
+async def test_serve_in_lease_mode_with_http_workers_sends_what_another_instance_holds_to_it(tmp_path):
+    """`aotx serve --leases --http-workers N` (refused before: not built): the main process's runtime side
+    (ops.serve_workers.runtime_for_workers) and an HTTP worker's shared port (ops.http_worker.worker_remote,
+    from the worker spec's `runtime` and `home`) on two instances. A worker's command for a lineage the
+    other instance holds is answered there (its receipt saved by the holder); a free lineage is taken by
+    the worker's own instance, every time (it is asked first, not the queue group of both); reads through
+    the worker hold the holder's writes; the private app's stored port routes as the single process's."""
+    from aotx.runtime.routed import RoutedStored
+    from ops.http_worker import worker_remote
+    from ops.serve_workers import runtime_for_workers
+
+    names = ["alice", "bob", "carol", "dave", "erin"]
+    rf, _ = pack_shared(tmp_path / "runtime.aotxrt", name="sw")
+    write_grants(tmp_path / "grants", {n: ["shared_read", "shared_write", "shared_manage"] for n in names}, SHA)
+    with split_nats(tmp_path / "nats", rf) as nats_server:
+        url, auth = nats_server.url, nats_server.auth(DEFAULT_USER)
+        instances, worker = [], None
+        try:
+            for _ in range(2):
+                target = GrantedRuntime(SharedRuntime(url, stream_spec(rf), progress=False, nats_auth=auth,
+                                                      leases=LeasePolicy(ttl=5.0)), load_grants(tmp_path / "grants"))
+                await target.start()
+                instances.append(await runtime_for_workers(target, rf.name, SHA, url, auth))
+            here, there = instances
+            assert (here.name, here.home) == (rf.name, here.port.runtime.boot_id)
+            assert isinstance(here.stored, RoutedStored)
+            worker = await worker_remote({"nats_url": url, "runtime": here.name, "home": here.home}, SHA, auth).start()
+            actors = {n: Actor(n, Grants.all()) for n in names}
+            held = await submit_body(there.port, actors["alice"], MutationKind.REGISTER, mutation("alice", 1))
+            assert held.status == 201 and held.body["save"]["boot"] == there.home, held.body
+            out = await submit_body(worker, actors["alice"], MutationKind.CREATE_SPACE,
+                                    mutation("alice", 2, scope="private"))
+            assert out.status == 201 and out.body["save"]["boot"] == there.home, out.body
+            assert worker.owners["alice"] == there.home
+            assert (await worker.query("participant", actors["alice"])).body["next_sequence"] == "3"
+            for n in names[1:]:   # free lineages: taken by the worker's own instance
+                out = await submit_body(worker, actors[n], MutationKind.REGISTER, mutation(n, 1))
+                assert out.status == 201 and out.body["save"]["boot"] == here.home, (n, out.body)
+            assert not there.port.runtime.ownership.may_write(lineage_for("bob"))
+        finally:
+            if worker is not None:
+                await worker.stop()
+            for instance in instances:
+                await instance.stop()
+
+
 def test_stored_values_cross_the_wire_as_they_are():
     """Golden bytes of one refusal (aotx.stored.wire), and a command equal, type for type, after a trip."""
     from aotx.stored import AppendResponseEvents, FinishKey, KeyEnd, Reason, StoredRefusal
@@ -207,9 +253,14 @@ def test_serve_lease_flags():
     from ops.lease_args import lease_policy
     from ops.serve_cmd import lease_problem
 
-    args = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--nats", "nats://127.0.0.1:4222"])
+    args = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--lease-election", "0",
+                                      "--nats", "nats://127.0.0.1:4222"])
     assert lease_policy(args) == LeasePolicy(ttl=4.0) and lease_problem(args) is None
+    args = build_parser().parse_args(["serve", "--leases", "--nats", "nats://127.0.0.1:4222"])
+    assert lease_policy(args) == LeasePolicy(ttl=15.0, election=9.0) and lease_problem(args) is None
+    short = build_parser().parse_args(["serve", "--leases", "--lease-ttl", "4", "--nats", "nats://127.0.0.1:4222"])
+    assert "cannot ride out an election of 9 s" in lease_problem(short)   # the default --lease-election
     assert lease_policy(build_parser().parse_args(["serve"])) is None
     assert "--nats" in lease_problem(build_parser().parse_args(["serve", "--leases"]))
     workers = build_parser().parse_args(["serve", "--leases", "--nats", "nats://h:1", "--http-workers", "2"])
-    assert "--http-workers" in lease_problem(workers)
+    assert lease_problem(workers) is None   # built: ops.serve_workers.runtime_for_workers
