@@ -73,6 +73,18 @@ class JetStreamSubscription:
             return _stored(msg)
         return _stored(await self._messages.__anext__())
 
+    def take_waiting(self, limit: int) -> list[StoredMessage]:
+        """Up to `limit` messages already waiting, in order, taken as `__anext__` takes one (none once
+        closed): a follower that fell behind applies them as one run."""
+        queue, sub = self._queue, self._sub
+        out: list[StoredMessage] = []
+        while len(out) < limit and not queue.empty() and not sub._closed:
+            msg = queue.get_nowait()
+            queue.task_done()
+            sub._pending_size -= len(msg.data)
+            out.append(_stored(msg))
+        return out
+
     async def close(self) -> None:
         try:
             await self._sub.unsubscribe()
