@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import logging
@@ -48,6 +49,7 @@ def stream_seq(reply: str) -> int:
 # were missed (checked every two), so a consumer lost with its node is back within 2-4 of them (nats-py's
 # default of 5 s left a runtime's follower 10-20 s behind after a node change)
 FOLLOW_HEARTBEAT = 1.0
+_CLOSED = object()   # queued when a followed subscription is unsubscribed (JetStreamSubscription)
 
 
 class JetStreamSubscription:
@@ -57,21 +59,47 @@ class JetStreamSubscription:
         self._sub = sub
         self._messages = sub.messages
         self._queue = sub._pending_queue   # what nats-py's message iterator takes its messages from
+        # nats-py's iterator ends once the subscription is unsubscribed (its future, set then): here a
+        # marker queued at that moment wakes a wait on the queue itself, which then ends the same way
+        self._messages._unsubscribed_future.add_done_callback(self._unsubscribed)
+
+    def _unsubscribed(self, _future) -> None:
+        try:
+            self._queue.put_nowait(_CLOSED)
+        except asyncio.QueueFull:   # messages are waiting: nobody waits on the queue, and taking stops at _closed
+            pass
 
     def __aiter__(self) -> "JetStreamSubscription":
         return self
 
     async def __anext__(self) -> StoredMessage:
-        # A message already waiting is taken as nats-py's iterator takes it (the same queue and
-        # bookkeeping), without the task and asyncio.wait it makes for every message (its way of
-        # also waiting for an unsubscription): a follower keeping up takes most of its messages so.
+        # A message is taken from nats-py's subscription queue with the same bookkeeping as nats-py's
+        # iterator, but without the task and asyncio.wait it makes for every message (its way of also
+        # waiting for an unsubscription, which the marker above stands for here): already waiting, at
+        # once; else by awaiting the queue.
         queue, sub = self._queue, self._sub
-        if not queue.empty() and not sub._closed:
+        if sub._closed:
+            raise StopAsyncIteration
+        msg = queue.get_nowait() if not queue.empty() else await queue.get()
+        queue.task_done()
+        if msg is _CLOSED or sub._closed:
+            raise StopAsyncIteration
+        sub._pending_size -= len(msg.data)
+        return _stored(msg)
+
+    def take_waiting(self, limit: int) -> list[StoredMessage]:
+        """Up to `limit` messages already waiting, in order, taken as `__anext__` takes one (none once
+        closed): a follower that fell behind applies them as one run."""
+        queue, sub = self._queue, self._sub
+        out: list[StoredMessage] = []
+        while len(out) < limit and not queue.empty() and not sub._closed:
             msg = queue.get_nowait()
             queue.task_done()
+            if msg is _CLOSED:
+                break
             sub._pending_size -= len(msg.data)
-            return _stored(msg)
-        return _stored(await self._messages.__anext__())
+            out.append(_stored(msg))
+        return out
 
     async def close(self) -> None:
         try:

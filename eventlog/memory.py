@@ -48,6 +48,15 @@ class MemorySubscription:
                 if self._rec._last_seq < self._next and not self._closed:
                     await self._rec._changed.wait()
 
+    def take_waiting(self, limit: int) -> list[StoredMessage]:
+        """Up to `limit` messages already stored after the last one taken, in order (none once closed)."""
+        out: list[StoredMessage] = []
+        while len(out) < limit and not self._closed and (msg := self._rec._first_from(self._next)) is not None:
+            self._next = msg.seq + 1
+            if _matches(self._subject, msg.subject):
+                out.append(msg)
+        return out
+
     async def close(self) -> None:
         self._closed = True
         async with self._rec._changed:

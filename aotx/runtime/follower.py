@@ -7,7 +7,9 @@ stream order, through the same projector, so that its state (and every read it s
 whole log and its state hash equals a fresh replay's. The follower keeps an ordered consumer on the
 stream from the last message applied; each message it hears that is not applied yet is applied
 under the writer's lock (rounds and the follower take turns): the next one in order is fed as it
-came, anything beyond a hole makes the writer read the hole back first. Messages this runtime
+came, anything beyond a hole makes the writer read the hole back first. Messages already waiting in
+the consumer (a follower that fell behind) are taken with the one it heard, up to RUN, and applied
+as one run: one hold of the lock, the projector's tables unlocked once (Projector.applying). Messages this runtime
 wrote itself are normally applied already from their acks and are skipped. Observers hear of every
 applied message, so the broker wakes this runtime's SSE readers for the other runtimes' writes too.
 
@@ -30,12 +32,14 @@ from .stopping import cancel_and_wait
 
 log = logging.getLogger("aotx.runtime")
 RETRY_SECONDS = 0.5
+RUN = 256   # messages already waiting applied under one hold of the writer's lock, at most
 
 
 class Follower:
     def __init__(self, writer, retry: float = RETRY_SECONDS) -> None:
         self.writer, self.retry = writer, retry
         self.applied = 0          # messages of other writers the follower applied (for tests and stats)
+        self.runs = 0             # holds of the writer's lock in which it applied them (each a run of ≤ RUN)
         self._task: Optional[asyncio.Task] = None
 
     def start(self) -> None:
@@ -53,8 +57,10 @@ class Follower:
             try:
                 recorder = await w.connection.ensure()
                 sub = await recorder.subscribe(w.applied_seq() + 1)
+                waiting = getattr(sub, "take_waiting", None)   # (a subscription without it: one at a time)
                 async for msg in sub:
-                    if msg.seq > w.applied_seq() and not await self._apply(msg):
+                    run = [msg] if waiting is None else [msg, *waiting(RUN - 1)]
+                    if run[-1].seq > w.applied_seq() and not await self._apply(run):
                         return   # the runtime stopped (its writer says why)
             except (EventLogError, nats.errors.Error, OSError, asyncio.TimeoutError) as exc:
                 log.info("journal follower: %s: %s; following again from seq %d", type(exc).__name__, exc,
@@ -64,16 +70,41 @@ class Follower:
                     await _close(sub)
             await asyncio.sleep(self.retry)
 
-    async def _apply(self, msg) -> bool:
+    async def _apply(self, run: list) -> bool:
+        """Apply a run of messages in order under one hold of the writer's lock; False once the runtime stopped."""
         w = self.writer
         async with w.lock:
-            applied = w.applied_seq()
-            if msg.seq <= applied:      # a round applied it meanwhile (ours, or read back)
-                return True
-            if msg.seq > applied + 1:   # a hole (a consumer made again): read it back in order
-                return await w.read_back(upto=msg.seq) or not w.failed
-            self.applied += 1
-            return w.feed_followed(msg.subject, msg.seq, msg.data)
+            self.runs += 1
+            at = 0
+            while at < len(run):
+                at, hole = self._feed_run(run, at)
+                if hole is _STOPPED:
+                    return False
+                if hole is not None:   # a hole (a consumer made again): read it back in order, up to this message
+                    if not await w.read_back(upto=hole.seq) and w.failed:
+                        return False
+            return True
+
+    def _feed_run(self, run: list, at: int):
+        """Feed run[at:] in order, the tables unlocked once (Projector.applying: nothing awaits inside),
+        up to the end (None), a message beyond a hole (that message), or a failure (_STOPPED); and where it stopped."""
+        w = self.writer
+        with w.projector.applying():
+            while at < len(run):
+                msg = run[at]
+                applied = w.applied_seq()
+                if msg.seq > applied + 1:
+                    return at + 1, msg
+                at += 1
+                if msg.seq <= applied:      # a round applied it meanwhile (ours, or read back)
+                    continue
+                self.applied += 1
+                if not w.feed_followed(msg.subject, msg.seq, msg.data):
+                    return at, _STOPPED
+        return at, None
+
+
+_STOPPED = object()
 
 
 async def _close(sub) -> None:

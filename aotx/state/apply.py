@@ -31,7 +31,7 @@ from .execution import ExecutionRecord, input_slot
 from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
 from .state import Save, State
-from .tables import RECEIPT, RECEIPT_ROW
+from .tables import PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -46,6 +46,12 @@ _PENDING, _SAVED_TERMINAL = int(Terminal.PENDING), int(Terminal.SAVED)
 _KIND_CODE = {cls: int(kind) for cls, kind in _KIND.items()}
 _RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
 _zero_row = struct.Struct(f"{_RECEIPT_SIZE}x").pack_into   # pad bytes pack as zeros: a freed row's bytes
+# single fields read straight from a table's buffer (rows are C-contiguous): one unpack instead of a
+# structured array's field view, its indexing and the scalar's conversion (~2× the cost)
+_PSIZE, _SSIZE = PARTICIPANT.itemsize, SPACE.itemsize
+_NEXT_AT, _FLOOR_AT = PARTICIPANT.fields["next_sequence"][1], PARTICIPANT.fields["retry_floor"][1]
+_IDENT_AT, _OWNER_AT = PARTICIPANT.fields["ident"][1], SPACE.fields["owner"][1]
+_u64_at, _u32_at, _b16_at = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from, struct.Struct("16s").unpack_from
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -90,7 +96,7 @@ def apply_into(state: State, event: Event) -> int:
     ix = state.index
     prow = ix.participants.get(op.lineage)
     parts = state.participants
-    nxt = 1 if prow is None else int(parts["next_sequence"][prow])   # (a column, then a row: 3× a row's field)
+    nxt = 1 if prow is None else _u64_at(parts, prow * _PSIZE + _NEXT_AT)[0]
     where = _Where(event)   # formatted only into an error's message
     registers = isinstance(event, ParticipantRegistered)
     if registers != (prow is None):
@@ -206,7 +212,7 @@ def _register(state: State, e: ParticipantRegistered) -> Callable[[], int]:
 
 
 def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Callable[[], None], list[int]]:
-    floor = int(state.participants["retry_floor"][prow])
+    floor = _u64_at(state.participants, prow * _PSIZE + _FLOOR_AT)[0]
     if not floor <= e.retry_floor <= e.op.sequence:
         raise ApplyError(f"{where}: retry floor {e.retry_floor} outside {floor}..{e.op.sequence}")
     receipts = state.receipts
@@ -266,10 +272,10 @@ def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], No
     if space is None:
         _space(state, e.space_lineage, e.space, where)   # raises: the space does not exist
     target = ix.participants.get(e.participant_lineage)
-    if target is None or state.participants["ident"][target].tobytes() != e.participant:
+    if target is None or _b16_at(state.participants, target * _PSIZE + _IDENT_AT)[0] != e.participant:
         raise ApplyError(f"{where}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
                          " does not exist")
-    if int(state.spaces["owner"][space]) == target:
+    if _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
     existing = ix.members.get((space, target))
 

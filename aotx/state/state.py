@@ -92,10 +92,18 @@ class Index:
 
     def add_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
         self.receipts.setdefault((lineage, sequence), slot)
-        slots = self.keys.setdefault((lineage, key), [])
-        slots.append(slot)
-        slots.sort()
-        self.by_lineage.setdefault(lineage, set()).add(slot)
+        k = (lineage, key)
+        slots = self.keys.get(k)   # (get first: no list or set made for a key already held)
+        if slots is None:
+            self.keys[k] = [slot]
+        else:
+            slots.append(slot)
+            slots.sort()
+        mine = self.by_lineage.get(lineage)
+        if mine is None:
+            self.by_lineage[lineage] = {slot}
+        else:
+            mine.add(slot)
 
     def drop_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
         if self.receipts.get((lineage, sequence)) == slot:

@@ -1,7 +1,7 @@
 """A JetStream subscription hands the messages already waiting in nats-py's queue straight from it
 (eventlog.jetstream.JetStreamSubscription: no task and asyncio.wait per message), the same messages in
-the same order as nats-py's iterator, then waits through that iterator for the next ones, and ends as
-it does once closed."""
+the same order as nats-py's iterator, then waits on that queue itself for the next ones (never through
+nats-py's iterator), and ends as the iterator does once closed, a wait in progress included."""
 from __future__ import annotations
 
 import asyncio
@@ -37,11 +37,19 @@ async def test_waiting_messages_come_from_the_queue_in_order_then_the_iterator_f
         assert [(m.seq, m.subject, m.data, m.headers["Nats-Msg-Id"]) for m in got] == \
             [(i + 1, s, b"m%d" % i, f"id{i}") for i, s in enumerate(subjects)]
         assert waited == [] and sub._sub.pending_bytes == 0 and sub._queue.empty()
-        nxt = asyncio.ensure_future(sub.__anext__())   # nothing waiting: through the iterator
+        nxt = asyncio.ensure_future(sub.__anext__())   # nothing waiting: a wait on the queue
         await rec.append(subjects[0], b"late")
         late = await asyncio.wait_for(nxt, 5)
-        assert (late.seq, late.data) == (51, b"late") and waited == [1]
+        assert (late.seq, late.data) == (51, b"late") and waited == [] and sub._sub.pending_bytes == 0
+        waiting = asyncio.ensure_future(sub.__anext__())   # a wait in progress ends with the subscription
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
         await sub.close()
+        try:
+            await asyncio.wait_for(waiting, 5)
+            raise AssertionError("a closed subscription handed a message")
+        except StopAsyncIteration:
+            pass
         ended = asyncio.ensure_future(sub.__anext__())
         try:
             await asyncio.wait_for(ended, 5)
