@@ -56,6 +56,7 @@ class ConstraintCompiler:
     def __init__(self, tokenizer) -> None:
         self._source = tokenizer
         self._ll: llguidance.LLTokenizer | None = None
+        self._ll_source: tuple | None = None    # Constraint.source: how a matcher process builds it
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Constraint] = OrderedDict()
         self._grammars: OrderedDict[str, str] = OrderedDict()     # canonical schema JSON -> grammar
@@ -67,7 +68,10 @@ class ConstraintCompiler:
         with self._lock:
             if self._ll is None:
                 t = self._source
-                self._ll = llguidance.LLTokenizer(t.hf_json(), n_vocab=t.vocab_size, eos_token=t.eos_id)
+                text = t.hf_json()
+                self._ll = llguidance.LLTokenizer(text, n_vocab=t.vocab_size, eos_token=t.eos_id)
+                key = hashlib.sha256(f"{t.vocab_size}:{t.eos_id}:".encode() + text.encode()).hexdigest()
+                self._ll_source = (key, text, t.vocab_size, t.eos_id)
             return self._ll
 
     # -- the three kinds ------------------------------------------------------
@@ -167,7 +171,7 @@ class ConstraintCompiler:
         error = llguidance.LLMatcher.validate_grammar(grammar, tok)
         if error:
             raise ConstraintError(_short(error))
-        constraint = Constraint(kind, digest, grammar, tok)
+        constraint = Constraint(kind, digest, grammar, tok, source=self._ll_source)
         constraint.start()          # builds its prototype matcher here, at parse time, once
         return constraint
 
