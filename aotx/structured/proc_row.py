@@ -40,6 +40,14 @@ class ProcRowMatcher:
             return self._why
         return self.proc.dead or ""
 
+    @property
+    def end_error(self) -> str | None:
+        """What the engine tells the request when this row fails for want of its process (else None:
+        a refused token is "constraint violated")."""
+        if self._bad_at is None and self.proc.dead is not None:
+            return f"structured output unavailable: {self.proc.dead}"
+        return None
+
     def unsent(self) -> list[int]:
         """The tokens the process has not had yet (marked sent)."""
         out = self._tokens[self._sent:]
