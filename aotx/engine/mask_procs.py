@@ -54,17 +54,14 @@ class ProcLateMask(LateMask):
         if self.reads_previous:
             if self._previous is None:
                 raise MaskOutOfStep("a pending token and no step to read it from")
-            ids = self._previous.ids()
-        rows = []
-        for seq, row, index in self._seqs:
-            m = seq.matcher
-            if row >= 0:
-                m.sync(index, int(ids[row]))       # learnt now; a refused one fails the row (all allowed)
-                index += 1
-            if m.consumed != index:
-                raise MaskOutOfStep(f"sequence {seq.seq_id}: matcher at {m.consumed} tokens, output at {index}")
-            rows.append(m)
-        self._ticket = self._pool.submit(rows, self.words)
+            ids = self._previous.ids().tolist()
+        rows = [seq.matcher for seq, _, _ in self._seqs]
+        learnt = [ids[row] if row >= 0 else -1 for _, row, _ in self._seqs] if ids is not None else None
+        known = [index + (row >= 0) for _, row, index in self._seqs]
+        try:
+            self._ticket = self._pool.submit(rows, self.words, learnt, known)
+        except ValueError as exc:       # a row's matcher out of step with its output
+            raise MaskOutOfStep(str(exc)) from None
         return [True] * len(rows)
 
     def _fill(self, ok: list[bool]):

@@ -31,7 +31,7 @@ import time
 import weakref
 import numpy as np
 
-from aotx.structured.proc_row import ProcRowMatcher
+from aotx.structured.proc_row import ProcRowMatcher, check_learnt
 from aotx.structured.proc_wire import PeerGone, read_frame, write_frame
 
 
@@ -205,37 +205,63 @@ class MatcherPool:
         return [p for p in self._procs if p is not None]
 
     # -- steps -----------------------------------------------------------------
-    def submit(self, rows: list[ProcRowMatcher], words: int) -> Ticket:
-        """Send each process its rows of this step (row j's bits go to out row j); in launch order."""
+    def submit(self, rows: list[ProcRowMatcher], words: int, learnt: list[int] | None = None,
+               known: list[int] | None = None) -> Ticket:
+        """Send each process its rows of this step (row j's bits go to out row j); in launch order, on one
+        thread. ``learnt[j]`` (>= 0): row j's token just read back from the device, its output token
+        ``known[j] - 1``; ``known[j]``: the tokens row j must have seen (the engine's count). One pass
+        over the rows (the engine thread's share: a few list appends a row)."""
         n = self._n = self._n + 1
         prev = self._slots[n % 2]
         if prev is not None and not prev.collected.is_set() and not prev.collected.wait(self.timeout_s):
             raise RuntimeError(f"mask step {prev.n} was never collected: its half of the segment is still in use")
         shm = self._segment(len(rows), words)
         offset = (n % 2) * self._cap * words * 4
-        by_proc: dict[MatcherProcess, list[int]] = {}
+        # plain lists (pickled in C): per process its rows' keys, out rows, token counts, tokens
+        by_proc: dict[MatcherProcess, tuple[list, list, list, list]] = {}
+        counts = []
+        check: list = []                  # (bits, row, token, matcher): the learnt tokens' bit tests
         for j, m in enumerate(rows):
-            by_proc.setdefault(m.proc, []).append(j)
-        counts = [m.consumed for m in rows]
+            toks, sent = m._tokens, m._sent
+            if learnt is not None and learnt[j] >= 0:
+                tok, index = learnt[j], known[j] - 1
+                if index == len(toks):
+                    last = m.last
+                    if last is not None and last[2] == index:
+                        check.append((last[0], last[1], tok, m))
+                    toks.append(tok)
+                else:
+                    m.sync(index, tok)          # (learnt before: a comparison)
+            if known is not None and len(toks) != known[j]:
+                raise ValueError(f"row {j}: its matcher has seen {len(toks)} tokens, the output {known[j]}")
+            counts.append(len(toks))
+            part = by_proc.get(m.proc)
+            if part is None:
+                part = by_proc[m.proc] = ([], [], [], [])
+            part[0].append(m.key)
+            part[1].append(j)
+            part[2].append(len(toks) - sent)
+            if len(toks) - sent == 1:
+                part[3].append(toks[-1])
+            elif len(toks) > sent:
+                part[3].extend(toks[sent:])
+            m._sent = len(toks)
+        if check:
+            check_learnt(check)
         parts = {}
-        for proc, js in by_proc.items():
+        for proc, (keys, outs, ntok, tokens) in by_proc.items():
             if proc.dead is not None:
                 continue
-            table, tokens = [], []
-            for j in js:
-                sent = rows[j].unsent()
-                table.append((rows[j].key, j, len(sent)))
-                tokens.extend(sent)
             drops, proc.drops = proc.drops, []
-            frame = ("step", n, shm.name, shm.size, offset, words, np.array(table, np.int64).tobytes(),
-                     np.array(tokens, np.int32).tobytes(), proc.new, proc.grammars, proc.tokenizers, drops)
+            frame = ("step", n, shm.name, shm.size, offset, words, keys, outs, ntok, tokens, proc.new, proc.grammars,
+                     proc.tokenizers, drops)
             proc.new, proc.grammars, proc.tokenizers = [], [], []
             try:
                 write_frame(proc.cmd, frame)
             except (PeerGone, OSError):
                 proc.fail(proc.exit_reason())
                 continue
-            parts[proc] = js
+            parts[proc] = outs
         ticket = Ticket(n, shm, offset, words, rows, parts, counts)
         self._slots[n % 2] = ticket
         return ticket

@@ -7,9 +7,9 @@ Its own interpreter, so no GIL is shared with the engine thread and its matchers
 (llguidance's copies of one prototype share one lexer mutex: rows of one process fill one after
 another, rows of several processes in parallel). One frame in, one frame out, in order:
 
-* in, ``("step", n, shm name, shm size, byte offset, words, rows, tokens, new, grammars, tokenizers,
-  drops)``: ``rows`` int64 [m, 3] (row key, out row, how many tokens follow), ``tokens`` int32 (each
-  row's, in row order), ``new`` [(key, grammar digest)] rows to start, ``grammars`` [(digest, grammar,
+* in, ``("step", n, shm name, shm size, byte offset, words, keys, outs, counts, tokens, new, grammars,
+  tokenizers, drops)``: per row its key, its out row and how many of ``tokens`` are its (in row
+  order), ``new`` [(key, grammar digest)] rows to start, ``grammars`` [(digest, grammar,
   tokenizer key)] and ``tokenizers`` [(key, HF JSON, n_vocab, eos)] not sent before, ``drops`` keys
   whose sequences are gone. Each row consumes its tokens, then (if every token so far was allowed)
   its mask goes to out row r of the uint32 [*, words] array at that offset of the segment.
@@ -69,7 +69,7 @@ class Rows:
         return got[1]
 
     def step(self, msg) -> tuple:
-        _, n, name, size, offset, words, rows, tokens, new, grammars, tokenizers, drops = msg
+        _, n, name, size, offset, words, keys, outs, counts, tokens, new, grammars, tokenizers, drops = msg
         for key, text, n_vocab, eos in tokenizers:
             self.tokenizers[key] = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
         for digest, grammar, tok in grammars:
@@ -78,11 +78,9 @@ class Rows:
             self.matchers[key] = [self._proto(digest).deep_copy(), ""]
         for key in drops:       # (after new: a row may start and end between two frames)
             self.matchers.pop(key, None)
-        rows = np.frombuffer(rows, dtype=np.int64).reshape(-1, 3)
-        tokens = np.frombuffer(tokens, dtype=np.int32).tolist()
         t0 = time.perf_counter()
         live, at = [], 0
-        for i, (key, out, count) in enumerate(rows.tolist()):
+        for i, (key, out, count) in enumerate(zip(keys, outs, counts)):
             entry = self.matchers[key]
             for tok in tokens[at:at + count]:
                 if not entry[1] and (not entry[0].consume_token(tok) or entry[0].is_error()):
@@ -93,7 +91,7 @@ class Rows:
         t1 = time.perf_counter()
         base = self._segment(name, size).ctypes.data + offset
         stride = 4 * words
-        ok = bytearray(len(rows))
+        ok = bytearray(len(keys))
         errors = []
         for i, out, entry in live:
             m = entry[0]
@@ -110,6 +108,9 @@ class Rows:
 
 def main(argv: list[str]) -> int:
     cmd, reply = int(argv[0]), int(argv[1])
+    nice = os.environ.get("AOTX_MASK_PROC_NICE", "")
+    if nice.lstrip("-").isdigit() and int(nice):
+        os.nice(int(nice))
     rows = Rows()
     while True:
         try:
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> int:
         try:
             out = rows.step(msg)
         except Exception as exc:  # every row of this step fails with the reason; the process goes on
-            n_rows = len(msg[6]) // 24 if len(msg) > 6 else 0
+            n_rows = len(msg[6]) if len(msg) > 6 else 0
             why = f"matcher process error: {type(exc).__name__}: {exc}"
             out = ("done", msg[1], bytes(n_rows), [(i, why) for i in range(n_rows)], 0.0, 0.0)
         try:

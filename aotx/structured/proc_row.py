@@ -11,6 +11,8 @@ next mask's reply and fails the row from then on. A row whose process died fails
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 class ProcRowMatcher:
     def __init__(self, proc, key: int, tokens: list[int], constraint) -> None:
@@ -74,3 +76,20 @@ class ProcRowMatcher:
                 self.refuse(index, f"token {token_id} is not allowed")
         self._tokens.append(token_id)
         return not self.failed
+
+
+def check_learnt(check: list[tuple[np.ndarray, int, int, ProcRowMatcher]]) -> None:
+    """(bits, row, token, matcher): each token learnt from the device's ids against the bits of the mask
+    it was sampled with, one numpy gather per bits array (a step's rows share one) rather than a bit
+    test a row; a token not allowed fails its row."""
+    groups: dict[int, list] = {}
+    for item in check:
+        groups.setdefault(id(item[0]), []).append(item)
+    for items in groups.values():
+        bits = items[0][0]
+        t = np.array([it[2] for it in items], dtype=np.int64)
+        allowed = (bits[np.array([it[1] for it in items]), t >> 5] >> (t & 31).astype(np.uint32)) & 1
+        if not allowed.all():
+            for k in np.flatnonzero(allowed == 0).tolist():
+                m, tok = items[k][3], items[k][2]
+                m.refuse(m.consumed - 1, f"token {tok} is not allowed")

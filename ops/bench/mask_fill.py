@@ -11,7 +11,10 @@
    mask computed by the engine thread after that work, as AOTX_MASK_WORKER=0) against the mask
    worker (aotx.engine.mask_worker: the engine thread consumes the tokens it reads back, a Python
    call a row, and the worker fills the bitmasks during that other work; the engine thread waits at
-   the next launch only for what is left).
+   the next launch only for what is left) against matcher processes (aotx.engine.mask_procs,
+   ``--procs``: the engine thread sends the tokens it reads back in one frame a process, the
+   processes consume and fill into shared memory during that other work, the worker thread copies
+   the bits out). Warm-up steps (a process's start, its tokenizer and grammar) are not counted.
 
     .venv/bin/python -m ops.bench.mask_fill                       # 64 rows, 64 steps
     .venv/bin/python -m ops.bench.mask_fill --rows 63 --steps 128 --host-us 1500
@@ -34,8 +37,8 @@ import llguidance
 import numpy as np
 
 from aotx.engine.launch import Done
+from aotx.engine.mask_procs import ProcMaskWorker
 from aotx.engine.mask_worker import MaskWorker
-from aotx.engine.masks import step_mask
 from aotx.structured import ConstraintCompiler
 from aotx.structured import batch as mask_batch
 from kernels import load_model
@@ -109,26 +112,33 @@ def _busy(us: float) -> None:
         sum(range(50))
 
 
-def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool) -> tuple[float, float, float]:
-    """(µs per step the engine thread spends consuming the tokens it reads back, µs it spends getting
-    the mask at the next launch, µs per step of the whole host step)."""
+def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool,
+                  procs: int = 0) -> tuple[float, float, float, str]:
+    """(µs per step the engine thread spends consuming the tokens it reads back (procs: sending them),
+    µs it spends getting the mask at the next launch, µs per step of the whole host step, the
+    processes' own consume / fill µs a step, slowest process)."""
     vocab = constraint.vocab_size
     seqs = [SimpleNamespace(seq_id=j, matcher=constraint.start(), output_ids=[], pending=0, pending_row=-1,
                             params=SimpleNamespace(constraint=constraint)) for j in range(rows)]
     rngs = [np.random.default_rng(j) for j in range(rows)]
     bits = np.zeros((rows, mask_words(vocab)), dtype=np.uint32)
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
-    pool = MaskWorker()
+    pool = ProcMaskWorker(procs) if procs else MaskWorker()
     pool.enabled = worker
     consume = get = whole = 0.0
+    own = (0, 0.0, 0.0)
     try:
-        for _ in range(steps):
+        for step in range(WARMUP + steps):
+            if step == WARMUP:
+                consume = get = whole = 0.0
+                if procs:
+                    own = (pool.pool.steps, pool.pool.consume_s, pool.pool.fill_s)
             ids = np.array([int(rngs[j].choice(allowed_ids(bits[j], vocab))) for j in range(rows)], dtype=np.int32)
             launched = Done(None, ids)          # step k-1: its tokens, as the device returns them
             for j, seq in enumerate(seqs):
                 seq.pending, seq.pending_row = 1, j
             start = time.perf_counter()
-            mask = step_mask(seqs, launched)    # step k's mask, handed over once its forward is enqueued
+            mask = pool.step_mask(seqs, launched)   # step k's mask, handed over once its forward is enqueued
             if pool.take(mask):
                 pool.handed(mask)
             t0 = time.perf_counter()
@@ -145,9 +155,12 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             for j, seq in enumerate(seqs):
                 seq.output_ids.append(int(ids[j]))
                 seq.pending = 0
+        if procs:
+            n = pool.pool.steps - own[0]
+            own = f"{1e6 * (pool.pool.consume_s - own[1]) / n:.0f} / {1e6 * (pool.pool.fill_s - own[2]) / n:.0f}"
     finally:
         pool.close()
-    return 1e6 * consume / steps, 1e6 * get / steps, 1e6 * whole / steps
+    return 1e6 * consume / steps, 1e6 * get / steps, 1e6 * whole / steps, own if procs else ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -155,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--threads", default="1,2,4,8,12", help="LLExecutor pool sizes to measure")
+    ap.add_argument("--procs", default="1,2,4", help="matcher process counts to measure (engine thread's share)")
+    ap.add_argument("--skip-fill", action="store_true", help="only the engine thread's share")
     ap.add_argument("--host-us", type=float, default=1500.0,
                     help="the engine thread's other work per step (µs; ~1.5-2 ms at 64 streams on the H200 host)")
     args = ap.parse_args(argv)
@@ -166,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
           f"pool: {mask_batch.threads()} threads)\n")
     print("| schema | way | fill µs/step | fill µs/row | consume µs/step |")
     print("|---|---|---:|---:|---:|")
-    for name, schema in (("story (ops.bench.structured)", STORY), ("nested object", NESTED)):
+    for name, schema in () if args.skip_fill else (("story (ops.bench.structured)", STORY), ("nested object", NESTED)):
         constraint = compiler.json_schema(schema)
         for threads in [0, *sizes]:
             fill, consume = measure(constraint, args.rows, args.steps, eos, threads)
@@ -175,12 +190,15 @@ def main(argv: list[str] | None = None) -> None:
     story = compiler.json_schema(STORY)
     print(f"\n## The engine thread's share, {args.rows} rows, story schema, {args.host_us:.0f} µs of other "
           f"host work a step ({mask_batch.threads()} executor threads)\n")
-    print("| mask | consuming the tokens read back µs/step | getting the mask at the next launch µs/step "
-          "| whole host step µs/step |")
-    print("|---|---:|---:|---:|")
-    for name, worker in (("inline (AOTX_MASK_WORKER=0)", False), ("mask worker", True)):
-        consume, get, whole = engine_thread(story, args.rows, args.steps, args.host_us, worker)
-        print(f"| {name} | {consume:.0f} | {get:.0f} | {whole:.0f} |")
+    print("| mask | consuming the tokens read back (processes: sending them) µs/step | getting the mask at the "
+          "next launch µs/step | whole host step µs/step | processes' own consume / fill µs/step |")
+    print("|---|---:|---:|---:|---:|")
+    ways = [("inline (AOTX_MASK_WORKER=0)", False, 0), ("mask worker", True, 0)]
+    ways += [(f"matcher processes, {n} (AOTX_MASK_PROCS={n})", True, n) for n in
+             (int(p) for p in args.procs.split(",") if p.strip())]
+    for name, worker, procs in ways:
+        consume, get, whole, own = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
+        print(f"| {name} | {consume:.0f} | {get:.0f} | {whole:.0f} | {own} |")
 
 
 if __name__ == "__main__":
