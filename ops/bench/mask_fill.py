@@ -112,11 +112,27 @@ def _busy(us: float) -> None:
         sum(range(50))
 
 
+def _children_cpu(pool) -> float:
+    """CPU seconds (user + system) the matcher processes of `pool` have used so far (/proc/PID/stat)."""
+    if pool is None or getattr(pool, "pool", None) is None:
+        return 0.0
+    total = 0
+    for proc in pool.pool.processes():
+        try:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool,
-                  procs: int = 0) -> tuple[float, float, float, str]:
-    """(µs per step the engine thread spends consuming the tokens it reads back (procs: sending them),
-    µs it spends getting the mask at the next launch, µs per step of the whole host step, the
-    processes' own consume / fill µs a step, slowest process)."""
+                  procs: int = 0) -> dict[str, float | str]:
+    """Per step, µs: the engine thread consuming the tokens it reads back (procs: sending them) and
+    getting the mask at the next launch (wall clock), the whole host step; CPU time (robust on a shared
+    box, where wall time counts preemption): the engine thread's in its mask parts, this process's other
+    threads' (the mask worker), the matcher processes'; the processes' own consume / fill (slowest)."""
     vocab = constraint.vocab_size
     seqs = [SimpleNamespace(seq_id=j, matcher=constraint.start(), output_ids=[], pending=0, pending_row=-1,
                             params=SimpleNamespace(constraint=constraint)) for j in range(rows)]
@@ -125,18 +141,21 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
     pool = ProcMaskWorker(procs) if procs else MaskWorker()
     pool.enabled = worker
-    consume = get = whole = 0.0
+    consume = get = whole = eng_cpu = 0.0
     own = (0, 0.0, 0.0)
+    cpu0 = (0.0, 0.0, 0.0)
     try:
         for step in range(WARMUP + steps):
             if step == WARMUP:
-                consume = get = whole = 0.0
+                consume = get = whole = eng_cpu = 0.0
                 if procs:
                     own = (pool.pool.steps, pool.pool.consume_s, pool.pool.fill_s)
+                cpu0 = (time.process_time(), time.thread_time(), _children_cpu(pool))
             ids = np.array([int(rngs[j].choice(allowed_ids(bits[j], vocab))) for j in range(rows)], dtype=np.int32)
             launched = Done(None, ids)          # step k-1: its tokens, as the device returns them
             for j, seq in enumerate(seqs):
                 seq.pending, seq.pending_row = 1, j
+            c0 = time.thread_time()
             start = time.perf_counter()
             mask = pool.step_mask(seqs, launched)   # step k's mask, handed over once its forward is enqueued
             if pool.take(mask):
@@ -144,10 +163,13 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             t0 = time.perf_counter()
             pool.read_back(launched)            # step k-1 read back: its tokens consumed, the fill handed over
             t1 = time.perf_counter()
+            c1 = time.thread_time()
             _busy(host_us)                      # deliver k-1, schedule and build k+1
+            c2 = time.thread_time()
             t2 = time.perf_counter()
             out = mask()                        # the next launch samples step k
             end = time.perf_counter()
+            eng_cpu += (c1 - c0) + (time.thread_time() - c2)
             consume += t1 - t0
             get += end - t2
             whole += end - start
@@ -155,12 +177,16 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             for j, seq in enumerate(seqs):
                 seq.output_ids.append(int(ids[j]))
                 seq.pending = 0
+        others = (time.process_time() - cpu0[0]) - (time.thread_time() - cpu0[1])
+        children = _children_cpu(pool) - cpu0[2]
         if procs:
             n = pool.pool.steps - own[0]
             own = f"{1e6 * (pool.pool.consume_s - own[1]) / n:.0f} / {1e6 * (pool.pool.fill_s - own[2]) / n:.0f}"
     finally:
         pool.close()
-    return 1e6 * consume / steps, 1e6 * get / steps, 1e6 * whole / steps, own if procs else ""
+    return {"consume": 1e6 * consume / steps, "get": 1e6 * get / steps, "whole": 1e6 * whole / steps,
+            "eng_cpu": 1e6 * eng_cpu / steps, "others": 1e6 * others / steps, "children": 1e6 * children / steps,
+            "own": own if procs else ""}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -191,14 +217,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n## The engine thread's share, {args.rows} rows, story schema, {args.host_us:.0f} µs of other "
           f"host work a step ({mask_batch.threads()} executor threads)\n")
     print("| mask | consuming the tokens read back (processes: sending them) µs/step | getting the mask at the "
-          "next launch µs/step | whole host step µs/step | processes' own consume / fill µs/step |")
-    print("|---|---:|---:|---:|---:|")
+          "next launch µs/step | whole host step µs/step | engine thread CPU in its mask parts µs/step | other "
+          "threads' CPU µs/step | matcher processes' CPU µs/step | processes' own consume / fill µs/step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     ways = [("inline (AOTX_MASK_WORKER=0)", False, 0), ("mask worker", True, 0)]
     ways += [(f"matcher processes, {n} (AOTX_MASK_PROCS={n})", True, n) for n in
              (int(p) for p in args.procs.split(",") if p.strip())]
     for name, worker, procs in ways:
-        consume, get, whole, own = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
-        print(f"| {name} | {consume:.0f} | {get:.0f} | {whole:.0f} | {own} |")
+        r = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
+        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} | "
+              f"{r['others']:.0f} | {r['children']:.0f} | {r['own']} |")
 
 
 if __name__ == "__main__":
