@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 import numpy as np
 
 from aotx.structured.proc_row import ProcRowMatcher, check_learnt
@@ -65,7 +66,7 @@ class MatcherProcess:
         self.index = index
         self.dead: str | None = None            # why its rows fail (set once)
         self.keys: set[int] = set()             # live rows
-        self.drops: list[int] = []              # rows gone since the last frame (finalizers append)
+        self.drops: deque[int] = deque()        # rows gone since the last frame (finalizers append, any thread)
         self.new: list[tuple[int, str]] = []
         self.grammars: list[tuple[str, str, str]] = []
         self.tokenizers: list[tuple] = []
@@ -252,7 +253,7 @@ class MatcherPool:
         for proc, (keys, outs, ntok, tokens) in by_proc.items():
             if proc.dead is not None:
                 continue
-            drops, proc.drops = proc.drops, []
+            drops = [proc.drops.popleft() for _ in range(len(proc.drops))]
             frame = ("step", n, shm.name, shm.size, offset, words, keys, outs, ntok, tokens, proc.new, proc.grammars,
                      proc.tokenizers, drops)
             proc.new, proc.grammars, proc.tokenizers = [], [], []
