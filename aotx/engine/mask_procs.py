@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from aotx.engine.mask_worker import MaskWorker
 from aotx.engine.masks import LateMask, MaskOutOfStep, step_mask
 from aotx.engine.sequence import Sequence as Seq
+from aotx.structured.proc_row import ProcRowMatcher
 
 
 def procs() -> int:
@@ -43,7 +44,7 @@ class ProcLateMask(LateMask):
         self._ticket = None
         self._owner = threading.current_thread()
         for seq, _, _ in self._seqs:
-            if getattr(seq.matcher, "proc", None) is None:      # first step of this row: move it
+            if type(seq.matcher) is not ProcRowMatcher:        # first step of this row: move it
                 seq.matcher = pool.adopt(seq.matcher)
 
     def _consume(self) -> list[bool]:
@@ -84,12 +85,16 @@ class ProcMaskWorker(MaskWorker):
         self.pool = None
 
     def step_mask(self, sampled: Sequence[Seq], previous=None) -> LateMask | None:
-        if not any(seq.matcher is not None for seq in sampled):
+        constrained = False
+        for seq in sampled:
+            m = seq.matcher
+            if m is None:
+                continue
+            constrained = True
+            if type(m) is not ProcRowMatcher and getattr(getattr(m, "constraint", None), "source", None) is None:
+                return step_mask(sampled, previous)     # (a matcher that cannot move: the thread's way)
+        if not constrained:
             return None
-        if not all(seq.matcher is None or getattr(seq.matcher, "proc", None) is not None
-                   or getattr(getattr(seq.matcher, "constraint", None), "source", None) is not None
-                   for seq in sampled):
-            return step_mask(sampled, previous)
         if self.pool is None:
             from aotx.structured.matcher_pool import MatcherPool
             self.pool = MatcherPool(self.size)

@@ -220,35 +220,48 @@ class MatcherPool:
         offset = (n % 2) * self._cap * words * 4
         # plain lists (pickled in C): per process its rows' keys, out rows, token counts, tokens
         by_proc: dict[MatcherProcess, tuple[list, list, list, list]] = {}
-        counts = []
-        check: list = []                  # (bits, row, token, matcher): the learnt tokens' bit tests
+        # the learnt tokens' bit tests: rows whose last mask is `bits` (a step's rows share one), others
+        bits, b_rows, b_toks, b_ms, other = None, [], [], [], []
         for j, m in enumerate(rows):
-            toks, sent = m._tokens, m._sent
+            toks = m._tokens
+            c = len(toks)
             if learnt is not None and learnt[j] >= 0:
-                tok, index = learnt[j], known[j] - 1
-                if index == len(toks):
+                tok = learnt[j]
+                if known[j] - 1 == c:
                     last = m.last
-                    if last is not None and last[2] == index:
-                        check.append((last[0], last[1], tok, m))
+                    if last is not None and last[2] == c:
+                        if bits is None:
+                            bits = last[0]
+                        if last[0] is bits:
+                            b_rows.append(last[1])
+                            b_toks.append(tok)
+                            b_ms.append(m)
+                        else:
+                            other.append((last[0], last[1], tok, m))
                     toks.append(tok)
+                    c += 1
                 else:
-                    m.sync(index, tok)          # (learnt before: a comparison)
-            if known is not None and len(toks) != known[j]:
-                raise ValueError(f"row {j}: its matcher has seen {len(toks)} tokens, the output {known[j]}")
-            counts.append(len(toks))
+                    m.sync(known[j] - 1, tok)       # (learnt before: a comparison)
+                    c = len(toks)
+            if known is not None and c != known[j]:
+                raise ValueError(f"row {j}: its matcher has seen {c} tokens, the output {known[j]}")
+            sent = m._sent
             part = by_proc.get(m.proc)
             if part is None:
                 part = by_proc[m.proc] = ([], [], [], [])
             part[0].append(m.key)
             part[1].append(j)
-            part[2].append(len(toks) - sent)
-            if len(toks) - sent == 1:
+            part[2].append(c - sent)
+            if c - sent == 1:
                 part[3].append(toks[-1])
-            elif len(toks) > sent:
+            elif c > sent:
                 part[3].extend(toks[sent:])
-            m._sent = len(toks)
-        if check:
-            check_learnt(check)
+            m._sent = c
+        counts = list(known) if known is not None else [len(m._tokens) for m in rows]
+        if b_ms:
+            check_learnt(bits, b_rows, b_toks, b_ms)
+        for b, row, tok, m in other:
+            check_learnt(b, [row], [tok], [m])
         parts = {}
         for proc, (keys, outs, ntok, tokens) in by_proc.items():
             if proc.dead is not None:

@@ -78,18 +78,13 @@ class ProcRowMatcher:
         return not self.failed
 
 
-def check_learnt(check: list[tuple[np.ndarray, int, int, ProcRowMatcher]]) -> None:
-    """(bits, row, token, matcher): each token learnt from the device's ids against the bits of the mask
-    it was sampled with, one numpy gather per bits array (a step's rows share one) rather than a bit
+def check_learnt(bits: np.ndarray, rows: list[int], tokens: list[int], matchers: list[ProcRowMatcher]) -> None:
+    """Each token learnt from the device's ids against the bits it was sampled with (row rows[k] of
+    `bits`, the last mask filled for matchers[k]): one numpy gather for a step's rows rather than a bit
     test a row; a token not allowed fails its row."""
-    groups: dict[int, list] = {}
-    for item in check:
-        groups.setdefault(id(item[0]), []).append(item)
-    for items in groups.values():
-        bits = items[0][0]
-        t = np.array([it[2] for it in items], dtype=np.int64)
-        allowed = (bits[np.array([it[1] for it in items]), t >> 5] >> (t & 31).astype(np.uint32)) & 1
-        if not allowed.all():
-            for k in np.flatnonzero(allowed == 0).tolist():
-                m, tok = items[k][3], items[k][2]
-                m.refuse(m.consumed - 1, f"token {tok} is not allowed")
+    t = np.array(tokens, dtype=np.int64)
+    allowed = (bits[np.array(rows), t >> 5] >> (t & 31).astype(np.uint32)) & 1
+    if not allowed.all():
+        for k in np.flatnonzero(allowed == 0).tolist():
+            m = matchers[k]
+            m.refuse(m.consumed - 1, f"token {tokens[k]} is not allowed")
