@@ -141,13 +141,13 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
     pool = ProcMaskWorker(procs) if procs else MaskWorker()
     pool.enabled = worker
-    consume = get = whole = eng_cpu = 0.0
+    consume = get = whole = eng_cpu = rb_cpu = 0.0
     own = (0, 0.0, 0.0)
     cpu0 = (0.0, 0.0, 0.0)
     try:
         for step in range(WARMUP + steps):
             if step == WARMUP:
-                consume = get = whole = eng_cpu = 0.0
+                consume = get = whole = eng_cpu = rb_cpu = 0.0
                 if procs:
                     own = (pool.pool.steps, pool.pool.consume_s, pool.pool.fill_s)
                 cpu0 = (time.process_time(), time.thread_time(), _children_cpu(pool))
@@ -161,9 +161,11 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             if pool.take(mask):
                 pool.handed(mask)
             t0 = time.perf_counter()
+            cr = time.thread_time()
             pool.read_back(launched)            # step k-1 read back: its tokens consumed, the fill handed over
             t1 = time.perf_counter()
             c1 = time.thread_time()
+            rb_cpu += c1 - cr
             _busy(host_us)                      # deliver k-1, schedule and build k+1
             c2 = time.thread_time()
             t2 = time.perf_counter()
@@ -185,7 +187,7 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
     finally:
         pool.close()
     return {"consume": 1e6 * consume / steps, "get": 1e6 * get / steps, "whole": 1e6 * whole / steps,
-            "eng_cpu": 1e6 * eng_cpu / steps, "others": 1e6 * others / steps, "children": 1e6 * children / steps,
+            "eng_cpu": 1e6 * eng_cpu / steps, "rb_cpu": 1e6 * rb_cpu / steps, "others": 1e6 * others / steps, "children": 1e6 * children / steps,
             "own": own if procs else ""}
 
 
@@ -217,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n## The engine thread's share, {args.rows} rows, story schema, {args.host_us:.0f} µs of other "
           f"host work a step ({mask_batch.threads()} executor threads)\n")
     print("| mask | consuming the tokens read back (processes: sending them) µs/step | getting the mask at the "
-          "next launch µs/step | whole host step µs/step | engine thread CPU in its mask parts µs/step | other "
+          "next launch µs/step | whole host step µs/step | engine thread CPU in its mask parts (of which the "
+          "read-back) µs/step | other "
           "threads' CPU µs/step | matcher processes' CPU µs/step | processes' own consume / fill µs/step |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     ways = [("inline (AOTX_MASK_WORKER=0)", False, 0), ("mask worker", True, 0)]
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
              (int(p) for p in args.procs.split(",") if p.strip())]
     for name, worker, procs in ways:
         r = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
-        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} | "
+        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} ({r['rb_cpu']:.0f}) | "
               f"{r['others']:.0f} | {r['children']:.0f} | {r['own']} |")
 
 
