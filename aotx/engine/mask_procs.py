@@ -19,6 +19,7 @@ processes and unlinks the shared memory.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Sequence
@@ -26,7 +27,6 @@ from collections.abc import Sequence
 from aotx.engine.mask_worker import MaskWorker
 from aotx.engine.masks import LateMask, MaskOutOfStep, step_mask
 from aotx.engine.sequence import Sequence as Seq
-from aotx.structured.proc_row import ProcRowMatcher
 
 
 def procs() -> int:
@@ -43,6 +43,7 @@ class ProcLateMask(LateMask):
         self._pool = pool
         self._ticket = None
         self._owner = threading.current_thread()
+        from aotx.structured.proc_row import ProcRowMatcher
         for seq, _, _ in self._seqs:
             if type(seq.matcher) is not ProcRowMatcher:        # first step of this row: move it
                 seq.matcher = pool.adopt(seq.matcher)
@@ -79,12 +80,22 @@ class ProcMaskWorker(MaskWorker):
     worker thread only collecting the processes' replies. A row whose matcher cannot move to a
     process (a matcher of another kind: the benches' all-allowed probe) makes its step a LateMask."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, tokenizer=None) -> None:
+        """`tokenizer` (the engine's; one with hf_json()): the processes start now and build it, so the
+        first constrained request waits for neither; without it they start at the first constrained step."""
         super().__init__()
         self.size = size
         self.pool = None
+        if tokenizer is not None and hasattr(tokenizer, "hf_json") and importlib.util.find_spec("llguidance"):
+            # (an image without llguidance has no constrained requests: nothing to start)
+            from aotx.structured.matcher_pool import MatcherPool
+            from aotx.structured.tokenizer_key import tokenizer_source
+            self.pool = MatcherPool(size)
+            self.pool.start(tokenizer_source(tokenizer))
 
     def step_mask(self, sampled: Sequence[Seq], previous=None) -> LateMask | None:
+        # (aotx.structured imports llguidance: only once a constrained step comes)
+        from aotx.structured.proc_row import ProcRowMatcher
         constrained = False
         for seq in sampled:
             m = seq.matcher
@@ -110,7 +121,8 @@ class ProcMaskWorker(MaskWorker):
             self.pool = None
 
 
-def mask_worker() -> MaskWorker:
-    """The engine's mask worker: matcher processes where AOTX_MASK_PROCS >= 1, else the thread."""
+def mask_worker(tokenizer=None) -> MaskWorker:
+    """The engine's mask worker: matcher processes where AOTX_MASK_PROCS >= 1 (started now, building
+    `tokenizer`), else the thread."""
     size = procs()
-    return ProcMaskWorker(size) if size > 0 else MaskWorker()
+    return ProcMaskWorker(size, tokenizer) if size > 0 else MaskWorker()

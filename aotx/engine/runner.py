@@ -71,7 +71,7 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
-        self.masks = mask_worker()          # constrained steps' masks, computed while the step runs
+        self.masks = mask_worker(tokenizer) # constrained steps' masks, computed while the step runs
         # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
         # array instead of converting a page list (no host work proportional to the context)
         self._tables: dict[int, tuple[np.ndarray, int]] = {}

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import llguidance
 
 from aotx.structured.constraint import Constraint
+from aotx.structured.tokenizer_key import tokenizer_source
 from aotx.structured.tool_grammar import tool_call_lark
 
 JSON_OPTIONS = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", ",
@@ -67,11 +68,9 @@ class ConstraintCompiler:
         """llguidance's view of the model's tokenizer (built on first use: ~0.3 s)."""
         with self._lock:
             if self._ll is None:
-                t = self._source
-                text = t.hf_json()
-                self._ll = llguidance.LLTokenizer(text, n_vocab=t.vocab_size, eos_token=t.eos_id)
-                key = hashlib.sha256(f"{t.vocab_size}:{t.eos_id}:".encode() + text.encode()).hexdigest()
-                self._ll_source = (key, text, t.vocab_size, t.eos_id)
+                self._ll_source = tokenizer_source(self._source)
+                _, text, n_vocab, eos = self._ll_source
+                self._ll = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
             return self._ll
 
     # -- the three kinds ------------------------------------------------------

@@ -45,7 +45,8 @@ def timeout_s() -> float:
 
 
 class MatcherProcess:
-    """One process and what it has been sent (tokenizers, grammars), its live rows and pending drops."""
+    """One process: what it has been sent (tokenizer keys, grammar digests), its live rows, new rows and
+    rows gone for its next step frame."""
 
     def __init__(self, index: int) -> None:
         cmd_r, cmd_w = os.pipe()
@@ -68,8 +69,6 @@ class MatcherProcess:
         self.keys: set[int] = set()             # live rows
         self.drops: deque[int] = deque()        # rows gone since the last frame (finalizers append, any thread)
         self.new: list[tuple[int, str]] = []
-        self.grammars: list[tuple[str, str, str]] = []
-        self.tokenizers: list[tuple] = []
         self.known: set[str] = set()            # grammar digests and tokenizer keys sent (or queued)
 
     @property
@@ -166,6 +165,14 @@ class MatcherPool:
         self.steps = 0
         self._final = weakref.finalize(self, _cleanup, self._procs, self._segments)
 
+    def start(self, tokenizer_source: tuple | None = None) -> None:
+        """Start every process now (not at the first constrained step) and, given the engine's tokenizer
+        (aotx.structured.tokenizer_key), have each build it now: the first request then waits for
+        neither (~0.3 s each)."""
+        self._least_loaded()
+        if tokenizer_source is not None:
+            self._prepare(None, tokenizer_source)
+
     # -- rows ------------------------------------------------------------------
     def adopt(self, row) -> ProcRowMatcher:
         """`row` (a RowMatcher, maybe with tokens consumed already) as a row of the least loaded process."""
@@ -176,18 +183,31 @@ class MatcherPool:
             raise RuntimeError("the matcher processes are closed")
         proc = self._least_loaded()
         key = self._keys = self._keys + 1
-        tok = constraint.source
-        if tok[0] not in proc.known:
-            proc.known.add(tok[0])
-            proc.tokenizers.append(tok)
-        if constraint.digest not in proc.known:
-            proc.known.add(constraint.digest)
-            proc.grammars.append((constraint.digest, constraint.grammar, tok[0]))
+        self._prepare(constraint)
         proc.new.append((key, constraint.digest))
         proc.keys.add(key)
         out = ProcRowMatcher(proc, key, row.tokens, constraint)
         weakref.finalize(out, _forget, proc, key).atexit = False
         return out
+
+    def _prepare(self, constraint, tok: tuple | None = None) -> None:
+        """Every live process gets the constraint's tokenizer and grammar the first time one of its rows
+        comes (a "prep" frame: each builds them now, in parallel, off the engine thread), so a row sent
+        to any of them later finds its prototype built."""
+        tok = constraint.source if constraint is not None else tok
+        for proc in self._procs:
+            if proc is None or proc.dead is not None:
+                continue
+            toks = [tok] if tok[0] not in proc.known else []
+            grammars = ([(constraint.digest, constraint.grammar, tok[0])]
+                        if constraint is not None and constraint.digest not in proc.known else [])
+            if not toks and not grammars:
+                continue
+            proc.known.update([tok[0]] + [g[0] for g in grammars])
+            try:
+                write_frame(proc.cmd, ("prep", 0, toks, grammars))
+            except (PeerGone, OSError):
+                proc.fail(proc.exit_reason())
 
     def _least_loaded(self) -> MatcherProcess:
         best = None
@@ -267,9 +287,8 @@ class MatcherPool:
             if proc.dead is not None:
                 continue
             drops = [proc.drops.popleft() for _ in range(len(proc.drops))]
-            frame = ("step", n, shm.name, shm.size, offset, words, keys, outs, ntok, tokens, proc.new, proc.grammars,
-                     proc.tokenizers, drops)
-            proc.new, proc.grammars, proc.tokenizers = [], [], []
+            frame = ("step", n, shm.name, shm.size, offset, words, keys, outs, ntok, tokens, proc.new, drops)
+            proc.new = []
             try:
                 write_frame(proc.cmd, frame)
             except (PeerGone, OSError):

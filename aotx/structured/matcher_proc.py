@@ -7,15 +7,18 @@ Its own interpreter, so no GIL is shared with the engine thread and its matchers
 (llguidance's copies of one prototype share one lexer mutex: rows of one process fill one after
 another, rows of several processes in parallel). One frame in, one frame out, in order:
 
-* in, ``("step", n, shm name, shm size, byte offset, words, keys, outs, counts, tokens, new, grammars,
-  tokenizers, drops)``: per row its key, its out row and how many of ``tokens`` are its (in row
-  order), ``new`` [(key, grammar digest)] rows to start, ``grammars`` [(digest, grammar,
-  tokenizer key)] and ``tokenizers`` [(key, HF JSON, n_vocab, eos)] not sent before, ``drops`` keys
-  whose sequences are gone. Each row consumes its tokens, then (if every token so far was allowed)
+* in, ``("step", n, shm name, shm size, byte offset, words, keys, outs, counts, tokens, new, drops)``:
+  per row its key, its out row and how many of ``tokens`` are its (in row order), ``new`` [(key,
+  grammar digest)] rows to start (their grammar came in a prep frame), ``drops`` keys whose sequences
+  are gone. Each row consumes its tokens, then (if every token so far was allowed)
   its mask goes to out row r of the uint32 [*, words] array at that offset of the segment.
 * out, ``("done", n, ok, errors, consume_s, fill_s)``: ``ok`` one byte a row (0: a token was refused
   or the matcher failed; its bits are not written), ``errors`` [(row index, why)] for the rows whose
   matcher has failed (in this step or before).
+
+* in, ``("prep", 0, tokenizers, grammars)``: ``tokenizers`` [(key, HF JSON, n_vocab, eos)] and
+  ``grammars`` [(digest, grammar, tokenizer key)] to build now (a first row of that grammar has gone to
+  some process); out, ``("done", 0, b"", [], 0.0, 0.0)``.
 
 It exits when its command pipe closes (the engine closed it, or died).
 """
@@ -68,12 +71,19 @@ class Rows:
             got = self.maps[name] = (mm, np.frombuffer(mm, dtype=np.uint8))
         return got[1]
 
-    def step(self, msg) -> tuple:
-        _, n, name, size, offset, words, keys, outs, counts, tokens, new, grammars, tokenizers, drops = msg
+    def prep(self, msg) -> tuple:
+        """Tokenizers and grammars to build now (their rows come later): the reply (step 0) is read
+        and dropped by the engine's next collect."""
+        _, n, tokenizers, grammars = msg
         for key, text, n_vocab, eos in tokenizers:
             self.tokenizers[key] = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
         for digest, grammar, tok in grammars:
             self.grammars[digest] = (grammar, tok)
+            self._proto(digest)
+        return ("done", n, b"", [], 0.0, 0.0)
+
+    def step(self, msg) -> tuple:
+        _, n, name, size, offset, words, keys, outs, counts, tokens, new, drops = msg
         for key, digest in new:
             self.matchers[key] = [self._proto(digest).deep_copy(), ""]
         for key in drops:       # (after new: a row may start and end between two frames)
@@ -118,9 +128,9 @@ def main(argv: list[str]) -> int:
         except PeerGone:
             return 0
         try:
-            out = rows.step(msg)
+            out = rows.prep(msg) if msg[0] == "prep" else rows.step(msg)
         except Exception as exc:  # every row of this step fails with the reason; the process goes on
-            n_rows = len(msg[6]) if len(msg) > 6 else 0
+            n_rows = len(msg[6]) if msg[0] == "step" else 0
             why = f"matcher process error: {type(exc).__name__}: {exc}"
             out = ("done", msg[1], bytes(n_rows), [(i, why) for i in range(n_rows)], 0.0, 0.0)
         try:

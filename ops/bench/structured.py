@@ -120,7 +120,7 @@ async def main(argv: list[str] | None = None) -> None:
     # or computing it there with AOTX_MASK_WORKER=0), and consuming the tokens it reads back
     clock, late, consume = MaskClock(eos), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
     # json_schema_procs swaps the engine's mask worker between runs (the engine is idle then)
-    workers = {"default": engine.runner.masks, "procs": ProcMaskWorker(args.procs)}
+    workers = {"default": engine.runner.masks, "procs": ProcMaskWorker(args.procs, tok)}
     read_back: dict[str, list] = {v: [0, 0.0] for v in variants}
     pooled: dict[str, list] = {v: [0, 0.0, 0.0] for v in variants}   # steps, processes' consume s, fill s
     host, chain = HostClocks(), MaskTimes()

@@ -90,7 +90,7 @@ def run(bundle, record, backend: str = "cuda") -> None:
         if procs:       # the rows' matchers in matcher processes (aotx.engine.mask_procs, AOTX_MASK_PROCS)
             from aotx.engine.mask_procs import ProcMaskWorker
             e.runner.masks.close()
-            e.runner.masks = ProcMaskWorker(procs)
+            e.runner.masks = ProcMaskWorker(procs, bundle.tokenizer)
         e.runner.masks.enabled = worker
         gate = getattr(e.runner.launcher, "gate", None) is not None
         if gate:
