@@ -64,6 +64,9 @@ class MatcherProcess:
             os.close(cmd_r)
             os.close(rep_w)
         self.cmd, self.rep = cmd_w, rep_r
+        # frames go out in order: a prep frame (a tokenizer: megabytes) is written by a thread of its own
+        # so that the engine does not wait for the process to read it; the next frame waits for it
+        self.wlock = threading.Lock()
         self.index = index
         self.dead: str | None = None            # why its rows fail (set once)
         self.keys: set[int] = set()             # live rows
@@ -74,6 +77,23 @@ class MatcherProcess:
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def send(self, obj) -> None:
+        with self.wlock:
+            write_frame(self.cmd, obj)
+
+    def send_later(self, obj) -> None:
+        """Write `obj` on a thread of its own, before any later frame (the lock passes to that thread)."""
+        self.wlock.acquire()
+
+        def write() -> None:
+            try:
+                write_frame(self.cmd, obj)
+            except (PeerGone, OSError):
+                self.fail(f"matcher process {self.index} (pid {self.pid}) closed its pipe")
+            finally:
+                self.wlock.release()
+        threading.Thread(target=write, name=f"aotx-mask-proc-{self.index}-prep", daemon=True).start()
 
     def fail(self, why: str) -> None:
         if self.dead is None:
@@ -90,8 +110,14 @@ class MatcherProcess:
 
     def close(self) -> None:
         if self.cmd >= 0:
-            os.close(self.cmd)          # the process reads EOF and exits
-            self.cmd = -1
+            if not self.wlock.acquire(timeout=2):   # a prep frame the process does not read: end it
+                self.popen.kill()
+                self.wlock.acquire(timeout=10)
+            try:
+                os.close(self.cmd)          # the process reads EOF and exits
+                self.cmd = -1
+            finally:
+                self.wlock.release()
         try:
             self.popen.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -204,10 +230,7 @@ class MatcherPool:
             if not toks and not grammars:
                 continue
             proc.known.update([tok[0]] + [g[0] for g in grammars])
-            try:
-                write_frame(proc.cmd, ("prep", 0, toks, grammars))
-            except (PeerGone, OSError):
-                proc.fail(proc.exit_reason())
+            proc.send_later(("prep", 0, toks, grammars))
 
     def _least_loaded(self) -> MatcherProcess:
         best = None
@@ -290,7 +313,7 @@ class MatcherPool:
             frame = ("step", n, shm.name, shm.size, offset, words, keys, outs, ntok, tokens, proc.new, drops)
             proc.new = []
             try:
-                write_frame(proc.cmd, frame)
+                proc.send(frame)
             except (PeerGone, OSError):
                 proc.fail(proc.exit_reason())
                 continue

@@ -29,9 +29,9 @@ def compiler(bundle):
 
 def _params(compiler):
     c = compiler.json_schema(PERSON)
-    return [SamplingParams(max_tokens=24, temperature=0, constraint=c),
-            SamplingParams(max_tokens=24, temperature=1.0, seed=7, constraint=c),
-            SamplingParams(max_tokens=6, temperature=1.0, seed=3)]      # an unconstrained row beside them
+    return [SamplingParams(max_tokens=20, temperature=0, constraint=c),
+            SamplingParams(max_tokens=12, temperature=1.0, seed=7, constraint=c),
+            SamplingParams(max_tokens=4, temperature=1.0, seed=3)]      # an unconstrained row beside them
 
 
 async def _token_ids(engine, prompt, params):
