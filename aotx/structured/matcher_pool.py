@@ -162,6 +162,9 @@ class Ticket:
         self.n, self.shm, self.offset, self.words = n, shm, offset, words
         self.rows, self.parts, self.counts = rows, parts, counts   # parts: process -> its rows' indexes
         self.collected = threading.Event()
+        self.lock = threading.Lock()
+        self.claimed = False            # a collect has begun (its half of the segment is being read)
+        self.abandoned = False          # never to be collected (its mask never ran): its half is free
 
 
 def _cleanup(procs: list, segments: list) -> None:
@@ -257,8 +260,11 @@ class MatcherPool:
         over the rows (the engine thread's share: a few list appends a row)."""
         n = self._n = self._n + 1
         prev = self._slots[n % 2]
-        if prev is not None and not prev.collected.is_set() and not prev.collected.wait(self.timeout_s):
-            raise RuntimeError(f"mask step {prev.n} was never collected: its half of the segment is still in use")
+        if prev is not None and not prev.collected.is_set():
+            with prev.lock:     # a mask that never ran (its launch failed first) gives its half up
+                prev.abandoned = not prev.claimed
+            if prev.claimed and not prev.collected.wait(self.timeout_s):
+                raise RuntimeError(f"mask step {prev.n} is still being collected: its half of the segment is in use")
         shm = self._segment(len(rows), words)
         offset = (n % 2) * self._cap * words * 4
         # plain lists (pickled in C): per process its rows' keys, out rows, token counts, tokens
@@ -327,6 +333,10 @@ class MatcherPool:
         rows = ticket.rows
         ok = [False] * len(rows)
         slowest = [0.0, 0.0]
+        with ticket.lock:
+            if ticket.abandoned:
+                raise RuntimeError(f"mask step {ticket.n} was given up: a later step reused its memory")
+            ticket.claimed = True
         try:
             for proc, js in ticket.parts.items():
                 reply = self._reply(proc, ticket.n)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 
 import jsonschema
 import pytest
@@ -139,6 +140,37 @@ def test_a_mask_whose_step_before_was_never_read_back_fails_instead_of_sending_l
         t.join()
         with pytest.raises(RuntimeError, match="never read back"):
             mask()
+        pool = worker.pool
+    finally:
+        worker.close()
+    _gone(pool)
+
+
+def test_a_mask_that_never_runs_does_not_hold_the_steps_after_it(bundle, compiler, monkeypatch):
+    """A mask sent at its launch whose launch failed before asking for it is never collected: two steps
+    later its half of the shared memory is given up at once (no wait), and later masks are right."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from kernels.token_mask import allowed_ids
+    monkeypatch.setenv("AOTX_MASK_PROC_TIMEOUT_S", "30")
+    worker = ProcMaskWorker(1, bundle.tokenizer)
+    try:
+        c = compiler.json_schema(PERSON)
+        seq = SimpleNamespace(seq_id=1, matcher=c.start(), output_ids=[], pending=0, pending_row=-1,
+                              params=SimpleNamespace(constraint=c))
+        lost = worker.step_mask([seq], None)          # sent at once (no pending token), never run
+        start = time.monotonic()
+        first = worker.step_mask([seq], None)         # (the same state: nothing consumed meanwhile)
+        first_bits = first().bits.copy()
+        again = worker.step_mask([seq], None)         # the lost one's half: given up, not waited for
+        assert np.array_equal(again().bits, first_bits)
+        assert time.monotonic() - start < 20
+        assert lost._ticket.abandoned and not lost._ticket.collected.is_set()
+        here = np.empty_like(first_bits[0])
+        c.start().fill(here)                          # the same row's mask, filled in this process
+        assert np.array_equal(first_bits[0], here) and len(allowed_ids(here, c.vocab_size)) >= 1
         pool = worker.pool
     finally:
         worker.close()
