@@ -306,7 +306,9 @@ class Engine:
             log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
                       seq.matcher.error)
             self._finish(seq, "error")
-            self._end(seq, Delta("", finish_reason="error", error="constraint violated"))
+            # (a matcher process that died says so: aotx.structured.proc_row)
+            why = getattr(seq.matcher, "end_error", None) or "constraint violated"
+            self._end(seq, Delta("", finish_reason="error", error=why))
             return
         step = seq.detokenizer.add(tid)
         text, reason, stop = step.text, step.finish_reason, step.stop_sequence

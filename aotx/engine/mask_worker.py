@@ -66,6 +66,12 @@ class MaskWorker:
         self.started = 0                   # masks handed to the thread (tests, benches)
         self.enabled = os.environ.get("AOTX_MASK_WORKER", "1") != "0"
 
+    @staticmethod
+    def step_mask(sampled, previous=None):
+        """The launch's mask (aotx.engine.masks.step_mask; the process path's own: mask_procs)."""
+        from aotx.engine.masks import step_mask
+        return step_mask(sampled, previous)
+
     def take(self, mask) -> bool:
         """Mark `mask` as the worker's, before the launcher sees it (it may sample later); False when
         the worker is off (the launcher computes it)."""

@@ -16,8 +16,7 @@ from kernels.step_batch import StepBatch
 
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
-from aotx.engine.mask_worker import MaskWorker
-from aotx.engine.masks import step_mask
+from aotx.engine.mask_procs import mask_worker
 from aotx.engine.row_sampling import sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
@@ -72,7 +71,7 @@ class ModelRunner:
         self.blocks = blocks
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
-        self.masks = MaskWorker()           # constrained steps' masks, computed while the step runs
+        self.masks = mask_worker(tokenizer) # constrained steps' masks, computed while the step runs
         # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
         # array instead of converting a page list (no host work proportional to the context)
         self._tables: dict[int, tuple[np.ndarray, int]] = {}
@@ -98,7 +97,7 @@ class ModelRunner:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            mask = step_mask(seqs, previous.launched if previous is not None else None)
+            mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
             worker = self.launcher.overlaps and self.masks.take(mask)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import llguidance
 
 from aotx.structured.constraint import Constraint
+from aotx.structured.tokenizer_key import tokenizer_source
 from aotx.structured.tool_grammar import tool_call_lark
 
 JSON_OPTIONS = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", ",
@@ -56,6 +57,7 @@ class ConstraintCompiler:
     def __init__(self, tokenizer) -> None:
         self._source = tokenizer
         self._ll: llguidance.LLTokenizer | None = None
+        self._ll_source: tuple | None = None    # Constraint.source: how a matcher process builds it
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Constraint] = OrderedDict()
         self._grammars: OrderedDict[str, str] = OrderedDict()     # canonical schema JSON -> grammar
@@ -66,8 +68,9 @@ class ConstraintCompiler:
         """llguidance's view of the model's tokenizer (built on first use: ~0.3 s)."""
         with self._lock:
             if self._ll is None:
-                t = self._source
-                self._ll = llguidance.LLTokenizer(t.hf_json(), n_vocab=t.vocab_size, eos_token=t.eos_id)
+                self._ll_source = tokenizer_source(self._source)
+                _, text, n_vocab, eos = self._ll_source
+                self._ll = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
             return self._ll
 
     # -- the three kinds ------------------------------------------------------
@@ -167,7 +170,7 @@ class ConstraintCompiler:
         error = llguidance.LLMatcher.validate_grammar(grammar, tok)
         if error:
             raise ConstraintError(_short(error))
-        constraint = Constraint(kind, digest, grammar, tok)
+        constraint = Constraint(kind, digest, grammar, tok, source=self._ll_source)
         constraint.start()          # builds its prototype matcher here, at parse time, once
         return constraint
 

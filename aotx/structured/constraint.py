@@ -28,6 +28,9 @@ class Constraint:
     _proto: list = field(default_factory=list, repr=False, compare=False)
     _starts: list = field(default_factory=lambda: [0], repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # what builds `tokenizer` again in another process (aotx.structured.matcher_pool): (a key,
+    # the HF tokenizer JSON, n_vocab, eos); None where the compiler did not say (no matcher processes)
+    source: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -48,13 +51,14 @@ class Constraint:
             while len(self._proto) <= group:
                 self._proto.append(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0))
             proto = self._proto[group]
-        return RowMatcher(proto.deep_copy(), group)
+        return RowMatcher(proto.deep_copy(), group, self)
 
 
 class RowMatcher:
-    def __init__(self, matcher: llguidance.LLMatcher, group: int = 0) -> None:
+    def __init__(self, matcher: llguidance.LLMatcher, group: int = 0, constraint: Constraint | None = None) -> None:
         self._m = matcher
         self.group = group              # its prototype (Constraint.start): the lexer it shares
+        self.constraint = constraint    # where it came from (a matcher process starts its own copy)
         self._tokens: list[int] = []    # every token consumed, in order
         self._ok = True
         # the index of the first token refused, and why: read without touching the llguidance matcher,
@@ -65,6 +69,11 @@ class RowMatcher:
     @property
     def consumed(self) -> int:
         return len(self._tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """Every token consumed, in order (a copy)."""
+        return list(self._tokens)
 
     @property
     def failed(self) -> bool:

@@ -11,7 +11,10 @@
    mask computed by the engine thread after that work, as AOTX_MASK_WORKER=0) against the mask
    worker (aotx.engine.mask_worker: the engine thread consumes the tokens it reads back, a Python
    call a row, and the worker fills the bitmasks during that other work; the engine thread waits at
-   the next launch only for what is left).
+   the next launch only for what is left) against matcher processes (aotx.engine.mask_procs,
+   ``--procs``: the engine thread sends the tokens it reads back in one frame a process, the
+   processes consume and fill into shared memory during that other work, the worker thread copies
+   the bits out). Warm-up steps (a process's start, its tokenizer and grammar) are not counted.
 
     .venv/bin/python -m ops.bench.mask_fill                       # 64 rows, 64 steps
     .venv/bin/python -m ops.bench.mask_fill --rows 63 --steps 128 --host-us 1500
@@ -34,8 +37,8 @@ import llguidance
 import numpy as np
 
 from aotx.engine.launch import Done
+from aotx.engine.mask_procs import ProcMaskWorker
 from aotx.engine.mask_worker import MaskWorker
-from aotx.engine.masks import step_mask
 from aotx.structured import ConstraintCompiler
 from aotx.structured import batch as mask_batch
 from kernels import load_model
@@ -109,35 +112,66 @@ def _busy(us: float) -> None:
         sum(range(50))
 
 
-def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool) -> tuple[float, float, float]:
-    """(µs per step the engine thread spends consuming the tokens it reads back, µs it spends getting
-    the mask at the next launch, µs per step of the whole host step)."""
+def _children_cpu(pool) -> float:
+    """CPU seconds (user + system) the matcher processes of `pool` have used so far (/proc/PID/stat)."""
+    if pool is None or getattr(pool, "pool", None) is None:
+        return 0.0
+    total = 0
+    for proc in pool.pool.processes():
+        try:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: bool,
+                  procs: int = 0) -> dict[str, float | str]:
+    """Per step, µs: the engine thread consuming the tokens it reads back (procs: sending them) and
+    getting the mask at the next launch (wall clock), the whole host step; CPU time (robust on a shared
+    box, where wall time counts preemption): the engine thread's in its mask parts, this process's other
+    threads' (the mask worker), the matcher processes'; the processes' own consume / fill (slowest)."""
     vocab = constraint.vocab_size
     seqs = [SimpleNamespace(seq_id=j, matcher=constraint.start(), output_ids=[], pending=0, pending_row=-1,
                             params=SimpleNamespace(constraint=constraint)) for j in range(rows)]
     rngs = [np.random.default_rng(j) for j in range(rows)]
     bits = np.zeros((rows, mask_words(vocab)), dtype=np.uint32)
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
-    pool = MaskWorker()
+    pool = ProcMaskWorker(procs) if procs else MaskWorker()
     pool.enabled = worker
-    consume = get = whole = 0.0
+    consume = get = whole = eng_cpu = rb_cpu = 0.0
+    own = (0, 0.0, 0.0)
+    cpu0 = (0.0, 0.0, 0.0)
     try:
-        for _ in range(steps):
+        for step in range(WARMUP + steps):
+            if step == WARMUP:
+                consume = get = whole = eng_cpu = rb_cpu = 0.0
+                if procs:
+                    own = (pool.pool.steps, pool.pool.consume_s, pool.pool.fill_s)
+                cpu0 = (time.process_time(), time.thread_time(), _children_cpu(pool))
             ids = np.array([int(rngs[j].choice(allowed_ids(bits[j], vocab))) for j in range(rows)], dtype=np.int32)
             launched = Done(None, ids)          # step k-1: its tokens, as the device returns them
             for j, seq in enumerate(seqs):
                 seq.pending, seq.pending_row = 1, j
+            c0 = time.thread_time()
             start = time.perf_counter()
-            mask = step_mask(seqs, launched)    # step k's mask, handed over once its forward is enqueued
+            mask = pool.step_mask(seqs, launched)   # step k's mask, handed over once its forward is enqueued
             if pool.take(mask):
                 pool.handed(mask)
             t0 = time.perf_counter()
+            cr = time.thread_time()
             pool.read_back(launched)            # step k-1 read back: its tokens consumed, the fill handed over
             t1 = time.perf_counter()
+            c1 = time.thread_time()
+            rb_cpu += c1 - cr
             _busy(host_us)                      # deliver k-1, schedule and build k+1
+            c2 = time.thread_time()
             t2 = time.perf_counter()
             out = mask()                        # the next launch samples step k
             end = time.perf_counter()
+            eng_cpu += (c1 - c0) + (time.thread_time() - c2)
             consume += t1 - t0
             get += end - t2
             whole += end - start
@@ -145,9 +179,16 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             for j, seq in enumerate(seqs):
                 seq.output_ids.append(int(ids[j]))
                 seq.pending = 0
+        others = (time.process_time() - cpu0[0]) - (time.thread_time() - cpu0[1])
+        children = _children_cpu(pool) - cpu0[2]
+        if procs:
+            n = pool.pool.steps - own[0]
+            own = f"{1e6 * (pool.pool.consume_s - own[1]) / n:.0f} / {1e6 * (pool.pool.fill_s - own[2]) / n:.0f}"
     finally:
         pool.close()
-    return 1e6 * consume / steps, 1e6 * get / steps, 1e6 * whole / steps
+    return {"consume": 1e6 * consume / steps, "get": 1e6 * get / steps, "whole": 1e6 * whole / steps,
+            "eng_cpu": 1e6 * eng_cpu / steps, "rb_cpu": 1e6 * rb_cpu / steps, "others": 1e6 * others / steps, "children": 1e6 * children / steps,
+            "own": own if procs else ""}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -155,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--threads", default="1,2,4,8,12", help="LLExecutor pool sizes to measure")
+    ap.add_argument("--procs", default="1,2,4", help="matcher process counts to measure (engine thread's share)")
+    ap.add_argument("--skip-fill", action="store_true", help="only the engine thread's share")
     ap.add_argument("--host-us", type=float, default=1500.0,
                     help="the engine thread's other work per step (µs; ~1.5-2 ms at 64 streams on the H200 host)")
     args = ap.parse_args(argv)
@@ -166,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
           f"pool: {mask_batch.threads()} threads)\n")
     print("| schema | way | fill µs/step | fill µs/row | consume µs/step |")
     print("|---|---|---:|---:|---:|")
-    for name, schema in (("story (ops.bench.structured)", STORY), ("nested object", NESTED)):
+    for name, schema in () if args.skip_fill else (("story (ops.bench.structured)", STORY), ("nested object", NESTED)):
         constraint = compiler.json_schema(schema)
         for threads in [0, *sizes]:
             fill, consume = measure(constraint, args.rows, args.steps, eos, threads)
@@ -175,12 +218,18 @@ def main(argv: list[str] | None = None) -> None:
     story = compiler.json_schema(STORY)
     print(f"\n## The engine thread's share, {args.rows} rows, story schema, {args.host_us:.0f} µs of other "
           f"host work a step ({mask_batch.threads()} executor threads)\n")
-    print("| mask | consuming the tokens read back µs/step | getting the mask at the next launch µs/step "
-          "| whole host step µs/step |")
-    print("|---|---:|---:|---:|")
-    for name, worker in (("inline (AOTX_MASK_WORKER=0)", False), ("mask worker", True)):
-        consume, get, whole = engine_thread(story, args.rows, args.steps, args.host_us, worker)
-        print(f"| {name} | {consume:.0f} | {get:.0f} | {whole:.0f} |")
+    print("| mask | consuming the tokens read back (processes: sending them) µs/step | getting the mask at the "
+          "next launch µs/step | whole host step µs/step | engine thread CPU in its mask parts (of which the "
+          "read-back) µs/step | other "
+          "threads' CPU µs/step | matcher processes' CPU µs/step | processes' own consume / fill µs/step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ways = [("inline (AOTX_MASK_WORKER=0)", False, 0), ("mask worker", True, 0)]
+    ways += [(f"matcher processes, {n} (AOTX_MASK_PROCS={n})", True, n) for n in
+             (int(p) for p in args.procs.split(",") if p.strip())]
+    for name, worker, procs in ways:
+        r = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
+        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} ({r['rb_cpu']:.0f}) | "
+              f"{r['others']:.0f} | {r['children']:.0f} | {r['own']} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ code path with a mask allowing every token but EOS and no llguidance (ops/bench/
 ``json_schema_worker``, json_schema with each step's sampling enqueued by the mask worker after the fill
 (CudaStepLauncher.gated False: the session-6 behaviour; CUDA only), where json_schema has it enqueued at
 the launch behind a gate the worker opens (kernels/cuda/mask_gate.py); ``json_schema_engine``, enqueued
-by the engine thread (sample_on_worker False too: the session-5 behaviour). On CUDA each run also prints
+by the engine thread (sample_on_worker False too: the session-5 behaviour); ``json_schema_procs``, json_schema
+with the matchers in ``--procs`` matcher processes (aotx.engine.mask_procs: what AOTX_MASK_PROCS turns on;
+json_schema itself runs the engine's default, the mask worker thread unless AOTX_MASK_PROCS is set). On CUDA each run also prints
 its per-step breakdown (kernels/cuda/step_timing.py).
 
 Every stream gets the same chat prompt (a story); the constrained runs carry a JSON schema whose one
@@ -30,12 +32,13 @@ import time
 
 from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
+from aotx.engine.mask_procs import ProcMaskWorker, procs
 from aotx.structured.batch import threads
 from kernels import create_backend, load_model
 from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
                                         mask_chain_table)
 
-VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_worker", "json_schema_engine")
+VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_worker", "json_schema_engine", "json_schema_procs")
 
 PROMPT = "Write a long story about a dragon who learns to bake bread, as JSON with the key story."
 # the string cannot close within the budget: both kinds decode exactly --tokens per stream
@@ -89,6 +92,8 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    ap.add_argument("--procs", type=int, default=procs() or 2, help="json_schema_procs' matcher processes "
+                    "(default: AOTX_MASK_PROCS, else 2)")
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     if not set(variants) <= set(VARIANTS) or "plain" not in variants:
@@ -106,7 +111,7 @@ async def main(argv: list[str] | None = None) -> None:
     eos = bundle.config.eos_id
     schema = ConstraintCompiler(tok).json_schema(SCHEMA)
     constraints = {"plain": None, "json_schema": schema, "json_schema_worker": schema, "json_schema_engine": schema,
-                   "all_allowed": AllAllowed(schema.vocab_size, eos)}
+                   "json_schema_procs": schema, "all_allowed": AllAllowed(schema.vocab_size, eos)}
     ways = {v: {"on_worker": v != "json_schema_engine", "gated": v not in ("json_schema_worker", "json_schema_engine")}
             for v in variants}
     from aotx.engine import masks
@@ -114,6 +119,10 @@ async def main(argv: list[str] | None = None) -> None:
     # the engine thread: getting a step's mask where its sampling is enqueued (waiting for the worker,
     # or computing it there with AOTX_MASK_WORKER=0), and consuming the tokens it reads back
     clock, late, consume = MaskClock(eos), Timed(masks.LateMask, "__call__"), Timed(MaskWorker, "read_back")
+    # json_schema_procs swaps the engine's mask worker between runs (the engine is idle then)
+    workers = {"default": engine.runner.masks, "procs": ProcMaskWorker(args.procs, tok)}
+    read_back: dict[str, list] = {v: [0, 0.0] for v in variants}
+    pooled: dict[str, list] = {v: [0, 0.0, 0.0] for v in variants}   # steps, processes' consume s, fill s
     host, chain = HostClocks(), MaskTimes()
     launcher = engine.runner.launcher
     if hasattr(launcher, "breakdown"):
@@ -123,28 +132,45 @@ async def main(argv: list[str] | None = None) -> None:
     fills: dict[str, list] = {v: [0, 0, 0.0] for v in variants}
     try:
         for v in variants:                                             # warm-up, every path
+            engine.runner.masks = workers["procs" if v == "json_schema_procs" else "default"]
             await run(engine, prompt, args.streams, 4, constraints[v], **ways[v])
         for i in range(args.repeat):
             for v in variants:
-                before = clock.snapshot()
+                engine.runner.masks = workers["procs" if v == "json_schema_procs" else "default"]
+                pool = getattr(engine.runner.masks, "pool", None)
+                before, rb, pb = clock.snapshot(), consume.snapshot(), _pool_snapshot(pool)
                 results[v].append(await run(engine, prompt, args.streams, args.tokens, constraints[v], host,
                                             chain=chain, **ways[v]))
                 after = clock.snapshot()
                 fills[v] = [a + (b - c) for a, b, c in zip(fills[v], after, before)]
+                read_back[v] = [a + (b - c) for a, b, c in zip(read_back[v], consume.snapshot(), rb)]
+                pooled[v] = [a + (b - c) for a, b, c in zip(pooled[v], _pool_snapshot(pool), pb)]
             print(f"[structured] round {i + 1}: " + ", ".join(f"{v} {results[v][-1]['decode_tok_s']:.1f} tok/s"
                                                              for v in variants), file=sys.stderr)
     finally:
         await engine.stop()
+        for w in workers.values():
+            w.close()
     best = {v: max(rs, key=lambda r: r["decode_tok_s"]) for v, rs in results.items()}
     print(f"\n## Structured outputs ({backend.name}, {args.streams} stream(s), {args.tokens} tokens, "
           f"best of {args.repeat})\n")
-    print("| run | tokens | decode tok/s | ÷ plain | device busy share (start to end event) | mask fill ms/call |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| run | tokens | decode tok/s | ÷ plain | device busy share (start to end event) | mask fill ms/call "
+          "| engine thread's read-back hand-over ms/step |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for v, r in best.items():
         calls, _, secs = fills[v]
         fill = f"{1e3 * secs / calls:.3f}" if calls else ""
+        if pooled[v][0]:
+            fill = f"{1e3 * pooled[v][2] / pooled[v][0]:.3f} (processes; consume {1e3 * pooled[v][1] / pooled[v][0]:.3f})"
+        hand = f"{1e3 * read_back[v][1] / read_back[v][0]:.3f}" if read_back[v][0] else ""
         print(f"| {v} | {r['tokens']} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / best['plain']['decode_tok_s']:.3f} "
-              f"| {r['busy']:.2f} | {fill} |")
+              f"| {r['busy']:.2f} | {fill} | {hand} |")
+    print("\n(mask fill: llguidance's call on the host, all runs; for matcher processes the slowest process's "
+          "fill a step, its consume beside it. Read-back hand-over: MaskWorker.read_back on the engine thread, "
+          "the consume there for the thread path, the frame to the processes for theirs; plain steps included)")
+    if "json_schema_procs" in best:
+        ratio = best["json_schema_procs"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
+        print(f"\njson_schema_procs ({args.procs} matcher processes) / plain decode tok/s: {ratio:.3f}x")
     if "json_schema" in best:
         ratio = best["json_schema"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
         print(f"\njson_schema / plain decode tok/s: {ratio:.3f}x")
@@ -167,6 +193,10 @@ async def main(argv: list[str] | None = None) -> None:
     if consume.calls:
         print(f"engine thread consuming the tokens it reads back: {consume.per_call_ms():.3f} ms per step "
               f"({consume.calls} steps, plain ones included)")
+
+def _pool_snapshot(pool) -> tuple[int, float, float]:
+    return (pool.steps, pool.consume_s, pool.fill_s) if pool is not None else (0, 0.0, 0.0)
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -171,6 +171,17 @@ class MaskTimes:
                 stamps.pop(id(mask), None)
 
         masks.LateMask.consume, masks.LateMask.run, masks.LateMask._fill = consume, run, fill
+        from aotx.engine import mask_procs      # its fill is the wait for the matcher processes' bits
+        real_proc_fill = mask_procs.ProcLateMask._fill
+
+        def proc_fill(mask, ok):
+            stamps.setdefault(id(mask), {})["fill0"] = time.perf_counter()
+            try:
+                return real_proc_fill(mask, ok)
+            finally:
+                stamps[id(mask)]["fill1"] = time.perf_counter()
+
+        mask_procs.ProcLateMask._fill = proc_fill
 
     def reset(self) -> None:
         self.done = []

@@ -76,7 +76,7 @@ def run(bundle, record, backend: str = "cuda") -> None:
     # (overlapped on every backend: numpy's device thread too; the CPU suite runs two requests)
     same_ids = constrained if backend != "numpy" else [dataclasses.replace(p, max_tokens=16) for p in constrained[:2]]
 
-    async def ids(worker: bool, gated: bool = True):
+    async def ids(worker: bool, gated: bool = True, procs: int = 0):
         prior = os.environ.get("AOTX_MASK_GATE")
         os.environ["AOTX_MASK_GATE"] = "1"   # the gate is off by default until this check has passed on a GPU
         try:
@@ -87,6 +87,10 @@ def run(bundle, record, backend: str = "cuda") -> None:
                 os.environ.pop("AOTX_MASK_GATE", None)
             else:
                 os.environ["AOTX_MASK_GATE"] = prior
+        if procs:       # the rows' matchers in matcher processes (aotx.engine.mask_procs, AOTX_MASK_PROCS)
+            from aotx.engine.mask_procs import ProcMaskWorker
+            e.runner.masks.close()
+            e.runner.masks = ProcMaskWorker(procs, bundle.tokenizer)
         e.runner.masks.enabled = worker
         gate = getattr(e.runner.launcher, "gate", None) is not None
         if gate:
@@ -105,3 +109,6 @@ def run(bundle, record, backend: str = "cuda") -> None:
         ungated, _, _ = asyncio.run(ids(True, gated=False))
         record(f"structured: token ids with the mask gate == without it ({backend})",
                sum(a == b for a, b in zip(on, ungated)) / len(on), 1.0)
+    procs, _, _ = asyncio.run(ids(True, procs=2))
+    record(f"structured: token ids with 2 matcher processes == the mask worker thread ({backend})",
+           sum(a == b for a, b in zip(on, procs)) / len(on), 1.0)
