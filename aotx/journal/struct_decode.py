@@ -26,7 +26,8 @@ import msgspec
 
 from .fields import Refused
 
-_DecodeErrors = (msgspec.DecodeError, msgspec.ValidationError, Refused)
+# msgspec raises UnicodeDecodeError (a ValueError) for a tag that is not UTF-8
+_DecodeErrors = (msgspec.MsgspecError, ValueError, Refused)
 
 
 def _field_type(leaf: Any) -> tuple[Any, Optional[str]]:
@@ -106,14 +107,14 @@ class PayloadDecoder:
         """`kinds`: (Struct, build, number of keys) of each kind this transfer kind carries."""
         structs = tuple(s for s, _, _ in kinds)
         self._decode = msgspec.msgpack.Decoder(Union[structs] if len(structs) > 1 else structs[0]).decode
-        # a fixmap header byte (0x80 | keys) for each Struct: exactly its keys, none twice
-        self._build = {s: (b, 0x80 | n) for s, b, n in kinds if n <= 15}
+        # the map header msgpack writes for each Struct's number of keys: exactly its keys, none twice
+        self._build = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big")) for s, b, n in kinds}
 
     def __call__(self, payload: bytes) -> Any:
         try:
             s = self._decode(payload)
-            build, head = self._build.get(type(s), (None, -1))
-            if payload[0] != head:
+            build, head = self._build[type(s)]
+            if not payload.startswith(head):
                 return None
             return build(s)
         except _DecodeErrors:
