@@ -148,7 +148,7 @@ class Registry:
         """Have the reassembler's fast path (aotx.journal.whole) decode these transfer kinds' payloads
         straight into their events (Transfer.event), after every kind they carry is registered."""
         for transfer in transfers:
-            PAYLOAD_DECODERS[int(transfer)] = self.payload_decoder(transfer)
+            PAYLOAD_DECODERS[int(transfer)] = self.payload_decoder(transfer).decode
 
     def decode_as(self, cls: type, body: Any) -> Any:
         """The event of a body that must be a `cls` event."""
