@@ -19,7 +19,9 @@ from typing import Any, Callable, Optional
 
 from .fast_decode import compile_decoder
 from .fields import Refused, Schema, compile_schema
+from .struct_decode import PayloadDecoder, compile_struct
 from .transfer import pack_body, unpack_body
+from .whole import PAYLOAD_DECODERS
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Kind:
     schema: Schema
     keys: frozenset
     fast: Callable[[dict], Any]   # the generated decoder (aotx.journal.fast_decode); names no fault
+    struct: type                  # its body as a msgspec Struct, and the event from one (aotx.journal.struct_decode)
+    build: Callable[[Any], Any]
 
 
 class Registry:
@@ -61,7 +65,8 @@ class Registry:
         keys = ["kind", "v", *(leaf.key for leaf in schema.leaves)]
         if len(set(keys)) != len(keys):
             raise ValueError(f"{tag}: two fields share a wire key in {keys}")
-        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys), compile_decoder(cls, schema.leaves))
+        kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys), compile_decoder(cls, schema.leaves),
+                    *compile_struct(cls, tag, version, schema.leaves))
         self._by_tag[tag], self._by_cls[cls] = kind, kind
         return kind
 
@@ -131,6 +136,19 @@ class Registry:
         except (ValueError, TypeError) as exc:  # msgpack: FormatError, ExtraData, StackError, unhashable keys
             raise family.error(f"{family.name} payload is not msgpack: {exc}") from None
         return self.decode_body(body, family, transfer)
+
+    def payload_decoder(self, transfer: int) -> PayloadDecoder:
+        """Payload bytes of a `transfer` kind transfer → its event (None: decode it with `decode`)."""
+        kinds = [k for k in self._by_tag.values() if k.transfer == transfer]
+        if not kinds or len({k.family for k in kinds}) != 1:
+            raise ValueError(f"transfer kind {int(transfer)} does not carry the kinds of one family")
+        return PayloadDecoder([(k.struct, k.build, len(k.keys)) for k in kinds])
+
+    def decode_on_read(self, *transfers: int) -> None:
+        """Have the reassembler's fast path (aotx.journal.whole) decode these transfer kinds' payloads
+        straight into their events (Transfer.event), after every kind they carry is registered."""
+        for transfer in transfers:
+            PAYLOAD_DECODERS[int(transfer)] = self.payload_decoder(transfer).decode
 
     def decode_as(self, cls: type, body: Any) -> Any:
         """The event of a body that must be a `cls` event."""

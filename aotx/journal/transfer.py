@@ -66,8 +66,9 @@ def unpack_body(payload: bytes) -> Any:
 class Transfer:
     """A complete, verified transfer. `payload` is the msgpack bytes, `body` their value. `event`: where
     the writer built this transfer from an event (its own tick, Emitter.submit_payload), that event —
-    what decoding `body` yields — so applying its own acknowledged tick need not decode it again; None
-    for a transfer read from the log."""
+    what decoding `body` yields — so applying its own acknowledged tick need not decode it again; for a
+    transfer read from the log, the event the reassembler's fast path decoded its payload into (a kind
+    in aotx.journal.whole.PAYLOAD_DECODERS; then `body` is unpacked only when read), else None."""
 
     kind: int
     transfer_id: int
@@ -75,6 +76,14 @@ class Transfer:
     payload: bytes = field(repr=False)
     body: Any = field(repr=False)
     event: Any = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """`body` of a transfer decoded straight into its event (aotx.journal.whole): unpacked on first read."""
+        d = self.__dict__
+        if name != "body" or "payload" not in d:
+            raise AttributeError(name)
+        body = d["body"] = unpack_body(d["payload"])
+        return body
 
     @functools.cached_property
     def digest(self) -> bytes:

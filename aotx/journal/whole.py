@@ -5,7 +5,9 @@ with a last part), and boot replay reads thousands of them. `whole_transfers` ch
 the record-by-record path checks — record type and class, body length, each body's crc32c, parts
 contiguous and in order with the same kind and count, non-final parts full, the trailing digest,
 one valid msgpack value, transfer ids above the last applied one — in one loop, without a Record
-per part. It changes nothing: on success the caller records the last id; on anything else (a
+per part. A transfer kind in PAYLOAD_DECODERS (filled by the codec registry, `decode_on_read`) has its
+payload decoded straight into its event (Transfer.event; its `body` is unpacked only if read), where
+that decoder takes it; otherwise, and for every other kind, the payload is unpacked into `body`. It changes nothing: on success the caller records the last id; on anything else (a
 fault, a transfer left open, a lineage with a transfer open, more than one lineage) it answers
 None and the caller feeds the message record by record, which names the fault as always.
 """
@@ -13,7 +15,7 @@ None and the caller feeds the message record by record, which names the fault as
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
@@ -24,6 +26,8 @@ _DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)  
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
 # the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
+# transfer kind → payload bytes → event or None (aotx.journal.struct_decode.PayloadDecoder)
+PAYLOAD_DECODERS: dict[int, Callable[[bytes], Any]] = {}
 _crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
 
@@ -77,13 +81,19 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
         h2.update(payload)
         if h2.digest() != digest:
             return None
-        try:
-            value = unpack_body(payload)
-        except Exception:   # msgpack raises several unrelated types: the record path names the fault
-            return None
+        decoder = PAYLOAD_DECODERS.get(kind)
+        event = decoder(payload) if decoder is not None else None
         transfer = _new(Transfer)   # a frozen dataclass: its fields (and the verified digest) set directly
-        transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, body=value,
-                                 digest=digest)
+        if event is not None:   # a valid msgpack value; `body` unpacked on first read (Transfer.__getattr__)
+            transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
+                                     digest=digest)
+        else:
+            try:
+                value = unpack_body(payload)
+            except Exception:   # msgpack raises several unrelated types: the record path names the fault
+                return None
+            transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, body=value,
+                                     digest=digest)
         out.append(transfer)
         last = tid
     return out if out else None

@@ -184,7 +184,9 @@ class Projector:
         kind = t.kind
         if kind in _EVENTS:   # the hot path, first: `where` is formatted only for an error
             try:
-                event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
+                event = t.event   # decoded by the reassembler (or the writer's own), else from its body
+                if event is None:
+                    event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
                 if _TRANSFER_OF[type(event)] != t.kind:   # (transfer_kind(event), one lookup)
                     raise ReplayError(f"{_where(t, seq)}: a {event.KIND} event in a kind {t.kind} transfer")
                 if lineage_hash(event.op.lineage) != lh:

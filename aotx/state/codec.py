@@ -34,6 +34,9 @@ for _cls, _family, _transfer in (
 ):
     REGISTRY.register(_cls, _family, _transfer)
 
+# the reassembler decodes state transfers' payloads straight into their events (Transfer.event)
+REGISTRY.decode_on_read(TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION)
+
 # execution event class → its transfer kind (the runtime's lookup)
 TRANSFER_KIND = {k.cls: TransferKind(k.transfer) for k in REGISTRY.kinds(EXECUTION)}
 

@@ -1,0 +1,95 @@
+"""aotx.journal.struct_decode: the feed's msgspec decode of a payload straight into its event.
+
+It must build exactly what the dict path (REGISTRY.decode) builds, and decline (None, so the dict
+path decides and names the fault) everything else — never accept what the dict path refuses."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from aotx.journal import TransferKind
+from aotx.journal.registry import REGISTRY
+from aotx.journal.transfer import Transfer, encode_transfer, unpack_body
+from aotx.journal.whole import PAYLOAD_DECODERS, whole_transfers
+
+from .test_event_registry import SETTINGS, _shape, events
+
+JOURNALLED = sorted((k for k in REGISTRY.kinds() if k.transfer is not None), key=lambda k: k.tag)
+
+
+@pytest.mark.parametrize("kind", JOURNALLED, ids=lambda k: k.tag)
+@settings(SETTINGS, max_examples=10)
+@given(data=st.data())
+def test_the_payload_decoder_builds_what_the_dict_path_builds(kind, data):
+    event = data.draw(events(kind))
+    payload = REGISTRY.encode(event)
+    fast = REGISTRY.payload_decoder(kind.transfer)(payload)
+    slow = REGISTRY.decode(payload, kind.family, kind.transfer)
+    assert _shape(fast) == _shape(slow) == _shape(event)
+    assert fast == slow and hash(fast) == hash(slow)
+
+
+@pytest.mark.parametrize("kind", JOURNALLED, ids=lambda k: k.tag)
+@SETTINGS
+@given(data=st.data())
+def test_damaged_payloads_decode_as_the_dict_path_does_or_are_declined(kind, data):
+    payload = bytearray(REGISTRY.encode(data.draw(events(kind))))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(payload)))
+        how = data.draw(st.sampled_from(["set", "insert", "delete"]))
+        if how == "set" and at < len(payload):
+            payload[at] = data.draw(st.integers(0, 255))
+        elif how == "insert":
+            payload[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        else:
+            del payload[at:at + data.draw(st.integers(1, 4))]
+    fast = REGISTRY.payload_decoder(kind.transfer)(bytes(payload))
+    if fast is not None:
+        assert _shape(fast) == _shape(REGISTRY.decode(bytes(payload), kind.family, kind.transfer))
+
+
+def _map(pairs) -> bytes:
+    """A msgpack map of these (key, value) pairs, as written (duplicates kept; map16 past 15)."""
+    head = bytes([0x80 | len(pairs)]) if len(pairs) <= 15 else b"\xde" + len(pairs).to_bytes(2, "big")
+    return head + b"".join(msgpack.packb(k) + msgpack.packb(v, use_bin_type=True) for k, v in pairs)
+
+
+RETIRED = next(k for k in JOURNALLED if k.tag == "receipts.retired")
+
+
+@settings(SETTINGS, max_examples=5)
+@given(event=events(RETIRED))
+def test_what_the_payload_decoder_declines(event):
+    kind = RETIRED
+    decode = REGISTRY.payload_decoder(kind.transfer)
+    body = unpack_body(REGISTRY.encode(event))
+    pairs = list(body.items())
+    assert _shape(decode(_map(pairs))) == _shape(REGISTRY.decode(_map(pairs), kind.family))
+    # a key twice (the dict path keeps the last value: the map must count exactly the kind's keys)
+    assert decode(_map(pairs[:-1] + [(pairs[-1][0], 1), pairs[-1]])) is None
+    # the same map with a map16 header: declined here, decoded by the dict path as always
+    long = b"\xde" + len(pairs).to_bytes(2, "big") + _map(pairs)[1:]
+    assert decode(long) is None and REGISTRY.decode(long, kind.family) == REGISTRY.decode(_map(pairs), kind.family)
+    for bad in ([(k, True if k == "retry_floor" else v) for k, v in pairs],    # a boolean for an integer
+                [(k, -1 if k == "retry_floor" else v) for k, v in pairs],
+                [(k, v.hex() if isinstance(v, bytes) else v) for k, v in pairs],   # a string for bytes
+                [(k, 2 if k == "v" else v) for k, v in pairs],                   # another version
+                pairs[:-1], pairs + [("extra", 1)]):
+        assert decode(_map(bad)) is None
+    assert decode(_map(pairs) + b"\x00") is None   # trailing bytes
+    # a state event's body in another transfer kind's decoder
+    assert REGISTRY.payload_decoder(TransferKind.ADMISSION)(_map(pairs)) is None
+
+
+@settings(SETTINGS, max_examples=5)
+@given(event=events(RETIRED))
+def test_a_decoded_transfer_unpacks_its_body_when_read(event):
+    assert int(TransferKind.RETIREMENT) in PAYLOAD_DECODERS   # aotx.state registered it
+    payload = REGISTRY.encode(event)
+    data = b"".join(encode_transfer(TransferKind.RETIREMENT, 7, 99, payload)[1])
+    (t,) = whole_transfers(data, {}, {})
+    assert t.event == event and "body" not in vars(t)
+    assert t.body == unpack_body(payload) and vars(t)["body"] is t.body
+    assert t == Transfer(TransferKind.RETIREMENT, 7, 99, payload, unpack_body(payload))
