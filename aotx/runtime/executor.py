@@ -95,6 +95,14 @@ class Executor:
         """An observer of applied journal messages (live, whether the ack came back or a read-back
         found it landed): a saved admission starts its input, a saved cancellation stops its target."""
         for t in applied.transfers:
+            if t.kind == TransferKind.MUTATION:   # most transfers: read the decoded event where there is one
+                ev = t.event                      # (reading `body` would unpack a fast-decoded payload again)
+                if ev is not None:
+                    if isinstance(ev, InputCancelled) and self.writes(ev.op.lineage):
+                        self.cancel(ev.op.lineage, ev.target_sequence)
+                elif t.body.get("kind") == InputCancelled.KIND and self.writes(t.body["lineage"]):
+                    self.cancel(t.body["lineage"], t.body["target_sequence"])
+                continue
             body = t.body
             if t.kind == TransferKind.ADMISSION:
                 if not self.writes(body["lineage"]):
@@ -108,9 +116,6 @@ class Executor:
                     run = self.running.get((row.actor, row.sequence))
                     if run is not None and run.preleased:
                         self._begin(run)
-            elif t.kind == TransferKind.MUTATION and body.get("kind") == InputCancelled.KIND:
-                if self.writes(body["lineage"]):
-                    self.cancel(body["lineage"], body["target_sequence"])
 
     def start(self, lineage: bytes, sequence: int, request: Any = None) -> None:
         """An admission was saved: queue the input for the next group that fits. `request`: its
