@@ -12,9 +12,9 @@ is queued at once (`wait`, then `take`) and rechecks its rights with every read 
 
 A change of member rights names a space (`Targets.spaces`): the broker learns, once per subscription
 and only when such a change comes, which space its operation or conversation lies in (`Targets.where`,
-aotx.runtime.space_readers) and keeps it, so each change wakes that space's subscriptions by one lookup;
-a subscription whose space is not known yet (its operation or conversation not in the state) is woken
-by every such change until it is. With no subscriptions, `listening()` says so and the runtime's change
+aotx.runtime.space_readers) and keeps it, so each change wakes that space's subscriptions by one lookup.
+A subscription whose operation or conversation is not in the state (not yet, or retired) is in no space
+(as before: only what the state holds was woken) and is asked again at the next change. With no subscriptions, `listening()` says so and the runtime's change
 feed skips the message altogether.
 """
 
@@ -198,7 +198,7 @@ class Broker:
             self._rights_changed(targets.spaces, targets.where)
 
     def _rights_changed(self, spaces: set[SpaceKey], where: Where | None) -> None:
-        """Wake the subscriptions of everything in `spaces` (and those whose space is not known yet)."""
+        """Wake the subscriptions of everything in `spaces`."""
         if where is None:   # nobody to ask where a subscription lies: every reader reads again
             self.resync_all()
             return
@@ -208,8 +208,8 @@ class Broker:
                 self._unplaced.discard(sub)
                 sub.space = space
                 self._spaces.setdefault(space, weakref.WeakSet()).add(sub)
-            else:
-                sub.wake()
+            # else its operation or conversation is not in the state (not yet, or retired): no rights in a
+            # space govern it now (its reads refuse it); it is asked again at the next change
         for space in spaces:
             for sub in self._subs(self._spaces, space):
                 sub.wake()

@@ -100,10 +100,9 @@ def targets_of(applied: Applied, state: State | None = None) -> Targets:
             out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.MUTATION:
             tag = t.body.get("kind")   # the projector has just checked this body: decode only what matters
-            if tag == _RIGHTS_SET:
-                ev = _event(t)
-                assert isinstance(ev, MemberRightsSet)
-                out.spaces.add(ev.space_lineage + ev.space)
+            if tag == _RIGHTS_SET:   # its space, as the body holds it (16-byte fields, checked)
+                body = t.body
+                out.spaces.add(body["space_lineage"] + body["space"])
             elif tag == _CANCELLED:
                 ev = _event(t)
                 assert isinstance(ev, InputCancelled)
