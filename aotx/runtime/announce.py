@@ -30,7 +30,8 @@ class AnnouncementError(ValueError):
 
 def pack_targets(targets: Targets) -> bytes:
     ops = targets.ops | targets.deltas.keys()
-    return msgpack.packb({"v": ANNOUNCEMENT_VERSION, "all": targets.everyone,
+    # spaces travel named as what is in them (ChangeFeed.concrete); any left unnamed: every reader
+    return msgpack.packb({"v": ANNOUNCEMENT_VERSION, "all": targets.everyone or bool(targets.spaces),
                           "ops": [lineage + seq.to_bytes(8, "big") for lineage, seq in sorted(ops)],
                           "cons": sorted(targets.conversations),
                           "floors": [[lineage, floor] for lineage, floor in sorted(targets.floors.items())]},

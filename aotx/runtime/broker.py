@@ -9,6 +9,13 @@ concerned subscription, either the delta (an operation's output or completion ev
 order) or a wake-up (read again). The writer never waits: a full queue is emptied and marked for
 resync (the reader reads again from its cursor, so it still gets every byte). A reader takes what
 is queued at once (`wait`, then `take`) and rechecks its rights with every read it makes.
+
+A change of member rights names a space (`Targets.spaces`): the broker learns, once per subscription
+and only when such a change comes, which space its operation or conversation lies in (`Targets.where`,
+aotx.runtime.space_readers) and keeps it, so each change wakes that space's subscriptions by one lookup.
+A subscription whose operation or conversation is not in the state (not yet, or retired) is in no space
+(as before: only what the state holds was woken) and is asked again at the next change. With no subscriptions, `listening()` says so and the runtime's change
+feed skips the message altogether.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..state import IdError, IdKind, operation_sequence, parse_id
+from .space_readers import SpaceKey, Where
 from .targets import ConKey, OpKey, Targets
 
 DEFAULT_QUEUE = 64      # queued deltas or wake-ups per reader before it must resync
@@ -52,6 +60,7 @@ class Batch:
 class Subscription:
     def __init__(self, broker: "Broker", label: str, op: OpKey | None, con: ConKey | None, size: int) -> None:
         self._broker, self.label, self.op, self.con = broker, label, op, con
+        self.space: SpaceKey | None = None   # the space its operation or conversation lies in, once known
         self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, size))
         self._waiter: asyncio.Future | None = None   # the reader's wait, settled by the next push
         self._wake_queued = False
@@ -133,7 +142,13 @@ class Broker:
         self._ops: dict[OpKey, weakref.WeakSet[Subscription]] = {}
         self._lineages: dict[bytes, weakref.WeakSet[Subscription]] = {}
         self._cons: dict[ConKey, weakref.WeakSet[Subscription]] = {}
+        self._spaces: dict[SpaceKey, weakref.WeakSet[Subscription]] = {}
+        self._unplaced: weakref.WeakSet[Subscription] = weakref.WeakSet()   # space not known yet
         self._all: weakref.WeakSet[Subscription] = weakref.WeakSet()
+
+    def listening(self) -> bool:
+        """Whether any subscription is open (else nothing applied concerns anyone here)."""
+        return bool(self._all)
 
     # ---- readers ---------------------------------------------------------------------------------
     def operation(self, op: str) -> Subscription:
@@ -179,6 +194,25 @@ class Broker:
             for sub in self._subs(self._lineages, lineage):
                 if sub.op is not None and sub.op[1] < floor:
                     sub.wake()
+        if targets.spaces and self._all:
+            self._rights_changed(targets.spaces, targets.where)
+
+    def _rights_changed(self, spaces: set[SpaceKey], where: Where | None) -> None:
+        """Wake the subscriptions of everything in `spaces`."""
+        if where is None:   # nobody to ask where a subscription lies: every reader reads again
+            self.resync_all()
+            return
+        for sub in list(self._unplaced):
+            space = where(sub.op, sub.con) if (sub.op is not None or sub.con is not None) else None
+            if space is not None:
+                self._unplaced.discard(sub)
+                sub.space = space
+                self._spaces.setdefault(space, weakref.WeakSet()).add(sub)
+            # else its operation or conversation is not in the state (not yet, or retired): no rights in a
+            # space govern it now (its reads refuse it); it is asked again at the next change
+        for space in spaces:
+            for sub in self._subs(self._spaces, space):
+                sub.wake()
 
     def resync_all(self) -> None:
         """Every reader reads again (a runtime boot, grants or principals reloaded, announcements lost)."""
@@ -189,6 +223,7 @@ class Broker:
     def _add(self, sub: Subscription) -> Subscription:
         self.stats.subscribed += 1
         self._all.add(sub)
+        self._unplaced.add(sub)
         if sub.op is not None:
             self._ops.setdefault(sub.op, weakref.WeakSet()).add(sub)
             self._lineages.setdefault(sub.op[0], weakref.WeakSet()).add(sub)
@@ -208,7 +243,9 @@ class Broker:
 
     def _forget(self, sub: Subscription) -> None:
         self._all.discard(sub)
-        for index, key in ((self._ops, sub.op), (self._lineages, sub.op and sub.op[0]), (self._cons, sub.con)):
+        self._unplaced.discard(sub)
+        for index, key in ((self._ops, sub.op), (self._lineages, sub.op and sub.op[0]), (self._cons, sub.con),
+                           (self._spaces, sub.space)):
             if key is None:
                 continue
             subs = index.get(key)

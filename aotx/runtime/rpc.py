@@ -157,7 +157,8 @@ class RuntimeRpcServer:
             await self._due.wait()
             self._due.clear()
             pending, self._pending = self._pending, Targets()
-            data = pack_targets(pending)
+            # spaces whose rights changed, named as what is in them now: once an announcement, not an event
+            data = pack_targets(self.target.changes.concrete(pending))
             if len(data) > self._nc.max_payload:   # too much to name: every reader reads again
                 data = pack_targets(Targets(everyone=True))
             try:

@@ -128,7 +128,7 @@ class SharedRuntime(RuntimePort):
         # split deployment's announcer, a sink of its own)
         self.broker = Broker()
         self.changes = ChangeFeed(lambda: self.reads.state)
-        self.changes.sinks.append(self.broker.deliver)
+        self.changes.add(self.broker.deliver, listening=self.broker.listening)
         self.observers.add(self.changes)
         self.commands = PipelinedCommands(self.writer, lambda: (self.context, self.executor), max_batch=MAX_BATCH)
         self.executions = ExecutionWrites(self.writer, probe_interval)

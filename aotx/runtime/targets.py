@@ -8,14 +8,16 @@
 | output, completion of an input | its operation, with the event itself as a delta (the new bytes; the end) |
 | lease of an input | nothing a stream shows (its execution becomes `running`, seen at the end) |
 | cancellation of an input | the target operation and its conversation |
-| member rights set in a space | every conversation of that space and every input in them (rights changed) |
+| member rights set in a space | the space: every conversation of it and every input in them (rights changed), found by the deliverer (aotx.runtime.space_readers) |
 | retirement (retry floor) | the lineage's operations below the floor |
 | runtime boot control record | everyone |
 | anything else (registration, space, conversation, memory, publication) | nothing a stream shows |
 
 A conversation stream shows each input once, at its admission; an operation stream its result bytes
 and its end. `ChangeFeed`, an observer of applied messages, hands each message's targets to its
-sinks (the runtime's broker; the RPC server's announcer).
+sinks (the runtime's broker; the RPC server's announcer) — and does nothing at all while no sink
+listens (a broker without subscriptions and no announcer: a reader that subscribes later reads after
+subscribing, so it misses nothing).
 """
 
 from __future__ import annotations
@@ -24,17 +26,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from ..journal import TransferKind
 from ..state import InputAdmitted, InputCancelled, MemberRightsSet, ReceiptsRetired, State, from_body
 from ..state.execution import InputCompleted, OutputAppended, execution_from_body
-from ..state.tables import raw
 from .observers import Applied
+from .space_readers import ConKey, OpKey, SpaceKey, Where, expand, where
 
 log = logging.getLogger("aotx.runtime.targets")
-OpKey = tuple[bytes, int]          # (lineage, sequence) of an operation
-ConKey = bytes                     # lineage ‖ ident of a conversation (32 bytes)
+_RIGHTS_SET, _CANCELLED = MemberRightsSet.KIND, InputCancelled.KIND
 
 
 @dataclass
@@ -42,16 +41,20 @@ class Targets:
     """`ops`: operations whose readers read again; `deltas`: the execution events (output, completion)
     of operations whose readers may take them as they are; `conversations`: conversations whose
     readers read again; `floors`: lineage → retry floor (its operations below it retired);
-    `everyone`: every reader reads again."""
+    `spaces`: spaces whose member rights changed (the readers of everything in them read again; who
+    they are is asked of `where`, the state's answer to "which space holds this operation or
+    conversation", or, where it is None, every reader reads again); `everyone`: every reader reads again."""
 
     ops: set[OpKey] = field(default_factory=set)
     deltas: dict[OpKey, list] = field(default_factory=dict)
     conversations: set[ConKey] = field(default_factory=set)
     floors: dict[bytes, int] = field(default_factory=dict)
+    spaces: set[SpaceKey] = field(default_factory=set)
     everyone: bool = False
+    where: Where | None = field(default=None, repr=False, compare=False)
 
     def __bool__(self) -> bool:
-        return bool(self.everyone or self.ops or self.deltas or self.conversations or self.floors)
+        return bool(self.everyone or self.ops or self.deltas or self.conversations or self.floors or self.spaces)
 
     def merge(self, other: "Targets", *, deltas: bool = True) -> None:
         """Add `other`'s targets; with deltas=False its delta operations join `ops` (read again)."""
@@ -63,6 +66,9 @@ class Targets:
         else:
             self.ops |= other.deltas.keys()
         self.conversations |= other.conversations
+        if other.spaces:
+            self.spaces |= other.spaces
+            self.where = self.where or other.where
         for lineage, floor in other.floors.items():
             self.floors[lineage] = max(floor, self.floors.get(lineage, 0))
 
@@ -73,7 +79,9 @@ class Targets:
         return out
 
 
-def targets_of(applied: Applied, state: State) -> Targets:
+def targets_of(applied: Applied, state: State | None = None) -> Targets:
+    """What `applied` concerns (`state`, unused, is kept for callers of before: no event's targets need
+    a look at the tables now; spaces are resolved by whoever delivers them)."""
     out = Targets()
     for t in applied.transfers:
         kind = t.kind
@@ -91,12 +99,15 @@ def targets_of(applied: Applied, state: State) -> Targets:
             out.ops.add((ev.op.lineage, ev.op.sequence))
             out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.MUTATION:
-            ev = _event(t)
-            if isinstance(ev, InputCancelled):
+            tag = t.body.get("kind")   # the projector has just checked this body: decode only what matters
+            if tag == _RIGHTS_SET:   # its space, as the body holds it (16-byte fields, checked)
+                body = t.body
+                out.spaces.add(body["space_lineage"] + body["space"])
+            elif tag == _CANCELLED:
+                ev = _event(t)
+                assert isinstance(ev, InputCancelled)
                 out.ops.add((ev.op.lineage, ev.target_sequence))
                 out.conversations.add(ev.conversation_lineage + ev.conversation)
-            elif isinstance(ev, MemberRightsSet):
-                _space_readers(state, ev.space_lineage, ev.space, out)
         elif kind == TransferKind.RETIREMENT:
             ev = _event(t)
             assert isinstance(ev, ReceiptsRetired)
@@ -113,45 +124,51 @@ def _event(t):
     return t.event if t.event is not None else from_body(t.body)
 
 
-def _space_readers(state: State, lineage: bytes, ident: bytes, out: Targets) -> None:
-    """Every conversation of the space, and every input in them."""
-    row = state.space_row(lineage, ident)
-    if row is None:  # the event was applied, so the space exists; be safe anyway
-        out.everyone = True
-        return
-    if not state.n_conversations:   # no conversation anywhere: none in this space (no numpy scan)
-        return
-    convs = state.conversations[:state.n_conversations]
-    cons = {raw(c["lineage"]) + raw(c["ident"]) for c in convs[np.nonzero(convs["space"] == row)[0]]}
-    out.conversations |= cons
-    if not cons:
-        return
-    receipts = state.receipts
-    for slot, record in enumerate(state.executions):
-        if record is not None:
-            r = receipts[slot]
-            if raw(r["resource_lineage"]) + raw(r["resource_ident"]) in cons:
-                out.ops.add((raw(r["lineage"]), int(r["sequence"])))
-
-
 Sink = Callable[[Targets], None]
 
 
 class ChangeFeed:
     """An observer of applied messages: each message's targets go to every sink (in the order added);
     `everyone()` tells every sink that every reader must read again (rights changed outside the log:
-    a grant file reloaded)."""
+    a grant file reloaded). A sink added with `listening` (a test of whether it has readers now) is
+    skipped while that says no; with no sink listening a message costs nothing more."""
 
     def __init__(self, state: Callable[[], State]) -> None:
         self._state = state
+        self._where = where(state)
         self.sinks: list[Sink] = []
+        self._listening: dict[Sink, Callable[[], bool]] = {}
+
+    def add(self, sink: Sink, *, listening: Callable[[], bool] | None = None) -> Sink:
+        self.sinks.append(sink)
+        if listening is not None:
+            self._listening[sink] = listening
+        return sink
 
     def __call__(self, applied: Applied) -> None:
-        if self.sinks:
-            self._tell(targets_of(applied, self._state()))
+        for sink in self.sinks:
+            test = self._listening.get(sink)
+            if test is None or test():
+                break
+        else:
+            return
+        targets = targets_of(applied)
+        if targets.spaces:
+            targets.where = self._where
+        self._tell(targets)
 
     def everyone(self) -> None:
         self._tell(Targets(everyone=True))
+
+    def concrete(self, targets: Targets) -> Targets:
+        """`targets` with its spaces named as what is in them now (every conversation of each, every
+        input in them) — for a sink that tells readers it cannot ask (the split deployment's announcer)."""
+        if not targets.spaces or targets.everyone:
+            return targets
+        cons, ops, unknown = expand(self._state(), targets.spaces)
+        out = Targets(ops=targets.ops | ops, deltas=targets.deltas, conversations=targets.conversations | cons,
+                      floors=targets.floors, everyone=targets.everyone or unknown)
+        return out
 
     def _tell(self, targets: Targets) -> None:
         if not targets:

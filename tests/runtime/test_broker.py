@@ -113,6 +113,59 @@ async def test_rights_retirement_cancellation_and_boot_wake_whom_they_concern(wo
     assert woken() == {"a", "b", "c", "op"}
 
 
+def _key(resource: str) -> bytes:
+    """lineage ‖ ident of a spc-/con- ID."""
+    rid = parse_id(resource, IdKind.SPACE if resource.startswith("spc-") else IdKind.CONVERSATION)
+    return rid.lineage + rid.ident
+
+
+async def test_a_rights_change_names_its_space_resolved_once_a_subscription_and_in_full_for_announcements(world):
+    w, broker = world, world.rt.broker
+    heard: list[Targets] = []
+    w.rt.changes.add(heard.append)
+    op = (await w.submit("alice", M.INPUT, w.con_a, text="hi", model=MODEL))["operation"]
+    await w.submit("alice", M.SET_MEMBER, w.space, participant=par("bob"), permissions=["read"])
+    t = heard[-1]
+    assert t.spaces == {_key(w.space)} and not t.conversations and not t.ops   # no table scan per event
+    full = w.rt.changes.concrete(t)   # what the split deployment's announcer sends: what is in it now
+    assert full.conversations == {_key(w.con_a), _key(w.con_b)} and full.ops == {_key_op(op)} and not full.everyone
+    assert unpack_targets(pack_targets(full)).conversations == full.conversations
+    assert unpack_targets(pack_targets(t)).everyone     # a space left unnamed on the wire: every reader
+    # a subscription whose operation is not in the state yet lies in no space (its read would refuse it):
+    # asked again at each rights change until it is placed
+    nxt = f"op-{lineage_for('alice').hex()}-{w.seq['alice'] + 2:016x}{0:016x}"   # after the next set-member
+    sub = broker.operation(nxt)
+    assert sub.space is None
+    await w.submit("alice", M.SET_MEMBER, w.other_space, participant=par("bob"), permissions=["read"])
+    assert not sub.pending and sub.space is None
+    assert _key_op((await w.submit("alice", M.INPUT, w.con_c, text="hi", model=MODEL))["operation"]) == sub.op
+    sub.take()   # its admission
+    await w.submit("alice", M.SET_MEMBER, w.space, participant=par("bob"), permissions=["read", "write"])
+    assert not sub.pending and sub.space == _key(w.other_space)   # placed: another space's change passes it
+    await w.submit("alice", M.SET_MEMBER, w.other_space, participant=par("bob"), permissions=[])
+    assert sub.pending and sub.take().resync
+
+
+def _key_op(op: str) -> tuple[bytes, int]:
+    return lineage_for("alice"), operation_sequence(parse_id(op, IdKind.OPERATION).ident)
+
+
+async def test_the_change_feed_does_nothing_while_no_sink_listens(world):
+    w, broker = world, world.rt.broker
+    heard: list[Targets] = []
+    w.rt.changes.add(heard.append, listening=lambda: False)
+    assert not broker.listening()
+    await w.submit("alice", M.INPUT, w.con_a, text="hi", model=MODEL)
+    await w.submit("alice", M.SET_MEMBER, w.space, participant=par("bob"), permissions=["read"])
+    assert heard == []
+    sub = broker.conversation(w.con_a)   # a reader: the feed works again, for every sink
+    assert broker.listening()
+    await w.submit("alice", M.SET_MEMBER, w.space, participant=par("bob"), permissions=[])
+    assert [t.spaces for t in heard] == [{_key(w.space)}] and sub.pending and sub.take().resync
+    sub.close()
+    assert not broker.listening()
+
+
 async def test_a_full_queue_never_blocks_the_writer_and_becomes_a_resync(world):
     w = world
     broker = w.rt.broker
