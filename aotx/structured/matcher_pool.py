@@ -2,10 +2,8 @@
 (aotx.structured.matcher_proc) that consume the tokens the engine reads back and write each row's
 next-token bitmask into a shared-memory segment the engine copies from.
 
-Why processes (docs/PERFORMANCE.md, issue 14, session 8): in a thread, the fill and the consume share
-the GIL with the engine thread (every hand-over costs about a switch interval on a busy host), and
-llguidance's copies of one prototype share one lexer mutex, so a thread pool fills one row at a time.
-A process has its own interpreter and its own lexers: no GIL hand-over, rows of N processes in parallel.
+Why (docs/PERFORMANCE.md, issue 14, session 8): a thread shares the GIL with the engine thread, and
+llguidance's copies of one prototype share one lexer mutex; a process has neither.
 
 * ``adopt(row)`` moves a RowMatcher's row into the process with the fewest live rows (a new process is
   started in place of one that died): the engine keeps a ProcRowMatcher (aotx.structured.proc_row).
@@ -16,9 +14,8 @@ A process has its own interpreter and its own lexers: no GIL hand-over, rows of 
   (``AOTX_MASK_PROC_TIMEOUT_S``, 60 s: the process is killed), fails with the reason and gets every
   token allowed in that mask (its request ends with an error when its token is read back); the other
   rows go on. Steps alternate between two halves of the segment.
-* ``close()`` closes the command pipes (each process exits), kills one that does not within 2 s, and
-  unlinks every segment. A pool never closed is cleaned the same way when it is collected or at exit;
-  a process whose engine dies sees its pipe close and exits.
+* ``close()`` closes the pipes, kills a process still alive after 2 s, unlinks every segment (also when
+  collected or at exit); a process whose engine dies sees its pipe close and exits.
 """
 from __future__ import annotations
 
