@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import secrets
 import signal
 import tempfile
 import time
 from pathlib import Path
 
-from aotx.runtime import SharedRuntime
-from aotx.state import Capacities, MutationKind
-from eventlog import EmbeddedNats, StreamSpec, connect
-from ops.bench.mutations import concurrent, prepared_load, submitter
+from eventlog import EmbeddedNats
+from ops.bench.mutations import concurrent
+from ops.bench.pipeline_ab import runtime_and_raw
 from ops.proc_cpu import cpu_seconds
 
 # (stage, substrings of a frame's "file:function"), matched from the innermost frame outwards
@@ -79,23 +77,7 @@ class Sampler:
 
 async def bench(n: int, clients: int, interval: float, tmp: Path) -> None:
     async with EmbeddedNats(tmp / "nats") as server:
-        rt = SharedRuntime(server.url, StreamSpec(name="BENCH", subject_prefix="bench.j"),
-                           Capacities(participants=64), progress=False, nats_auth=server.auth())
-        await rt.start()
-        submit, load = submitter(rt), await prepared_load(rt, clients)
-        nc = await connect(server.url, server.auth(), name="aotx-bench")
-        js = nc.jetstream()
-        await js.add_stream(StreamSpec(name="BENCHRAW", subject_prefix="raw.j").config())
-        payload, counter = secrets.token_bytes(817), iter(range(1 << 30))
-
-        async def raw_pub(c, i):
-            await js.publish(f"raw.j.c{c}.tick", payload, headers={"Nats-Msg-Id": f"m{next(counter)}"})
-
-        async def rt_op(c, i):
-            name, raw, space = load.next_member(c, i)
-            await submit(name, MutationKind.SET_MEMBER if space else MutationKind.RETIRE, raw, space)
-            load.seq[name] += 1
-
+        rt, nc, raw_pub, rt_op = await runtime_and_raw(server, clients)
         await concurrent(clients, 50 // clients + 1, rt_op)   # warm
         per, pid = n // clients * clients, server.pid or 0
         out = {}

@@ -33,26 +33,32 @@ MODES = {"raw": None, "depth 1": (1, False), "depth 2": (2, False), "depth 2, sp
          "depth 3, split": (3, True)}
 
 
+async def runtime_and_raw(server, clients: int):
+    """A started runtime (64 participants) with `clients` members' load prepared, a connection, and the two
+    ops the benches compare: a raw JetStream publish of an 817-byte tick and one durable set-member mutation."""
+    rt = SharedRuntime(server.url, StreamSpec(name="BENCH", subject_prefix="bench.j"),
+                       Capacities(participants=64), progress=False, nats_auth=server.auth())
+    await rt.start()
+    submit = submitter(rt)
+    load = await prepared_load(rt, clients)
+    nc = await connect(server.url, server.auth(), name="aotx-bench")
+    js = nc.jetstream()
+    await js.add_stream(StreamSpec(name="BENCHRAW", subject_prefix="raw.j").config())
+    payload, counter = secrets.token_bytes(817), iter(range(1 << 30))
+
+    async def raw_pub(c, i):
+        await js.publish(f"raw.j.c{c}.tick", payload, headers={"Nats-Msg-Id": f"m{next(counter)}"})
+
+    async def rt_op(c, i):
+        name, raw, space = load.next_member(c, i)
+        await submit(name, MutationKind.SET_MEMBER if space else MutationKind.RETIRE, raw, space)
+        load.seq[name] += 1
+    return rt, nc, raw_pub, rt_op
+
+
 async def bench(n: int, repeat: int, clients: int, tmp: Path) -> None:
     async with EmbeddedNats(tmp / "nats") as server:
-        rt = SharedRuntime(server.url, StreamSpec(name="BENCH", subject_prefix="bench.j"),
-                           Capacities(participants=64), progress=False, nats_auth=server.auth())
-        await rt.start()
-
-        submit = submitter(rt)
-        load = await prepared_load(rt, clients)
-        nc = await connect(server.url, server.auth(), name="aotx-bench")
-        js = nc.jetstream()
-        await js.add_stream(StreamSpec(name="BENCHRAW", subject_prefix="raw.j").config())
-        payload, counter = secrets.token_bytes(817), iter(range(1 << 30))
-
-        async def raw_pub(c, i):
-            await js.publish(f"raw.j.c{c}.tick", payload, headers={"Nats-Msg-Id": f"m{next(counter)}"})
-
-        async def rt_op(c, i):
-            name, raw, space = load.next_member(c, i)
-            await submit(name, MutationKind.SET_MEMBER if space else MutationKind.RETIRE, raw, space)
-            load.seq[name] += 1
+        rt, nc, raw_pub, rt_op = await runtime_and_raw(server, clients)
 
         nats_pid = server.pid or 0
         rates: dict[str, list[float]] = {m: [] for m in MODES}
