@@ -53,6 +53,13 @@ def _leaf(ns: dict[str, Any], i: int, leaf: Any) -> list[str]:
 def compile_decoder(cls: type, leaves: Sequence[Any]) -> Callable[[dict], Any]:
     """The decoder of `cls` events whose schema has these leaves (in wire order, nested parts flattened)."""
     ns: dict[str, Any] = {"_new": object.__new__, "_Refused": Refused}
+    return compile_builder(cls, leaves, [_leaf(ns, i, leaf) for i, leaf in enumerate(leaves)], ns, "body")
+
+
+def compile_builder(cls: type, leaves: Sequence[Any], reads: Sequence[list[str]], ns: dict[str, Any],
+                    arg: str) -> Callable[[Any], Any]:
+    """A function of `arg` that builds a `cls` event: `reads[i]` are the lines putting leaf i's value in
+    `x{i}` (names they use are in `ns`); the event's nested parts are built first, each field from its leaf."""
     lines: list[str] = []
     at = iter(range(len(leaves)))
 
@@ -66,10 +73,9 @@ def compile_decoder(cls: type, leaves: Sequence[Any]) -> Callable[[dict], Any]:
                 args.append((f.name, build(hint, f"{path}{f.name}.")))
                 continue
             i = next(at)
-            leaf = leaves[i]
-            if leaf.path != path + f.name:
-                raise TypeError(f"{cls.__name__}: leaf {leaf.path} where {path + f.name} was expected")
-            lines.extend(_leaf(ns, i, leaf))
+            if leaves[i].path != path + f.name:
+                raise TypeError(f"{cls.__name__}: leaf {leaves[i].path} where {path + f.name} was expected")
+            lines.extend(reads[i])
             args.append((f.name, f"x{i}"))
         k = len(lines)
         ns[f"C{k}"] = c
@@ -82,6 +88,6 @@ def compile_decoder(cls: type, leaves: Sequence[Any]) -> Callable[[dict], Any]:
     result = build(cls, "")
     if next(at, None) is not None:
         raise TypeError(f"{cls.__name__}: a leaf of the schema is not a field")
-    src = "def fast(body):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
+    src = f"def build({arg}):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
     exec(src, ns)   # noqa: S102 — generated from the class's own fields, at registration
-    return ns["fast"]
+    return ns["build"]

@@ -18,12 +18,12 @@ or, for a value it reads differently encoded (a map16 header), accepts it as alw
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import msgspec
 
+from .fast_decode import compile_builder
 from .fields import Refused
 
 # msgspec raises UnicodeDecodeError (a ValueError) for a tag that is not UTF-8
@@ -66,38 +66,7 @@ def compile_struct(cls: type, tag: str, version: int, leaves: Sequence[Any]) -> 
             reads.append([f"{x} = s.f{i}"])
     struct = msgspec.defstruct(f"{cls.__name__}Body", fields, tag_field="kind", tag=tag,
                                forbid_unknown_fields=True, gc=False)
-    lines: list[str] = []
-    at = iter(range(len(leaves)))
-
-    def build(c: type, path: str) -> str:
-        hints = typing.get_type_hints(c, include_extras=True)
-        args = []
-        for f in dataclasses.fields(c):
-            hint = hints[f.name]
-            if typing.get_origin(hint) is not typing.Annotated and dataclasses.is_dataclass(hint):
-                args.append((f.name, build(hint, f"{path}{f.name}.")))
-                continue
-            i = next(at)
-            if leaves[i].path != path + f.name:
-                raise TypeError(f"{cls.__name__}: leaf {leaves[i].path} where {path + f.name} was expected")
-            lines.extend(reads[i])
-            args.append((f.name, f"x{i}"))
-        k = len(lines)
-        ns[f"C{k}"] = c
-        direct = not hasattr(c, "__post_init__") and "__slots__" not in vars(c) and \
-            all(f.init for f in dataclasses.fields(c))
-        if direct:
-            lines.append(f"v{k} = _new(C{k}); v{k}.__dict__.update({', '.join(f'{n}={v}' for n, v in args)})")
-        else:
-            lines.append(f"v{k} = C{k}({', '.join(v for _, v in args)})")
-        return f"v{k}"
-
-    result = build(cls, "")
-    if next(at, None) is not None:
-        raise TypeError(f"{cls.__name__}: a leaf of the schema is not a field")
-    src = "def build(s):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
-    exec(src, ns)   # noqa: S102 — generated from the class's own fields, at registration
-    return struct, ns["build"]
+    return struct, compile_builder(cls, leaves, reads, ns, "s")
 
 
 class PayloadDecoder:
