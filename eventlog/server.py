@@ -6,6 +6,7 @@ import asyncio
 import atexit
 import ctypes
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -229,9 +230,12 @@ class EmbeddedNats:
         atexit.unregister(self.stop)
 
     def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets but answers nothing (a hung node, for drills)."""
+        """SIGSTOP: the process keeps its sockets but answers nothing (a hung node, for drills). Returns
+        once every thread has stopped (the stop reported to us, its parent): SIGSTOP's delivery lags
+        kill() on a loaded machine, and the server answered one more request after a bare kill()."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGSTOP)
+            os.waitpid(self._proc.pid, os.WUNTRACED)
 
     def resume(self) -> None:
         """SIGCONT after pause()."""
