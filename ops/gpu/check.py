@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+import traceback
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "8")
 
@@ -44,90 +45,54 @@ def main(argv=None) -> int:
         results.append((name, value, thr, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} {name:<52} {value:.5f} thr={thr} {extra}", flush=True)
 
-    random_bundle = None
-    try:
-        # Random weights give near-flat logits, where bf16 rounding flips close argmaxes: only the
-        # cosine is a criterion there; top-1 is printed for information. Real weights check both.
-        def record_random(name, value, thr, extra=""):
-            record("random " + name, value, thr, f"top1={extra:.3f} (info)" if isinstance(extra, float) else extra)
+    def guarded(name: str, check, note: str = "exception: traceback above") -> None:
+        """Run one end-to-end check; an exception in it is a failed line (its traceback printed), not the end."""
+        try:
+            check()
+        except Exception:
+            traceback.print_exc()
+            results.append((name, 0, 0, False, note))
 
-        random_bundle = model_check.random_bundle()
-        model_check.run(random_bundle, False, record_random)
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        results.append(("random e2e", 0, 0, False, "exception"))
-    try:
-        flash_check.e2e(random_bundle, False, record_random)
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        results.append(("random e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
-    try:
-        wgmma_check.e2e(random_bundle, False, record_random)
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        results.append(("random e2e with AOTX_WGMMA=1", 0, 0, False, "exception: traceback above"))
-    try:
-        overlap_check.run(random_bundle, False, record_random)
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        results.append(("random overlap (kernels.cuda.overlap)", 0, 0, False, "exception: traceback above"))
-    try:
-        penalty_check.run(random_bundle, _random_prompts(random_bundle), record, "random ")
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        results.append(("random penalties (ops.gpu.penalty_check)", 0, 0, False, "exception: traceback above"))
+    # Random weights give near-flat logits, where bf16 rounding flips close argmaxes: only the
+    # cosine is a criterion there; top-1 is printed for information. Real weights check both.
+    def record_random(name, value, thr, extra=""):
+        record("random " + name, value, thr, f"top1={extra:.3f} (info)" if isinstance(extra, float) else extra)
+
+    bundles = {"random": None}
+
+    def random_e2e():
+        bundles["random"] = model_check.random_bundle()
+        model_check.run(bundles["random"], False, record_random)
+
+    guarded("random e2e", random_e2e, "exception")
+    rb = bundles["random"]
+    guarded("random e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(rb, False, record_random))
+    guarded("random e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(rb, False, record_random))
+    guarded("random overlap (kernels.cuda.overlap)", lambda: overlap_check.run(rb, False, record_random))
+    guarded("random penalties (ops.gpu.penalty_check)",
+            lambda: penalty_check.run(rb, _random_prompts(rb), record, "random "))
     if args.real:
         from kernels import load_model
         bundle = load_model(progress=False)
         print(f"real model sha256 {bundle.sha256}", flush=True)
-        try:
-            model_check.run(bundle, True, record)
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real e2e", 0, 0, False, "exception"))
-        try:
-            flash_check.e2e(bundle, True, record)
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real e2e with AOTX_FLASH_PREFILL=1", 0, 0, False, "exception: traceback above"))
-        try:
-            wgmma_check.e2e(bundle, True, record)
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real e2e with AOTX_WGMMA=1", 0, 0, False, "exception: traceback above"))
-        try:
-            overlap_check.run(bundle, True, record)
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real overlap (kernels.cuda.overlap, engine one step behind)", 0, 0, False,
-                            "exception: traceback above"))
-        try:
-            from ops.gpu import structured_check
+
+        def real_structured():
+            from ops.gpu import structured_check   # llguidance: only where the real part runs
             structured_check.run(bundle, record)
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real structured outputs (token_mask.cu, engine)", 0, 0, False,
-                            "exception: traceback above"))
-        try:
-            from ops.gpu.model_check import PROMPTS
-            tok = bundle.tokenizer
-            prompts = [tok.encode(bundle.chat_template.render([{"role": "user", "content": p}],
-                                                              add_generation_prompt=True)) for p in PROMPTS]
+
+        def real_penalties():
+            render = bundle.chat_template.render
+            prompts = [bundle.tokenizer.encode(render([{"role": "user", "content": p}], add_generation_prompt=True))
+                       for p in model_check.PROMPTS]
             penalty_check.run(bundle, prompts, record, "real ")
-        except Exception:
-            import traceback
-            traceback.print_exc()
-            results.append(("real penalties (ops.gpu.penalty_check)", 0, 0, False, "exception: traceback above"))
+
+        guarded("real e2e", lambda: model_check.run(bundle, True, record), "exception")
+        guarded("real e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(bundle, True, record))
+        guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
+        guarded("real overlap (kernels.cuda.overlap, engine one step behind)",
+                lambda: overlap_check.run(bundle, True, record))
+        guarded("real structured outputs (token_mask.cu, engine)", real_structured)
+        guarded("real penalties (ops.gpu.penalty_check)", real_penalties)
     failed = [r for r in results if not r[3]]
     print(f"\n{len(results) - len(failed)}/{len(results)} checks passed in {time.time() - t0:.0f} s")
     for r in failed:
