@@ -9,13 +9,13 @@ exactly as long as the test needs."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 from aotx.runtime import SharedRuntime, submit_body
 from aotx.runtime.pipeline import depth_from
 from aotx.state import Actor, Grants, MutationKind, lineage_for
 from eventlog import JournalFull, JournalUnavailable
 from eventlog.memory import MemoryRecorder
+from tests.runtime.test_group_commit import body, par, spc
 from tests.waiting import wait_until_async
 
 M = MutationKind
@@ -50,19 +50,6 @@ class GatedRecorder(MemoryRecorder):
 
     def stored(self, subject: str) -> list[int]:
         return [m.seq for m in self._messages if m.subject == subject]
-
-
-def body(who: str, seq: int, key: int, **fields) -> bytes:
-    return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(who).hex(),
-                       "operation_key": f"{key:032x}", "sequence": str(seq), **fields}).encode()
-
-
-def par(who: str) -> str:
-    return f"par-{lineage_for(who).hex()}-{1:032x}"
-
-
-def spc(who: str, ident: int) -> str:
-    return f"spc-{lineage_for(who).hex()}-{ident:032x}"
 
 
 class Bench:
