@@ -14,12 +14,6 @@
 // the normalised output itself. Cache layout: bf16 [num_slots, n_kv * D]; q float32; out bf16.
 #include "common.cuh"
 
-#ifndef ATT_G
-#define ATT_G 3
-#endif
-#ifndef ATT_D
-#define ATT_D 64
-#endif
 #define ATT_CHUNK 128
 #define ATT_THREADS 128
 static_assert(ATT_G <= ATT_THREADS / 32, "one warp per query head of a KV group");

@@ -6,6 +6,15 @@
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
+// Attention's shape (attention.cu, attn_fused.cu, flash_attention.cu): query heads per KV head and the head
+// dim; launchers pass the model's as defines, these are SmolLM2-135M's.
+#ifndef ATT_G
+#define ATT_G 3
+#endif
+#ifndef ATT_D
+#define ATT_D 64
+#endif
+
 typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef __nv_bfloat16 bf16;

@@ -15,12 +15,6 @@
 // P is rounded to bf16 for P V (its row sums use the rounded values). out bf16.
 #include "mma.cuh"
 
-#ifndef ATT_G
-#define ATT_G 3
-#endif
-#ifndef ATT_D
-#define ATT_D 64
-#endif
 #define FA_BK 64             // keys per K/V tile
 #define FA_ROW (ATT_D + 8)   // padded shared row (144 bytes): conflict-free ldmatrix
 static_assert(ATT_D == 64, "fragments are laid out for head dim 64");
