@@ -1,6 +1,6 @@
 """What an applied journal message concerns: the operations and conversations whose streams it changes.
 
-`targets_of(applied, state)` (the state after the message was applied) answers a `Targets`:
+`targets_of(applied)` answers a `Targets`:
 
 | applied transfer | concerns |
 |---|---|
@@ -79,9 +79,8 @@ class Targets:
         return out
 
 
-def targets_of(applied: Applied, state: State | None = None) -> Targets:
-    """What `applied` concerns (`state`, unused, is kept for callers of before: no event's targets need
-    a look at the tables now; spaces are resolved by whoever delivers them)."""
+def targets_of(applied: Applied) -> Targets:
+    """What `applied` concerns (no table is looked at: spaces are resolved by whoever delivers them)."""
     out = Targets()
     for t in applied.transfers:
         kind = t.kind
@@ -99,13 +98,14 @@ def targets_of(applied: Applied, state: State | None = None) -> Targets:
             out.ops.add((ev.op.lineage, ev.op.sequence))
             out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.MUTATION:
-            tag = t.body.get("kind")   # the projector has just checked this body: decode only what matters
-            if tag == _RIGHTS_SET:   # its space, as the body holds it (16-byte fields, checked)
-                body = t.body
-                out.spaces.add(body["space_lineage"] + body["space"])
-            elif tag == _CANCELLED:
-                ev = _event(t)
-                assert isinstance(ev, InputCancelled)
+            ev = t.event   # decoded already (its own tick, or the feed's fast path): the body stays unread
+            if ev is None:
+                if t.body.get("kind") not in (_RIGHTS_SET, _CANCELLED):   # checked by the projector just now
+                    continue
+                ev = from_body(t.body)
+            if isinstance(ev, MemberRightsSet):
+                out.spaces.add(ev.space_lineage + ev.space)
+            elif isinstance(ev, InputCancelled):
                 out.ops.add((ev.op.lineage, ev.target_sequence))
                 out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.RETIREMENT:
