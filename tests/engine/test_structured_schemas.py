@@ -71,11 +71,13 @@ def compiler(bundle):
 
 
 def _unsatisfiable(schema) -> bool:
+    """No value validates: an integer range that is empty, or an object with such a *required* property (an
+    optional one is left out; an array, with no minItems here, may be empty)."""
     if isinstance(schema, dict):
         if schema.get("type") == "integer" and schema["minimum"] > schema["maximum"]:
             return True
-        return any(_unsatisfiable(v) for v in (list(schema.get("properties", {}).values())
-                                               + ([schema["items"]] if "items" in schema else [])))
+        props = schema.get("properties", {})
+        return any(_unsatisfiable(props[k]) for k in schema.get("required", ()))
     return False
 
 
