@@ -19,6 +19,12 @@ from .nats_client import Client
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _log = logging.getLogger("eventlog")
+# Every connection pings nats-server every PING_INTERVAL seconds and leaves a server that answered none
+# of MAX_OUTSTANDING_PINGS + 1 pings (~8 s) for another (nats-py's default: every 2 minutes, so a
+# connection on a SIGSTOPped or partitioned node stayed there for minutes while every write timed out).
+# A caller may pass its own (the lease connection pings every second).
+PING_INTERVAL = 2.0
+MAX_OUTSTANDING_PINGS = 3
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^@/,\s]*@", re.IGNORECASE)
 
 
@@ -73,6 +79,7 @@ async def connect(url: str, auth: NatsAuth | None = None, *, name: str,
     `url` may name several servers separated by commas: the client connects to one and reconnects
     across all of them (and the servers the cluster announces).
 
+    The connection pings every PING_INTERVAL seconds unless `options` say otherwise (see above).
     A refusal while connecting raises NatsAuthorizationError at once (nats-py alone would retry
     forever with max_reconnect_attempts=-1); later errors go to `error_cb`.
     """
@@ -88,6 +95,8 @@ async def connect(url: str, auth: NatsAuth | None = None, *, name: str,
             await error_cb(exc)
 
     servers = seed_urls(url)
+    options.setdefault("ping_interval", PING_INTERVAL)
+    options.setdefault("max_outstanding_pings", MAX_OUTSTANDING_PINGS)
     nc = Client()
     try:
         await nc.connect(servers if len(servers) > 1 else servers[0], name=name, error_cb=on_error,

@@ -1,0 +1,55 @@
+"""A client on a node that stops answering (SIGSTOP, a partition: the socket stays open) leaves it for
+another node within seconds, with its subscriptions: every connection of ours pings (eventlog.connect
+PING_INTERVAL). With nats-py's default pings (every 2 minutes) a runtime's command service, a gateway's
+requests and a follower stayed on the stopped node, answering 503, until it resumed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats.errors
+
+from eventlog import connect
+from eventlog.connect import MAX_OUTSTANDING_PINGS, PING_INTERVAL
+
+
+async def test_a_connection_leaves_a_stopped_node_for_another_with_its_subscriptions(cluster):
+    moved = asyncio.Event()
+
+    async def reconnected() -> None:
+        moved.set()
+
+    nc = await connect(cluster.urls, cluster.auth(), name="t-stopped", reconnected_cb=reconnected,
+                       max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    port = nc.connected_url.port
+    victim = next(n for n in cluster.nodes if n.port == port)
+    elsewhere = ",".join(u for u in cluster.urls.split(",") if not u.endswith(f":{port}"))
+    responder = await connect(elsewhere, cluster.auth(), name="t-responder")
+    try:
+        async def echo(msg) -> None:
+            await msg.respond(b"echo:" + msg.data)
+
+        await nc.subscribe("t.stopped.echo", cb=echo)
+        await nc.flush()
+        assert (await responder.request("t.stopped.echo", b"before", timeout=5)).data == b"echo:before"
+        victim.pause()
+        try:
+            # 60 s is a bound far above the expected ~(MAX_OUTSTANDING_PINGS + 1) · PING_INTERVAL, and
+            # far below nats-py's default of 2 minutes between pings
+            assert (MAX_OUTSTANDING_PINGS + 1) * PING_INTERVAL < 15
+            await asyncio.wait_for(moved.wait(), timeout=60)
+            assert nc.connected_url.port != port
+            answer = None
+            for _ in range(100):   # the subscription is re-sent on the new node: ask until it is there
+                try:
+                    answer = await responder.request("t.stopped.echo", b"after", timeout=0.5)
+                    break
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                    continue
+            assert answer is not None and answer.data == b"echo:after"
+        finally:
+            victim.resume()
+            await cluster.wait_jetstream(60)
+    finally:
+        await nc.close()
+        await responder.close()
