@@ -34,6 +34,7 @@ import nats.errors
 
 from eventlog import EventLogError, NatsAuth, StreamSpec, StreamStatus
 
+from ..log_setup import set_up
 from ..projection import Projector
 from ..state import Capacities
 from .body import SnapshotUnready
@@ -90,8 +91,10 @@ class SnapshotKeeper:
     async def boot(self, info: StreamStatus, fresh: Projector) -> tuple[Projector, int]:
         self._base = max(info.first_seq, 1) - 1
         try:
-            self.store = await SnapshotStore.connect(self.url, self.spec.name, auth=self.auth, timeout=self.timeout,
-                                                     replicas=self.spec.replicas)
+            self.store = await set_up(   # asked again when another boot creates the bucket now (log_setup)
+                f"the snapshot bucket of {self.spec.name}",
+                lambda: SnapshotStore.connect(self.url, self.spec.name, auth=self.auth, timeout=self.timeout,
+                                              replicas=self.spec.replicas))
             loaded = await load_newest(self.store, info, self.capacities)
         except _TRANSPORT as exc:
             log.warning("snapshots of %s unavailable (%s: %s): full replay, and no snapshots this run",

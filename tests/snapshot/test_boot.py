@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 
+import nats.errors
 import pytest
 
 from aotx.runtime import ReplayError, SharedRuntime, submit_body
@@ -205,6 +206,29 @@ async def test_an_unreadable_newest_snapshot_falls_back_to_the_older_one(nats_ur
     try:
         assert fast.snapshots.stats.booted_from == older.covered
         assert [reason for _, reason in _refusals(caplog)] == ["unreadable"]
+    finally:
+        await fast.stop()
+
+
+async def test_a_snapshot_bucket_left_unanswered_once_is_asked_again(nats_url, caplog, monkeypatch):
+    """Runtimes booting at once on a fresh journal: nats-server may leave the bucket's opening unanswered
+    while another boot creates it (aotx.log_setup); the keeper asks again instead of replaying it all."""
+    sp = spec()
+    await written(nats_url, sp)
+    real, calls = SnapshotStore.connect.__func__, []
+
+    async def unanswered_once(cls, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise nats.errors.TimeoutError
+        return await real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(SnapshotStore, "connect", classmethod(unanswered_once))
+    caplog.set_level(logging.INFO, logger="aotx.log_setup")
+    fast = await runtime(nats_url, sp)
+    try:
+        assert len(calls) == 2 and fast.snapshots.stats.booted_from is not None
+        assert "asking again" in caplog.text
     finally:
         await fast.stop()
 
