@@ -360,9 +360,9 @@ class CudaBackend:
         self._greedy_gen = None   # sample_rows overwrites sample_out
         if n > self.r_cap:
             raise ValueError(f"{n} rows exceed the sampling capacity {self.r_cap}")
-        pad8, host = sample_args(idx, rows)
+        pad8, args = sample_args(idx, rows)
         scratch = 0
-        self._htod(self.sample_buf, host)
+        self._htod(self.sample_buf, args)
         base = self.sample_buf
         if rows.adjust is not None and len(rows.adjust.rows):
             if host and (rows.adjust.pending >= 0).any():

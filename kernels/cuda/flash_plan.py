@@ -2,10 +2,11 @@
 
 * ``AOTX_FLASH_PREFILL=1``: a step uses flash_prefill when some sequence brings at least
   ``FLASH_MIN_QUERIES`` query tokens (a prefill chunk); decode steps and small mixed steps keep
-  paged_attention (split-K over the context, CUDA graphs). ``0`` or unset: never (every step uses
-  paged_attention, attention.cu). OFF BY DEFAULT until ``make gpu-check`` has passed on the GPU: the
-  kernel was written and checked against its twin only on the CPU side (the device did not start in
-  the session that wrote it); flip ``DEFAULT`` once ops.gpu.flash_check passes there.
+  paged_attention (split-K over the context, CUDA graphs). ``0``: never (every step uses
+  paged_attention, attention.cu). ON BY DEFAULT since ``make gpu-check ARGS=--real`` passed on an H100
+  (2026-12-07: every flash_check line, the real-weights prefill/decode and France -> Paris with it;
+  TTFT of a 1,024-token prompt 7.08 -> 3.79 ms, docs/PERFORMANCE.md "GPU call set of session 9").
+  Unset means ``DEFAULT``.
 * A tile is up to ``bq`` consecutive query tokens of one sequence: ``[first token, rows]``. Tiles are
   listed heaviest first (most keys to visit: the limit of the tile's last row), so the long causal rows
   start early and the short ones fill in behind them.
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-DEFAULT = "0"
+DEFAULT = "1"
 FLASH_MIN_QUERIES = 16
 # (query tokens per tile, key groups per block): flash_prefill, flash_prefill_k2, flash_prefill_64
 VARIANTS = ((16, 1), (16, 2), (64, 1))
