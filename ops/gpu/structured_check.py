@@ -78,7 +78,7 @@ def run(bundle, record, backend: str = "cuda") -> None:
 
     async def ids(worker: bool, gated: bool = True, procs: int = 0):
         prior = os.environ.get("AOTX_MASK_GATE")
-        os.environ["AOTX_MASK_GATE"] = "1"   # the gate is off by default until this check has passed on a GPU
+        os.environ["AOTX_MASK_GATE"] = "1"   # the default; set against an outer AOTX_MASK_GATE=0
         try:
             e = Engine(be, bundle.tokenizer, EngineConfig(max_batch=32, num_pages=512, page_size=16,
                                                           max_model_len=2048, overlap=True))

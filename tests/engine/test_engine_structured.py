@@ -322,7 +322,7 @@ async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engin
     import types
 
     from ops.bench.structured_host import HostPinned, SimStream, SimWord, _Event
-    monkeypatch.setenv("AOTX_MASK_GATE", "1")   # off by default until checked on a GPU
+    monkeypatch.setenv("AOTX_MASK_GATE", "1")   # the default; set against an outer AOTX_MASK_GATE=0
     prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
     classic = await _classic_ids(make_real_engine, prompt, params)
     threads = _mask_threads(monkeypatch)

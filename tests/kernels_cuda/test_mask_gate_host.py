@@ -23,7 +23,7 @@ SAMPLE_OUT = 0xD0
 
 @pytest.fixture
 def gated(monkeypatch):
-    monkeypatch.setenv("AOTX_MASK_GATE", "1")   # off by default until checked on a GPU
+    monkeypatch.setenv("AOTX_MASK_GATE", "1")   # the default; set against an outer AOTX_MASK_GATE=0
     memory: dict = {}
     stream = SimStream()
     monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
