@@ -155,12 +155,13 @@ class FastPath:
         who = found[0].actor
         try:
             result = await submit_raw(runtime, kind, read, m.group(1) if m.lastindex else None, who, ext["media"])
+            status, body, headers = answer_parts(result)
+            data = self.app.json.text(answer_body(status, body, rid)).encode()
         except ApiError as err:
             return await self._error(send, path, rid, began, err)
         except Exception as exc:   # a bug: rendered as the Quart app renders it
             return await self._quart_error(scope, send, exc, rid, began, who, found[1])
-        status, body, headers = answer_parts(result)
-        await self._send(send, path, rid, began, status, answer_body(status, body, rid), headers)
+        await self._send(send, path, rid, began, status, data, headers)
 
     @staticmethod
     async def _body(receive: Any, limit: int | None, timeout: float | None) -> bytes | list | None:
@@ -186,12 +187,12 @@ class FastPath:
 
     async def _error(self, send: Any, path: str, rid: str, began: float, err: ApiError,
                      headers: dict[str, str] | None = None) -> None:
-        await self._send(send, path, rid, began, err.status, with_id(shared_body(err), rid), headers or {})
+        data = self.app.json.text(with_id(shared_body(err), rid)).encode()
+        await self._send(send, path, rid, began, err.status, data, headers or {})
 
-    async def _send(self, send: Any, path: str, rid: str, began: float, status: int, body: Any,
+    async def _send(self, send: Any, path: str, rid: str, began: float, status: int, data: bytes,
                     headers: dict[str, str]) -> None:
         self.served += 1
-        data = self.app.json.text(body).encode()
         raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         raw += [(name.lower().encode(), value.encode()) for name, value in headers.items()]
         rid_bytes = rid.encode()
