@@ -113,9 +113,11 @@ def resume_cursor(path: str, name: str) -> int:
 
 
 def read(view: str):
-    """GET of one named view with the route's arguments."""
+    """GET of one named view with the route's arguments (its `query_view`: the fast path, api.shared.fast,
+    serves such a rule's GETs without a query string)."""
     async def handler(**kwargs: Any):
         return answer(await runtime().query(view, actor(), **kwargs))
+    handler.query_view = view   # type: ignore[attr-defined]
     return handler
 
 

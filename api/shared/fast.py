@@ -1,22 +1,25 @@
-"""The shared mutation POSTs served straight from ASGI, in front of the Quart app (issue 10, session 9).
+"""The shared mutation POSTs (and the one-view GETs) served straight from ASGI, in front of the Quart app
+(issue 10, session 9).
 
 Quart's request machinery (a Request, a context, two tasks, hooks, routing, jsonify, a werkzeug
 Response) costs about as much server CPU as the runtime's own work on a small POST
 (docs/PERFORMANCE.md, "Issue 10, session 9"). `FastPath` wraps the app's ASGI callable (attach_shared
 installs it) and answers the POST rules whose view is a `mutate(kind)` handler (api.shared.mutations)
-itself, through the same functions the blueprint's handlers use: `authenticate` (api.shared.auth),
-`submit_raw` (parse once, media ownership, the runtime), `answer_parts` + `answer_body` (the runtime's
-result as status, body, headers), the app's JSON provider's `text` (what jsonify sends), the request
-id (`id_for`) and its log line (`log_request`). Its answers carry the headers the Quart route's give
-(Content-Type, Content-Length, a Retry-After or WWW-Authenticate, Cache-Control: no-store, x-request-id,
-request-id), in the same order (tests/shared_api/test_fast_path.py compares both paths byte for byte).
+and the GET rules whose view is a `read(view)` handler (api.shared.common: a receipt, a space, a
+conversation) itself, through the same functions the blueprint's handlers use: `authenticate`
+(api.shared.auth); `submit_raw` (parse once, media ownership, the runtime) or the runtime's `query` with
+the rule's argument; `answer_parts` + `answer_body` (the runtime's result as status, body, headers); the
+app's JSON provider's `text` (what jsonify sends); the request id (`id_for`) and its log line
+(`log_request`). Its answers carry the headers the Quart route's give (Content-Type, Content-Length, a
+Retry-After or WWW-Authenticate, Cache-Control: no-store, x-request-id, request-id), in the same order
+(tests/shared_api/test_fast_path.py compares both paths byte for byte).
 
-Everything else goes to the Quart app unchanged: another method, path or route; a query string, a
-root path; Transfer-Encoding, Expect, or a Content-Length that is not plain ASCII digits or is over
-MAX_CONTENT_LENGTH; a body that grows over it or a client that leaves while it is read (the messages
-read so far are replayed to Quart); a draining gateway (api.drain); an app with a request hook the fast
-path does not know, or a rule werkzeug would not route to the same view. An exception no function
-here answers (a bug) is rendered by the Quart app's own error handlers, in a request context.
+Everything else goes to the Quart app unchanged: another method (HEAD, OPTIONS, …), path or route; a
+query string, a root path; Transfer-Encoding, Expect, or a Content-Length that is not plain ASCII digits
+or is over MAX_CONTENT_LENGTH; a body that grows over it or a client that leaves while it is read (the
+messages read so far are replayed to Quart); a draining gateway (api.drain); an app with a request hook
+the fast path does not know, or a rule werkzeug would not route to the same view. An exception no
+function here answers (a bug) is rendered by the Quart app's own error handlers, in a request context.
 `AOTX_SHARED_FAST=0` turns it off.
 
 Known difference: a client that disconnects while its mutation is being submitted is not noticed
@@ -44,6 +47,7 @@ from .mutations import submit_raw
 SWITCH = "AOTX_SHARED_FAST"
 _SEGMENT = "([A-Za-z0-9_-]+)"   # a route argument (ids are spc-…, con-…): anything else goes to Quart
 _ARG = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
+_METHODS = ("POST", "GET")
 _DIGITS = re.compile(rb"[0-9]{1,19}")
 # the request hooks whose effect on a shared mutation POST is known (module, qualname):
 _BEFORE_OK = {("api.request_ids", "install.<locals>._begin"),            # the request id: id_for
@@ -79,13 +83,14 @@ class FastPath:
         self.app, self.inner = app, inner
         self.on = enabled_by_env()
         self.served = 0   # requests answered here (tests and benches read it)
-        self._routes: list[tuple[re.Pattern, Any]] | None = None
+        self._routes: dict[str, list[tuple[re.Pattern, Any, str | None]]] | None = None
 
-    def routes(self) -> list[tuple[re.Pattern, Any]]:
-        """The mutation rules (checked once, at the first request: every hook is registered by then)."""
+    def routes(self, method: str) -> list[tuple[re.Pattern, Any, str | None]]:
+        """(path regex, mutation kind or view, argument name) of the `method` rules served here (checked
+        once, at the first request: every hook is registered by then)."""
         if self._routes is None:
             self._routes = self._prepare()
-        return self._routes
+        return self._routes.get(method, [])
 
     def _hooks_known(self) -> bool:
         app = self.app
@@ -95,27 +100,29 @@ class FastPath:
                 and not any(app.teardown_request_funcs.values()) and not any(app.url_value_preprocessors.values())
                 and isinstance(app.json, StrictJSONProvider))
 
-    def _prepare(self) -> list[tuple[re.Pattern, Any]]:
+    def _prepare(self) -> dict[str, list[tuple[re.Pattern, Any, str | None]]]:
         if not self._hooks_known():
-            return []
-        app, out = self.app, []
+            return {}
+        app, out = self.app, {"POST": [], "GET": []}
         adapter = app.url_map.bind("localhost")
         for rule in app.url_map.iter_rules():
-            kind = getattr(app.view_functions.get(rule.endpoint), "mutation_kind", None)
-            regex = _rule_regex(rule.rule) if kind is not None and "POST" in (rule.methods or ()) else None
-            if regex is None or len(rule.arguments) > 1 or rule.host or rule.subdomain:
-                continue
-            sample = _ARG.sub("x0", rule.rule)   # werkzeug routes a path of this shape to this rule
-            if adapter.match(sample, method="POST")[0] == rule.endpoint:
-                out.append((regex, kind))
+            view = app.view_functions.get(rule.endpoint)
+            served = (("POST", getattr(view, "mutation_kind", None)), ("GET", getattr(view, "query_view", None)))
+            for method, what in served:
+                regex = _rule_regex(rule.rule) if what is not None and method in (rule.methods or ()) else None
+                if regex is None or len(rule.arguments) > 1 or rule.host or rule.subdomain:
+                    continue
+                sample = _ARG.sub("x0", rule.rule)   # werkzeug routes a path of this shape to this rule
+                if adapter.match(sample, method=method)[0] == rule.endpoint:
+                    out[method].append((regex, what, next(iter(rule.arguments), None)))
         return out
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if (not self.on or scope["type"] != "http" or scope["method"] != "POST" or scope["query_string"]
+        if (not self.on or scope["type"] != "http" or scope["method"] not in _METHODS or scope["query_string"]
                 or scope.get("root_path") or not scope["path"].startswith(BASE_PATH)):
             return await self.inner(scope, receive, send)
-        path = scope["path"]
-        for regex, kind in self.routes():
+        path, method = scope["path"], scope["method"]
+        for regex, what, arg in self.routes(method):
             m = regex.fullmatch(path)
             if m is not None:
                 break
@@ -143,25 +150,29 @@ class FastPath:
         ext = app.extensions[EXT]
         found = authenticate(ext["principals"], auth.decode("latin-1") if auth is not None else None)
         if found is None:
-            return await self._error(send, path, rid, began, UNAUTHORIZED, UNAUTHORIZED_HEADERS)
+            return await self._error(send, method, path, rid, began, UNAUTHORIZED, UNAUTHORIZED_HEADERS)
         runtime = ext["runtime"]
         if not runtime.started:
-            return await self._error(send, path, rid, began, BOOTING)
-        read = await self._body(receive, limit, app.config["BODY_TIMEOUT"])
+            return await self._error(send, method, path, rid, began, BOOTING)
+        read = await self._body(receive, limit, app.config["BODY_TIMEOUT"]) if method == "POST" else b""
         if isinstance(read, list):   # not read whole: Quart answers it, from the messages read so far
             return await self.inner(scope, _replaying(read, receive), send)
         if read is None:
-            return await self._error(send, path, rid, began, http_error(RequestTimeout()))
+            return await self._error(send, method, path, rid, began, http_error(RequestTimeout()))
         who = found[0].actor
+        value = m.group(1) if m.lastindex else None
         try:
-            result = await submit_raw(runtime, kind, read, m.group(1) if m.lastindex else None, who, ext["media"])
+            if method == "POST":
+                result = await submit_raw(runtime, what, read, value, who, ext["media"])
+            else:   # a GET's body is left unread, as the Quart route leaves it
+                result = await runtime.query(what, who, **({} if arg is None else {arg: value}))
             status, body, headers = answer_parts(result)
             data = self.app.json.text(answer_body(status, body, rid)).encode()
         except ApiError as err:
-            return await self._error(send, path, rid, began, err)
+            return await self._error(send, method, path, rid, began, err)
         except Exception as exc:   # a bug: rendered as the Quart app renders it
             return await self._quart_error(scope, send, exc, rid, began, who, found[1])
-        await self._send(send, path, rid, began, status, data, headers)
+        await self._send(send, method, path, rid, began, status, data, headers)
 
     @staticmethod
     async def _body(receive: Any, limit: int | None, timeout: float | None) -> bytes | list | None:
@@ -185,19 +196,19 @@ class FastPath:
             return None
         return messages[0].get("body", b"") if len(messages) == 1 else b"".join(x.get("body", b"") for x in messages)
 
-    async def _error(self, send: Any, path: str, rid: str, began: float, err: ApiError,
+    async def _error(self, send: Any, method: str, path: str, rid: str, began: float, err: ApiError,
                      headers: dict[str, str] | None = None) -> None:
         data = self.app.json.text(with_id(shared_body(err), rid)).encode()
-        await self._send(send, path, rid, began, err.status, data, headers or {})
+        await self._send(send, method, path, rid, began, err.status, data, headers or {})
 
-    async def _send(self, send: Any, path: str, rid: str, began: float, status: int, data: bytes,
+    async def _send(self, send: Any, method: str, path: str, rid: str, began: float, status: int, data: bytes,
                     headers: dict[str, str]) -> None:
         self.served += 1
         raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         raw += [(name.lower().encode(), value.encode()) for name, value in headers.items()]
         rid_bytes = rid.encode()
         raw += [(b"cache-control", b"no-store"), (b"x-request-id", rid_bytes), (b"request-id", rid_bytes)]
-        log_request(rid, "POST", path, status, began)
+        log_request(rid, method, path, status, began)
         await send({"type": "http.response.start", "status": status, "headers": raw})
         await send({"type": "http.response.body", "body": data, "more_body": False})
 

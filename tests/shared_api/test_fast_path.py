@@ -153,6 +153,16 @@ async def test_the_fast_path_answers_as_the_quart_route(nats_url):
         status, got = await _both(apps, "POST", "/spaces", data=_body(a, 5, "k13", scope="private"),
                                   headers=_auth(a), swap=_Broken)
         assert status == 500, got
+        reads = [(f"/spaces/{spc}", a, 200), (f"/conversations/{con}", a, 200), (f"/spaces/{spc}", "reader", 404),
+                 (f"/operations/{space['operation']}", a, 200), (f"/operations/{other(space['operation'])}", a, 404),
+                 ("/operations/op-00-00", a, 400), (f"/conversations/{con}", "carol", 404)]
+        for path, who, want in reads:
+            status, got = await _both(apps, "GET", path, headers=_auth(who))
+            assert status == want, (path, status, got)
+        assert (await _both(apps, "GET", f"/spaces/{spc}", headers={}))[0] == 401
+        for path in (f"/spaces/{spc}?x=1", f"/operations/{space['operation']}/result", "/spaces"):
+            await _both(apps, "GET", path, headers=_auth(a), served=False)
+        await _both(apps, "HEAD", f"/spaces/{spc}", headers=_auth(a), served=False)
         status, me = await _both(apps, "GET", "/participant", headers=_auth(a), served=False)
         status, got = await _both(apps, "POST", "/spaces", data=_body(a, int(me["next_sequence"]), "k14",
                                                                      scope="private"), headers=_auth(a))
