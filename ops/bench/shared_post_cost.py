@@ -11,7 +11,8 @@ Rounds alternate fast path on / off (the same server, its switch flipped between
 the same load submitted inside the server process (8 coroutines, `submit_body`, no HTTP), the peer that
 says what HTTP adds. Prints per round
 requests/s, the server process's CPU µs a request (all its threads, from /proc: HTTP + runtime + NATS
-client), the nats-server's, the load; then the medians and the fast path's ratio to Quart's.
+client; the kernel's part of it), how many mutations the journal writer's appends carried on average
+(its group commit: fewer a round costs more a mutation), the nats-server's CPU, the load; then the medians and the fast path's ratio to Quart's.
 `--sample`: the server's main thread sampled on a CPU-time timer (ITIMER_PROF, as ops.bench.mutation_profile;
 the kernel ticks every ~4 ms here); each sample counted once for the package of its innermost Python frame
 ("self") and once for every package on its stack ("incl."); shares are of the samples of that mode.
@@ -119,15 +120,23 @@ async def _serve_async(conn, clients: int, sample: bool = False) -> None:
                     sampler.mode = "runtime" if not isinstance(cmd, bool) else "fast" if cmd else "quart"
                 if isinstance(cmd, bool):
                     fast.on = cmd
-                    conn.send(fast.served)
+                    conn.send((fast.served, _appends(runtime)))
                 else:   # ("runtime", the client's sequences, requests a client): the same load, no HTTP
                     load.seq = cmd[1]
-                    conn.send((*await _in_process(runtime, load, clients, cmd[2]), load.seq))
+                    before = _appends(runtime)
+                    wall, cpu = await _in_process(runtime, load, clients, cmd[2])
+                    conn.send((wall, cpu, load.seq, before, _appends(runtime)))
             if sampler is not None:
                 sampler.report()
             stop.set()
             await serving
             await runtime.stop()
+
+
+def _appends(runtime) -> float:
+    """Appends (single or atomic batches) the runtime's journal writer has had acknowledged."""
+    return sum(sample.value for metric in runtime.writer.metrics.ack.collect() for sample in metric.samples
+               if sample.name.endswith("_count"))
 
 
 async def _in_process(runtime, load, clients: int, per_client: int) -> tuple[float, float]:
@@ -199,23 +208,24 @@ def main(argv: list[str] | None = None) -> int:
                 before, nats_before = cpu_seconds(proc.pid), sum(cpu_seconds(p) for p in nats)
                 if mode == "runtime":
                     here.send(("runtime", load.seq, args.requests))
-                    wall, cpu, load.seq = here.recv()
+                    wall, cpu, load.seq, a0, a1 = here.recv()
                 else:
                     here.send(mode == "fast")
-                    served = here.recv()
+                    served, a0 = here.recv()
                     jobs = [http_jobs(load, tokens, c, args.requests) for c in range(args.clients)]
                     before, nats_before = cpu_seconds(proc.pid), sum(cpu_seconds(p) for p in nats)
                     wall, _ = asyncio.run(post_all(port, jobs))
                     cpu = cpu_seconds(proc.pid) - before
                     here.send(mode == "fast")
-                    fast_answered = here.recv() - served
+                    after, a1 = here.recv()
+                    fast_answered = after - served
                     if fast_answered != (n if mode == "fast" else 0):
                         raise RuntimeError(f"{mode}: the fast path answered {fast_answered} of {n}")
                 nats_cpu = sum(cpu_seconds(p) for p in nats) - nats_before
                 kernel = _sys_seconds(proc.pid) - sys_before
                 rows[mode].append((n / wall, cpu / n, nats_cpu / n))
                 print(f"  {mode:<7} {n / wall:7.0f}/s  server {cpu / n * 1e6:6.0f} µs/request "
-                      f"(kernel {kernel / n * 1e6:4.0f})  nats-server "
+                      f"(kernel {kernel / n * 1e6:4.0f}, {n / max(a1 - a0, 1):.1f} mutations an append)  nats-server "
                       f"{nats_cpu / n * 1e6:5.0f} µs/request  load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         here.send(None)
@@ -226,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in rows:
         print(f"median {m:<6} {med[m][0]:7.0f}/s  server {med[m][1] * 1e6:6.0f} µs/request  "
               f"nats-server {med[m][2] * 1e6:5.0f} µs/request")
-    print(f"fast ÷ quart: server CPU {med['fast'][1] / med['quart'][1]:.2f}×, rate {med['fast'][0] / med['quart'][0]:.2f}×; "
-          f"HTTP's share of the server CPU (÷ runtime alone): fast +{(med['fast'][1] - med['runtime'][1]) * 1e6:.0f} µs "
-          f"({med['fast'][1] / med['runtime'][1]:.2f}×), quart +{(med['quart'][1] - med['runtime'][1]) * 1e6:.0f} µs "
-          f"({med['quart'][1] / med['runtime'][1]:.2f}×)")
+    fast, quart, alone = (med[m][1] for m in ("fast", "quart", "runtime"))
+    print(f"fast ÷ quart: server CPU {fast / quart:.2f}×, rate {med['fast'][0] / med['quart'][0]:.2f}×; over the "
+          f"runtime alone: fast +{(fast - alone) * 1e6:.0f} µs ({fast / alone:.2f}×), "
+          f"quart +{(quart - alone) * 1e6:.0f} µs ({quart / alone:.2f}×)")
     return 0
 
 

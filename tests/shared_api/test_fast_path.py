@@ -58,7 +58,8 @@ def _scrub(raw: bytes, rid: str) -> bytes:
 
 
 def _body(name: str, seq: int, key: str, **fields: Any) -> bytes:
-    return json.dumps({"schema": SCHEMA, "lineage": lineage_for(name).hex(), "operation_key": hashlib.md5(key.encode()).hexdigest(),
+    return json.dumps({"schema": SCHEMA, "lineage": lineage_for(name).hex(),
+                       "operation_key": hashlib.md5(key.encode()).hexdigest(),
                        "sequence": str(seq), **fields}).encode()
 
 
@@ -100,7 +101,8 @@ async def test_the_fast_path_answers_as_the_quart_route(nats_url):
         a = "alice"
         status, got = await _both(apps, "POST", "/participant", data=_body(a, 1, "k1"), headers=_auth(a))
         assert status == 201, got
-        assert (await _both(apps, "POST", "/participant", data=_body(a, 1, "k1"), headers=_auth(a)))[0] == 200   # the exact retry: its receipt again
+        retry = await _both(apps, "POST", "/participant", data=_body(a, 1, "k1"), headers=_auth(a))
+        assert retry[0] == 200   # the exact retry: its receipt again
         status, got = await _both(apps, "POST", "/participant", data=_body(a, 1, "k2"), headers=_auth(a))
         assert status == 409, got                      # a conflicting retry of sequence 1
         await _both(apps, "POST", "/participant", data=_body("bob", 1, "b1"), headers=_auth("bob"), rid=None)
@@ -167,3 +169,35 @@ async def test_the_fast_path_answers_as_the_quart_route(nats_url):
         status, got = await _both(apps, "POST", "/spaces", data=_body(a, int(me["next_sequence"]), "k14",
                                                                      scope="private"), headers=_auth(a))
         assert status == 201, got
+
+
+class _Service:
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+def test_the_fast_path_serves_every_app_shape_and_stands_aside_for_unknown_hooks():
+    """`aotx serve`'s app (create_app), the lone gateway's and an HTTP worker's (forwarding installed) get
+    every mutation POST and one-view GET; an app with a request hook it does not know gets none."""
+    from api.app import create_app, create_shared_gateway
+    from api.worker_proxy import install_forwarding
+
+    serve = create_app(_Service())
+    attach_shared(serve, _NotStarted(), {})
+    worker = create_app(_Service())
+    attach_shared(worker, _NotStarted(), {})
+    install_forwarding(worker, "http://127.0.0.1:9")
+    hooked = Quart("hooked")
+    attach_shared(hooked, _NotStarted(), {})
+
+    @hooked.before_request
+    async def _mine() -> None:
+        return None
+
+    for app in (serve, create_shared_gateway(_NotStarted(), {}), worker, hooked):
+        fast = app.extensions["aotx_shared"]["fast"]
+        want = (0, 0) if app is hooked else (8, 3)
+        assert (len(fast.routes("POST")), len(fast.routes("GET"))) == want, app.name
