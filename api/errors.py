@@ -86,7 +86,11 @@ def anthropic_body(err: ApiError) -> dict:
 
 def with_request_id(body: dict) -> dict:
     """The error body with this request's id added at the top level (none outside a request)."""
-    rid = current_request_id()
+    return with_id(body, current_request_id())
+
+
+def with_id(body: dict, rid: str | None) -> dict:
+    """`body` with `rid` added at the top level (unless it has one, or rid is None)."""
     if rid is None or "request_id" in body:
         return body
     return {**body, "request_id": rid}

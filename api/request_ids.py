@@ -28,10 +28,21 @@ def current_request_id() -> str | None:
         return None
     rid = g.get("request_id")
     if rid is None:
-        sent = request.headers.get(HEADER, "")
-        rid = sent if _SANE.fullmatch(sent) else f"req_{secrets.token_hex(12)}"
-        g.request_id = rid
+        rid = g.request_id = id_for(request.headers.get(HEADER, ""))
     return rid
+
+
+def id_for(sent: str) -> str:
+    """The id of a request whose client sent `sent` as its x-request-id ("" for none)."""
+    return sent if _SANE.fullmatch(sent) else f"req_{secrets.token_hex(12)}"
+
+
+def log_request(rid: str, method: str, path: str, status: int, began: float | None) -> None:
+    """The request's `aotx.http` line (info level)."""
+    if log.isEnabledFor(logging.INFO):
+        log.info("request", extra={"fields": {
+            "request_id": rid, "method": method, "path": path, "status": status,
+            "ms": None if began is None else round((time.perf_counter() - began) * 1000, 3)}})
 
 
 def install(app) -> None:
@@ -50,10 +61,5 @@ def install(app) -> None:
         rid = current_request_id()
         response.headers[HEADER] = rid
         response.headers[ANTHROPIC_HEADER] = rid
-        if log.isEnabledFor(logging.INFO):
-            began = g.get("request_began")
-            log.info("request", extra={"fields": {
-                "request_id": rid, "method": request.method, "path": request.path,
-                "status": response.status_code,
-                "ms": None if began is None else round((time.perf_counter() - began) * 1000, 3)}})
+        log_request(rid, request.method, request.path, response.status_code, g.get("request_began"))
         return response

@@ -12,6 +12,7 @@ from api.app_common import install_common
 
 from ..drain import drain_of
 from .auth import normalise
+from .fast import install as install_fast_path
 from .routes import _EXT, MEDIA_MAX_BYTES, make_blueprint
 
 
@@ -44,6 +45,7 @@ def attach_shared(app: Quart, runtime: RuntimePort,
     app.extensions[_EXT] = ext
     install_common(app)  # request ids, strict JSON, framework errors (405 + Allow) in the shared envelope
     app.register_blueprint(make_blueprint(tuple(models), page_grant))
+    install_fast_path(app, ext)   # the mutation POSTs without Quart's request machinery (api.shared.fast)
 
     @app.before_serving
     async def _start_shared_runtime() -> None:

@@ -10,10 +10,18 @@ from typing import Iterable, Mapping
 
 from aotx.state import Actor, Grants
 
+from ..auth import bearer_token
+from ..errors import ApiError
 from ..gateway_config import load_gateway_config
 
 SHARED_ACTIONS = ("shared_read", "shared_write", "shared_manage")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+# what a shared request without a known token, or before the runtime booted, is answered
+UNAUTHORIZED = ApiError(401, "a valid bearer token is required", type="unauthorized")
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
+BOOTING = ApiError(503, "the shared runtime is still booting", type="unavailable")
 
 
 def token_sha256(token: str) -> str:
@@ -28,6 +36,16 @@ class Principal:
     @property
     def actor(self) -> Actor:
         return Actor(self.name, self.grants)
+
+
+def authenticate(principals: Mapping[str, "Principal"], authorization: str | None) -> tuple["Principal", str] | None:
+    """The principal of an Authorization header value and its token's digest (hashed once a request);
+    None without a known bearer token. Every shared request is authenticated by this (the blueprint
+    and the fast path, api.shared.fast)."""
+    token = bearer_token(authorization)
+    digest = token_sha256(token) if token else None
+    principal = principals.get(digest) if digest else None
+    return None if principal is None else (principal, digest)
 
 
 def grants_of(actions: Iterable[str]) -> Grants:

@@ -11,12 +11,14 @@ import re
 from typing import Any, Mapping
 
 from quart import current_app, g, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 from aotx.runtime import Outcome, RuntimePort
 from aotx.runtime.read_fresh import retry_after
 from aotx.state import Refusal
 
-from ..errors import ApiError, with_request_id
+from ..errors import ApiError, with_id
+from ..request_ids import current_request_id
 
 BASE_PATH = "/aotx/v1/shared"
 EXT = "aotx_shared"
@@ -39,24 +41,41 @@ def actor() -> Any:
     return g.shared_actor
 
 
+def answer_body(status: int, body: Any, rid: str | None) -> Any:
+    """What a JSON answer carries: an error body gets the request's id (api.errors)."""
+    if status >= 400 and isinstance(body, dict) and "error" in body:
+        return with_id(body, rid)
+    return body
+
+
 def json_answer(status: int, body: Mapping[str, Any]):
-    if status >= 400 and isinstance(body, dict) and "error" in body:   # the request's id (api.errors)
-        body = with_request_id(body)
-    response = jsonify(body)
+    response = jsonify(answer_body(status, body, current_request_id()))
     response.status_code = status
     return response
 
 
-def answer(result: Any):
+def answer_parts(result: Any) -> tuple[int, Any, dict[str, str]]:
+    """A runtime's result as (status, JSON body, extra headers): the one reading of it, for the routes
+    here and for the fast path (api.shared.fast)."""
     if isinstance(result, Refusal):
-        return json_answer(result.status, result.error())
+        return result.status, result.error(), {}
     if isinstance(result, Outcome):
-        response = json_answer(result.status, result.body)
         wait = retry_after(result)   # a runtime behind the log (503 lagging): when to ask again
-        if wait is not None:
-            response.headers["Retry-After"] = str(wait)
-        return response
-    return json_answer(200, result)
+        return result.status, result.body, {} if wait is None else {"Retry-After": str(wait)}
+    return 200, result, {}
+
+
+def answer(result: Any):
+    status, body, headers = answer_parts(result)
+    response = json_answer(status, body)
+    for name, value in headers.items():
+        response.headers[name] = value
+    return response
+
+
+def http_error(exc: HTTPException) -> ApiError:
+    """A framework error (404, 405, 408, 413, ...) as the shared envelope's ApiError."""
+    return ApiError(exc.code or 500, exc.description or exc.name, type=exc.name.lower().replace(" ", "_"))
 
 
 def invalid(message: str) -> ApiError:
@@ -94,9 +113,11 @@ def resume_cursor(path: str, name: str) -> int:
 
 
 def read(view: str):
-    """GET of one named view with the route's arguments."""
+    """GET of one named view with the route's arguments (its `query_view`: the fast path, api.shared.fast,
+    serves such a rule's GETs without a query string)."""
     async def handler(**kwargs: Any):
         return answer(await runtime().query(view, actor(), **kwargs))
+    handler.query_view = view   # type: ignore[attr-defined]
     return handler
 
 

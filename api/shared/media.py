@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from quart import Blueprint, request
 
 from aotx.state import SubmitInput
@@ -13,12 +15,11 @@ MEDIA_MAX_BYTES = 8 * 1024 * 1024
 _MEDIA_KINDS = ("image", "audio")
 
 
-async def foreign_media(mutation: SubmitInput) -> None:
+async def foreign_media(mutation: SubmitInput, store: Any, principal: str) -> None:
     """Source ownership, checked before the model-capability refusal: a well-formed input may
-    reference only media its author uploaded (409 media_not_owned)."""
-    store = shared()["media"]
+    reference only media its author (`principal`) uploaded to `store` (409 media_not_owned)."""
     for ref in mutation.media:
-        if store is None or not await store.uploaded_by(ref.sha256, actor().principal):
+        if store is None or not await store.uploaded_by(ref.sha256, principal):
             raise ApiError(409, f"media {ref.sha256} was not uploaded by you: an input may reference only media "
                            "its author uploaded (POST /media)", type="media_not_owned")
 

@@ -13,11 +13,10 @@ from typing import Any, Mapping
 from quart import Blueprint, g, request
 from werkzeug.exceptions import HTTPException
 
-from ..auth import bearer_token
 from ..errors import ApiError, shared_error_response
 from . import memory, operations, participant, spaces, streams
-from .auth import token_sha256
-from .common import BASE_PATH, EXT, runtime, shared
+from .auth import BOOTING, UNAUTHORIZED, UNAUTHORIZED_HEADERS, authenticate
+from .common import BASE_PATH, EXT, http_error, runtime, shared
 from .media import MEDIA_MAX_BYTES
 from .media import register as register_media
 
@@ -30,15 +29,12 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
 
     @bp.before_request
     async def _authenticate():
-        token = bearer_token(request.headers.get("Authorization"))
-        digest = token_sha256(token) if token else None   # (hashed once a request)
-        principal = shared()["principals"].get(digest) if digest else None
-        if principal is None:
-            return shared_error_response(ApiError(401, "a valid bearer token is required", type="unauthorized"),
-                                         {"WWW-Authenticate": "Bearer"})
-        g.shared_actor, g.shared_token = principal.actor, digest
+        found = authenticate(shared()["principals"], request.headers.get("Authorization"))
+        if found is None:
+            return shared_error_response(UNAUTHORIZED, UNAUTHORIZED_HEADERS)
+        g.shared_actor, g.shared_token = found[0].actor, found[1]
         if not runtime().started:
-            return shared_error_response(ApiError(503, "the shared runtime is still booting", type="unavailable"))
+            return shared_error_response(BOOTING)
         return None
 
     @bp.after_request
@@ -52,8 +48,7 @@ def make_blueprint(models: tuple[Mapping[str, Any], ...] = (), page_grant: int |
 
     @bp.errorhandler(HTTPException)
     async def _http(exc: HTTPException):
-        return shared_error_response(ApiError(exc.code or 500, exc.description or exc.name,
-                                              type=exc.name.lower().replace(" ", "_")))
+        return shared_error_response(http_error(exc))
 
     participant.register(bp, tuple(models), page_grant)
     spaces.register(bp)
