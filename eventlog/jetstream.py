@@ -178,16 +178,9 @@ class JetStreamRecorder:
         self, subject: str, payload: bytes, msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
     ) -> Ack:
-        acks = self._acks
-        if acks is not None:
-            try:
-                stream, seq, duplicate = await acks.publish(subject, payload, msg_id, expected_last_subject_seq)
-            except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
-                mapped = map_publish_error(exc, subject, expected_last_subject_seq)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-            return Ack(stream=stream, seq=seq, duplicate=duplicate)
+        if self._acks is not None:
+            return await self.append_sent(await self.send_append(subject, payload, msg_id, expected_last_subject_seq),
+                                          subject, expected_last_subject_seq)
         headers: dict[str, str] = {}
         if msg_id is not None:
             headers[Header.MSG_ID.value] = msg_id
@@ -201,6 +194,39 @@ class JetStreamRecorder:
                 raise
             raise mapped from exc
         return Ack(stream=ack.stream, seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    @property
+    def sends_appends(self) -> bool:
+        """Whether `send_append` / `append_sent` may be used (the lean path: appends in flight with no
+        task each, sent one after the other, then awaited)."""
+        return self._acks is not None
+
+    async def send_append(self, subject: str, payload: bytes, msg_id: str | None = None,
+                          expected_last_subject_seq: int | None = None) -> asyncio.Future:
+        """`append`'s first half: send the message now; its ack is `append_sent(the result, …)`. Raises
+        what append raises for a message that could not be sent."""
+        assert self._acks is not None, "send_append needs sends_appends"
+        try:
+            return await self._acks.send(subject, payload, msg_id, expected_last_subject_seq)
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            mapped = map_publish_error(exc, subject, expected_last_subject_seq)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    async def append_sent(self, sent: asyncio.Future, subject: str,
+                          expected_last_subject_seq: int | None = None) -> Ack:
+        """`append`'s second half: the Ack of a message `send_append` sent (the same subject and guard),
+        or what append raises for its answer."""
+        assert self._acks is not None, "append_sent needs sends_appends"
+        try:
+            stream, seq, duplicate = await self._acks.result(sent)
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            mapped = map_publish_error(exc, subject, expected_last_subject_seq)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        return Ack(stream=stream, seq=seq, duplicate=duplicate)
 
     async def append_batch(self, messages: Sequence[BatchMessage]) -> list[Ack]:
         """One atomic batch (ADR-50): every message but the last is published without a reply, the

@@ -90,6 +90,13 @@ class AckInbox:
     async def publish(self, subject: str, payload: bytes, msg_id: Optional[str] = None,
                       expected_last_subject_seq: Optional[int] = None) -> tuple[str, int, bool]:
         """(stream, seq, duplicate) of the ack; raises what js.publish raises (see the module's note)."""
+        return await self.result(await self.send(subject, payload, msg_id, expected_last_subject_seq))
+
+    async def send(self, subject: str, payload: bytes, msg_id: Optional[str] = None,
+                   expected_last_subject_seq: Optional[int] = None) -> asyncio.Future:
+        """Send the publish now (written to the socket by nats-py's flusher, in the order sent); the future
+        of its reply, for `result`. Several sends, then their results: several publishes in flight with
+        no task each. Raises what js.publish raises before anything is sent."""
         nc = self.nc
         if subject not in self._valid:   # request() and publish() check the subject first
             if not subject or _SUBJECT_INVALID.search(subject):
@@ -129,13 +136,26 @@ class AckInbox:
         stats["out_bytes"] += size
         nc._pending.append(cmd)   # nats-py's _send_command and publish's flush, inline
         nc._pending_data_size += len(cmd)
-        if nc._max_pending_size > 0 and nc._pending_data_size > nc._max_pending_size:
-            await nc._flush_pending(force_flush=True)
-        if nc._flush_queue is not None and nc._flush_queue.empty():
-            await nc._flush_pending()
-        data, headers = await future
+        try:
+            if nc._max_pending_size > 0 and nc._pending_data_size > nc._max_pending_size:
+                await nc._flush_pending(force_flush=True)
+            if nc._flush_queue is not None and nc._flush_queue.empty():
+                await nc._flush_pending()
+        except BaseException:
+            future.cancel()   # cancelled before its caller had it: never awaited (its entry goes at the deadline)
+            raise
+        return future
+
+    async def result(self, future: asyncio.Future) -> tuple[str, int, bool]:
+        """(stream, seq, duplicate) of a sent publish's ack; raises what js.publish raises for its answer.
+        Cancelled, the publish is given up (its ack, if one comes, is dropped)."""
+        try:
+            data, headers = await future
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
         if headers:   # an ack carries none: a status (no responders), parsed as nats-py parses it
-            parsed = await nc._process_headers(headers)
+            parsed = await self.nc._process_headers(headers)
             if parsed and parsed.get(_STATUS) == _NO_RESPONDERS:
                 raise nats.js.errors.NoStreamResponseError
         resp = json.loads(data)
