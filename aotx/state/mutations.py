@@ -210,11 +210,24 @@ def _ident(body: Mapping[str, Any], env: Envelope) -> bytes:
 _ID_FORM = {kind.value: re.compile(kind.value + r"-([0-9a-f]{32})-([0-9a-f]{32})") for kind in IdKind}
 
 
+# valid IDs parsed already, per kind (a ResourceId is immutable: shared): the same spaces, conversations and
+# participants come again and again; bounded, since any caller may send any valid ID
+_PARSED: dict[str, dict[str, ResourceId]] = {kind.value: {} for kind in IdKind}
+MAX_PARSED = 4096
+
+
 def _resource(text: object, kind: IdKind) -> ResourceId:
     if type(text) is str:   # the valid form at once; ids.parse_id names what is wrong with any other
+        parsed = _PARSED[kind._value_]
+        rid = parsed.get(text)
+        if rid is not None:
+            return rid
         valid = _ID_FORM[kind._value_].fullmatch(text)
         if valid:
-            return ResourceId(kind, bytes.fromhex(valid[1]), bytes.fromhex(valid[2]))
+            if len(parsed) >= MAX_PARSED:
+                parsed.clear()
+            rid = parsed[text] = ResourceId(kind, bytes.fromhex(valid[1]), bytes.fromhex(valid[2]))
+            return rid
     try:
         return parse_id(text, kind)
     except IdError as exc:
