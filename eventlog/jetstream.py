@@ -20,6 +20,7 @@ from .connection import OutageLog, close_connection
 from .direct_read import read_direct, read_direct_batches
 from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
+from .publish import AckInbox
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
 from .stream import StreamSpec, ensure_stream, replicas_for
 
@@ -133,10 +134,15 @@ class JetStreamRecorder:
         self.timeout = timeout
         self._owns_connection = owns_connection
         self.atomic_batches = False   # set from the stream's config once ensured
+        # appends await their acks on one inbox (eventlog.publish) where the connection is ours (it has
+        # subscribe_replies); on any other nats-py connection through js.publish
+        self._acks = AckInbox(nc, spec.name, timeout) if hasattr(nc, "subscribe_replies") else None
 
     async def _ensure(self) -> None:
         info = await ensure_stream(self.js, self.spec, replicas_for(self.nc))
         self.atomic_batches = bool(getattr(info.config, "allow_atomic", False))
+        if self._acks is not None:
+            await self._acks.start()
 
     @classmethod
     async def connect(
@@ -172,6 +178,9 @@ class JetStreamRecorder:
         self, subject: str, payload: bytes, msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
     ) -> Ack:
+        if self._acks is not None:
+            return await self.append_sent(await self.send_append(subject, payload, msg_id, expected_last_subject_seq),
+                                          subject, expected_last_subject_seq)
         headers: dict[str, str] = {}
         if msg_id is not None:
             headers[Header.MSG_ID.value] = msg_id
@@ -185,6 +194,39 @@ class JetStreamRecorder:
                 raise
             raise mapped from exc
         return Ack(stream=ack.stream, seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    @property
+    def sends_appends(self) -> bool:
+        """Whether `send_append` / `append_sent` may be used (the lean path: appends in flight with no
+        task each, sent one after the other, then awaited)."""
+        return self._acks is not None
+
+    async def send_append(self, subject: str, payload: bytes, msg_id: str | None = None,
+                          expected_last_subject_seq: int | None = None) -> asyncio.Future:
+        """`append`'s first half: send the message now; its ack is `append_sent(the result, …)`. Raises
+        what append raises for a message that could not be sent."""
+        assert self._acks is not None, "send_append needs sends_appends"
+        try:
+            return await self._acks.send(subject, payload, msg_id, expected_last_subject_seq)
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            mapped = map_publish_error(exc, subject, expected_last_subject_seq)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    async def append_sent(self, sent: asyncio.Future, subject: str,
+                          expected_last_subject_seq: int | None = None) -> Ack:
+        """`append`'s second half: the Ack of a message `send_append` sent (the same subject and guard),
+        or what append raises for its answer."""
+        assert self._acks is not None, "append_sent needs sends_appends"
+        try:
+            stream, seq, duplicate = await self._acks.result(sent)
+        except Exception as exc:  # mapped in exactly one place: errors.map_publish_error
+            mapped = map_publish_error(exc, subject, expected_last_subject_seq)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        return Ack(stream=stream, seq=seq, duplicate=duplicate)
 
     async def append_batch(self, messages: Sequence[BatchMessage]) -> list[Ack]:
         """One atomic batch (ADR-50): every message but the last is published without a reply, the

@@ -12,6 +12,10 @@ a str pattern): tests/eventlog/test_nats_client.py holds the two equal.
 header dict, a `Msg`, the subscription's queue and task): the parser's `handler(data, headers)`
 call, with the raw header block (bytes, or None), synchronously, in order. What a bulk read does
 per message (eventlog.direct_read) and nothing more; `handler` must not raise.
+
+`subscribe_replies(subject, handler)`: the same with the message's subject (bytes) as well,
+`handler(subject, data, headers)`: one wildcard inbox whose replies are told apart by their subject
+(eventlog.publish: JetStream acks).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class Client(_NatsClient):
     def __init__(self) -> None:
         super().__init__()
         self._raw: Dict[int, RawHandler] = {}   # subscription id -> its raw handler
+        self._replies: Dict[int, ReplyHandler] = {}   # subscription id -> its reply handler (with the subject)
 
     async def subscribe_raw(self, subject: str, handler: "RawHandler") -> Subscription:
         """A subscription whose every message is `handler(data, headers)` (see the module's note);
@@ -78,14 +83,28 @@ class Client(_NatsClient):
         self._raw[sub._id] = handler
         return sub
 
+    async def subscribe_replies(self, subject: str, handler: "ReplyHandler") -> Subscription:
+        """A subscription whose every message is `handler(subject, data, headers)` (see the module's note)."""
+        sub = await self.subscribe(subject, cb=_unused)
+        self._replies[sub._id] = handler
+        return sub
+
     def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
         self._raw.pop(sid, None)
+        self._replies.pop(sid, None)
         super()._remove_sub(sid, max_msgs)
 
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
         handler = self._raw.get(sid)
         if handler is None:
-            return await super()._process_msg(sid, subject, reply, data, headers)
+            replies = self._replies.get(sid)
+            if replies is None:
+                return await super()._process_msg(sid, subject, reply, data, headers)
+            stats = self.stats
+            stats["in_msgs"] += 1
+            stats["in_bytes"] += len(data)
+            replies(subject, data, headers)
+            return None
         stats = self.stats
         stats["in_msgs"] += 1
         stats["in_bytes"] += len(data)
@@ -102,6 +121,7 @@ class Client(_NatsClient):
 
 
 RawHandler = Callable[[bytes, Optional[bytes]], None]
+ReplyHandler = Callable[[bytes, bytes, Optional[bytes]], None]
 
 
 async def _unused(msg) -> None:   # a raw subscription's messages never reach its callback

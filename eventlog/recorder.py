@@ -62,6 +62,12 @@ class Recorder(Protocol):
 
     append raises ConcurrencyConflict, JournalFull or JournalUnavailable (eventlog.errors).
     expected_last_subject_seq=0 means "the subject holds no message yet"; None skips the check.
+
+    Optional, in two halves: a recorder CLASS that defines `send_append` (JetStreamRecorder) and whose
+    `sends_appends` is true takes `await send_append(...)` (sent now) then `await append_sent(that, subject,
+    guard)` (its Ack) for what `append` does, so several appends are in flight without a task each. It
+    is looked up on the class, not the instance: a wrapper that changes `append` (and delegates the
+    rest) keeps every append going through its own `append`.
     """
 
     async def append(

@@ -40,19 +40,27 @@ def _compiled():
         return None
     if getattr(google_crc32c, "implementation", None) != "c":
         return None  # its own pure-Python fallback is no faster than ours
-    extend = google_crc32c.extend
+    extend, value = google_crc32c.extend, google_crc32c.value
     # the wrapper is only trusted after it agrees with the reference on the published check value
-    if extend(0, b"123456789") != 0xE3069283 or extend(crc32c_reference(b"1234"), b"56789") != 0xE3069283:
+    if extend(0, b"123456789") != 0xE3069283 or extend(crc32c_reference(b"1234"), b"56789") != 0xE3069283 \
+            or value(b"123456789") != 0xE3069283 or value(b"") != 0:
         return None
-    return extend
+    return extend, value
 
 
-_EXTEND = _compiled()
+_EXTEND, _VALUE = _compiled() or (None, None)
 IMPLEMENTATION = "google-crc32c" if _EXTEND is not None else "python"
 
 if _EXTEND is not None:
     def crc32c(data: bytes | bytearray | memoryview, crc: int = 0, _extend=_EXTEND) -> int:
         """CRC-32C of data; pass a previous result as `crc` to continue over more bytes."""
         return _extend(crc, data if type(data) is bytes else bytes(data))
+
+    # CRC-32C of `bytes` (no conversion, no continuation: the journal's records): the C function itself
+    crc32c_bytes = _VALUE
 else:
     crc32c = crc32c_reference
+
+    def crc32c_bytes(data: bytes) -> int:
+        """CRC-32C of `bytes` (no conversion, no continuation: the journal's records)."""
+        return crc32c_reference(data)

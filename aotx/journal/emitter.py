@@ -11,9 +11,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .transfer import Transfer, encode_transfer, pack_body, unpack_body
+from .transfer import Transfer, encode_transfer, pack_body
 
 MAX_RECORDS_PER_TICK = 16
+_new = object.__new__
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,16 @@ class Tick:
         return f"j37-{self.lineage_hash:016x}-{self.first[0]}-{self.first[1]}"
 
 
+class _Queued:
+    """A submitted transfer whose last part is not in a tick yet: its records, and how many are taken."""
+
+    __slots__ = ("tid", "kind", "parts", "taken", "payload", "digest", "event")
+
+    def __init__(self, tid: int, kind: int, parts: list[bytes], payload: bytes, digest: bytes, event: Any) -> None:
+        self.tid, self.kind, self.parts, self.taken = tid, kind, parts, 0
+        self.payload, self.digest, self.event = payload, digest, event
+
+
 class Emitter:
     """Transfers of one lineage, in submission order; their parts stay contiguous and ordered."""
 
@@ -54,16 +65,13 @@ class Emitter:
         self.next_transfer_id = next_transfer_id
         self.records_per_tick = records_per_tick
         self.whole = whole
-        # a queued record: (transfer id, part index, part count, transfer kind, its encoded bytes)
-        self._queue: deque[tuple[int, int, int, int, bytes]] = deque()
-        self._payloads: dict[int, tuple[bytes, bytes]] = {}   # transfer id → (payload, digest), until its
-        #                                                       last part is in a tick
-        self._events: dict[int, Any] = {}       # transfer id → the event it encodes (submit_payload's `event`)
+        self._queue: deque[_Queued] = deque()   # transfers with records not in a tick yet, in order
+        self._pending = 0                        # how many records that is
 
     @property
     def pending(self) -> int:
         """Records waiting for a tick."""
-        return len(self._queue)
+        return self._pending
 
     def submit(self, kind: int, body: Any) -> int:
         """Queue a transfer (body is packed with msgpack); returns its transfer id."""
@@ -75,57 +83,86 @@ class Emitter:
         tid, kind = self.next_transfer_id, int(kind)
         digest, parts = encode_transfer(kind, tid, self.lineage_hash, payload)
         self.next_transfer_id += 1
-        count = len(parts)
-        self._queue.extend((tid, i, count, kind, data) for i, data in enumerate(parts))
-        self._payloads[tid] = (payload, digest)
-        if event is not None:
-            self._events[tid] = event
+        self._queue.append(_Queued(tid, kind, parts, payload, digest, event))
+        self._pending += len(parts)
         return tid
 
     def tick(self) -> Tick | None:
         """Take up to records_per_tick records off the queue as one message; None if idle."""
-        if not self._queue:
+        q = self._queue
+        if not q:
             return None
-        taken = [self._queue.popleft() for _ in range(self._take())]
-        last = [r for r in taken if r[1] == r[2] - 1]     # the last part of a transfer
-        completes = tuple(r[0] for r in last)
-        payloads = [self._payloads.pop(tid) for tid in completes]
-        events = [self._events.pop(tid, None) for tid in completes]
-        whole = taken[0][1] == 0 and taken[-1][1] == taken[-1][2] - 1
+        take = self._take()
+        self._pending -= take
+        head = q[0]
+        first, starts_whole = (head.tid, head.taken), head.taken == 0
+        chunks: list[bytes] = []
+        done: list[_Queued] = []
+        left, ends_whole = take, False
+        while left:
+            e = q[0]
+            parts, at = e.parts, e.taken
+            rest = len(parts) - at
+            if rest <= left:   # its last part is in this tick
+                chunks.extend(parts if at == 0 else parts[at:])
+                done.append(q.popleft())
+                left -= rest
+                ends_whole = True
+            else:
+                chunks.extend(parts[at:at + left])
+                e.taken = at + left
+                left, ends_whole = 0, False
         transfers: tuple[Transfer, ...] = ()
-        if whole:
-            out = []
-            for r, (payload, digest), event in zip(last, payloads, events):
-                t = Transfer(r[3], r[0], self.lineage_hash, payload, unpack_body(payload), event)
-                t.__dict__["digest"] = digest
+        if starts_whole and ends_whole:
+            lh, out = self.lineage_hash, []
+            for e in done:
+                t = _new(Transfer)   # a frozen dataclass: its fields set directly; `body` unpacked on first read
+                t.__dict__.update(kind=e.kind, transfer_id=e.tid, lineage_hash=lh, payload=e.payload,
+                                  event=e.event, digest=e.digest)
                 out.append(t)
             transfers = tuple(out)
         return Tick(
-            data=b"".join(r[4] for r in taken), records=len(taken),
-            first=(taken[0][0], taken[0][1]), completes=completes,
+            data=b"".join(chunks), records=take, first=first, completes=tuple(e.tid for e in done),
             lineage_hash=self.lineage_hash, transfers=transfers,
         )
 
-    def _take(self, at: int = 0, whole: bool | None = None) -> int:
-        """How many records a tick beginning at queue index `at` takes: as many as fit, or (whole) up to
-        the last transfer that fits in it entirely — as many as fit when even the first does not."""
+    def _take(self) -> int:
+        """How many records the next tick takes: as many as fit, or (whole) up to the last transfer that
+        fits in it entirely — as many as fit when even the first does not."""
         q, per = self._queue, self.records_per_tick
-        limit = min(per, len(q) - at)
-        if not (self.whole if whole is None else whole) or q[at][1] != 0:
-            return limit
-        n = 0
-        while at + n < len(q) and n + q[at + n][2] <= per:
-            n += q[at + n][2]     # the first part of the next transfer (parts are contiguous)
-        return n or limit
+        if self.whole and q[0].taken == 0:
+            n = 0
+            for e in q:   # every transfer after the first is untaken
+                if n + len(e.parts) > per:
+                    break
+                n += len(e.parts)
+            if n:
+                return n
+        return min(per, self._pending)
 
     def ticks_needed(self, whole: bool) -> int:
         """How many ticks the queued records make, cut whole (`whole=True`) or at every records_per_tick."""
+        per = self.records_per_tick
         if not whole:
-            return -(-len(self._queue) // self.records_per_tick)
+            return -(-self._pending // per)
+        rest = [len(e.parts) - e.taken for e in self._queue]
+        fresh = [e.taken == 0 for e in self._queue]
         ticks = i = 0
-        while i < len(self._queue):
-            i += self._take(i, True)
+        while i < len(rest):
             ticks += 1
+            if fresh[i]:
+                n, j = 0, i
+                while j < len(rest) and n + rest[j] <= per:
+                    n, j = n + rest[j], j + 1
+                if n:
+                    i = j
+                    continue
+            left = per
+            while left and i < len(rest):
+                if rest[i] <= left:
+                    left, i = left - rest[i], i + 1
+                else:
+                    rest[i], fresh[i], left = rest[i] - left, False, 0
         return ticks
 
     def drain(self) -> list[Tick]:

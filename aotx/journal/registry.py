@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .fast_decode import compile_decoder
+from .fast_encode import compile_encoder
 from .fields import Refused, Schema, compile_schema
 from .struct_decode import PayloadDecoder, compile_struct
 from .transfer import pack_body, unpack_body
@@ -48,6 +49,7 @@ class Kind:
     fast: Callable[[dict], Any]   # the generated decoder (aotx.journal.fast_decode); names no fault
     struct: type                  # its body as a msgspec Struct, and the event from one (aotx.journal.struct_decode)
     build: Callable[[Any], Any]
+    fast_body: Callable[[Any], dict]   # the generated body builder (aotx.journal.fast_encode); names no fault
 
 
 class Registry:
@@ -66,7 +68,7 @@ class Registry:
         if len(set(keys)) != len(keys):
             raise ValueError(f"{tag}: two fields share a wire key in {keys}")
         kind = Kind(tag, cls, family, transfer, version, schema, frozenset(keys), compile_decoder(cls, schema.leaves),
-                    *compile_struct(cls, tag, version, schema.leaves))
+                    *compile_struct(cls, tag, version, schema.leaves), compile_encoder(tag, version, schema.leaves))
         self._by_tag[tag], self._by_cls[cls] = kind, kind
         return kind
 
@@ -88,6 +90,10 @@ class Registry:
     def body(self, event: Any) -> dict[str, Any]:
         """The event's msgpack map; a value its field refuses raises the family's error."""
         kind = self.kind_of(event)
+        try:
+            return kind.fast_body(event)
+        except Refused:
+            pass   # built again leaf by leaf, to name the field
         body: dict[str, Any] = {"kind": kind.tag, "v": kind.version}
         try:
             for leaf, value in zip(kind.schema.leaves, kind.schema.get(event)):

@@ -48,5 +48,7 @@ def encode_ticks(projector: Projector, boot_id: str, lineage: bytes, groups: Ite
     if whole and chain_min is not None and emitter.ticks_needed(False) < chain_min <= emitter.ticks_needed(True):
         emitter.whole = False
     ticks = emitter.drain()
-    where = [-1 if tid == 0 else next(i for i, t in enumerate(ticks) if tid in t.completes) for tid in last]
-    return ticks, where
+    if len(ticks) == 1:   # (the common case: every group completes in the one tick)
+        return ticks, [-1 if tid == 0 else 0 for tid in last]
+    at = {tid: i for i, t in enumerate(ticks) for tid in t.completes}
+    return ticks, [-1 if tid == 0 else at[tid] for tid in last]

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 from time import perf_counter
+from typing import Optional
 
 import nats.errors
 
@@ -52,7 +53,35 @@ def held_flights(writer, flights: list) -> list:
     return [f for f in flights if f.error is None]
 
 
-async def append_guarded(writer, recorder, f, tick, msg_id: str):
+async def append_sent(writer, recorder, flights: list) -> list:
+    """Flights of one tick each, on a recorder that `sends_appends`: every tick sent, in order, then every
+    answer awaited, in order (no task per flight, as asyncio.gather would make; the log acks them in the
+    order sent). Per flight, what `writer._append` returned or raised."""
+    sent: list = []
+    try:
+        for f in flights:
+            tick = f.ticks[len(f.landed)]
+            expected, began, msg_id = writer.expected(f), perf_counter(), writer.msg_id(tick)
+            try:
+                first = await recorder.send_append(f.subject, tick.data, msg_id, expected)
+            except Exception as exc:   # answered as that append's own failure (append_guarded)
+                first = exc
+            sent.append((f, (first, expected, began, msg_id)))
+        results: list = []
+        for f, first in sent:
+            try:
+                results.append(await writer._append(recorder, f, first))
+            except Exception as exc:
+                results.append(exc)
+        return results
+    except BaseException:   # cancelled: what was sent and not awaited yet is given up
+        for _, (first, *_) in sent:
+            if isinstance(first, asyncio.Future):
+                first.cancel()
+        raise
+
+
+async def append_guarded(writer, recorder, f, tick, msg_id: str, sent: Optional[tuple] = None):
     """One tick of flight `f`, guarded by the expected last subject sequence. A refusal that the
     log itself contradicts — the subject's last message is the very one expected, so no other
     writer appended — is tried again (a few times, briefly spaced): a clustered stream's leader
@@ -61,14 +90,24 @@ async def append_guarded(writer, recorder, f, tick, msg_id: str):
     Sent again, it may be answered as a duplicate of `msg_id` (fresh per write attempt: no other write
     carries it): the first send did land, at the sequence the duplicate names, and its refusal came from a
     node that had not applied it (a former leader, just resumed, answering beside the new one: seen in the
-    cluster drill). That is this write's own landing, and answered as one."""
+    cluster drill). That is this write's own landing, and answered as one. `sent`: the first attempt
+    was sent already (`recorder.send_append`: (what it returned or raised, its guard, when it was sent,
+    its message id: `msg_id`)), and only its answer is awaited here."""
     attempt = 0
     while True:
-        expected = writer.expected(f)
-        began = perf_counter()
+        if sent is not None and attempt == 0:
+            first, expected, began, _ = sent
+        else:
+            first, expected, began = None, writer.expected(f), perf_counter()
         try:
             try:   # (writer.metrics.timed, without a context manager's generator on the hot path)
-                ack = await recorder.append(f.subject, tick.data, msg_id=msg_id, expected_last_subject_seq=expected)
+                if first is None:
+                    ack = await recorder.append(f.subject, tick.data, msg_id=msg_id,
+                                                expected_last_subject_seq=expected)
+                elif isinstance(first, BaseException):   # the send itself raised
+                    raise first
+                else:
+                    ack = await recorder.append_sent(first, f.subject, expected)
             except Exception:
                 writer.metrics.failed("single")
                 raise

@@ -50,7 +50,7 @@ from .hold import HoldStatus, has_room
 from .journal_metrics import JournalMetrics
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
-from .write_order import append_guarded, feed_landed, held_flights
+from .write_order import append_guarded, append_sent, feed_landed, held_flights
 from ..projection import TICK_KIND, Projector, ReplayError
 
 log = logging.getLogger("aotx.runtime")
@@ -210,6 +210,9 @@ class JournalWriter:
                 results: list = [await self._append(recorder, flights[0])]
             except Exception as exc:
                 results = [exc]
+        elif getattr(type(recorder), "send_append", None) is not None and recorder.sends_appends and \
+                all(len(f.ticks) - len(f.landed) == 1 for f in flights):   # (eventlog.recorder: on the class)
+            results = await append_sent(self, recorder, flights)
         else:
             results = await asyncio.gather(*(self._append(recorder, f) for f in flights), return_exceptions=True)
         for f, result in zip(flights, results):
@@ -218,13 +221,15 @@ class JournalWriter:
                     raise result
                 self.unknown(f, result)
 
-    async def _append(self, recorder, f: Flight) -> None:
+    async def _append(self, recorder, f: Flight, sent: Optional[tuple] = None) -> None:
         """Append a flight's remaining ticks one by one, in order; the acked ones go to `f.landed`.
-        Stops at the first failure, mapped to `f.error`."""
+        Stops at the first failure, mapped to `f.error`. `sent`: its first tick was sent already
+        (write_order.append_sent)."""
         for tick in f.rest:
-            msg_id = self.msg_id(tick)
+            msg_id = self.msg_id(tick) if sent is None else sent[3]
             try:
-                ack = await append_guarded(self, recorder, f, tick, msg_id)
+                ack = await append_guarded(self, recorder, f, tick, msg_id, sent)
+                sent = None
             except (JournalHold, ConcurrencyConflict, MessageTooLarge) as exc:
                 self.refuse(f, exc)
                 return

@@ -206,14 +206,28 @@ def _ident(body: Mapping[str, Any], env: Envelope) -> bytes:
         raise MalformedMutation(str(exc)) from None
 
 
-_ID_FORM = {kind: re.compile(kind.value + r"-([0-9a-f]{32})-([0-9a-f]{32})") for kind in IdKind}
+# by the kind's value: an Enum member's own hash is a Python-level call (~0.5 µs)
+_ID_FORM = {kind.value: re.compile(kind.value + r"-([0-9a-f]{32})-([0-9a-f]{32})") for kind in IdKind}
+
+
+# valid IDs parsed already, per kind (a ResourceId is immutable: shared): the same spaces, conversations and
+# participants come again and again; bounded, since any caller may send any valid ID
+_PARSED: dict[str, dict[str, ResourceId]] = {kind.value: {} for kind in IdKind}
+MAX_PARSED = 4096
 
 
 def _resource(text: object, kind: IdKind) -> ResourceId:
     if type(text) is str:   # the valid form at once; ids.parse_id names what is wrong with any other
-        valid = _ID_FORM[kind].fullmatch(text)
+        parsed = _PARSED[kind._value_]
+        rid = parsed.get(text)
+        if rid is not None:
+            return rid
+        valid = _ID_FORM[kind._value_].fullmatch(text)
         if valid:
-            return ResourceId(kind, bytes.fromhex(valid[1]), bytes.fromhex(valid[2]))
+            if len(parsed) >= MAX_PARSED:
+                parsed.clear()
+            rid = parsed[text] = ResourceId(kind, bytes.fromhex(valid[1]), bytes.fromhex(valid[2]))
+            return rid
     try:
         return parse_id(text, kind)
     except IdError as exc:

@@ -6,7 +6,9 @@ CPU per message as the peer measured in the same run.
 One embedded nats-server (file storage, sync_interval always) and one runtime with the load of
 ops.bench.mutations (each client a participant toggling another's rights in its own space, a retirement
 every 64th sequence). First raw `js.publish` with `--clients` in flight (817-byte messages), then the
-runtime's `--clients` participants; for each, the CPU of this process and of nats-server per mutation.
+same messages through the journal's own append path alone (eventlog `JetStreamRecorder.append`: acks on
+one inbox, eventlog.publish; no runtime), then the runtime's `--clients` participants; for each, the CPU of
+this process and of nats-server per mutation, and the runtime's ratios to both peers.
 The runtime run is sampled with a CPU-time timer (ITIMER_PROF: py-spy is not in the venv) and each sample
 goes to the stage of its innermost frame that names one (STAGES, from the leaf up); the
 shares are of this process's CPU, so "µs" = share × its CPU per mutation. The kernel's timer ticks every
@@ -17,12 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import secrets
 import signal
 import tempfile
 import time
 from pathlib import Path
 
-from eventlog import EmbeddedNats
+from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
 from ops.bench.mutations import concurrent
 from ops.bench.pipeline_ab import runtime_and_raw
 from ops.proc_cpu import cpu_seconds
@@ -41,7 +44,8 @@ STAGES = (
     ("apply: the projector, other", ("projection/projector.py:feed",)),
     ("observers (change feed, executor)", ("runtime/observers.py:notify",)),
     ("early apply, other", ("runtime/early_apply.py:",)),
-    ("append: eventlog + nats-py publish", ("eventlog/jetstream.py:append",)),
+    ("append: eventlog + nats-py publish", ("eventlog/jetstream.py:append", "eventlog/jetstream.py:send_append",
+                                            "eventlog/publish.py:")),
     ("the writer (append, feed), other", ("runtime/writer.py:", "runtime/write_order.py:")),
     ("the command loop, other", ("runtime/pipeline.py:", "runtime/command_round.py:", "runtime/runtime.py:submit")),
     ("nats-py: reading acks", ("nats/aio/client.py:_read_loop", "nats/aio/subscription.py", "nats/protocol/")),
@@ -78,10 +82,17 @@ class Sampler:
 async def bench(n: int, clients: int, interval: float, tmp: Path) -> None:
     async with EmbeddedNats(tmp / "nats") as server:
         rt, nc, raw_pub, rt_op = await runtime_and_raw(server, clients)
+        lean = await JetStreamRecorder.connect(server.url, StreamSpec(name="BENCHLEAN", subject_prefix="lean.j"),
+                                               auth=server.auth())
+        payload, counter = secrets.token_bytes(817), iter(range(1 << 30))
+
+        async def lean_pub(c, i):   # the same message as raw_pub's, through the journal's append path
+            await lean.append(f"lean.j.c{c}.tick", payload, msg_id=f"m{next(counter)}")
         await concurrent(clients, 50 // clients + 1, rt_op)   # warm
+        await concurrent(clients, 50 // clients + 1, lean_pub)
         per, pid = n // clients * clients, server.pid or 0
         out = {}
-        for mode, op in (("raw js.publish", raw_pub), ("runtime", rt_op)):
+        for mode, op in (("raw js.publish", raw_pub), ("lean append", lean_pub), ("runtime", rt_op)):
             c0, s0 = time.process_time(), cpu_seconds(pid)
             if mode == "runtime":
                 with Sampler(interval) as sampler:
@@ -91,12 +102,15 @@ async def bench(n: int, clients: int, interval: float, tmp: Path) -> None:
             out[mode] = (per / wall, (time.process_time() - c0) / per * 1e6, (cpu_seconds(pid) - s0) / per * 1e6)
         for mode, (rate, mine, theirs) in out.items():
             print(f"  {mode:<16} {rate:7.0f}/s  CPU a mutation: this process {mine:4.0f} µs, nats-server {theirs:4.0f} µs")
-        print(f"  runtime ÷ raw: rate {out['runtime'][0] / out['raw js.publish'][0]:.2f}×, CPU of this process "
-              f"{out['runtime'][1] / out['raw js.publish'][1]:.1f}×")
+        for peer in ("raw js.publish", "lean append"):
+            (rate, mine, theirs), (prate, pmine, ptheirs) = out["runtime"], out[peer]
+            print(f"  runtime ÷ {peer}: rate {rate / prate:.2f}×, CPU of this process {mine / pmine:.1f}×, "
+                  f"(runtime + nats-server) ÷ (peer + nats-server) {(mine + theirs) / (pmine + ptheirs):.2f}×")
         total, mine = sum(sampler.counts.values()), out["runtime"][1]
         print(f"the runtime's CPU a mutation by stage ({total} samples):")
         for stage, count in sampler.counts.most_common():
             print(f"  {count / total * 100:5.1f} %  {count / total * mine:5.0f} µs  {stage}")
+        await lean.close()
         await nc.close()
         await rt.stop()
 
