@@ -55,24 +55,38 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             return None
         if last is not None and tid <= last:
             return None
-        parts = []
-        for i in range(count):
-            if i:   # the next record must be this transfer's part i
+        start = off + HEADER_SIZE
+        off = start + blen
+        if count == 1:   # a single part: 1..160 bytes
+            if not 0 < blen <= MAX_BODY or off > size:
+                return None
+            whole = data[start:off]
+            if _crc_extend(0, whole) != crc:
+                return None
+        else:            # part 0 of several: full (160 bytes), then parts 1..count-1, in order
+            if blen != MAX_BODY or off > size:
+                return None
+            body = data[start:off]
+            if _crc_extend(0, body) != crc:
+                return None
+            parts = [body]
+            final = count - 1
+            for i in range(1, count):   # the next record must be this transfer's part i
                 if size - off < HEADER_SIZE:
                     return None
                 rtype, rclass, blen, k, t, index, c, crc, h = _unpack_header(data, off)
                 if rtype != RECORD_TYPE or rclass != RECORD_CLASS or k != kind or t != tid or index != i \
                         or c != count or h != lh:
                     return None
-            start = off + HEADER_SIZE
-            off = start + blen
-            if not 0 < blen <= MAX_BODY or off > size or (blen != MAX_BODY and i < count - 1):
-                return None
-            body = data[start:off]
-            if _crc_extend(0, body) != crc:
-                return None
-            parts.append(body)
-        whole = parts[0] if count == 1 else b"".join(parts)
+                start = off + HEADER_SIZE
+                off = start + blen
+                if (blen != MAX_BODY if i != final else not 0 < blen <= MAX_BODY) or off > size:
+                    return None   # (non-final parts are full)
+                body = data[start:off]
+                if _crc_extend(0, body) != crc:
+                    return None
+                parts.append(body)
+            whole = b"".join(parts)
         if len(whole) < DIGEST_SIZE:
             return None
         payload, digest = whole[:-DIGEST_SIZE], whole[-DIGEST_SIZE:]

@@ -187,21 +187,28 @@ class Projector:
                 event = t.event   # decoded by the reassembler (or the writer's own), else from its body
                 if event is None:
                     event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
-                if _TRANSFER_OF[type(event)] != t.kind:   # (transfer_kind(event), one lookup)
+                if _TRANSFER_OF[event.__class__] != kind:   # (transfer_kind(event), one lookup)
                     raise ReplayError(f"{_where(t, seq)}: a {event.KIND} event in a kind {t.kind} transfer")
-                if lineage_hash(event.op.lineage) != lh:
-                    raise ReplayError(f"{_where(t, seq)}: event lineage {event.op.lineage.hex()} is not the record's")
-                if _subject_lineage(subject) != event.op.lineage:
-                    raise ReplayError(f"{_where(t, seq)}: event of lineage {event.op.lineage.hex()} on subject {subject}")
-                if lh not in self.boots:
+                lineage = event.op.lineage
+                # the subject's lineage and its hash (cached per subject): where the event's lineage is the
+                # subject's and the subject's hash the record's, both checks below hold; else each is made
+                if _subject_lineage_hash(subject) != (lineage, lh):
+                    if lineage_hash(lineage) != lh:
+                        raise ReplayError(f"{_where(t, seq)}: event lineage {lineage.hex()} is not the record's")
+                    if _subject_lineage(subject) != lineage:
+                        raise ReplayError(f"{_where(t, seq)}: event of lineage {lineage.hex()} on subject {subject}")
+                boot = self.boots.get(lh)
+                if boot is None:
                     raise ReplayError(f"{_where(t, seq)}: no runtime.boot control record precedes it on this lineage")
-                published = _publication(event, _where(t, seq)) if isinstance(event, MemoryPublicationRecorded) else None
-                if published is not None:
-                    self.memory.apply(published)  # checks everything before it writes
+                if isinstance(event, MemoryPublicationRecorded):
+                    self.memory.apply(_publication(event, _where(t, seq)))  # checks everything before it writes
                 slot = apply_into(self.state, event)  # raises before any write: a refused event changes nothing
             except StateError as exc:
                 raise ReplayError(f"{_where(t, seq)}: {exc}") from exc
-            record_save_into(self.state, slot, _save(self.source, self.incarnation, seq, self.boots[lh], digest.hex()))
+            save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields
+            save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
+                                 commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
+            self.state.saves[slot] = save   # (record_save_into)
         elif kind == _CONTROL:
             body = t.body
             if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
@@ -266,6 +273,13 @@ def _subject_lineage(subject: str) -> bytes | None:
     except ValueError:
         return None
     return raw if raw.hex() == token else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _subject_lineage_hash(subject: str) -> tuple[bytes, int] | None:
+    """(lineage, its hash) of the lineage a journal record's subject names (`_subject_lineage`), or None."""
+    lineage = _subject_lineage(subject)
+    return None if lineage is None else (lineage, lineage_hash(lineage))
 
 
 _new = object.__new__
