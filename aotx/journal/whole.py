@@ -19,14 +19,15 @@ from typing import Any, Callable, Optional
 
 from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
-from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, Transfer, unpack_body
+from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, WIRE_BUILDERS, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
 _DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
 # the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
-# transfer kind → payload bytes → event or None (aotx.journal.struct_decode.PayloadDecoder)
+# transfer kind → payload bytes → event (or a deferred kind's checked Struct) or None
+# (aotx.journal.struct_decode.PayloadDecoder)
 PAYLOAD_DECODERS: dict[int, Callable[[bytes], Any]] = {}
 _crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
@@ -99,15 +100,19 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
         event = decoder(payload) if decoder is not None else None
         transfer = _new(Transfer)   # a frozen dataclass: its fields (and the verified digest) set directly
         if event is not None:   # a valid msgpack value; `body` unpacked on first read (Transfer.__getattr__)
-            transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
-                                     digest=digest)
+            if event.__class__ in WIRE_BUILDERS:   # a deferred kind's checked Struct: the event built when read
+                transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, wire=event,
+                                         digest=digest)
+            else:
+                transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
+                                         digest=digest)
         else:
             try:
                 value = unpack_body(payload)
             except Exception:   # msgpack raises several unrelated types: the record path names the fault
                 return None
             transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, body=value,
-                                     digest=digest)
+                                     event=None, digest=digest)
         out.append(transfer)
         last = tid
     return out if out else None

@@ -26,7 +26,7 @@ import numpy as np
 from .derive import operation_id
 from .errors import ApplyError, CapacityFull
 from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, MemberRightsSet,
-                     MemoryPublicationRecorded, OpHeader, ParticipantRegistered, ReceiptsRetired, SpaceCreated)
+                     MemoryPublicationRecorded, ParticipantRegistered, ReceiptsRetired, SpaceCreated)
 from .execution import ExecutionRecord, input_slot
 from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
@@ -115,16 +115,18 @@ def apply_into(state: State, event: Event) -> int:
         raise ApplyError(f"{_Where(event)}: operation ID is not the one derived from lineage, sequence and key")
     if len(op.command) > state.capacities.command_bytes:
         raise CapacityFull("command bytes", state.capacities.command_bytes)
-    if event.__class__ is MemberRightsSet:   # the commonest, checked and written inline (no closure)
-        return _apply_member(state, event, op, prow, ix)   # (registered: prow is not None here)
+    if isinstance(event, MemberRightsSet):   # the commonest, checked and written inline (no closure)
+        slot = _member_into(state, ix, prow, lineage, sequence, op.operation, op.operation_key, op.command,  # type: ignore[arg-type]
+                            event.space_lineage, event.space, event.participant_lineage, event.participant,
+                            int(event.rights))   # (registered: prow is not None here)
+        if slot is None:
+            _member_fault(state, event, _Where(event))   # raises: the check that failed, named
+        return slot
     where = _Where(event)   # formatted only into an error's message
 
     # ---- checks: each returns the write to do once every check has passed ----
     freed: list[int] = []
-    if isinstance(event, MemberRightsSet):   # (a subclass: the general path)
-        write = _set_member(state, event, where)
-        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
-    elif registers:
+    if registers:
         write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
         assert prow is not None
@@ -192,23 +194,40 @@ def _next_sequence_into(parts: np.ndarray, prow: int, value: int) -> None:
         parts["next_sequence"][prow] = value
 
 
-def _apply_member(state: State, e: MemberRightsSet, op: OpHeader, prow: int, ix: Index) -> int:
-    """apply_into's rest for a member-rights change (its commonest event): `_set_member`'s checks, then
-    apply_into's writes in the same order, inline. Raises before any write, as apply_into does."""
-    space = ix.spaces.get(e.space_lineage + e.space)   # (the event's fields are bytes: the index's keys)
+def apply_member_fields(state: State, lineage: bytes, sequence: int, operation: bytes, operation_key: bytes,
+                        command: bytes, space_lineage: bytes, space: bytes, participant_lineage: bytes,
+                        participant: bytes, rights: int) -> int | None:
+    """`apply_into` of a member-rights change given by its fields (a MemberRightsSet's, `rights` as its int),
+    for a reader that has them without the event (aotx.state.member_wire): the same checks and writes;
+    returns the receipt slot written, or None — nothing written — where the event does not apply (its
+    error is `apply_into`'s of the event: build it and apply that to name the fault)."""
+    ix = state.index
+    prow = ix.participants.get(lineage)
+    if prow is None or sequence != _u64_at(state.participants, prow * _PSIZE + _NEXT_AT)[0] \
+            or operation != operation_id(lineage, sequence, operation_key) \
+            or len(command) > state.capacities.command_bytes:
+        return None
+    return _member_into(state, ix, prow, lineage, sequence, operation, operation_key, command, space_lineage, space,
+                        participant_lineage, participant, rights)
+
+
+def _member_into(state: State, ix: Index, prow: int, lineage: bytes, sequence: int, operation: bytes,
+                 operation_key: bytes, command: bytes, space_lineage: bytes, space_ident: bytes,
+                 participant_lineage: bytes, participant: bytes, rights: int) -> int | None:
+    """apply_into's rest for a member-rights change (its commonest event), once the operation's checks have
+    passed: its checks, then apply_into's writes in the same order, inline (no closure). None,
+    nothing written, where a check fails (`_member_fault` names why)."""
+    space = ix.spaces.get(space_lineage + space_ident)   # (the event's fields are bytes: the index's keys)
     if space is None:
-        _space(state, e.space_lineage, e.space, _Where(e))   # raises: the space does not exist
-    target = ix.participants.get(e.participant_lineage)
-    if target is None or _b16_at(state.participants, target * _PSIZE + _IDENT_AT)[0] != e.participant:
-        raise ApplyError(f"{_Where(e)}: participant {format_id(IdKind.PARTICIPANT, e.participant_lineage, e.participant)}"
-                         " does not exist")
-    if _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
-        raise ApplyError(f"{_Where(e)}: the owner's rights cannot change")
-    rights = int(e.rights)
+        return None
+    target = ix.participants.get(participant_lineage)
+    if target is None or _b16_at(state.participants, target * _PSIZE + _IDENT_AT)[0] != participant \
+            or _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
+        return None
     free = ix.free
 
     # ---- writes: nothing below raises ----
-    _next_sequence_into(state.participants, prow, op.sequence + 1)   # first: the one write that could fail
+    _next_sequence_into(state.participants, prow, sequence + 1)   # first: the one write that could fail
     row = ix.members.get((space, target))
     if row is None:
         row = state.n_members
@@ -220,12 +239,12 @@ def _apply_member(state: State, e: MemberRightsSet, op: OpHeader, prow: int, ix:
         add_receipt_slot(state)
     slot = heapq.heappop(free)
     _RECEIPT_ROW.pack_into(state.receipts, slot * _RECEIPT_SIZE,
-        1, op.lineage, op.sequence, op.operation, op.operation_key, _MEMBER_CODE, 201,
+        1, lineage, sequence, operation, operation_key, _MEMBER_CODE, 201,
         _ACCEPTED, _COMMITTED, _SAVED_ADMISSION, _SAVED_TERMINAL,
-        _MEMBER_RESOURCE, e.participant_lineage, e.participant, len(op.command), 0)
-    state.commands[slot] = op.command  # type: ignore[index]
+        _MEMBER_RESOURCE, participant_lineage, participant, len(command), 0)
+    state.commands[slot] = command  # type: ignore[index]
     state.executions[slot] = None  # type: ignore[index]
-    ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
+    ix.add_receipt(slot, lineage, sequence, operation_key)
     object.__setattr__(state, "applied", state.applied + 1)
     return slot
 
@@ -324,7 +343,8 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
     return write
 
 
-def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
+def _member_fault(state: State, e: MemberRightsSet, where: _Where) -> None:
+    """Raise the error of the member-rights change `_member_into` refused: the first of its checks that fails."""
     ix = state.index   # (the event's fields are bytes: the index's keys, looked up directly)
     space = ix.spaces.get(e.space_lineage + e.space)
     if space is None:
@@ -335,17 +355,7 @@ def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], No
                          " does not exist")
     if _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
-    existing = ix.members.get((space, target))
-
-    def write() -> None:
-        row = existing
-        if row is None:
-            row = state.n_members
-            ensure_row(state, "members", row)
-            state.index.members.setdefault((space, target), row)
-            _set(state, n_members=row + 1)
-        state.members[row] = (space, target, int(e.rights))   # the row's fields in order (tables.MEMBER)
-    return write
+    raise ApplyError(f"{where}: refused")   # (not reached: these are _member_into's checks)
 
 
 def _create_conversation(state: State, e: ConversationCreated, prow: int, where: str) -> Callable[[], None]:
