@@ -15,6 +15,7 @@ None and the caller feeds the message record by record, which names the fault as
 from __future__ import annotations
 
 import hashlib
+import struct
 from typing import Any, Callable, Optional
 
 from .crc32c import _EXTEND, crc32c
@@ -22,6 +23,8 @@ from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
 from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, WIRE_BUILDERS, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
+_pack_header = HEADER.pack
+_u16_at = struct.Struct("<H").unpack_from
 _DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
@@ -72,21 +75,27 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
                 return None
             parts = [body]
             final = count - 1
-            for i in range(1, count):   # the next record must be this transfer's part i
-                if size - off < HEADER_SIZE:
-                    return None
-                rtype, rclass, blen, k, t, index, c, crc, h = _unpack_header(data, off)
-                if rtype != RECORD_TYPE or rclass != RECORD_CLASS or k != kind or t != tid or index != i \
-                        or c != count or h != lh:
-                    return None
-                start = off + HEADER_SIZE
-                off = start + blen
-                if (blen != MAX_BODY if i != final else not 0 < blen <= MAX_BODY) or off > size:
-                    return None   # (non-final parts are full)
-                body = data[start:off]
-                if _crc_extend(0, body) != crc:
+            for i in range(1, final):   # the full parts: each header must be the one packed from part 0's
+                start = off + HEADER_SIZE   # fields, its index, 160 and its body's crc32c (every field checked)
+                body = data[start:start + MAX_BODY]
+                if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, MAX_BODY, kind, tid, i, count,
+                                                   _crc_extend(0, body), lh):
                     return None
                 parts.append(body)
+                off = start + MAX_BODY   # (a body cut short leaves the next header short: refused below)
+            if size - off < HEADER_SIZE:   # the final part: 1..160 bytes, its length read from its header
+                return None
+            blen = _u16_at(data, off + 2)[0]
+            start = off + HEADER_SIZE
+            end = start + blen
+            if not 0 < blen <= MAX_BODY or end > size:
+                return None
+            body = data[start:end]
+            if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, blen, kind, tid, final, count,
+                                               _crc_extend(0, body), lh):
+                return None
+            parts.append(body)
+            off = end
             whole = b"".join(parts)
         if len(whole) < DIGEST_SIZE:
             return None
