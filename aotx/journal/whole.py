@@ -7,7 +7,8 @@ contiguous and in order with the same kind and count, non-final parts full, the 
 one valid msgpack value, transfer ids above the last applied one — in one loop, without a Record
 per part. A transfer kind in PAYLOAD_DECODERS (filled by the codec registry, `decode_on_read`) has its
 payload decoded straight into its event (Transfer.event; its `body` is unpacked only if read), where
-that decoder takes it; otherwise, and for every other kind, the payload is unpacked into `body`. It changes nothing: on success the caller records the last id; on anything else (a
+that decoder takes it (a kind the registry defers: into its checked Struct, Transfer.wire, the event built
+when read); otherwise, and for every other kind, the payload is unpacked into `body`. It changes nothing: on success the caller records the last id; on anything else (a
 fault, a transfer left open, a lineage with a transfer open, more than one lineage) it answers
 None and the caller feeds the message record by record, which names the fault as always.
 """
