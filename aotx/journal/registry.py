@@ -21,7 +21,7 @@ from .fast_decode import compile_decoder
 from .fast_encode import compile_encoder
 from .fields import Refused, Schema, compile_schema
 from .struct_decode import PayloadDecoder, compile_struct
-from .transfer import pack_body, unpack_body
+from .transfer import WIRE_BUILDERS, pack_body, unpack_body
 from .whole import PAYLOAD_DECODERS
 
 
@@ -49,6 +49,7 @@ class Kind:
     fast: Callable[[dict], Any]   # the generated decoder (aotx.journal.fast_decode); names no fault
     struct: type                  # its body as a msgspec Struct, and the event from one (aotx.journal.struct_decode)
     build: Callable[[Any], Any]
+    check: Optional[Callable[[Any], None]]   # a Struct checked as `build` checks it, without building (None: cannot)
     fast_body: Callable[[Any], dict]   # the generated body builder (aotx.journal.fast_encode); names no fault
 
 
@@ -143,18 +144,31 @@ class Registry:
             raise family.error(f"{family.name} payload is not msgpack: {exc}") from None
         return self.decode_body(body, family, transfer)
 
-    def payload_decoder(self, transfer: int) -> PayloadDecoder:
-        """Payload bytes of a `transfer` kind transfer → its event (None: decode it with `decode`)."""
+    def kind_for(self, cls: type) -> Kind:
+        """The registered kind of an event class."""
+        return self._by_cls[cls]
+
+    def payload_decoder(self, transfer: int, deferred: frozenset = frozenset()) -> PayloadDecoder:
+        """Payload bytes of a `transfer` kind transfer → its event (None: decode it with `decode`); for a
+        class in `deferred`, its checked Struct (the event built when read: `defer`)."""
         kinds = [k for k in self._by_tag.values() if k.transfer == transfer]
         if not kinds or len({k.family for k in kinds}) != 1:
             raise ValueError(f"transfer kind {int(transfer)} does not carry the kinds of one family")
-        return PayloadDecoder([(k.struct, k.build, len(k.keys)) for k in kinds])
+        for k in kinds:
+            if k.cls in deferred and k.check is None:
+                raise ValueError(f"{k.tag}: a leaf is decoded only by building the event; it cannot be deferred")
+        return PayloadDecoder([(k.struct, k.build, len(k.keys), k.check if k.cls in deferred else None)
+                               for k in kinds])
 
-    def decode_on_read(self, *transfers: int) -> None:
+    def decode_on_read(self, *transfers: int, deferred: tuple[type, ...] = ()) -> None:
         """Have the reassembler's fast path (aotx.journal.whole) decode these transfer kinds' payloads
-        straight into their events (Transfer.event), after every kind they carry is registered."""
+        straight into their events (Transfer.event), after every kind they carry is registered. A class in
+        `deferred` is decoded and checked into its Struct (Transfer.wire), its event built on first read
+        of Transfer.event: for a reader that applies the Struct itself (the projector's member changes)."""
+        for cls in deferred:
+            WIRE_BUILDERS[self._by_cls[cls].struct] = self._by_cls[cls].build
         for transfer in transfers:
-            PAYLOAD_DECODERS[int(transfer)] = self.payload_decoder(transfer).decode
+            PAYLOAD_DECODERS[int(transfer)] = self.payload_decoder(transfer, frozenset(deferred)).decode
 
     def decode_as(self, cls: type, body: Any) -> Any:
         """The event of a body that must be a `cls` event."""

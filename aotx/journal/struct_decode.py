@@ -47,43 +47,70 @@ def _field_type(leaf: Any) -> tuple[Any, Optional[str]]:
     return Any, "decode"
 
 
-def compile_struct(cls: type, tag: str, version: int, leaves: Sequence[Any]) -> tuple[type, Callable[[Any], Any]]:
-    """The Struct of `cls`'s body and the function building the event from one."""
+def field_name(leaf: Any) -> str:
+    """The Struct attribute holding a leaf: its path with `_` for `.` (`op.lineage` → `op_lineage`)."""
+    return leaf.path.replace(".", "_")
+
+
+def compile_struct(cls: type, tag: str, version: int,
+                   leaves: Sequence[Any]) -> tuple[type, Callable[[Any], Any], Optional[Callable[[Any], None]]]:
+    """The Struct of `cls`'s body, the function building the event from one, and — where every leaf is
+    checked inline (no leaf's own `decode` to call: nothing to build but the event) — the function that
+    checks a Struct as the builder would without building it (raises Refused), else None."""
     fields: list[tuple[str, Any, Any]] = [("v", Literal[version], msgspec.field(name="v"))]
     ns: dict[str, Any] = {"_new": object.__new__, "_Refused": Refused}
     reads: list[list[str]] = []
+    checks: list[str] = []
     for i, leaf in enumerate(leaves):
         hint, check = _field_type(leaf)
-        fields.append((f"f{i}", hint, msgspec.field(name=leaf.key)))
+        f = field_name(leaf)
+        fields.append((f, hint, msgspec.field(name=leaf.key)))
         x = f"x{i}"
         if check == "members":
             ns[f"m{i}"] = leaf.decode.inline[1]
-            reads.append([f"{x} = m{i}.get(s.f{i})", f"if {x} is None: raise _Refused"])
+            reads.append([f"{x} = m{i}.get(s.{f})", f"if {x} is None: raise _Refused"])
+            checks.append(f"if m{i}.get(s.{f}) is None: raise _Refused")
         elif check == "decode":
             ns[f"d{i}"] = leaf.decode
-            reads.append([f"{x} = d{i}(s.f{i})"])
+            reads.append([f"{x} = d{i}(s.{f})"])
+            checks.append("")   # (a leaf decoded only by building: no check without the build)
         else:
-            reads.append([f"{x} = s.f{i}"])
+            reads.append([f"{x} = s.{f}"])
+    if len({name for name, _, _ in fields}) != len(fields):
+        raise TypeError(f"{cls.__name__}: two leaves share the Struct field of {[n for n, _, _ in fields]}")
     struct = msgspec.defstruct(f"{cls.__name__}Body", fields, tag_field="kind", tag=tag,
                                forbid_unknown_fields=True, gc=False)
-    return struct, compile_builder(cls, leaves, reads, ns, "s")
+    check_only: Optional[Callable[[Any], None]] = None
+    if "" not in checks:
+        src = "def check(s):\n" + "".join(f"    {line}\n" for line in checks) + "    return None\n"
+        exec(src, ns)   # noqa: S102 — generated from the class's own leaves, at registration
+        check_only = ns["check"]
+    return struct, compile_builder(cls, leaves, reads, ns, "s"), check_only
 
 
 class PayloadDecoder:
-    """Payload bytes of one transfer kind → its event, or None where the dict path must decide."""
+    """Payload bytes of one transfer kind → its event, or None where the dict path must decide. For a
+    deferred kind (`check` given) → its checked Struct instead: the event is built from it only when
+    read (aotx.journal.transfer WIRE_BUILDERS, Transfer.event)."""
 
-    def __init__(self, kinds: Sequence[tuple[type, Callable[[Any], Any], int]]) -> None:
-        """`kinds`: (Struct, build, number of keys) of each kind this transfer kind carries."""
-        structs = tuple(s for s, _, _ in kinds)
+    def __init__(self, kinds: Sequence[tuple[type, Callable[[Any], Any], int, Optional[Callable[[Any], None]]]]) -> None:
+        """`kinds`: (Struct, build, number of keys, check or None) of each kind this transfer kind carries;
+        a kind with a check is deferred: its Struct, checked as `build` checks it, is what the decoder yields."""
+        structs = tuple(k[0] for k in kinds)
         decode = msgspec.msgpack.Decoder(Union[structs] if len(structs) > 1 else structs[0]).decode
         # the map header msgpack writes for each Struct's number of keys: exactly its keys, none twice
-        builds = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big")) for s, b, n in kinds}
+        builds = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big"), c) for s, b, n, c in kinds}
 
         def payload_event(payload: bytes) -> Any:
             try:
                 s = decode(payload)
-                build, head = builds[s.__class__]
-                return build(s) if payload.startswith(head) else None
+                build, head, check = builds[s.__class__]
+                if not payload.startswith(head):
+                    return None
+                if check is not None:   # deferred: checked now, built when read
+                    check(s)
+                    return s
+                return build(s)
             except _DecodeErrors:
                 return None
         self.decode = payload_event   # what the feed calls (a plain function: one call less than __call__)

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 
@@ -75,7 +75,9 @@ class Transfer:
     the writer built this transfer from an event (its own tick, Emitter.submit_payload), that event —
     what decoding `body` yields — so applying its own acknowledged tick need not decode it again; for a
     transfer read from the log, the event the reassembler's fast path decoded its payload into (a kind
-    in aotx.journal.whole.PAYLOAD_DECODERS; then `body` is unpacked only when read), else None."""
+    in aotx.journal.whole.PAYLOAD_DECODERS; then `body` is unpacked only when read), else None. A kind the
+    registry defers (`decode_on_read(deferred=…)`) is read as its checked msgspec Struct, `wire` (in the
+    instance dict only), and its `event` built from it on first read."""
 
     kind: int
     transfer_id: int
@@ -85,8 +87,13 @@ class Transfer:
     event: Any = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
-        """`body` of a transfer decoded straight into its event (aotx.journal.whole): unpacked on first read."""
+        """`body` of a transfer decoded straight into its event (aotx.journal.whole): unpacked on first read;
+        `event` of one decoded into its Struct (`wire`): built on first read."""
         d = self.__dict__
+        if name == "event" and "wire" in d:
+            wire = d["wire"]
+            event = d["event"] = WIRE_BUILDERS[wire.__class__](wire)
+            return event
         if name != "body" or "payload" not in d:
             raise AttributeError(name)
         body = d["body"] = unpack_body(d["payload"])
@@ -96,6 +103,13 @@ class Transfer:
     def digest(self) -> bytes:
         """Computed once (the reassembler stores the one it verified)."""
         return transfer_digest(self.kind, self.transfer_id, self.lineage_hash, self.payload)
+
+
+# `event` has no class-level default: every Transfer(...) sets it (its __init__ default is None) and the fast path
+# sets it or `wire`, so an instance without it in its dict is one whose event `__getattr__` builds from `wire`
+del Transfer.event
+# a deferred kind's Struct class → the function building its event (filled by aotx.journal.registry)
+WIRE_BUILDERS: dict[type, Callable[[Any], Any]] = {}
 
 
 def _checked(kind: int, transfer_id: int, payload: bytes) -> None:

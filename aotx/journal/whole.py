@@ -7,7 +7,8 @@ contiguous and in order with the same kind and count, non-final parts full, the 
 one valid msgpack value, transfer ids above the last applied one — in one loop, without a Record
 per part. A transfer kind in PAYLOAD_DECODERS (filled by the codec registry, `decode_on_read`) has its
 payload decoded straight into its event (Transfer.event; its `body` is unpacked only if read), where
-that decoder takes it; otherwise, and for every other kind, the payload is unpacked into `body`. It changes nothing: on success the caller records the last id; on anything else (a
+that decoder takes it (a kind the registry defers: into its checked Struct, Transfer.wire, the event built
+when read); otherwise, and for every other kind, the payload is unpacked into `body`. It changes nothing: on success the caller records the last id; on anything else (a
 fault, a transfer left open, a lineage with a transfer open, more than one lineage) it answers
 None and the caller feeds the message record by record, which names the fault as always.
 """
@@ -15,18 +16,22 @@ None and the caller feeds the message record by record, which names the fault as
 from __future__ import annotations
 
 import hashlib
+import struct
 from typing import Any, Callable, Optional
 
 from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
-from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, Transfer, unpack_body
+from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, WIRE_BUILDERS, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
+_pack_header = HEADER.pack
+_u16_at = struct.Struct("<H").unpack_from
 _DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
 # the compiled crc32c called directly on each record's body (bytes: a slice of bytes), else the reference
-# transfer kind → payload bytes → event or None (aotx.journal.struct_decode.PayloadDecoder)
+# transfer kind → payload bytes → event (or a deferred kind's checked Struct) or None
+# (aotx.journal.struct_decode.PayloadDecoder)
 PAYLOAD_DECODERS: dict[int, Callable[[bytes], Any]] = {}
 _crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
@@ -55,24 +60,44 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             return None
         if last is not None and tid <= last:
             return None
-        parts = []
-        for i in range(count):
-            if i:   # the next record must be this transfer's part i
-                if size - off < HEADER_SIZE:
-                    return None
-                rtype, rclass, blen, k, t, index, c, crc, h = _unpack_header(data, off)
-                if rtype != RECORD_TYPE or rclass != RECORD_CLASS or k != kind or t != tid or index != i \
-                        or c != count or h != lh:
-                    return None
-            start = off + HEADER_SIZE
-            off = start + blen
-            if not 0 < blen <= MAX_BODY or off > size or (blen != MAX_BODY and i < count - 1):
+        start = off + HEADER_SIZE
+        off = start + blen
+        if count == 1:   # a single part: 1..160 bytes
+            if not 0 < blen <= MAX_BODY or off > size:
+                return None
+            whole = data[start:off]
+            if _crc_extend(0, whole) != crc:
+                return None
+        else:            # part 0 of several: full (160 bytes), then parts 1..count-1, in order
+            if blen != MAX_BODY or off > size:
                 return None
             body = data[start:off]
             if _crc_extend(0, body) != crc:
                 return None
+            parts = [body]
+            final = count - 1
+            for i in range(1, final):   # the full parts: each header must be the one packed from part 0's
+                start = off + HEADER_SIZE   # fields, its index, 160 and its body's crc32c (every field checked)
+                body = data[start:start + MAX_BODY]
+                if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, MAX_BODY, kind, tid, i, count,
+                                                   _crc_extend(0, body), lh):
+                    return None
+                parts.append(body)
+                off = start + MAX_BODY   # (a body cut short leaves the next header short: refused below)
+            if size - off < HEADER_SIZE:   # the final part: 1..160 bytes, its length read from its header
+                return None
+            blen = _u16_at(data, off + 2)[0]
+            start = off + HEADER_SIZE
+            end = start + blen
+            if not 0 < blen <= MAX_BODY or end > size:
+                return None
+            body = data[start:end]
+            if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, blen, kind, tid, final, count,
+                                               _crc_extend(0, body), lh):
+                return None
             parts.append(body)
-        whole = parts[0] if count == 1 else b"".join(parts)
+            off = end
+            whole = b"".join(parts)
         if len(whole) < DIGEST_SIZE:
             return None
         payload, digest = whole[:-DIGEST_SIZE], whole[-DIGEST_SIZE:]
@@ -85,15 +110,19 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
         event = decoder(payload) if decoder is not None else None
         transfer = _new(Transfer)   # a frozen dataclass: its fields (and the verified digest) set directly
         if event is not None:   # a valid msgpack value; `body` unpacked on first read (Transfer.__getattr__)
-            transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
-                                     digest=digest)
+            if event.__class__ in WIRE_BUILDERS:   # a deferred kind's checked Struct: the event built when read
+                transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, wire=event,
+                                         digest=digest)
+            else:
+                transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
+                                         digest=digest)
         else:
             try:
                 value = unpack_body(payload)
             except Exception:   # msgpack raises several unrelated types: the record path names the fault
                 return None
             transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, body=value,
-                                     digest=digest)
+                                     event=None, digest=digest)
         out.append(transfer)
         last = tid
     return out if out else None

@@ -32,6 +32,7 @@ from ..journal.registry import REGISTRY
 from ..state import Capacities, MemoryPublicationRecorded, Save, State, StateError, empty_state, from_body
 from ..state.apply import apply_into, owned_copy, record_save_into
 from ..state.codec import STATE
+from ..state.member_wire import MEMBER_WIRE, apply_member_wire
 from ..state.execution import InputCompleted, apply_execution_into, execution_from_body, input_slot
 from ..stored import StoredState, apply_stored_into, identity_lineage, stored_from_body
 
@@ -176,6 +177,32 @@ class Projector:
         if lh not in self.boots:
             raise ReplayError(f"{where}: no runtime.boot control record precedes it on this lineage")
 
+    def _apply_event(self, t: Transfer, kind: int, lh: int, subject: str, seq: int) -> tuple[int, str]:
+        """Check and apply a state event transfer: (the receipt slot it wrote, the boot that wrote it)."""
+        try:
+            event = t.event   # decoded by the reassembler (or the writer's own), else from its body
+            if event is None:
+                event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
+            if _TRANSFER_OF[event.__class__] != kind:   # (transfer_kind(event), one lookup)
+                raise ReplayError(f"{_where(t, seq)}: a {event.KIND} event in a kind {t.kind} transfer")
+            lineage = event.op.lineage
+            # the subject's lineage and its hash (cached per subject): where the event's lineage is the
+            # subject's and the subject's hash the record's, both checks below hold; else each is made
+            if _subject_lineage_hash(subject) != (lineage, lh):
+                if lineage_hash(lineage) != lh:
+                    raise ReplayError(f"{_where(t, seq)}: event lineage {lineage.hex()} is not the record's")
+                if _subject_lineage(subject) != lineage:
+                    raise ReplayError(f"{_where(t, seq)}: event of lineage {lineage.hex()} on subject {subject}")
+            boot = self.boots.get(lh)
+            if boot is None:
+                raise ReplayError(f"{_where(t, seq)}: no runtime.boot control record precedes it on this lineage")
+            if isinstance(event, MemoryPublicationRecorded):
+                self.memory.apply(_publication(event, _where(t, seq)))  # checks everything before it writes
+            slot = apply_into(self.state, event)  # raises before any write: a refused event changes nothing
+        except StateError as exc:
+            raise ReplayError(f"{_where(t, seq)}: {exc}") from exc
+        return slot, boot
+
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
         lh = t.lineage_hash
         h = _CHAIN_HASH.copy()   # = chain(previous, t.digest)
@@ -183,25 +210,18 @@ class Projector:
         digest = h.digest()
         kind = t.kind
         if kind in _EVENTS:   # the hot path, first: `where` is formatted only for an error
-            try:
-                event = t.event   # decoded by the reassembler (or the writer's own), else from its body
-                if event is None:
-                    event = from_body(t.body)  # = decode_event(t.payload): the reassembler unpacked it
-                if _TRANSFER_OF[type(event)] != t.kind:   # (transfer_kind(event), one lookup)
-                    raise ReplayError(f"{_where(t, seq)}: a {event.KIND} event in a kind {t.kind} transfer")
-                if lineage_hash(event.op.lineage) != lh:
-                    raise ReplayError(f"{_where(t, seq)}: event lineage {event.op.lineage.hex()} is not the record's")
-                if _subject_lineage(subject) != event.op.lineage:
-                    raise ReplayError(f"{_where(t, seq)}: event of lineage {event.op.lineage.hex()} on subject {subject}")
-                if lh not in self.boots:
-                    raise ReplayError(f"{_where(t, seq)}: no runtime.boot control record precedes it on this lineage")
-                published = _publication(event, _where(t, seq)) if isinstance(event, MemoryPublicationRecorded) else None
-                if published is not None:
-                    self.memory.apply(published)  # checks everything before it writes
-                slot = apply_into(self.state, event)  # raises before any write: a refused event changes nothing
-            except StateError as exc:
-                raise ReplayError(f"{_where(t, seq)}: {exc}") from exc
-            record_save_into(self.state, slot, _save(self.source, self.incarnation, seq, self.boots[lh], digest.hex()))
+            wire = t.__dict__.get("wire")   # a member-rights change the reassembler left as its checked Struct
+            slot = None
+            if wire is not None and wire.__class__ is MEMBER_WIRE and kind == _MUTATION:
+                boot = self.boots.get(lh)   # the checks below, made on the Struct's fields
+                if boot is not None and _subject_lineage_hash(subject) == (wire.op_lineage, lh):
+                    slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
+            if slot is None:    # any other event, or one refused above: the event's path names the fault
+                slot, boot = self._apply_event(t, kind, lh, subject, seq)
+            save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields
+            save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
+                                 commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
+            self.state.saves[slot] = save   # (record_save_into)
         elif kind == _CONTROL:
             body = t.body
             if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
@@ -268,6 +288,13 @@ def _subject_lineage(subject: str) -> bytes | None:
     return raw if raw.hex() == token else None
 
 
+@functools.lru_cache(maxsize=65536)
+def _subject_lineage_hash(subject: str) -> tuple[bytes, int] | None:
+    """(lineage, its hash) of the lineage a journal record's subject names (`_subject_lineage`), or None."""
+    lineage = _subject_lineage(subject)
+    return None if lineage is None else (lineage, lineage_hash(lineage))
+
+
 _new = object.__new__
 
 
@@ -285,6 +312,7 @@ def _where(t: Transfer, seq: int) -> str:
     return f"transfer {t.transfer_id} (kind {t.kind}, lineage {t.lineage_hash:#018x}) in journal message {seq}"
 
 
+_MUTATION = int(TransferKind.MUTATION)
 _CONTROL, _MEMORY, _STORED = int(TransferKind.CONTROL), int(TransferKind.MEMORY), int(TransferKind.STORED)
 _EXECUTION = frozenset(int(k) for k in (TransferKind.LEASE, TransferKind.OUTPUT, TransferKind.COMPLETION))
 _EVENTS = frozenset(int(k) for k in (TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION))

@@ -35,6 +35,7 @@ from ..journal.lease import Lease, LeaseRevision, LeaseRow
 from ..memory import TEXT_LIMIT, recorded_mode
 from ..state import Execution, ExecutionContext, InputAdmitted, InputCancelled, ModelCaps, State, SubmitInput
 from ..state.execution import InputCompleted, LeaseApplied, execution_from_body
+from ..state.member_wire import MEMBER_WIRE
 from ..state.mutation_forms import from_canonical
 from . import memory_work as mw
 from .early_start import drop_early, submit_early
@@ -96,6 +97,9 @@ class Executor:
         found it landed): a saved admission starts its input, a saved cancellation stops its target."""
         for t in applied.transfers:
             if t.kind == TransferKind.MUTATION:   # most transfers: read the decoded event where there is one
+                wire = t.__dict__.get("wire")
+                if wire is not None and wire.__class__ is MEMBER_WIRE:
+                    continue                      # a member change (its event left unbuilt): no cancellation
                 ev = t.event                      # (reading `body` would unpack a fast-decoded payload again)
                 if ev is not None:
                     if isinstance(ev, InputCancelled) and self.writes(ev.op.lineage):

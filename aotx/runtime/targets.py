@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..journal import TransferKind
 from ..state import InputAdmitted, InputCancelled, MemberRightsSet, ReceiptsRetired, State, from_body
+from ..state.member_wire import MEMBER_WIRE
 from ..state.execution import InputCompleted, OutputAppended, execution_from_body
 from .observers import Applied
 from .space_readers import ConKey, OpKey, SpaceKey, Where, expand, where
@@ -98,6 +99,10 @@ def targets_of(applied: Applied) -> Targets:
             out.ops.add((ev.op.lineage, ev.op.sequence))
             out.conversations.add(ev.conversation_lineage + ev.conversation)
         elif kind == TransferKind.MUTATION:
+            wire = t.__dict__.get("wire")   # a member change the feed applied from its Struct: its event unbuilt
+            if wire is not None and wire.__class__ is MEMBER_WIRE:
+                out.spaces.add(wire.space_lineage + wire.space)
+                continue
             ev = t.event   # decoded already (its own tick, or the feed's fast path): the body stays unread
             if ev is None:
                 if t.body.get("kind") not in (_RIGHTS_SET, _CANCELLED):   # checked by the projector just now

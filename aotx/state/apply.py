@@ -30,8 +30,8 @@ from .events import (ConversationCreated, Event, InputAdmitted, InputCancelled, 
 from .execution import ExecutionRecord, input_slot
 from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
-from .state import Save, State
-from .tables import PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
+from .state import Index, Save, State
+from .tables import MEMBER, PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -44,6 +44,7 @@ _ZERO16 = bytes(16)
 _ACCEPTED, _COMMITTED, _SAVED_ADMISSION = int(Transport.ACCEPTED), int(Commit.COMMITTED), int(Admission.SAVED)
 _PENDING, _SAVED_TERMINAL = int(Terminal.PENDING), int(Terminal.SAVED)
 _KIND_CODE = {cls: int(kind) for cls, kind in _KIND.items()}
+_MEMBER_CODE, _MEMBER_RESOURCE = _KIND_CODE[MemberRightsSet], int(ResourceKind.MEMBER)
 _RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table's buffer: C-contiguous rows)
 _zero_row = struct.Struct(f"{_RECEIPT_SIZE}x").pack_into   # pad bytes pack as zeros: a freed row's bytes
 # single fields read straight from a table's buffer (rows are C-contiguous): one unpack instead of a
@@ -52,6 +53,13 @@ _PSIZE, _SSIZE = PARTICIPANT.itemsize, SPACE.itemsize
 _NEXT_AT, _FLOOR_AT = PARTICIPANT.fields["next_sequence"][1], PARTICIPANT.fields["retry_floor"][1]
 _IDENT_AT, _OWNER_AT = PARTICIPANT.fields["ident"][1], SPACE.fields["owner"][1]
 _u64_at, _u32_at, _b16_at = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from, struct.Struct("16s").unpack_from
+_u64_into = struct.Struct("<Q").pack_into
+_U64_MAX = (1 << 64) - 1
+# a member row written in place: (space, participant, rights), the fields and widths of tables.MEMBER
+_MEMBER_ROW = struct.Struct("<IIB")
+assert [(n, MEMBER.fields[n][0].str) for n in MEMBER.names] == [("space", "<u4"), ("participant", "<u4"),
+                                                               ("rights", "|u1")] and MEMBER.itemsize == _MEMBER_ROW.size
+_MSIZE = MEMBER.itemsize
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -93,27 +101,32 @@ def apply_into(state: State, event: Event) -> int:
     """Apply `event` to an owned state (from `owned_copy`, or the projector's), in place; returns the
     receipt slot it wrote. Raises (ApplyError, CapacityFull) before any write when the event does not apply."""
     op = event.op
+    lineage, sequence = op.lineage, op.sequence
     ix = state.index
-    prow = ix.participants.get(op.lineage)
+    prow = ix.participants.get(lineage)
     parts = state.participants
     nxt = 1 if prow is None else _u64_at(parts, prow * _PSIZE + _NEXT_AT)[0]
-    where = _Where(event)   # formatted only into an error's message
     registers = isinstance(event, ParticipantRegistered)
     if registers != (prow is None):
-        raise ApplyError(f"{where}: lineage is {'not ' if prow is None else 'already '}registered")
-    if op.sequence != nxt:
-        raise ApplyError(f"{where}: expected sequence {nxt}")
-    if op.operation != operation_id(op.lineage, op.sequence, op.operation_key):
-        raise ApplyError(f"{where}: operation ID is not the one derived from lineage, sequence and key")
+        raise ApplyError(f"{_Where(event)}: lineage is {'not ' if prow is None else 'already '}registered")
+    if sequence != nxt:
+        raise ApplyError(f"{_Where(event)}: expected sequence {nxt}")
+    if op.operation != operation_id(lineage, sequence, op.operation_key):
+        raise ApplyError(f"{_Where(event)}: operation ID is not the one derived from lineage, sequence and key")
     if len(op.command) > state.capacities.command_bytes:
         raise CapacityFull("command bytes", state.capacities.command_bytes)
+    if isinstance(event, MemberRightsSet):   # the commonest, checked and written inline (no closure)
+        slot = _member_into(state, ix, prow, lineage, sequence, op.operation, op.operation_key, op.command,  # type: ignore[arg-type]
+                            event.space_lineage, event.space, event.participant_lineage, event.participant,
+                            int(event.rights))   # (registered: prow is not None here)
+        if slot is None:
+            _member_fault(state, event, _Where(event))   # raises: the check that failed, named
+        return slot
+    where = _Where(event)   # formatted only into an error's message
 
     # ---- checks: each returns the write to do once every check has passed ----
     freed: list[int] = []
-    if isinstance(event, MemberRightsSet):   # the commonest first (the classes are disjoint: order is free)
-        write = _set_member(state, event, where)
-        resource = (ResourceKind.MEMBER, event.participant_lineage, event.participant)
-    elif registers:
+    if registers:
         write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
         assert prow is not None
@@ -144,7 +157,7 @@ def apply_into(state: State, event: Event) -> int:
 
     # ---- writes: nothing below raises ----
     if prow is not None:  # first: the one write that could still fail (u64 overflow) precedes every other
-        parts["next_sequence"][prow] = op.sequence + 1
+        _next_sequence_into(parts, prow, op.sequence + 1)
     new_prow = write()
     if not free:   # every slot in use (the log holds more receipts than the capacity): one slot more
         add_receipt_slot(state)
@@ -168,6 +181,70 @@ def apply_into(state: State, event: Event) -> int:
     ix.add_receipt(slot, op.lineage, op.sequence, op.operation_key)
     if prow is None:   # (the table itself: a registration may have grown it)
         state.participants["next_sequence"][new_prow] = op.sequence + 1
+    object.__setattr__(state, "applied", state.applied + 1)
+    return slot
+
+
+def _next_sequence_into(parts: np.ndarray, prow: int, value: int) -> None:
+    """participants["next_sequence"][prow] = value: one struct write where it fits; numpy's write (which
+    raises its OverflowError, as always) where it does not."""
+    if value <= _U64_MAX:
+        _u64_into(parts, prow * _PSIZE + _NEXT_AT, value)
+    else:
+        parts["next_sequence"][prow] = value
+
+
+def apply_member_fields(state: State, lineage: bytes, sequence: int, operation: bytes, operation_key: bytes,
+                        command: bytes, space_lineage: bytes, space: bytes, participant_lineage: bytes,
+                        participant: bytes, rights: int) -> int | None:
+    """`apply_into` of a member-rights change given by its fields (a MemberRightsSet's, `rights` as its int),
+    for a reader that has them without the event (aotx.state.member_wire): the same checks and writes;
+    returns the receipt slot written, or None — nothing written — where the event does not apply (its
+    error is `apply_into`'s of the event: build it and apply that to name the fault)."""
+    ix = state.index
+    prow = ix.participants.get(lineage)
+    if prow is None or sequence != _u64_at(state.participants, prow * _PSIZE + _NEXT_AT)[0] \
+            or operation != operation_id(lineage, sequence, operation_key) \
+            or len(command) > state.capacities.command_bytes:
+        return None
+    return _member_into(state, ix, prow, lineage, sequence, operation, operation_key, command, space_lineage, space,
+                        participant_lineage, participant, rights)
+
+
+def _member_into(state: State, ix: Index, prow: int, lineage: bytes, sequence: int, operation: bytes,
+                 operation_key: bytes, command: bytes, space_lineage: bytes, space_ident: bytes,
+                 participant_lineage: bytes, participant: bytes, rights: int) -> int | None:
+    """apply_into's rest for a member-rights change (its commonest event), once the operation's checks have
+    passed: its checks, then apply_into's writes in the same order, inline (no closure). None,
+    nothing written, where a check fails (`_member_fault` names why)."""
+    space = ix.spaces.get(space_lineage + space_ident)   # (the event's fields are bytes: the index's keys)
+    if space is None:
+        return None
+    target = ix.participants.get(participant_lineage)
+    if target is None or _b16_at(state.participants, target * _PSIZE + _IDENT_AT)[0] != participant \
+            or _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
+        return None
+    free = ix.free
+
+    # ---- writes: nothing below raises ----
+    _next_sequence_into(state.participants, prow, sequence + 1)   # first: the one write that could fail
+    row = ix.members.get((space, target))
+    if row is None:
+        row = state.n_members
+        ensure_row(state, "members", row)
+        ix.members.setdefault((space, target), row)
+        object.__setattr__(state, "n_members", row + 1)
+    _MEMBER_ROW.pack_into(state.members, row * _MSIZE, space, target, rights)   # (tables.MEMBER, in order)
+    if not free:   # every slot in use (the log holds more receipts than the capacity): one slot more
+        add_receipt_slot(state)
+    slot = heapq.heappop(free)
+    _RECEIPT_ROW.pack_into(state.receipts, slot * _RECEIPT_SIZE,
+        1, lineage, sequence, operation, operation_key, _MEMBER_CODE, 201,
+        _ACCEPTED, _COMMITTED, _SAVED_ADMISSION, _SAVED_TERMINAL,
+        _MEMBER_RESOURCE, participant_lineage, participant, len(command), 0)
+    state.commands[slot] = command  # type: ignore[index]
+    state.executions[slot] = None  # type: ignore[index]
+    ix.add_receipt(slot, lineage, sequence, operation_key)
     object.__setattr__(state, "applied", state.applied + 1)
     return slot
 
@@ -240,7 +317,7 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
             state.executions[slot] = None  # type: ignore[index]
             _zero_row(table, slot * _RECEIPT_SIZE)   # the row's bytes zeroed (= receipts[slot] = 0)
         # the floor is part of the state before any freed slot can be reused
-        state.participants["retry_floor"][prow] = e.retry_floor
+        _u64_into(state.participants, prow * _PSIZE + _FLOOR_AT, e.retry_floor)   # (≤ its sequence: fits u64)
     return write, freed
 
 
@@ -266,7 +343,8 @@ def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Calla
     return write
 
 
-def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], None]:
+def _member_fault(state: State, e: MemberRightsSet, where: _Where) -> None:
+    """Raise the error of the member-rights change `_member_into` refused: the first of its checks that fails."""
     ix = state.index   # (the event's fields are bytes: the index's keys, looked up directly)
     space = ix.spaces.get(e.space_lineage + e.space)
     if space is None:
@@ -277,17 +355,7 @@ def _set_member(state: State, e: MemberRightsSet, where: str) -> Callable[[], No
                          " does not exist")
     if _u32_at(state.spaces, space * _SSIZE + _OWNER_AT)[0] == target:
         raise ApplyError(f"{where}: the owner's rights cannot change")
-    existing = ix.members.get((space, target))
-
-    def write() -> None:
-        row = existing
-        if row is None:
-            row = state.n_members
-            ensure_row(state, "members", row)
-            state.index.members.setdefault((space, target), row)
-            _set(state, n_members=row + 1)
-        state.members[row] = (space, target, int(e.rights))   # the row's fields in order (tables.MEMBER)
-    return write
+    raise ApplyError(f"{where}: refused")   # (not reached: these are _member_into's checks)
 
 
 def _create_conversation(state: State, e: ConversationCreated, prow: int, where: str) -> Callable[[], None]:

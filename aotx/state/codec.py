@@ -34,8 +34,11 @@ for _cls, _family, _transfer in (
 ):
     REGISTRY.register(_cls, _family, _transfer)
 
-# the reassembler decodes state transfers' payloads straight into their events (Transfer.event)
-REGISTRY.decode_on_read(TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION)
+# the reassembler decodes state transfers' payloads straight into their events (Transfer.event); a member-rights
+# change, the commonest, into its checked Struct (Transfer.wire), which the projector applies as it is
+# (aotx.state.member_wire): its event is built only where something reads it
+REGISTRY.decode_on_read(TransferKind.MUTATION, TransferKind.RETIREMENT, TransferKind.ADMISSION,
+                        deferred=(MemberRightsSet,))
 
 # execution event class → its transfer kind (the runtime's lookup)
 TRANSFER_KIND = {k.cls: TransferKind(k.transfer) for k in REGISTRY.kinds(EXECUTION)}

@@ -93,3 +93,62 @@ def test_a_decoded_transfer_unpacks_its_body_when_read(event):
     assert t.event == event and "body" not in vars(t)
     assert t.body == unpack_body(payload) and vars(t)["body"] is t.body
     assert t == Transfer(TransferKind.RETIREMENT, 7, 99, payload, unpack_body(payload))
+
+
+DEFERRABLE = [k for k in JOURNALLED if k.check is not None]
+
+
+def test_every_kind_without_a_decode_leaf_can_be_deferred():
+    assert "member.rights_set" in {k.tag for k in DEFERRABLE}
+
+
+@pytest.mark.parametrize("kind", DEFERRABLE, ids=lambda k: k.tag)
+@SETTINGS
+@given(data=st.data())
+def test_a_deferred_kind_decodes_to_its_checked_struct_which_builds_what_the_dict_path_builds(kind, data):
+    """A deferred kind's decoder yields its Struct, checked as its builder checks it: where it yields one (intact
+    or damaged payloads), building it gives what the dict path decodes; where the dict path refuses, it declines."""
+    from aotx.journal.transfer import WIRE_BUILDERS
+    payload = bytearray(REGISTRY.encode(data.draw(events(kind))))
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(payload) - 1))
+        payload[at] = data.draw(st.integers(0, 255))
+    decode = REGISTRY.payload_decoder(kind.transfer, frozenset({kind.cls}))
+    wire = decode(bytes(payload))
+    if wire is None:
+        return
+    assert type(wire) is kind.struct
+    built = kind.build(wire)
+    assert _shape(built) == _shape(REGISTRY.decode(bytes(payload), kind.family, kind.transfer))
+    if kind.struct in WIRE_BUILDERS:
+        assert WIRE_BUILDERS[kind.struct] is kind.build
+
+
+def test_a_deferred_kinds_unchecked_leaf_is_declined():
+    """member.rights_set's `rights` is read as an int: one that is no Rights value is declined (its builder
+    would refuse it), so the dict path names the fault."""
+    kind = next(k for k in DEFERRABLE if k.tag == "member.rights_set")
+    pairs = [(k, v) for k, v in unpack_body(REGISTRY.encode(_member_event())).items()]
+    pairs = [(k, 0xFF if k == "rights" else v) for k, v in pairs]
+    assert REGISTRY.payload_decoder(kind.transfer, frozenset({kind.cls}))(_map(pairs)) is None
+    with pytest.raises(kind.family.error):
+        REGISTRY.decode(_map(pairs), kind.family, kind.transfer)
+
+
+def _member_event():
+    from aotx.state.events import MemberRightsSet, OpHeader
+    from aotx.state.vocab import Rights
+    op = OpHeader(bytes(range(16)), 3, bytes(8) + bytes(range(8)), bytes(range(1, 17)), b'{"x":1}')
+    return MemberRightsSet(op, bytes(16), bytes([1] * 16), bytes([2] * 16), bytes([3] * 16), Rights(1))
+
+
+def test_a_fast_path_transfer_of_a_deferred_kind_builds_its_event_on_first_read():
+    from aotx.journal.transfer import WIRE_BUILDERS
+    event = _member_event()
+    payload = REGISTRY.encode(event)
+    digest, records = encode_transfer(int(TransferKind.MUTATION), 5, 77, payload)
+    (t,) = whole_transfers(b"".join(records), {}, {})
+    assert type(t.__dict__["wire"]) in WIRE_BUILDERS and "event" not in t.__dict__ and "body" not in t.__dict__
+    assert _shape(t.event) == _shape(event) and t.__dict__["event"] is t.event   # built once, then kept
+    assert t.body == unpack_body(payload) and t.digest == digest
+    assert t == Transfer(int(TransferKind.MUTATION), 5, 77, payload, unpack_body(payload), event)
