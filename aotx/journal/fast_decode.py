@@ -30,18 +30,26 @@ def _direct(cls: type) -> bool:
         all(f.init for f in dataclasses.fields(cls))
 
 
+def inline_mismatch(x: str, what: str | None, arg: Any) -> str | None:
+    """The condition under which `x` is not the wire value of a leaf checked inline as `what` (bytes of a
+    size, unsigned, str, bool), or None where the leaf is not of those (shared with aotx.journal.fast_encode)."""
+    if what == "bytes":
+        return f"{x}.__class__ is not bytes" + ("" if arg is None else f" or len({x}) != {int(arg)}")
+    if what == "unsigned":
+        return f"{x}.__class__ is not int or not 0 <= {x} <= {U64_MAX}"
+    if what in ("str", "bool"):
+        return f"{x}.__class__ is not {what}"
+    return None
+
+
 def _leaf(ns: dict[str, Any], i: int, leaf: Any) -> list[str]:
     """The lines that read leaf `i` into `x{i}`, raising Refused where its decoder would refuse."""
     x = f"x{i}"
     read = f"{x} = body[{leaf.key!r}]"
     what, arg = getattr(leaf.decode, "inline", (None, None))
-    if what == "bytes":
-        size = "" if arg is None else f" or len({x}) != {int(arg)}"
-        return [read, f"if {x}.__class__ is not bytes{size}: raise _Refused"]
-    if what == "unsigned":
-        return [read, f"if {x}.__class__ is not int or not 0 <= {x} <= {U64_MAX}: raise _Refused"]
-    if what in ("str", "bool"):
-        return [read, f"if {x}.__class__ is not {what}: raise _Refused"]
+    mismatch = inline_mismatch(x, what, arg)
+    if mismatch is not None:
+        return [read, f"if {mismatch}: raise _Refused"]
     if what == "members":
         ns[f"m{i}"] = arg
         return [read, f"{x} = m{i}.get({x}) if {x}.__class__ is int else None",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .wire import U64_MAX
+from .fast_decode import inline_mismatch
 
 
 def _value(ns: dict[str, Any], i: int, leaf: Any) -> list[str]:
@@ -24,13 +24,9 @@ def _value(ns: dict[str, Any], i: int, leaf: Any) -> list[str]:
     read = f"{x} = event.{leaf.path}"
     what, arg = getattr(leaf.decode, "inline", (None, None))
     ns[f"e{i}"] = leaf.encode
-    if what == "bytes":
-        size = "" if arg is None else f" or len({x}) != {int(arg)}"
-        return [read, f"if {x}.__class__ is not bytes{size}: {x} = e{i}({x})"]
-    if what == "unsigned":
-        return [read, f"if {x}.__class__ is not int or not 0 <= {x} <= {U64_MAX}: {x} = e{i}({x})"]
-    if what in ("str", "bool"):
-        return [read, f"if {x}.__class__ is not {what}: {x} = e{i}({x})"]
+    mismatch = inline_mismatch(x, what, arg)
+    if mismatch is not None:
+        return [read, f"if {mismatch}: {x} = e{i}({x})"]
     return [f"{x} = e{i}(event.{leaf.path})"]
 
 
