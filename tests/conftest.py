@@ -114,8 +114,11 @@ def anthropic_client(base_url):
 
 @pytest.fixture(scope="session")
 def model_bundle():
-    from kernels import load_model
-    return load_model(progress=False)
+    """The model, loaded once per process: the same bundle as tests/kernels' and tests/engine's `bundle` and
+    the structured tests' tokenizer (kernels.load_model_cached), not a second ~620 MB copy in a worker that
+    runs both kinds of module. Its weights are read-only."""
+    from kernels import load_model_cached
+    return load_model_cached(progress=False)
 
 
 def started_service(model_bundle, **config):

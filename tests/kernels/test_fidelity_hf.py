@@ -28,6 +28,44 @@ PROMPTS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_gguf_parse():
+    """HF parses the GGUF once for this module, not three times: ``AutoConfig``, ``AutoTokenizer`` and
+    ``load_gguf_checkpoint`` each build a ``gguf.GGUFReader`` (~3.7 s of CPU here: a numpy view of every
+    vocabulary string and merge) and the two metadata-only reads each walk every field again (~1 s).
+    The reader is shared (read-only, memory-mapped) and a metadata-only result is handed out again as a
+    deep copy, so HF's own loader and converter still produce every value the tests compare against."""
+    import copy
+
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as hf_gguf
+
+    readers: dict[str, gguf.GGUFReader] = {}
+    metadata: dict[str, dict] = {}
+    reader_class, load_checkpoint = gguf.GGUFReader, hf_gguf.load_gguf_checkpoint
+
+    def shared_reader(path, *args, **kwargs):
+        if args or kwargs:
+            return reader_class(path, *args, **kwargs)
+        key = os.path.realpath(path)
+        if key not in readers:
+            readers[key] = reader_class(path)
+        return readers[key]
+
+    def metadata_once(path, return_tensors=False, **kwargs):
+        if return_tensors or kwargs:
+            return load_checkpoint(path, return_tensors=return_tensors, **kwargs)
+        key = os.path.realpath(path)
+        if key not in metadata:
+            metadata[key] = load_checkpoint(path, return_tensors=False)
+        return copy.deepcopy(metadata[key])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gguf, "GGUFReader", shared_reader)
+        mp.setattr(hf_gguf, "load_gguf_checkpoint", metadata_once)
+        yield
+
+
 @pytest.fixture(scope="module")
 def hf_model(bundle):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
