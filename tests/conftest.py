@@ -34,18 +34,34 @@ settings.register_profile("ci", parent=_DEFAULT, max_examples=100, deadline=None
 settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("true", "1") else "dev")
 
 
-# The modules that take longest on the idle 2-core sandbox (2026-12-01), scheduled first: with
-# `--dist loadscope --no-loadscope-reorder` (the Makefile) each module goes whole to one xdist worker in
-# this order, one at a time as workers free up; a long module met last keeps one worker busy while the
-# other idles (make test swung from 10 to 12 minutes). Longest first, the two workers end together.
-# Every other module keeps its collection order, after these.
+# The modules that take longest on the 2-core sandbox, longest first: with `--dist loadscope
+# --no-loadscope-reorder` (the Makefile) each module goes whole to one xdist worker in this order, one at a
+# time as workers free up (a worker takes its next module while its current one has <= 2 tests left); a long
+# module met last keeps one worker busy while the other idles. Every other module keeps its collection order,
+# after these; they are short, so the two workers end together. Order of 2026-12-07 (session 9): the slowest
+# 120 test phases of a full run (--durations=120, load ~5), summed by module, with the earlier list's
+# modules kept (docs/PERFORMANCE.md "Test time, session 9"); remeasure when a module grows past the last ones.
 LONGEST_FIRST = (
-    "tests/e2e/test_http_workers.py", "tests/drill/test_drill.py",
-    "tests/ops/test_serve_shutdown.py", "tests/stored_surfaces/test_openapi.py", "tests/e2e/test_idempotency_restart.py",
-    "tests/kernels/test_fidelity_hf.py", "tests/e2e/test_background_restart.py", "tests/cluster/test_runtime_on_a_cluster.py",
-    "tests/shared_http/test_stateful_inputs.py", "tests/api/test_idempotency_bound.py", "tests/cluster/test_leases.py",
-    "tests/ops/test_serve_snapshot.py", "tests/ops/test_serve_shared.py", "tests/e2e/test_shared_inputs_serve.py",
-    "tests/ops/test_serve_nats_auth.py", "tests/shared_http/test_stateful.py", "tests/engine/test_structured_schemas.py",
+    "tests/e2e/test_http_workers.py", "tests/shared_http/test_stateful_inputs.py",
+    "tests/e2e/test_structured_outputs.py", "tests/drill/test_cluster_drill.py", "tests/e2e/test_openai_chat.py",
+    "tests/kernels/test_fidelity_hf.py", "tests/shared_api/test_grouping.py", "tests/ops/test_serving_report.py",
+    "tests/engine/test_engine_structured.py", "tests/drill/test_drill.py", "tests/ops/test_serve_shutdown.py",
+    "tests/web/test_page_browser.py", "tests/ops/test_split.py", "tests/kernels_cuda/test_fused.py",
+    "tests/shared_api/test_read_rights.py", "tests/e2e/test_overlap_serve.py", "tests/scenarios/test_sessions.py",
+    "tests/ops/test_serve_lock.py", "tests/e2e/test_sampling_sdks.py", "tests/kernels/test_model_cache.py",
+    "tests/shared_api/test_memory.py", "tests/structured/test_structured_check.py",
+    "tests/runtime/test_split_inputs.py", "tests/engine/test_engine_model.py", "tests/shared_http/test_stateful.py",
+    "tests/engine/test_structured_schemas.py", "tests/engine/test_engine_mask_procs.py",
+    "tests/e2e/test_operations.py", "tests/e2e/test_anthropic_messages.py", "tests/ops/test_reload.py",
+    "tests/stored_surfaces/test_openapi.py", "tests/e2e/test_background_restart.py",
+    "tests/e2e/test_stored_responses.py", "tests/cluster/test_runtime_on_a_cluster.py",
+    "tests/api/test_fuzz_surfaces.py", "tests/e2e/test_openai_background.py", "tests/ops/test_serve_snapshot.py",
+    "tests/e2e/test_idempotency_restart.py", "tests/e2e/test_shared_schemathesis.py", "tests/ops/test_serve_shared.py",
+    "tests/kernels_cuda/test_overlap_host.py", "tests/shared_api/test_query_schemathesis.py",
+    "tests/e2e/test_shared_inputs_serve.py", "tests/engine/test_engine_service.py", "tests/ops/test_chat_cmd.py",
+    "tests/ops/test_serve_nats_auth.py", "tests/e2e/test_idempotency_keys.py", "tests/snapshot/test_boot.py",
+    "tests/e2e/test_idempotency_hold.py", "tests/e2e/test_stored_limits_serve.py",
+    "tests/ops/test_model_args_sampling.py", "tests/api/test_idempotency_bound.py", "tests/cluster/test_leases.py",
 )
 
 
