@@ -11,6 +11,7 @@ call the two pieces ``from_pretrained`` runs for a GGUF ourselves:
 ``AutoConfig.from_pretrained(dir, gguf_file=...)`` and
 ``load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)``.
 """
+import importlib.util
 import os
 
 import numpy as np
@@ -19,8 +20,10 @@ import pytest
 from tests.kernels.pager import Pager
 
 pytestmark = pytest.mark.fidelity
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+# torch and transformers are imported where a test runs, not at collection: every xdist worker collects
+# every module, and importing them cost the worker that never runs this module ~2-3 s of CPU.
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+    pytest.skip("the fidelity extra (torch, transformers) is not installed", allow_module_level=True)
 
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
@@ -69,6 +72,7 @@ def one_gguf_parse():
 @pytest.fixture(scope="module")
 def hf_model(bundle):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
     from transformers import AutoConfig, LlamaForCausalLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -92,6 +96,8 @@ def prompt_ids(bundle, prompt):
 
 @pytest.mark.parametrize("which", range(len(PROMPTS)))
 def test_logits_match_hf(bundle, backend, hf_model, which):
+    import torch
+
     ids = prompt_ids(bundle, PROMPTS[which])
     pager = Pager(backend.num_pages, backend.page_size)
     ours = backend.forward(pager.build([(pager.new_seq(), ids)], all_logits=True))
