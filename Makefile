@@ -58,9 +58,17 @@ browser:
 serve: install
 	$(BIN)/aotx serve $(ARGS)
 
+# Bytecode: where PYTHONDONTWRITEBYTECODE is set (this sandbox sets it), every process the suite starts
+# (2 xdist workers collecting all modules, each `aotx serve`/boot/gateway/drill process) compiled our
+# sources and pytest re-rewrote every test module's asserts, each time: 16 s against 8 s of CPU to
+# collect, per worker. The test run keeps its bytecode under .venv/pycache (PYTHONPYCACHEPREFIX), never
+# in the tree; Python and pytest check each file's mtime and size as usual.
+TEST_PYCACHE := $(CURDIR)/$(VENV)/pycache
+
 test: install $(TEST_STAMP) browser
 	$(BIN)/lint-imports --no-cache
-	@OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@OPENBLAS_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(TEST_PYCACHE) \
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 bench-cpu: install

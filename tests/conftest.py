@@ -34,18 +34,38 @@ settings.register_profile("ci", parent=_DEFAULT, max_examples=100, deadline=None
 settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("true", "1") else "dev")
 
 
-# The modules that take longest on the idle 2-core sandbox (2026-12-01), scheduled first: with
-# `--dist loadscope --no-loadscope-reorder` (the Makefile) each module goes whole to one xdist worker in
-# this order, one at a time as workers free up; a long module met last keeps one worker busy while the
-# other idles (make test swung from 10 to 12 minutes). Longest first, the two workers end together.
-# Every other module keeps its collection order, after these.
+# The modules that take longest on the 2-core sandbox, longest first: with `--dist loadscope
+# --no-loadscope-reorder` (the Makefile) each module goes whole to one xdist worker in this order, one at a
+# time as workers free up (a worker takes its next module while its current one has <= 2 tests left); a long
+# module met last keeps one worker busy while the other idles. Every other module (each under 4 s) keeps its
+# collection order, after these, so the two workers end together. Order of 2026-12-07 (session 9): each
+# module's setup + call + teardown summed from a full `CI=true make test` with --durations=0 on the idle box
+# (docs/PERFORMANCE.md "Test time, session 9"); remeasure when a module grows past the last ones here.
 LONGEST_FIRST = (
-    "tests/e2e/test_http_workers.py", "tests/drill/test_drill.py",
-    "tests/ops/test_serve_shutdown.py", "tests/stored_surfaces/test_openapi.py", "tests/e2e/test_idempotency_restart.py",
-    "tests/kernels/test_fidelity_hf.py", "tests/e2e/test_background_restart.py", "tests/cluster/test_runtime_on_a_cluster.py",
-    "tests/shared_http/test_stateful_inputs.py", "tests/api/test_idempotency_bound.py", "tests/cluster/test_leases.py",
-    "tests/ops/test_serve_snapshot.py", "tests/ops/test_serve_shared.py", "tests/e2e/test_shared_inputs_serve.py",
-    "tests/ops/test_serve_nats_auth.py", "tests/shared_http/test_stateful.py", "tests/engine/test_structured_schemas.py",
+    "tests/drill/test_cluster_drill.py", "tests/e2e/test_http_workers.py", "tests/kernels/test_fidelity_hf.py",
+    "tests/ops/test_serve_shutdown.py", "tests/shared_http/test_stateful_inputs.py", "tests/drill/test_drill.py",
+    "tests/e2e/test_structured_outputs.py", "tests/e2e/test_openai_chat.py",
+    "tests/stored_surfaces/test_openapi.py", "tests/engine/test_engine_structured.py",
+    "tests/web/test_page_browser.py", "tests/shared_api/test_grouping.py", "tests/cluster/test_leases.py",
+    "tests/shared_api/test_read_rights.py", "tests/cluster/test_engine_pool.py",
+    "tests/journal/test_event_registry.py", "tests/e2e/test_sampling_sdks.py", "tests/e2e/test_idempotency_keys.py",
+    "tests/ops/test_serving_report.py", "tests/snapshot/test_boot.py", "tests/e2e/test_background_restart.py",
+    "tests/ops/test_split.py", "tests/cluster/test_replicated_log.py", "tests/e2e/test_operations.py",
+    "tests/kernels_cuda/test_fused.py", "tests/kernels_cuda/test_compile.py", "tests/engine/test_engine_model.py",
+    "tests/shared_api/test_memory.py", "tests/structured/test_structured_check.py",
+    "tests/memory/test_embedding.py", "tests/engine/test_structured_schemas.py", "tests/scenarios/test_sessions.py",
+    "tests/e2e/test_openai_responses.py", "tests/e2e/test_stored_responses.py",
+    "tests/engine/test_engine_mask_procs.py", "tests/engine/test_engine_service.py",
+    "tests/shared_http/test_stateful.py", "tests/e2e/test_anthropic_messages.py",
+    "tests/kernels/test_model_cache.py", "tests/e2e/test_openai_background.py", "tests/shared_api/test_attacker.py",
+    "tests/api/test_fuzz_surfaces.py", "tests/cluster/test_boot_leases.py", "tests/runtime/test_split_inputs.py",
+    "tests/e2e/test_idempotency_restart.py", "tests/runtime/test_stored_replay.py",
+    "tests/shared_api/test_recovery.py", "tests/shared_api/test_inputs.py", "tests/e2e/test_openai_completions.py",
+    "tests/ops/test_reload.py", "tests/e2e/test_overlap_serve.py", "tests/ops/test_serve_shared.py",
+    "tests/state/test_stateful.py", "tests/ops/test_serve_snapshot.py", "tests/e2e/test_shared_inputs_serve.py",
+    "tests/ops/test_serve_lock.py", "tests/ops/test_chat_cmd.py", "tests/journal/test_struct_decode.py",
+    "tests/stored_surfaces/test_fuzz_stored.py", "tests/shared_api/test_admission_lease.py",
+    "tests/ops/test_serve_nats_auth.py", "tests/eventlog/test_follow_heartbeat.py",
 )
 
 
@@ -114,8 +134,11 @@ def anthropic_client(base_url):
 
 @pytest.fixture(scope="session")
 def model_bundle():
-    from kernels import load_model
-    return load_model(progress=False)
+    """The model, loaded once per process: the same bundle as tests/kernels' and tests/engine's `bundle` and
+    the structured tests' tokenizer (kernels.load_model_cached), not a second ~620 MB copy in a worker that
+    runs both kinds of module. Its weights are read-only."""
+    from kernels import load_model_cached
+    return load_model_cached(progress=False)
 
 
 def started_service(model_bundle, **config):
