@@ -166,34 +166,52 @@ class ModelRunner:
         prompt: list[tuple[int, Sequence, int]] = []
         placeholders: list[tuple[int, int]] = []        # (token index, previous step's row)
         pending_token: dict[int, int] = {}
+        page = self.blocks.page_size
+        block_table, table_of = self.blocks.block_table, self._table
         for s in scheduled:
-            seq, start, n = s.seq, s.seq.num_computed, s.num_tokens
+            seq, n = s.seq, s.num_tokens
+            start, plen, outs, pend = seq.num_computed, len(seq.prompt_ids), seq.output_ids, seq.pending
             offset = len(tokens)
-            known = seq.prompt_len + len(seq.output_ids)
-            if start + n > known:   # the last token was sampled by the step in flight: the device has it
-                tokens.extend(_token_slice(seq, start, known))
-                pending_token[seq.seq_id] = len(tokens)
-                placeholders.append((len(tokens), seq.pending_row))
-                tokens.append(-1)
+            known = plen + len(outs)
+            pages = block_table(seq.seq_id)
+            if n == 1:    # a decode row (or a one-token chunk): no per-token lists, no method calls
+                if start >= known:   # its last token was sampled by the step in flight: the device has it
+                    pending_token[seq.seq_id] = offset
+                    placeholders.append((offset, seq.pending_row))
+                    tokens.append(-1)
+                else:
+                    tokens.append(seq.prompt_ids[start] if start < plen else outs[start - plen])
+                positions.append(start)
+                if start < 0:
+                    raise IndexError(f"sequence {seq.seq_id} has no page for position {start}")
+                slots.append(pages[start // page] * page + start % page)
             else:
-                tokens.extend(_token_slice(seq, start, start + n))
-            positions.extend(range(start, start + n))
-            slots.extend(self.blocks.slot_mapping(seq.seq_id, start, start + n))
+                if start + n > known:   # the last token was sampled by the step in flight: the device has it
+                    tokens.extend(_token_slice(seq, start, known))
+                    pending_token[seq.seq_id] = len(tokens)
+                    placeholders.append((len(tokens), seq.pending_row))
+                    tokens.append(-1)
+                else:
+                    tokens.extend(_token_slice(seq, start, start + n))
+                positions.extend(range(start, start + n))
+                slots.extend(self.blocks.slot_mapping(seq.seq_id, start, start + n))
             query_start.append(len(tokens))
             context_lens.append(start + n)
-            tables.append(self._table(seq.seq_id))
+            tables.append(table_of(seq.seq_id, pages))
             if seq.params.prompt_logprobs is not None:
                 # logits at position p score prompt token p + 1
-                for p in range(start, min(start + n, seq.prompt_len - 1)):
+                for p in range(start, min(start + n, plen - 1)):
                     prompt.append((len(logits_rows), seq, seq.prompt_ids[p + 1]))
                     logits_rows.append(offset + p - start)
-            if seq.wants_sample_after(n):
+            # seq.wants_sample_after(n), inlined
+            if start + n == known + pend and len(outs) + pend < seq.params.max_tokens:
                 sample.append((len(logits_rows), seq))
                 logits_rows.append(offset + n - 1)
-        width = max((len(t) for t in tables), default=0)
+        lens = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
+        width = int(lens.max()) if len(tables) else 0
         block_tables = np.full((len(tables), width), -1, dtype=np.int32)
-        for i, t in enumerate(tables):
-            block_tables[i, : len(t)] = t
+        if len(tables):   # one masked write of every row's pages (row-major: each row's in order)
+            block_tables[np.arange(width) < lens[:, None]] = np.concatenate(tables)
         if len(self._tables) > 2 * len(scheduled) + 64:   # forget sequences that ended
             live = {s.seq.seq_id for s in scheduled}
             self._tables = {k: v for k, v in self._tables.items() if k in live}
@@ -213,8 +231,8 @@ class ModelRunner:
                 prev_rows[t] = row
         return _Plan(batch, sample, prompt, prev_rows, pending_token)
 
-    def _table(self, seq_id: int) -> np.ndarray:
-        pages = self.blocks.block_table(seq_id)
+    def _table(self, seq_id: int, pages: list[int]) -> np.ndarray:
+        """`pages`: the block manager's table of `seq_id`."""
         arr, n = self._tables.get(seq_id, (None, 0))
         if arr is None or n > len(pages) or (n and arr[n - 1] != pages[n - 1]):
             arr, n = np.empty(max(16, 2 * len(pages)), dtype=np.int32), 0   # new (or not the one cached)
