@@ -68,6 +68,17 @@ class Detokenizer:
             self._parts.append(out)
         return DetokStep(out)
 
+    def plain(self, token_id: int) -> str | None:
+        """A token that can neither end the output nor hold text back (no stop strings; not a stop or
+        a silent id): the text it releases, as ``add`` would, without a DetokStep. Otherwise None,
+        nothing done: call ``add``."""
+        if self._stops or self.done or token_id in self._stop_ids or token_id in self._silent:
+            return None
+        piece = self._decoder.decode(self._tok.token_bytes(token_id), False)
+        if piece:
+            self._parts.append(piece)
+        return piece
+
     def flush(self) -> DetokStep:
         """The sequence ended for another reason: release what is left.
 

@@ -267,14 +267,11 @@ class Engine:
         """Read a launched step back: record, detokenize and deliver its tokens. A sequence that
         ended meanwhile (a stop in the step before, a cancellation) drops its token unseen."""
         try:
-            results = self.runner.complete(step)
+            tids, results = self.runner.complete(step)
         except Exception as exc:  # a failing backend must not take the engine down
             self._step_failed(step.scheduled, exc)
         else:
-            now = time.monotonic()
-            for s in step.scheduled:
-                if not s.seq.is_finished:
-                    self._postprocess(s.seq, results[s.seq.seq_id], now)
+            self._postprocess_step(step, tids, results)
         with self._cond:
             self._stalled = False         # tokens were recorded or sequences ended: look at the line again
         self._sync_gauges()
@@ -289,14 +286,55 @@ class Engine:
         self._sync_gauges()
         self._flush()
 
-    def _postprocess(self, seq: Sequence, res: RowResult, now: float) -> None:
+    def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
+        """Every row of a read step, in the step's order; a plain decode token (no logprobs, no
+        constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
+        no RowResult, the latency figures handed to the stats once per step."""
+        now = time.monotonic()
+        sample, j, n_sampled = step.plan.sample, 0, len(tids)
+        ttfts: list[float] = []
+        itls: list[float] = []
+        handles, outbox = self._handles, self._outbox
+        for s in step.scheduled:
+            seq = s.seq
+            tid = None
+            if j < n_sampled and sample[j][1] is seq:
+                tid = tids[j]
+                j += 1
+            if seq.is_finished:
+                continue
+            res = results.get(seq.seq_id) if results else None
+            if res is not None or tid is None or seq.matcher is not None:
+                self._postprocess(seq, res or RowResult(), tid, now)
+                continue
+            outs = seq.output_ids
+            if seq.first_token_time is None:
+                ttfts.append(now - seq.arrival_time)
+                seq.first_token_time = now
+                first = True
+            else:
+                itls.append(now - seq.last_token_time)
+                first = False
+            seq.last_token_time = now
+            outs.append(tid)
+            text = seq.detokenizer.plain(tid)
+            if text is None or len(outs) >= seq.params.max_tokens or (
+                    seq.params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
+                self._finish_token(seq, tid, None, first, text)
+                continue
+            handle = handles.get(seq.seq_id)
+            if handle is not None:
+                outbox.append((handle, seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), len(outs),
+                                                  queued_s=seq.queued_s if first else None)))
+        self._stats.tokens(ttfts, itls)
+
+    def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
         seq.prompt_logprobs.extend(res.prompt_logprobs)
-        if res.token_id is None:
+        if tid is None:
             if not seq.in_prefill and seq.params.max_tokens == 0:
                 self._finish(seq, "length")
                 self._end(seq, Delta("", finish_reason="length"))
             return
-        tid = res.token_id
         first = seq.first_token_time is None
         self._stats.token(ttft=now - seq.arrival_time if first else None,
                           itl=None if first else now - seq.last_token_time)
@@ -310,12 +348,20 @@ class Engine:
             why = getattr(seq.matcher, "end_error", None) or "constraint violated"
             self._end(seq, Delta("", finish_reason="error", error=why))
             return
-        step = seq.detokenizer.add(tid)
-        text, reason, stop = step.text, step.finish_reason, step.stop_sequence
+        self._finish_token(seq, tid, res.logprob, first, None)
+
+    def _finish_token(self, seq: Sequence, tid: int, logprob, first: bool, plain: str | None) -> None:
+        """A recorded token's text, stop checks and delta (`plain`: its text when the detokenizer
+        already took it as a plain token)."""
+        if plain is None:
+            step = seq.detokenizer.add(tid)
+            text, reason, stop = step.text, step.finish_reason, step.stop_sequence
+        else:
+            text, reason, stop = plain, None, None
         if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
             tail = seq.detokenizer.flush()
             text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
-        delta = Delta(text, (tid,), (res.logprob,) if res.logprob is not None else (), reason, stop,
+        delta = Delta(text, (tid,), (logprob,) if logprob is not None else (), reason, stop,
                       seq.prompt_len, len(seq.output_ids),     # the counts _send would add: no copy
                       queued_s=seq.queued_s if first else None)
         if reason is not None:

@@ -48,6 +48,7 @@ class _Plan:
     prompt: list[tuple[int, Sequence, int]]             # (logits row, seq, target token id)
     prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
     pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
+    logprobs: bool = False                              # a sampled row wants its token's logprobs
 
 
 @dataclass
@@ -61,7 +62,7 @@ class InFlight:
     @property
     def needs_logits(self) -> bool:
         """Logprobs are read from this step's logits: complete it before the next launch."""
-        return bool(self.plan.prompt) or any(seq.params.logprobs is not None for _, seq in self.plan.sample)
+        return bool(self.plan.prompt) or self.plan.logprobs
 
 
 class ModelRunner:
@@ -78,7 +79,12 @@ class ModelRunner:
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
-        return self.complete(self.launch(scheduled))
+        step = self.launch(scheduled)
+        ids, extra = self.complete(step)
+        out = {s.seq.seq_id: extra.get(s.seq.seq_id) or RowResult() for s in scheduled}
+        for (_, seq), tid in zip(step.plan.sample, ids):
+            out[seq.seq_id].token_id = tid
+        return out
 
     def launch(self, scheduled: list[ScheduledSeq], previous: InFlight | None = None) -> InFlight:
         """Start one step. Its sequences' K/V counts as computed and each sampled row as a pending
@@ -87,11 +93,12 @@ class ModelRunner:
         token: aotx.engine.masks)."""
         self.sample_ready()
         plan = self.build(scheduled)
-        results = {s.seq.seq_id: RowResult() for s in scheduled}
+        # the rows with more than a token to report (logprobs): a plain row has no RowResult
+        results: dict[int, RowResult] = {}
         for s in scheduled:
             if s.seq.num_computed == 0 and s.seq.params.prompt_logprobs is not None:
                 first = s.seq.prompt_ids[0]
-                results[s.seq.seq_id].prompt_logprobs.append(self._token_lp(first, None, ()))
+                results[s.seq.seq_id] = RowResult(prompt_logprobs=[self._token_lp(first, None, ())])
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
@@ -121,22 +128,22 @@ class ModelRunner:
         if flush is not None:
             flush(wait=False)
 
-    def complete(self, step: InFlight) -> dict[int, RowResult]:
-        """Wait for a launched step; its sampled ids (one array read) and logprobs by seq_id."""
+    def complete(self, step: InFlight) -> tuple[list[int], dict[int, RowResult]]:
+        """Wait for a launched step: its sampled ids (one array read: a list in the order of
+        ``plan.sample``), and by seq_id the rows with logprobs (their RowResult's token_id unset)."""
         results, plan = step.results, step.plan
         if step.launched is None:
-            return results
+            return [], results
         try:
             ids = step.launched.ids()
         finally:
             for _, seq in plan.sample:
                 seq.pending -= 1
             self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
-        for (_, seq), tid in zip(plan.sample, ids.tolist()):
-            results[seq.seq_id].token_id = tid
+        tids = ids.tolist()
         if step.needs_logits:
             self._logprobs_of(step.launched.logits, ids, plan, results)
-        return results
+        return tids, results
 
     def _logprobs_of(self, logits, ids: np.ndarray, plan: _Plan, results: dict[int, RowResult]) -> None:
         want = [(i, row, seq) for i, (row, seq) in enumerate(plan.sample) if seq.params.logprobs is not None]
@@ -145,13 +152,13 @@ class ModelRunner:
                                  ids[[i for i, _, _ in want]].astype(np.int32),
                                  [seq.params.logprobs for _, _, seq in want])
             for (_, _, seq), lp in zip(want, lps):
-                results[seq.seq_id].logprob = lp
+                results.setdefault(seq.seq_id, RowResult()).logprob = lp
         if plan.prompt:
             rows = [r for r, _, _ in plan.prompt]
             targets = np.array([t for _, _, t in plan.prompt], dtype=np.int32)
             ks = [seq.params.prompt_logprobs for _, seq, _ in plan.prompt]
             for (_, seq, target), lp in zip(plan.prompt, self._logprobs(logits[rows], targets, ks)):
-                results[seq.seq_id].prompt_logprobs.append(lp)
+                results.setdefault(seq.seq_id, RowResult()).prompt_logprobs.append(lp)
 
     # -- batch construction ---------------------------------------------------
     def build(self, scheduled: list[ScheduledSeq]) -> _Plan:
@@ -166,6 +173,7 @@ class ModelRunner:
         prompt: list[tuple[int, Sequence, int]] = []
         placeholders: list[tuple[int, int]] = []        # (token index, previous step's row)
         pending_token: dict[int, int] = {}
+        logprobs = False
         page = self.blocks.page_size
         block_table, table_of = self.blocks.block_table, self._table
         for s in scheduled:
@@ -207,6 +215,8 @@ class ModelRunner:
             if start + n == known + pend and len(outs) + pend < seq.params.max_tokens:
                 sample.append((len(logits_rows), seq))
                 logits_rows.append(offset + n - 1)
+                if seq.params.logprobs is not None:
+                    logprobs = True
         lens = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
         width = int(lens.max()) if len(tables) else 0
         block_tables = np.full((len(tables), width), -1, dtype=np.int32)
@@ -229,7 +239,7 @@ class ModelRunner:
             prev_rows = np.full(len(tokens), -1, dtype=np.int32)
             for t, row in placeholders:
                 prev_rows[t] = row
-        return _Plan(batch, sample, prompt, prev_rows, pending_token)
+        return _Plan(batch, sample, prompt, prev_rows, pending_token, logprobs)
 
     def _table(self, seq_id: int, pages: list[int]) -> np.ndarray:
         """`pages`: the block manager's table of `seq_id`."""

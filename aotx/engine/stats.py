@@ -99,6 +99,17 @@ class StatsCollector:
             if itl is not None:
                 self._itl.observe(itl)
 
+    def tokens(self, ttfts: list[float], itls: list[float]) -> None:
+        """One step's tokens at once: a first token's TTFT each, a later one's inter-token latency each."""
+        if not ttfts and not itls:
+            return
+        with self._lock:
+            self._gen += len(ttfts) + len(itls)
+            for v in ttfts:
+                self._ttft.observe(v)
+            for v in itls:
+                self._itl.observe(v)
+
     def finished(self, reason: str) -> None:
         with self._lock:
             self._finished[reason] = self._finished.get(reason, 0) + 1
