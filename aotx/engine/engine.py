@@ -31,7 +31,7 @@ from aotx.engine.runner import Backend, InFlight, ModelRunner, RowResult
 from aotx.engine.scheduler import Claim, ScheduledSeq, Scheduler
 from aotx.engine.sequence import Sequence
 from aotx.engine.stats import EngineStats, StatsCollector
-from aotx.engine.types import Delta, SamplingParams
+from aotx.engine.types import Delta, SamplingParams, plain_delta
 
 log = logging.getLogger(__name__)
 ENGINE_STOPPED = "engine stopped"   # the `error` of every request still unfinished when stop() ends it
@@ -324,8 +324,8 @@ class Engine:
                 continue
             handle = handles.get(seq.seq_id)
             if handle is not None:
-                outbox.append((handle, seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), len(outs),
-                                                  queued_s=seq.queued_s if first else None)))
+                outbox.append((handle, seq, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
+                                                        seq.queued_s if first else None)))
         self._stats.tokens(ttfts, itls)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
@@ -389,14 +389,18 @@ class Engine:
 
     def _flush(self) -> None:
         outbox, self._outbox = self._outbox, []
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
-        seqs_by_loop: dict[asyncio.AbstractEventLoop, list[Sequence]] = {}
+        if not outbox:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[tuple[RequestHandle, Delta]], list[Sequence]]] = {}
         for handle, seq, delta in outbox:
-            by_loop.setdefault(handle.loop, []).append((handle, delta))
-            seqs_by_loop.setdefault(handle.loop, []).append(seq)
-        for loop, items in by_loop.items():
+            group = by_loop.get(handle.loop)
+            if group is None:
+                group = by_loop[handle.loop] = ([], [])
+            group[0].append((handle, delta))
+            group[1].append(seq)
+        for loop, (items, seqs) in by_loop.items():
             if not deliver(loop, items):
-                for seq in seqs_by_loop[loop]:      # nobody is listening any more
+                for seq in seqs:      # nobody is listening any more
                     if not seq.is_finished:
                         self.scheduler.cancel(seq.seq_id)
 

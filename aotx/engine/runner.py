@@ -73,9 +73,10 @@ class ModelRunner:
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
         self.masks = mask_worker(tokenizer) # constrained steps' masks, computed while the step runs
-        # seq_id -> (int32 pages, how many are valid): block tables only grow, so a step copies an
-        # array instead of converting a page list (no host work proportional to the context)
-        self._tables: dict[int, tuple[np.ndarray, int]] = {}
+        # seq_id -> (int32 pages, how many are valid, the view of those, the last page): block tables only
+        # grow, so a step copies an array instead of converting a page list (no host work proportional
+        # to the context), and an unchanged table costs a lookup
+        self._tables: dict[int, tuple[np.ndarray, int, np.ndarray, int]] = {}
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
@@ -243,7 +244,12 @@ class ModelRunner:
 
     def _table(self, seq_id: int, pages: list[int]) -> np.ndarray:
         """`pages`: the block manager's table of `seq_id`."""
-        arr, n = self._tables.get(seq_id, (None, 0))
+        cached = self._tables.get(seq_id)
+        if cached is not None:   # unchanged since the last step (the common case): its view again
+            arr, n, view, last = cached
+            if n == len(pages) and n and last == pages[n - 1]:
+                return view
+        arr, n = (None, 0) if cached is None else cached[:2]
         if arr is None or n > len(pages) or (n and arr[n - 1] != pages[n - 1]):
             arr, n = np.empty(max(16, 2 * len(pages)), dtype=np.int32), 0   # new (or not the one cached)
         if len(pages) > n:
@@ -251,8 +257,9 @@ class ModelRunner:
                 arr = np.concatenate([arr[:n], np.empty(len(pages), dtype=np.int32)])
             arr[n:len(pages)] = pages[n:]
             n = len(pages)
-        self._tables[seq_id] = (arr, n)
-        return arr[:n]
+        view = arr[:n]
+        self._tables[seq_id] = (arr, n, view, int(arr[n - 1]) if n else -1)
+        return view
 
     # -- sampling and logprobs ------------------------------------------------
     def _logprobs(self, logits: np.ndarray, chosen: np.ndarray, ks: list[int]) -> list[TokenLogprob]:
