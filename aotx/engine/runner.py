@@ -17,7 +17,7 @@ from kernels.step_batch import StepBatch
 from aotx.engine.block_manager import BlockManager
 from aotx.engine.launch import InlineLauncher, Launched, Launcher
 from aotx.engine.mask_procs import mask_worker
-from aotx.engine.row_sampling import sampling_rows
+from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence
 from aotx.engine.types import TokenLogprob, TopLogprob
@@ -77,6 +77,7 @@ class ModelRunner:
         # grow, so a step copies an array instead of converting a page list (no host work proportional
         # to the context), and an unchanged table costs a lookup
         self._tables: dict[int, tuple[np.ndarray, int, np.ndarray, int]] = {}
+        self._rows_cache = RowsCache()      # a steady batch's sampling constants (aotx.engine.row_sampling)
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
         """Run one step to the end; returns results keyed by seq_id (every scheduled seq)."""
@@ -103,7 +104,7 @@ class ModelRunner:
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
-            sampling = sampling_rows(seqs, plan.pending_token)
+            sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
             mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
@@ -172,21 +173,24 @@ class ModelRunner:
         logits_rows: list[int] = []
         sample: list[tuple[int, Sequence]] = []
         prompt: list[tuple[int, Sequence, int]] = []
-        placeholders: list[tuple[int, int]] = []        # (token index, previous step's row)
+        ph_token: list[int] = []      # placeholders: their token index, and the previous step's row
+        ph_row: list[int] = []
         pending_token: dict[int, int] = {}
         logprobs = False
         page = self.blocks.page_size
         block_table, table_of = self.blocks.block_table, self._table
         for s in scheduled:
             seq, n = s.seq, s.num_tokens
-            start, plen, outs, pend = seq.num_computed, len(seq.prompt_ids), seq.output_ids, seq.pending
+            start, plen, outs, pend, params = (seq.num_computed, len(seq.prompt_ids), seq.output_ids, seq.pending,
+                                               seq.params)
             offset = len(tokens)
             known = plen + len(outs)
             pages = block_table(seq.seq_id)
             if n == 1:    # a decode row (or a one-token chunk): no per-token lists, no method calls
                 if start >= known:   # its last token was sampled by the step in flight: the device has it
                     pending_token[seq.seq_id] = offset
-                    placeholders.append((offset, seq.pending_row))
+                    ph_token.append(offset)
+                    ph_row.append(seq.pending_row)
                     tokens.append(-1)
                 else:
                     tokens.append(seq.prompt_ids[start] if start < plen else outs[start - plen])
@@ -198,7 +202,8 @@ class ModelRunner:
                 if start + n > known:   # the last token was sampled by the step in flight: the device has it
                     tokens.extend(_token_slice(seq, start, known))
                     pending_token[seq.seq_id] = len(tokens)
-                    placeholders.append((len(tokens), seq.pending_row))
+                    ph_token.append(len(tokens))
+                    ph_row.append(seq.pending_row)
                     tokens.append(-1)
                 else:
                     tokens.extend(_token_slice(seq, start, start + n))
@@ -207,16 +212,16 @@ class ModelRunner:
             query_start.append(len(tokens))
             context_lens.append(start + n)
             tables.append(table_of(seq.seq_id, pages))
-            if seq.params.prompt_logprobs is not None:
+            if params.prompt_logprobs is not None:
                 # logits at position p score prompt token p + 1
                 for p in range(start, min(start + n, plen - 1)):
                     prompt.append((len(logits_rows), seq, seq.prompt_ids[p + 1]))
                     logits_rows.append(offset + p - start)
             # seq.wants_sample_after(n), inlined
-            if start + n == known + pend and len(outs) + pend < seq.params.max_tokens:
+            if start + n == known + pend and len(outs) + pend < params.max_tokens:
                 sample.append((len(logits_rows), seq))
                 logits_rows.append(offset + n - 1)
-                if seq.params.logprobs is not None:
+                if params.logprobs is not None:
                     logprobs = True
         lens = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
         width = int(lens.max()) if len(tables) else 0
@@ -236,10 +241,9 @@ class ModelRunner:
             logits_rows=np.array(logits_rows, dtype=np.int32),
         )
         prev_rows = None
-        if placeholders:
+        if ph_token:
             prev_rows = np.full(len(tokens), -1, dtype=np.int32)
-            for t, row in placeholders:
-                prev_rows[t] = row
+            prev_rows[np.array(ph_token, dtype=np.int64)] = ph_row
         return _Plan(batch, sample, prompt, prev_rows, pending_token, logprobs)
 
     def _table(self, seq_id: int, pages: list[int]) -> np.ndarray:

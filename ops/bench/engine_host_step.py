@@ -38,7 +38,7 @@ STAGES = [
     ("sampling rows", ("row_sampling.py", "sampling_rows")),
     ("launch (launcher)", ("launch.py", "launch")),
     ("read back", ("runner.py", "complete")),
-    ("postprocess (detok, stops, stats)", ("engine.py", "_postprocess")),
+    ("postprocess (detok, stops, stats)", ("engine.py", "_postprocess_step")),
     ("deliver (flush)", ("engine.py", "_flush")),
     ("gauges", ("engine.py", "_sync_gauges")),
 ]
