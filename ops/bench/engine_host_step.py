@@ -38,7 +38,7 @@ STAGES = [
     ("sampling rows", ("row_sampling.py", "sampling_rows")),
     ("launch (launcher)", ("launch.py", "launch")),
     ("read back", ("runner.py", "complete")),
-    ("postprocess (detok, stops, stats)", ("engine.py", "_postprocess_step")),
+    ("postprocess (detok, stops, stats)", ("engine.py", "_postprocess_step")),   # (before: _postprocess a row)
     ("deliver (flush)", ("engine.py", "_flush")),
     ("gauges", ("engine.py", "_sync_gauges")),
 ]
@@ -121,6 +121,9 @@ def _stages(prof: cProfile.Profile) -> list[tuple[str, float]]:
     # launch's cumulative time includes build and sampling_rows (ModelRunner.launch calls them): the
     # launcher row is the backend's launcher only; read back includes ids() (the device thread's wait
     # is not CPU on this clock)
+    if "postprocess (detok, stops, stats)" not in cum:   # a tree from before _postprocess_step: its rows
+        cum["postprocess (detok, stops, stats)"] = sum(
+            ct for (file, _, fn), (_, _, _, ct, _) in st.stats.items() if fn == "_postprocess" and file.endswith("engine.py"))
     return [(name, cum.get(name, 0.0)) for name, _ in STAGES] + [("all (engine thread, profiled)", total)]
 
 
