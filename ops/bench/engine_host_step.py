@@ -12,9 +12,9 @@ Prints, per stream count: steps, the engine thread's CPU per step and per row-st
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
 of a step; `--profile`: the engine thread's CPU per row-step by stage (cProfile on the thread's CPU
 clock, which inflates every figure: read the split, not the sum); `--callgrind`: run under
-`valgrind --tool=callgrind --instr-atstart=no` and count instructions only over the measured phase
-(callgrind_control -i on/off): instructions per step and per row-step, stable where this box's timings
-swing 2x with load.
+`valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes` and count instructions only over the
+measured phase (callgrind_control -i on/off): per step and per token, all threads and the engine thread
+alone (the busiest thread after the main one), stable where this box's timings swing 2x with load.
 """
 from __future__ import annotations
 
@@ -169,29 +169,37 @@ def _under_callgrind(argv: list[str], levels: list[int]) -> int:
         if "--streams" in args:
             i = args.index("--streams")
             del args[i:i + 2]
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+               f"--callgrind-out-file={out}",
                sys.executable, "-m", "ops.bench.engine_host_step", "--streams", str(n), *args]
         proc = subprocess.run(cmd, env={**os.environ, "AOTX_UNDER_CALLGRIND": "1"}, capture_output=True, text=True)
         print(proc.stdout, end="")
-        ir = _total_ir(out)
+        per_thread = _thread_ir(out)
+        ir = sum(per_thread.values())
         steps = _field(proc.stdout, " steps (")
-        rows = steps * _field(proc.stdout, " steps (", after=True)
+        tokens = _field(proc.stdout, " tokens, ")
+        main_ir = per_thread.get(1, 0)                 # thread 1: the event loop (the readers)
+        others = sorted((v for k, v in per_thread.items() if k != 1), reverse=True)
+        engine_ir = others[0] if others else 0         # the busiest other thread: the engine's step thread
         print(f"{n:>4} streams under callgrind: {ir:,} instructions in the measured phase (all threads) = "
-              f"{ir / max(1, steps):,.0f} per step = {ir / max(1, rows):,.0f} per row-step", flush=True)
+              f"{ir / max(1, steps):,.0f} per step = {ir / max(1, tokens):,.0f} per token; engine thread "
+              f"{engine_ir / max(1, steps):,.0f} per step = {engine_ir / max(1, tokens):,.0f} per token; event loop "
+              f"{main_ir / max(1, tokens):,.0f} per token; other threads {sum(others[1:]):,}", flush=True)
     return 0
 
 
-def _total_ir(path: str) -> int:
-    total = 0
+def _thread_ir(path: str) -> dict[int, int]:
+    """Instructions per thread (callgrind --separate-threads: PATH-01, PATH-02, ...; 1 is the main thread)."""
+    out = {}
     for name in os.listdir(os.path.dirname(path)):
         full = os.path.join(os.path.dirname(path), name)
-        if full.startswith(path):
+        if full.startswith(path + "-"):
             with open(full) as f:
                 for line in f:
                     if line.startswith("totals:"):   # (with --instr-atstart=no "summary:" says 0)
-                        total += int(line.split()[1])
+                        out[int(full.rsplit("-", 1)[1])] = int(line.split()[1])
                         break
-    return total
+    return out
 
 
 def _field(text: str, marker: str, after: bool = False) -> int:
