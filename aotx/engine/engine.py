@@ -29,11 +29,12 @@ from aotx.engine.request import RequestHandle, RequestRejected, deliver, validat
 from aotx.engine.launch import Launcher, make_launcher
 from aotx.engine.runner import Backend, InFlight, ModelRunner, RowResult
 from aotx.engine.scheduler import Claim, ScheduledSeq, Scheduler
-from aotx.engine.sequence import Sequence
+from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.stats import EngineStats, StatsCollector
 from aotx.engine.types import Delta, SamplingParams, plain_delta
 
 log = logging.getLogger(__name__)
+FINISHED = SequenceStatus.FINISHED
 ENGINE_STOPPED = "engine stopped"   # the `error` of every request still unfinished when stop() ends it
 
 
@@ -55,6 +56,7 @@ class Engine:
         # a request never needs more pages than the whole pool
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
+        self._token_texts: dict[int, str | None] = {}   # the detokenizers' shared cache of whole-UTF-8 token texts
         self._cond = threading.Condition()
         # (kind, sequence or seq id, handle, the page claim an added sequence takes over or borrows, borrows?)
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None, Claim | None, bool]] = []
@@ -163,7 +165,8 @@ class Engine:
             seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
             detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids,
-                                    silent_ids=frozenset({eos} - stop_ids) if params.ignore_eos else frozenset()),
+                                    silent_ids=frozenset({eos} - stop_ids) if params.ignore_eos else frozenset(),
+                                    texts=self._token_texts),
             matcher=params.constraint.start() if params.constraint is not None else None,
         )
         handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,
@@ -301,7 +304,7 @@ class Engine:
             if j < n_sampled and sample[j][1] is seq:
                 tid = tids[j]
                 j += 1
-            if seq.is_finished:
+            if seq.status is FINISHED:
                 continue
             res = results.get(seq.seq_id) if results else None
             if res is not None or tid is None or seq.matcher is not None:
