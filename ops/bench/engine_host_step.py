@@ -6,7 +6,7 @@ next tokens of an English text, no compute. The one-step-behind loop runs the sl
 device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
-                                         [--loop behind|classic] [--profile] [--callgrind]
+                                         [--loop behind|classic] [--profile] [--callgrind] [--isolated]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -14,7 +14,8 @@ of a step; `--profile`: the engine thread's CPU per row-step by stage (cProfile 
 clock, which inflates every figure: read the split, not the sum); `--callgrind`: run under
 `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes` and count instructions only over the
 measured phase (callgrind_control -i on/off): per step and per token, all threads and the engine thread
-alone (the busiest thread after the main one), stable where this box's timings swing 2x with load.
+alone (the busiest thread after the main one), stable where this box's timings swing 2x with load;
+`--isolated`: schedule, build and sampling_rows alone over a steady batch of decoding rows (no engine).
 """
 from __future__ import annotations
 
@@ -139,6 +140,47 @@ def report(r: dict, profile: bool) -> str:
     return "\n".join(lines)
 
 
+def isolated(bundle, streams: int) -> str:
+    """The step thread's three per-row stages alone, `streams` decoding rows of a steady batch, best of 200:
+    Scheduler.schedule, ModelRunner.build, sampling_rows (with the runner's cache where the tree has one)."""
+    import inspect
+
+    from aotx.engine.block_manager import BlockManager
+    from aotx.engine.detokenizer import Detokenizer
+    from aotx.engine.row_sampling import sampling_rows
+    from aotx.engine.runner import ModelRunner
+    from aotx.engine.scheduler import Scheduler
+    from aotx.engine.sequence import Sequence, SequenceStatus
+    from aotx.engine.types import SamplingParams
+
+    blocks = BlockManager(num_pages=streams * 20, page_size=PAGE)
+    sched = Scheduler(blocks, streams, 8192)
+    runner = ModelRunner(backend=None, blocks=blocks, tokenizer=bundle.tokenizer)
+    for i in range(streams):
+        seq = Sequence(prompt_ids=[7] * 40, params=SamplingParams(max_tokens=200, temperature=0.7), seed=i,
+                       reserved_pages=16, detokenizer=Detokenizer(bundle.tokenizer))
+        seq.output_ids, seq.num_computed, seq.status = [5] * 50, 89, SequenceStatus.RUNNING
+        blocks.ensure_capacity(seq.seq_id, 90)
+        sched.running.append(seq)
+
+    def best(f) -> float:
+        b = float("inf")
+        for _ in range(200):
+            t = time.perf_counter()
+            f()
+            b = min(b, time.perf_counter() - t)
+        return b * 1e6
+    out = sched.schedule()
+    plan = runner.build(out.scheduled)
+    seqs = [q for _, q in plan.sample]
+    cached = "cache" in inspect.signature(sampling_rows).parameters
+    extra = (runner._rows_cache,) if cached else ()
+    return (f"{streams} decode rows alone: schedule {best(sched.schedule):.0f} µs, build "
+            f"{best(lambda: runner.build(out.scheduled)):.0f} µs, sampling_rows "
+            f"{best(lambda: sampling_rows(seqs, plan.pending_token, *extra)):.0f} µs"
+            f"{' (steady batch: cached)' if cached else ''}; load {open('/proc/loadavg').read().split()[0]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="64,256")
@@ -146,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-ms", type=float, default=2.6)
     ap.add_argument("--loop", choices=("behind", "classic"), default="behind")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--isolated", action="store_true",
+                    help="time schedule, build and sampling_rows alone over a steady batch, no engine")
     ap.add_argument("--callgrind", action="store_true",
                     help="re-run this under callgrind, instructions counted over the measured phase only")
     args = ap.parse_args(argv)
@@ -155,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     from kernels import load_model
 
     bundle = load_model(progress=False)
+    if args.isolated:
+        for n in levels:
+            print(isolated(bundle, n), flush=True)
+        return 0
     for n in levels:
         r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile))
         print(report(r, args.profile), flush=True)
