@@ -39,8 +39,8 @@ STAGES = [
     ("sampling rows", ("row_sampling.py", "sampling_rows")),
     ("launch (launcher)", ("launch.py", "launch")),
     ("read back", ("runner.py", "complete")),
-    ("postprocess (detok, stops, stats)", ("engine.py", "_postprocess_step")),   # (before: _postprocess a row)
-    ("deliver (flush)", ("engine.py", "_flush")),
+    ("postprocess (detok, stops, stats)", ("step_output.py", "_postprocess_step")),   # (before: _postprocess a row)
+    ("deliver (flush)", ("step_output.py", "_flush")),
     ("gauges", ("engine.py", "_sync_gauges")),
 ]
 
@@ -117,7 +117,9 @@ def _stages(prof: cProfile.Profile) -> list[tuple[str, float]]:
     cum = {}
     for (file, _, fn), (_, _, _, ct, _) in st.stats.items():
         for name, (f, n) in STAGES:
-            if fn == n and file.endswith(f) and ("aotx/engine" in file or "ops/bench" in file):
+            # (a tree from before step_output.py has these in engine.py)
+            if fn == n and (file.endswith(f) or (f == "step_output.py" and file.endswith("engine.py"))) \
+                    and ("aotx/engine" in file or "ops/bench" in file):
                 cum[name] = cum.get(name, 0.0) + ct
     # launch's cumulative time includes build and sampling_rows (ModelRunner.launch calls them): the
     # launcher row is the backend's launcher only; read back includes ids() (the device thread's wait
