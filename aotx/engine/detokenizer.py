@@ -27,8 +27,12 @@ class Detokenizer:
 
     def __init__(self, tokenizer: TokenBytes, stop: tuple[str, ...] = (),
                  stop_token_ids: frozenset[int] | set[int] = frozenset(),
-                 silent_ids: frozenset[int] = frozenset()) -> None:
+                 silent_ids: frozenset[int] = frozenset(), texts: dict[int, str | None] | None = None) -> None:
         self._tok = tokenizer
+        # token id -> its text when its bytes are whole UTF-8, else None (shared by an engine's requests);
+        # with nothing held in the decoder such a token's text is exactly what the decoder would release
+        self._texts = texts if texts is not None else {}
+        self._clean = True    # the decoder holds no partial character
         self._stops = tuple(s for s in stop if s)
         self._stop_ids = frozenset(stop_token_ids)
         self._silent = silent_ids     # tokens that neither end the output nor add text (EOS under ignore_eos)
@@ -53,6 +57,7 @@ class Detokenizer:
         if token_id in self._silent:
             return DetokStep("")
         piece = self._decoder.decode(self._tok.token_bytes(token_id), final=False)
+        self._clean = not self._decoder.getstate()[0]
         if not self._stops:           # the common case: nothing to hold back
             if piece:
                 self._parts.append(piece)
@@ -67,6 +72,26 @@ class Detokenizer:
         if out:
             self._parts.append(out)
         return DetokStep(out)
+
+    def plain(self, token_id: int) -> str | None:
+        """A token that can neither end the output nor hold text back (no stop strings; not a stop or
+        a silent id): the text it releases, as ``add`` would, without a DetokStep. Otherwise None,
+        nothing done: call ``add``."""
+        if self._stops or self.done or token_id in self._stop_ids or token_id in self._silent:
+            return None
+        if self._clean:
+            piece = self._texts.get(token_id, False)
+            if piece is False:
+                piece = self._texts[token_id] = _whole_text(self._tok.token_bytes(token_id))
+            if piece is not None:
+                if piece:
+                    self._parts.append(piece)
+                return piece
+        piece = self._decoder.decode(self._tok.token_bytes(token_id), False)
+        self._clean = not self._decoder.getstate()[0]
+        if piece:
+            self._parts.append(piece)
+        return piece
 
     def flush(self) -> DetokStep:
         """The sequence ended for another reason: release what is left.
@@ -110,3 +135,11 @@ class Detokenizer:
                     longest = n
                     break
         return longest
+
+
+def _whole_text(data: bytes) -> str | None:
+    """`data` as text when it is whole, valid UTF-8; None when a character is split or invalid."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

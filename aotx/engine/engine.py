@@ -19,25 +19,25 @@ import dataclasses
 import logging
 import secrets
 import threading
-import time
 import uuid
 
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
 from aotx.engine.engine_config import EngineConfig, Tokenizer
-from aotx.engine.request import RequestHandle, RequestRejected, deliver, validate_request
+from aotx.engine.request import RequestHandle, RequestRejected, validate_request
 from aotx.engine.launch import Launcher, make_launcher
-from aotx.engine.runner import Backend, InFlight, ModelRunner, RowResult
+from aotx.engine.runner import Backend, InFlight, ModelRunner
 from aotx.engine.scheduler import Claim, ScheduledSeq, Scheduler
 from aotx.engine.sequence import Sequence
 from aotx.engine.stats import EngineStats, StatsCollector
+from aotx.engine.step_output import StepOutput
 from aotx.engine.types import Delta, SamplingParams
 
 log = logging.getLogger(__name__)
 ENGINE_STOPPED = "engine stopped"   # the `error` of every request still unfinished when stop() ends it
 
 
-class Engine:
+class Engine(StepOutput):
     def __init__(self, backend: Backend, tokenizer: Tokenizer, config: EngineConfig = EngineConfig(),
                  launcher: Launcher | None = None) -> None:
         pool = (getattr(backend, "num_pages", None), getattr(backend, "page_size", None))
@@ -55,6 +55,7 @@ class Engine:
         # a request never needs more pages than the whole pool
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
+        self._token_texts: dict[int, str | None] = {}   # the detokenizers' shared cache of whole-UTF-8 token texts
         self._cond = threading.Condition()
         # (kind, sequence or seq id, handle, the page claim an added sequence takes over or borrows, borrows?)
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None, Claim | None, bool]] = []
@@ -163,7 +164,8 @@ class Engine:
             seed=params.seed % 2**64 if params.seed is not None else secrets.randbits(63),
             reserved_pages=pages_for(len(prompt) + max_tokens, self.config.page_size),
             detokenizer=Detokenizer(self.tokenizer, params.stop, stop_ids,
-                                    silent_ids=frozenset({eos} - stop_ids) if params.ignore_eos else frozenset()),
+                                    silent_ids=frozenset({eos} - stop_ids) if params.ignore_eos else frozenset(),
+                                    texts=self._token_texts),
             matcher=params.constraint.start() if params.constraint is not None else None,
         )
         handle = RequestHandle(uuid.uuid4().hex, len(prompt), max_tokens, loop,
@@ -267,14 +269,11 @@ class Engine:
         """Read a launched step back: record, detokenize and deliver its tokens. A sequence that
         ended meanwhile (a stop in the step before, a cancellation) drops its token unseen."""
         try:
-            results = self.runner.complete(step)
+            tids, results = self.runner.complete(step)
         except Exception as exc:  # a failing backend must not take the engine down
             self._step_failed(step.scheduled, exc)
         else:
-            now = time.monotonic()
-            for s in step.scheduled:
-                if not s.seq.is_finished:
-                    self._postprocess(s.seq, results[s.seq.seq_id], now)
+            self._postprocess_step(step, tids, results)
         with self._cond:
             self._stalled = False         # tokens were recorded or sequences ended: look at the line again
         self._sync_gauges()
@@ -288,79 +287,6 @@ class Engine:
                 self._end(s.seq, Delta("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
         self._sync_gauges()
         self._flush()
-
-    def _postprocess(self, seq: Sequence, res: RowResult, now: float) -> None:
-        seq.prompt_logprobs.extend(res.prompt_logprobs)
-        if res.token_id is None:
-            if not seq.in_prefill and seq.params.max_tokens == 0:
-                self._finish(seq, "length")
-                self._end(seq, Delta("", finish_reason="length"))
-            return
-        tid = res.token_id
-        first = seq.first_token_time is None
-        self._stats.token(ttft=now - seq.arrival_time if first else None,
-                          itl=None if first else now - seq.last_token_time)
-        seq.record_token(tid, now)
-        if seq.matcher is not None and not seq.matcher.sync(len(seq.output_ids) - 1, tid):
-            # never happens while the mask is applied; if it does, the output is not trusted
-            log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
-                      seq.matcher.error)
-            self._finish(seq, "error")
-            # (a matcher process that died says so: aotx.structured.proc_row)
-            why = getattr(seq.matcher, "end_error", None) or "constraint violated"
-            self._end(seq, Delta("", finish_reason="error", error=why))
-            return
-        step = seq.detokenizer.add(tid)
-        text, reason, stop = step.text, step.finish_reason, step.stop_sequence
-        if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
-            tail = seq.detokenizer.flush()
-            text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
-        delta = Delta(text, (tid,), (res.logprob,) if res.logprob is not None else (), reason, stop,
-                      seq.prompt_len, len(seq.output_ids),     # the counts _send would add: no copy
-                      queued_s=seq.queued_s if first else None)
-        if reason is not None:
-            self._finish(seq, reason)
-            self._end(seq, delta)
-        else:
-            self._send(seq, delta)
-
-    def _finish(self, seq: Sequence, reason: str) -> None:
-        with self._cond:
-            self.scheduler.finish(seq, reason)
-
-    def _send(self, seq: Sequence, delta: Delta) -> None:
-        handle = self._handles.get(seq.seq_id)
-        if handle is None:
-            return
-        extra = {}
-        if not seq.prompt_logprobs_sent and seq.params.prompt_logprobs is not None:
-            extra["prompt_logprobs"] = tuple(seq.prompt_logprobs)
-            seq.prompt_logprobs_sent = True
-        if extra or delta.prompt_tokens != seq.prompt_len or delta.completion_tokens != len(seq.output_ids):
-            delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
-                                        completion_tokens=len(seq.output_ids), **extra)
-        self._outbox.append((handle, seq, delta))
-
-    def _flush(self) -> None:
-        outbox, self._outbox = self._outbox, []
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
-        seqs_by_loop: dict[asyncio.AbstractEventLoop, list[Sequence]] = {}
-        for handle, seq, delta in outbox:
-            by_loop.setdefault(handle.loop, []).append((handle, delta))
-            seqs_by_loop.setdefault(handle.loop, []).append(seq)
-        for loop, items in by_loop.items():
-            if not deliver(loop, items):
-                for seq in seqs_by_loop[loop]:      # nobody is listening any more
-                    if not seq.is_finished:
-                        self.scheduler.cancel(seq.seq_id)
-
-    def _end(self, seq: Sequence, delta: Delta) -> None:
-        """Deliver the final delta of a finished sequence and forget its handle."""
-        self._stats.finished(delta.finish_reason)
-        self._send(seq, delta)
-        self._handles.pop(seq.seq_id, None)
-        with self._cond:
-            self._committed -= seq.reserved_pages
 
     def _sync_gauges(self) -> None:
         with self._cond:

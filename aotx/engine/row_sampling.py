@@ -65,9 +65,35 @@ def _entries(seq: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return seq.entries.update(seq.output_ids, _penalized(seq))
 
 
-def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int]) -> SamplingRows:
-    """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device."""
-    adjusted = [(i, q) for i, q in enumerate(seqs) if q.params.logit_bias or _penalized(q)]
+class RowsCache:
+    """The last step's per-sequence constants (temperature, top_p, top_k, seed, min_p and which rows
+    adjust their logits): a step that samples the same sequences in the same order (a steady decode
+    batch) reuses them and computes only the step indexes (and the adjustment, where a row has one)."""
+
+    def __init__(self) -> None:
+        self.seqs: list[Sequence] | None = None
+        self.rows: SamplingRows | None = None
+        self.adjusted: list[tuple[int, Sequence]] = []
+
+
+def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int], cache: RowsCache | None = None) -> SamplingRows:
+    """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device.
+    The arrays of a cache hit are shared with the step before: readers must not write them."""
+    if cache is not None and cache.rows is not None and cache.seqs == seqs:   # (identity: eq=False)
+        base, adjusted = cache.rows, cache.adjusted
+    else:
+        adjusted = [(i, q) for i, q in enumerate(seqs) if q.params.logit_bias or _penalized(q)]
+        min_p = [q.params.min_p for q in seqs]
+        base = SamplingRows(
+            temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
+            top_p=np.array([q.params.top_p for q in seqs], dtype=np.float32),
+            top_k=np.array([q.params.top_k for q in seqs], dtype=np.int32),
+            seed=np.array([q.seed for q in seqs], dtype=np.uint64),
+            step=_NO_STEPS,
+            min_p=np.array(min_p, dtype=np.float32) if any(min_p) else None,
+        )
+        if cache is not None:
+            cache.seqs, cache.rows, cache.adjusted = list(seqs), base, adjusted
     adjust = None
     if adjusted:
         entries = [_entries(q) for _, q in adjusted]
@@ -76,13 +102,11 @@ def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int]) -> Sampli
             [q.params.frequency_penalty for _, q in adjusted], [e[0] for e in entries], [e[1] for e in entries],
             [e[2] for e in entries],
             [pending_token.get(q.seq_id, -1) if _penalized(q) else -1 for _, q in adjusted])
-    min_p = [q.params.min_p for q in seqs]
     return SamplingRows(
-        temperature=np.array([q.params.temperature for q in seqs], dtype=np.float32),
-        top_p=np.array([q.params.top_p for q in seqs], dtype=np.float32),
-        top_k=np.array([q.params.top_k for q in seqs], dtype=np.int32),
-        seed=np.array([q.seed for q in seqs], dtype=np.uint64),
-        step=np.array([q.sampled for q in seqs], dtype=np.int64),
-        min_p=np.array(min_p, dtype=np.float32) if any(min_p) else None,
-        adjust=adjust,
+        temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=base.seed,
+        step=np.array([len(q.output_ids) + q.pending for q in seqs], dtype=np.int64),   # q.sampled
+        min_p=base.min_p, adjust=adjust,
     )
+
+
+_NO_STEPS = np.empty(0, dtype=np.int64)

@@ -30,7 +30,7 @@ from aotx.engine.block_manager import BlockManager
 from aotx.engine.sequence import Sequence, SequenceStatus
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledSeq:
     seq: Sequence
     num_tokens: int        # tokens to run this step (1 for decode, a chunk for prefill)
@@ -169,13 +169,22 @@ class Scheduler:
         self._drop_cancelled(out)
         budget = self.prefill_token_budget
         # 1. every running sequence: decodes always, prefills in arrival order
+        scheduled, blocks, page = out.scheduled, self.blocks, self.blocks.page_size
         for seq in self.running:
+            computed, plen = seq.num_computed, len(seq.prompt_ids)
+            if computed >= plen:     # decoding: seq.tokens_to_compute and _place, inlined
+                sampled = len(seq.output_ids) + seq.pending
+                need = plen + sampled - computed
+                if need <= 0 or sampled >= seq.params.max_tokens:
+                    continue
+                if len(blocks.block_table(seq.seq_id)) * page < computed + need:
+                    blocks.ensure_capacity(seq.seq_id, computed + need)
+                scheduled.append(ScheduledSeq(seq, need, True))
+                continue
             need = seq.tokens_to_compute
             if need <= 0:
                 continue
-            if not seq.in_prefill:
-                out.scheduled.append(self._place(seq, need, is_decode=True))
-            elif budget > 0:
+            if budget > 0:
                 n = _chunk(seq, budget)
                 budget -= n
                 out.scheduled.append(self._place(seq, n, is_decode=False))

@@ -34,6 +34,18 @@ class Histogram:
         self._sum += value
         self._count += 1
 
+    def observe_all(self, values: list[float]) -> None:
+        """``observe`` each of `values`, in order."""
+        buckets, counts, left = self.buckets, self._counts, bisect.bisect_left
+        n, total = len(counts), self._sum
+        for value in values:
+            i = left(buckets, value)
+            if i < n:
+                counts[i] += 1
+            total += value
+        self._sum = total
+        self._count += len(values)
+
     def snapshot(self) -> HistogramSnapshot:
         cumulative, total = [], 0
         for c in self._counts:
@@ -98,6 +110,15 @@ class StatsCollector:
                 self._ttft.observe(ttft)
             if itl is not None:
                 self._itl.observe(itl)
+
+    def tokens(self, ttfts: list[float], itls: list[float]) -> None:
+        """One step's tokens at once: a first token's TTFT each, a later one's inter-token latency each."""
+        if not ttfts and not itls:
+            return
+        with self._lock:
+            self._gen += len(ttfts) + len(itls)
+            self._ttft.observe_all(ttfts)
+            self._itl.observe_all(itls)
 
     def finished(self, reason: str) -> None:
         with self._lock:

@@ -67,3 +67,18 @@ class Delta:
     error: str | None = None
     prompt_logprobs: tuple[TokenLogprob, ...] = field(default=())  # set on the first delta only
     queued_s: float | None = None   # on the first token's delta: seconds from submission to admission
+
+
+_new = object.__new__
+
+
+def plain_delta(text: str, token_id: int, prompt_tokens: int, completion_tokens: int,
+                queued_s: float | None) -> Delta:
+    """``Delta(text, (token_id,), (), None, None, prompt_tokens, completion_tokens, queued_s=queued_s)``,
+    equal to it, built with one dict update instead of a frozen dataclass's ten ``object.__setattr__``
+    calls (the engine makes one per streamed token: ~1 µs against ~2.7 on the 2-core box)."""
+    d = _new(Delta)
+    d.__dict__.update(text=text, token_ids=(token_id,), logprobs=(), finish_reason=None, stop_sequence=None,
+                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, error=None,
+                      prompt_logprobs=(), queued_s=queued_s)
+    return d

@@ -119,3 +119,30 @@ def test_a_token_costs_the_same_late_in_a_long_answer():
             tracemalloc.stop()
         assert peak < 4_000, (stop, peak)
         assert d.text == "word " * 20_001
+
+
+def test_plain_releases_what_add_would_and_declines_stops_and_silent_ids():
+    e = "😀".encode()
+    tape = ByteTape(b"a", e[:2], e[2:], b"b")
+    ids = [1, 2, 3, 4]
+    texts: dict = {}      # shared by the detokenizers of one engine: whole-UTF-8 token texts
+    by_add, by_plain = Detokenizer(tape, (), frozenset({0})), Detokenizer(tape, (), frozenset({0}), texts=texts)
+    assert [by_add.add(t).text for t in ids] == [by_plain.plain(t) for t in ids] == ["a", "", "😀", "b"]
+    assert by_plain.text == by_add.text == "a😀b"
+    assert texts == {1: "a", 2: None, 4: "b"}     # (3 came while a character was open: not looked up)
+    again, plain_add = Detokenizer(tape, (), frozenset({0}), texts=texts), Detokenizer(tape, (), frozenset({0}))
+    broken = (2, 4, 3, 1, 2, 3, 4)   # a cached whole token after half a character, then whole ones again
+    assert [again.plain(t) for t in broken] == [plain_add.add(t).text for t in broken] == [
+        "", "\ufffdb", "\ufffd\ufffd", "a", "", "😀", "b"]
+    assert by_plain.plain(0) is None and not by_plain.done      # a stop id: add() decides, nothing done
+    assert Detokenizer(tape, (), frozenset({0}), silent_ids=frozenset({4})).plain(4) is None
+    assert Detokenizer(tape, ("b",), frozenset({0})).plain(1) is None   # stop strings: add() holds text back
+
+
+def test_plain_delta_equals_the_constructed_one():
+    from aotx.engine.types import Delta, plain_delta
+
+    for queued in (None, 0.25):
+        made = plain_delta("ab", 7, 30, 4, queued)
+        assert made == Delta("ab", (7,), (), None, None, 30, 4, queued_s=queued)
+        assert vars(made) == vars(Delta("ab", (7,), (), None, None, 30, 4, queued_s=queued))

@@ -1,0 +1,161 @@
+"""What a read step turns into: each row's token recorded, detokenized and stop-checked, its delta queued,
+and a step's deltas handed to each caller's event loop at once (the engine's step thread only).
+
+A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
+no RowResult, ``Detokenizer.plain``, a delta made by ``plain_delta``, the step's latencies handed to the stats
+once (host work per row-step: docs/PERFORMANCE.md, issue 12, session 9).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+import time
+
+from aotx.engine.request import RequestHandle, deliver
+from aotx.engine.runner import InFlight, RowResult
+from aotx.engine.scheduler import Scheduler
+from aotx.engine.sequence import Sequence, SequenceStatus
+from aotx.engine.stats import StatsCollector
+from aotx.engine.types import Delta, plain_delta
+
+log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
+FINISHED = SequenceStatus.FINISHED
+
+
+class StepOutput:
+    """The Engine's output side (a mixin: aotx.engine.engine.Engine has the state)."""
+
+    _handles: dict[int, RequestHandle]
+    _outbox: list[tuple[RequestHandle, Sequence, Delta]]
+    _stats: StatsCollector
+    _cond: threading.Condition
+    _committed: int
+    scheduler: Scheduler
+
+    def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
+        """Every row of a read step, in the step's order; a plain decode token (no logprobs, no
+        constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
+        no RowResult, the latency figures handed to the stats once per step."""
+        now = time.monotonic()
+        sample, j, n_sampled = step.plan.sample, 0, len(tids)
+        ttfts: list[float] = []
+        itls: list[float] = []
+        handles, outbox = self._handles, self._outbox
+        for s in step.scheduled:
+            seq = s.seq
+            tid = None
+            if j < n_sampled and sample[j][1] is seq:
+                tid = tids[j]
+                j += 1
+            if seq.status is FINISHED:
+                continue
+            res = results.get(seq.seq_id) if results else None
+            if res is not None or tid is None or seq.matcher is not None:
+                self._postprocess(seq, res or RowResult(), tid, now)
+                continue
+            outs = seq.output_ids
+            if seq.first_token_time is None:
+                ttfts.append(now - seq.arrival_time)
+                seq.first_token_time = now
+                first = True
+            else:
+                itls.append(now - seq.last_token_time)
+                first = False
+            seq.last_token_time = now
+            outs.append(tid)
+            text = seq.detokenizer.plain(tid)
+            if text is None or len(outs) >= seq.params.max_tokens or (
+                    seq.params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
+                self._finish_token(seq, tid, None, first, text)
+                continue
+            handle = handles.get(seq.seq_id)
+            if handle is not None:
+                outbox.append((handle, seq, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
+                                                        seq.queued_s if first else None)))
+        self._stats.tokens(ttfts, itls)
+
+    def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
+        seq.prompt_logprobs.extend(res.prompt_logprobs)
+        if tid is None:
+            if not seq.in_prefill and seq.params.max_tokens == 0:
+                self._finish(seq, "length")
+                self._end(seq, Delta("", finish_reason="length"))
+            return
+        first = seq.first_token_time is None
+        self._stats.token(ttft=now - seq.arrival_time if first else None,
+                          itl=None if first else now - seq.last_token_time)
+        seq.record_token(tid, now)
+        if seq.matcher is not None and not seq.matcher.sync(len(seq.output_ids) - 1, tid):
+            # never happens while the mask is applied; if it does, the output is not trusted
+            log.error("constrained sequence %s drew a token its constraint refuses: %s", seq.seq_id,
+                      seq.matcher.error)
+            self._finish(seq, "error")
+            # (a matcher process that died says so: aotx.structured.proc_row)
+            why = getattr(seq.matcher, "end_error", None) or "constraint violated"
+            self._end(seq, Delta("", finish_reason="error", error=why))
+            return
+        self._finish_token(seq, tid, res.logprob, first, None)
+
+    def _finish_token(self, seq: Sequence, tid: int, logprob, first: bool, plain: str | None) -> None:
+        """A recorded token's text, stop checks and delta (`plain`: its text when the detokenizer
+        already took it as a plain token)."""
+        if plain is None:
+            step = seq.detokenizer.add(tid)
+            text, reason, stop = step.text, step.finish_reason, step.stop_sequence
+        else:
+            text, reason, stop = plain, None, None
+        if reason is None and len(seq.output_ids) >= seq.params.max_tokens:
+            tail = seq.detokenizer.flush()
+            text, reason, stop = text + tail.text, tail.finish_reason or "length", tail.stop_sequence
+        delta = Delta(text, (tid,), (logprob,) if logprob is not None else (), reason, stop,
+                      seq.prompt_len, len(seq.output_ids),     # the counts _send would add: no copy
+                      queued_s=seq.queued_s if first else None)
+        if reason is not None:
+            self._finish(seq, reason)
+            self._end(seq, delta)
+        else:
+            self._send(seq, delta)
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        with self._cond:
+            self.scheduler.finish(seq, reason)
+
+    def _send(self, seq: Sequence, delta: Delta) -> None:
+        handle = self._handles.get(seq.seq_id)
+        if handle is None:
+            return
+        extra = {}
+        if not seq.prompt_logprobs_sent and seq.params.prompt_logprobs is not None:
+            extra["prompt_logprobs"] = tuple(seq.prompt_logprobs)
+            seq.prompt_logprobs_sent = True
+        if extra or delta.prompt_tokens != seq.prompt_len or delta.completion_tokens != len(seq.output_ids):
+            delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
+                                        completion_tokens=len(seq.output_ids), **extra)
+        self._outbox.append((handle, seq, delta))
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if not outbox:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[tuple[RequestHandle, Delta]], list[Sequence]]] = {}
+        for handle, seq, delta in outbox:
+            group = by_loop.get(handle.loop)
+            if group is None:
+                group = by_loop[handle.loop] = ([], [])
+            group[0].append((handle, delta))
+            group[1].append(seq)
+        for loop, (items, seqs) in by_loop.items():
+            if not deliver(loop, items):
+                for seq in seqs:      # nobody is listening any more
+                    if not seq.is_finished:
+                        self.scheduler.cancel(seq.seq_id)
+
+    def _end(self, seq: Sequence, delta: Delta) -> None:
+        """Deliver the final delta of a finished sequence and forget its handle."""
+        self._stats.finished(delta.finish_reason)
+        self._send(seq, delta)
+        self._handles.pop(seq.seq_id, None)
+        with self._cond:
+            self._committed -= seq.reserved_pages
