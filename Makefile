@@ -11,7 +11,10 @@ MODEL_STAMP := $(VENV)/.model-installed
 # on the idle 2-core sandbox, against 16 min 21 s in one process (CI=true, 2026-12-01). Modules go out
 # in tests/conftest.py's order (LONGEST_FIRST, then collection order), not xdist's default (most tests
 # first), which met the few-test, long e2e modules last: one worker ran the tail alone (11-12 min).
-PYTEST_ARGS ?= -n 2 --dist loadscope --no-loadscope-reorder
+# Three workers on the two cores since session 9: most of the long modules' time is waiting (leases, restarts,
+# grace periods), so two workers used 68 % of the CPU; on the idle sandbox, same tree (2a222a5), one run each:
+# -n 2 2,441 passed in 7:39, -n 3 in 6:44.
+PYTEST_ARGS ?= -n 3 --dist loadscope --no-loadscope-reorder
 
 .PHONY: install serve test browser bench-cpu gpu-check gpu-bench clean
 
