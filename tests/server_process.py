@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.waiting import wait_until
+
 READY = re.compile(r"serving \S+ on (http://\S+) ")
 EXTRA_ARGS_ENV = "AOTX_TEST_SERVE_ARGS"
 
@@ -70,15 +72,18 @@ class ServerProcess:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("aotx serve did not start:\n" + "\n".join(self.stderr_lines[-40:]))
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)   # a condition poll: the first answer ends it (was 0.2 s, ~0.1 s lost a start)
-        self.stop()
-        raise RuntimeError("aotx serve never answered /health:\n" + "\n".join(self.stderr_lines[-40:]))
+        try:
+            wait_until(self._healthy, "aotx serve to answer /health", timeout=max(deadline - time.monotonic(), 0.0))
+        except AssertionError:
+            self.stop()
+            raise RuntimeError("aotx serve never answered /health:\n" + "\n".join(self.stderr_lines[-40:])) from None
+        return self
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def wait_exit(self, timeout: float) -> int | None:
         """The exit status once the process has ended within `timeout` seconds (None if it has not),

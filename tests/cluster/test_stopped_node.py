@@ -11,17 +11,19 @@ import nats.errors
 
 from eventlog import connect
 from eventlog.connect import MAX_OUTSTANDING_PINGS, PING_INTERVAL
+from tests.waiting import wait_until_async
 
 
 async def ask(client, data: bytes) -> bytes | None:
     """The echo's answer, asked until the subscription's interest has reached the asking client's node
     (nats-server spreads it over the cluster's routes: a request sent before that has no responders)."""
-    for _ in range(100):
+    async def once() -> bytes | None:
         try:
             return (await client.request("t.stopped.echo", data, timeout=0.5)).data
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-            await asyncio.sleep(0.05)
-    return None
+            return None
+
+    return await wait_until_async(once, "the echo's answer", timeout=60)
 
 
 async def test_a_connection_leaves_a_stopped_node_for_another_with_its_subscriptions(cluster):

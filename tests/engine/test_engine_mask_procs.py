@@ -15,9 +15,8 @@ from aotx.engine import SamplingParams
 from aotx.engine.mask_procs import ProcLateMask, ProcMaskWorker
 from aotx.structured import ConstraintCompiler
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                           "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-          "required": ["name", "age"], "additionalProperties": False}
+from .test_engine_structured import PERSON, _token_ids
+
 STORY = {"type": "object", "properties": {"story": {"type": "string", "minLength": 2000}},
          "required": ["story"], "additionalProperties": False}
 QUESTION = "Describe a person called Ann who is 31 as JSON with keys name and age."
@@ -33,11 +32,6 @@ def _params(compiler):
     return [SamplingParams(max_tokens=20, temperature=0, constraint=c),
             SamplingParams(max_tokens=12, temperature=1.0, seed=7, constraint=c),
             SamplingParams(max_tokens=4, temperature=1.0, seed=3)]      # an unconstrained row beside them
-
-
-async def _token_ids(engine, prompt, params):
-    handles = [engine.submit(prompt, p) for p in params]
-    return [[t for d in [d async for d in h] for t in d.token_ids] for h in handles]
 
 
 def _gone(pool) -> None:

@@ -177,24 +177,31 @@ def test_the_generated_body_builder_builds_what_the_leaves_build(kind, data):
     assert msgpack.packb(fast, use_bin_type=True) == msgpack.packb(slow, use_bin_type=True)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.tag)
-@SETTINGS
-@given(data=st.data())
-def test_damaged_bytes_refuse_with_the_codec_error_or_decode_valid(kind, data):
-    payload = bytearray(REGISTRY.encode(data.draw(events(kind))))
+def damaged(data, payload: bytes, hows) -> bytes:
+    """`payload` with 1 to 3 damages drawn from `hows`: set a byte, insert 1-4 bytes, delete 1-4 bytes,
+    truncate (cut the rest)."""
+    payload = bytearray(payload)
     for _ in range(data.draw(st.integers(1, 3))):
         at = data.draw(st.integers(0, len(payload)))
-        how = data.draw(st.sampled_from(["set", "insert", "delete", "truncate"]))
+        how = data.draw(st.sampled_from(list(hows)))
         if how == "set" and at < len(payload):
             payload[at] = data.draw(st.integers(0, 255))
         elif how == "insert":
             payload[at:at] = data.draw(st.binary(min_size=1, max_size=4))
         elif how == "delete":
             del payload[at:at + data.draw(st.integers(1, 4))]
-        else:
+        elif how == "truncate":
             del payload[at:]
+    return bytes(payload)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.tag)
+@SETTINGS
+@given(data=st.data())
+def test_damaged_bytes_refuse_with_the_codec_error_or_decode_valid(kind, data):
+    payload = damaged(data, REGISTRY.encode(data.draw(events(kind))), ("set", "insert", "delete", "truncate"))
     try:
-        event = REGISTRY.decode(bytes(payload), kind.family)
+        event = REGISTRY.decode(payload, kind.family)
     except kind.family.error:
         return
     _valid(event, kind)

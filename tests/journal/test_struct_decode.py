@@ -14,7 +14,7 @@ from aotx.journal.registry import REGISTRY
 from aotx.journal.transfer import Transfer, encode_transfer, unpack_body
 from aotx.journal.whole import PAYLOAD_DECODERS, whole_transfers
 
-from .test_event_registry import SETTINGS, _shape, events
+from .test_event_registry import SETTINGS, _shape, damaged, events
 
 JOURNALLED = sorted((k for k in REGISTRY.kinds() if k.transfer is not None), key=lambda k: k.tag)
 
@@ -35,19 +35,10 @@ def test_the_payload_decoder_builds_what_the_dict_path_builds(kind, data):
 @SETTINGS
 @given(data=st.data())
 def test_damaged_payloads_decode_as_the_dict_path_does_or_are_declined(kind, data):
-    payload = bytearray(REGISTRY.encode(data.draw(events(kind))))
-    for _ in range(data.draw(st.integers(1, 3))):
-        at = data.draw(st.integers(0, len(payload)))
-        how = data.draw(st.sampled_from(["set", "insert", "delete"]))
-        if how == "set" and at < len(payload):
-            payload[at] = data.draw(st.integers(0, 255))
-        elif how == "insert":
-            payload[at:at] = data.draw(st.binary(min_size=1, max_size=4))
-        else:
-            del payload[at:at + data.draw(st.integers(1, 4))]
-    fast = REGISTRY.payload_decoder(kind.transfer)(bytes(payload))
+    payload = damaged(data, REGISTRY.encode(data.draw(events(kind))), ("set", "insert", "delete"))
+    fast = REGISTRY.payload_decoder(kind.transfer)(payload)
     if fast is not None:
-        assert _shape(fast) == _shape(REGISTRY.decode(bytes(payload), kind.family, kind.transfer))
+        assert _shape(fast) == _shape(REGISTRY.decode(payload, kind.family, kind.transfer))
 
 
 def _map(pairs) -> bytes:
