@@ -10,8 +10,8 @@
   docs/PERFORMANCE.md "GPU call set of session 9").
 * Tiles: (BM, BN) = 64 x 64, 64 x 128, 128 x 128 or 128 x 256 (``VARIANTS``; BM = 64 per warpgroup).
   ``choose`` takes the one of least modelled time (``cost``: blocks per SM x a block's tensor-core time,
-  with wgmma's efficiency by N, plus a fixed fill / epilogue latency). Provisional: not yet measured
-  on the GPU (ops.gpu.wgmma_bench prints every variant at the model's shapes, and the plan's pick).
+  with wgmma's efficiency by N fitted to H100 measurements, plus a fixed fill / epilogue latency;
+  ops.gpu.wgmma_bench prints every variant at the model's shapes, and the plan's pick).
 """
 from __future__ import annotations
 
@@ -106,15 +106,17 @@ def grid(name: str, m: int, n: int) -> tuple[int, int]:
     return -(-m // bm), -(-n // bn)
 
 
-# The cost model of `choose` (relative units; provisional until ops.gpu.wgmma_bench has measured every
-# variant on the GPU). A block's tensor-core time is 2 BM BN K / (FLOP_PER_CLK * EFF[BN]) clocks: an SM
-# does ~4,096 dense bf16 FLOP a clock (989 TFLOP/s / 132 SMs / 1.83 GHz), and an m64nNk16 wgmma reading
-# both operands from shared memory moves (64 + N) * 32 bytes per 64 * N * 32 FLOP against 128 bytes a
-# clock of shared-memory bandwidth: balanced at N = 64 (so well below peak), comfortable at 128 and 256.
-# Blocks beyond one per SM queue (or share the SM: the same tensor cores); LAT_CLK is the pipeline fill
-# (first k-tiles from DRAM / L2) and the epilogue, paid once.
+# The cost model of `choose` (relative units). A block's tensor-core time is 2 BM BN K / (FLOP_PER_CLK *
+# EFF[BN]) clocks: an SM does ~4,096 dense bf16 FLOP a clock (989 TFLOP/s / 132 SMs / 1.83 GHz); blocks
+# beyond one per SM queue (or share the SM: the same tensor cores); LAT_CLK is the pipeline fill and the
+# epilogue, paid once (the same for every tile, so it never changes the pick). EFF is FITTED to what
+# ops.gpu.wgmma_bench measured for the TMA variants on an H100 (sessions 9 and 10, 2026-12-07: the 14
+# model shapes x T of each run): with these values `choose` picks the fastest tile at every one of them
+# in both runs, where the first guess ({64: 0.6, 128: 0.85, 256: 0.9}) lost up to 1.44x at T = 1,024
+# (prefill) and 1.36x on gate/up at T = 256. The 64 x 128 tile measures below its share of the
+# tensor cores (one warpgroup, four stages), hence its low EFF; docs/PERFORMANCE.md, session 10.
 FLOP_PER_CLK = 4096
-EFF = {64: 0.6, 128: 0.85, 256: 0.9}
+EFF = {64: 0.5, 128: 0.35, 256: 0.8}
 LAT_CLK = 2000
 
 
