@@ -20,8 +20,10 @@ import nats.errors
 from eventlog import EventLogError
 
 from .outcome import Outcome
+from .round_stats import STATS, clock
 
 log = logging.getLogger("aotx.runtime")
+FOLLOW_WAIT = 0.02   # seconds a round waits for the follower's consumer to push what it must apply, at most
 
 
 def _unavailable(why: str) -> Outcome:
@@ -31,13 +33,40 @@ def _unavailable(why: str) -> Outcome:
 
 async def catch_up(writer) -> Outcome | None:
     """Apply the log up to its last sequence now; None when done, else the round's refusal."""
+    t0 = clock() if STATS.on else 0.0
     try:
         info = await (await writer.connection.ensure()).stream_info()
     except (EventLogError, nats.errors.Error, OSError, TimeoutError) as exc:
         log.info("catch-up: stream_info failed (%s: %s)", type(exc).__name__, exc)
         return _unavailable(f"stream_info: {type(exc).__name__}")
+    if STATS.on:
+        t1 = clock()
+        STATS.add("catchup_info_s", t1 - t0)
+        STATS.add("catchups")
+        t0, before = t1, writer.applied_seq()
     if info.last_seq <= writer.applied_seq():
         return None
-    if not await writer.read_back(upto=info.last_seq):
+    ok = await apply_to(writer, info.last_seq)
+    if STATS.on:
+        STATS.add("catchup_read_s", clock() - t0)
+        STATS.add("catchup_reads")
+        STATS.add("catchup_msgs", writer.applied_seq() - before)
+    if not ok:
         return writer.failed_outcome() if writer.failed else _unavailable(writer.hold.last_error or "read-back")
     return None
+
+
+async def apply_to(writer, upto: int) -> bool:
+    """Under the writer's lock: apply the log up to stream sequence `upto`, in stream order — what the
+    follower heard already (or hears within FOLLOW_WAIT), the rest read back. False when the log did not
+    answer the read-back (the hold's last error says why) or applying failed (the writer stopped)."""
+    follower = writer.follower
+    if follower is not None:
+        t0 = clock() if STATS.on else 0.0
+        done = await follower.catch_up(upto, FOLLOW_WAIT)
+        if STATS.on:
+            STATS.add("followed_to_s", clock() - t0)
+            STATS.add("followed_to" if done else "followed_to_short")
+        if done or writer.failed:
+            return done
+    return await writer.read_back(upto=upto)

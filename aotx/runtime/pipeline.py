@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 from .command_round import Started, begin_round, finish_round
 from .group_commit import GroupCommit, WriterLock
 from .planner import Ahead, Cmd
+from .round_stats import STATS, clock
 from .writer import JournalWriter
 
 log = logging.getLogger("aotx.runtime")
@@ -79,7 +80,14 @@ class PipelinedCommands(GroupCommit[Cmd]):
     async def submit(self, item: Cmd) -> Any:
         item.order = next(self._order)
         self._wake_up()   # (the chain runs after this task queued the item)
-        return await super().submit(item)
+        if not STATS.on:
+            return await super().submit(item)
+        item.queued = t0 = clock()
+        try:
+            return await super().submit(item)
+        finally:
+            STATS.add("cmd_in_runtime_s", clock() - t0)
+            STATS.add("cmd_answered")
 
     def _wake_up(self, *_: Any) -> None:
         if self._wake is not None and not self._wake.done():
@@ -98,7 +106,12 @@ class PipelinedCommands(GroupCommit[Cmd]):
         n = len(self._queue) if self.max_batch is None else min(self.max_batch, len(self._queue))
         if first and self.split and self.depth > 1 and SPLIT_MIN <= n < self.writer.batch_min_messages:
             n = (n + 1) // 2   # the other half goes right behind it, decided while this one is in flight
-        return [self._queue.popleft() for _ in range(n)]
+        taken = [self._queue.popleft() for _ in range(n)]
+        if STATS.on:
+            now = clock()
+            STATS.add("cmd_queue_s", sum(now - c.queued for c in taken))
+            STATS.add("cmd_taken", len(taken))
+        return taken
 
     def _applied(self, flying: deque[Started]) -> frozenset[bytes]:
         """Lineages of rounds in flight whose flight landed whole and is applied (aotx.runtime.early_apply)."""
