@@ -4,8 +4,10 @@ the log at least as it was when the round began.
 The follower applies the other runtimes' messages as the log pushes them, a little behind. Before a
 command round is decided, a runtime that shares its journal reads the stream's last sequence (one
 STREAM.INFO per round, which group commit amortises over the round's commands) and, where it has not
-applied that far, reads the log back up to it (aotx.runtime.writer read_back: every subject, in stream
-order). So a revocation that another runtime had acknowledged before a command's round began is seen
+applied that far, applies the log up to it (`apply_to`: every subject, in stream order — what the
+follower's consumer pushed, waiting for it at most FOLLOW_WAIT seconds, and only what did not come in that
+time read back from the log, aotx.runtime.writer read_back; a round's own acknowledged messages with other
+writers' between them take those the same way: aotx.runtime.write_order). So a revocation that another runtime had acknowledged before a command's round began is seen
 by its decision, and a table's rows taken by the others are counted. A log that does not answer
 refuses the round (503 `journal_unavailable`: nothing was decided or written; retry), since its
 decisions could not be said to follow the log.
@@ -14,6 +16,7 @@ decisions could not be said to follow the log.
 from __future__ import annotations
 
 import logging
+import os
 
 import nats.errors
 
@@ -23,7 +26,22 @@ from .outcome import Outcome
 from .round_stats import STATS, clock
 
 log = logging.getLogger("aotx.runtime")
-FOLLOW_WAIT = 0.02   # seconds a round waits for the follower's consumer to push what it must apply, at most
+FOLLOW_WAIT_ENV = "AOTX_FOLLOW_WAIT"   # seconds; 0 reads the log back at once, as before (for an A/B)
+
+
+def wait_from(raw: str | None, default: float = 0.02) -> float:
+    """Seconds a round waits for the follower's consumer, from the environment's text (unset or not a
+    number ≥ 0: the default)."""
+    try:
+        value = float((raw or "").strip())
+    except ValueError:
+        if raw and raw.strip():
+            log.warning("%s=%r is not a number of seconds: %g", FOLLOW_WAIT_ENV, raw, default)
+        return default
+    return value if value >= 0 else default
+
+
+FOLLOW_WAIT = wait_from(os.environ.get(FOLLOW_WAIT_ENV))   # a round's wait for what the consumer pushes, at most
 
 
 def _unavailable(why: str) -> Outcome:
@@ -61,7 +79,7 @@ async def apply_to(writer, upto: int) -> bool:
     follower heard already (or hears within FOLLOW_WAIT), the rest read back. False when the log did not
     answer the read-back (the hold's last error says why) or applying failed (the writer stopped)."""
     follower = writer.follower
-    if follower is not None:
+    if follower is not None and FOLLOW_WAIT > 0:
         t0 = clock() if STATS.on else 0.0
         done = await follower.catch_up(upto, FOLLOW_WAIT)
         if STATS.on:

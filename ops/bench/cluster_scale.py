@@ -254,8 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((r, out))
                 print(f"[cluster_scale] {r} runtime(s): {out['rate']:,.0f} mutations/s", file=sys.stderr, flush=True)
     base = rows[0][1]["rate"] if rows else 1.0
+    knobs = ", ".join(f"{k}={os.environ[k]}" for k in ("AOTX_FOLLOW_WAIT", "AOTX_COMMAND_PIPELINE") if k in os.environ)
     print(f"\n## shared mutations/s on a 3-node cluster ({args.participants} participants, "
-          f"{args.client_procs} client processes, {args.seconds:g} s per level)\n")
+          f"{args.client_procs} client processes, {args.seconds:g} s per level{'; ' + knobs if knobs else ''})\n")
     print("| runtimes | mutations/s | vs 1 runtime | vs raw guarded publish |")
     print("|---:|---:|---:|---:|")
     print(f"| raw | {ceiling:,.0f} | | 1.00× |")
