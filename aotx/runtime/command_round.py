@@ -59,7 +59,11 @@ async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional
                       leases: Optional[AdmissionLeases] = None, ahead: Optional[Ahead] = None) -> Optional[Started]:
     """Plan a batch, answer what is final now, and send its flights' append (a task). None when the
     whole batch is answered (refused, or the runtime stopped). `ahead`: rounds whose appends are in
-    flight (aotx.runtime.pipeline; the writer is then in sync and off hold, and nothing is awaited here)."""
+    flight (aotx.runtime.pipeline; the writer is then in sync and off hold). In follow mode every round
+    first applies the log up to its end (catch_up); a pipelined one may apply there messages of the
+    rounds ahead whose acks have not come yet — the log's bytes, as a replay would (their rounds skip
+    them then) — and where the writer fell out of sync meanwhile the whole batch waits for the rounds
+    ahead to finish (`plan.wait`)."""
     t0 = clock() if STATS.on else 0.0
     if ahead is None:
         refused = await writer.unready()
@@ -68,6 +72,13 @@ async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional
         if refused is not None:
             answer(batch, refused)
             return None
+    elif writer.catch_up:   # pipelined in follow mode: the same catch-up, while the rounds ahead are in flight
+        refused = await catch_up(writer)
+        if refused is not None:
+            answer(batch, refused)
+            return None
+        if writer.failed or writer.unsynced or writer.hold.active:   # (a round ahead failed meanwhile)
+            return Started(batch, Plan(wait=list(batch)))   # decided once the rounds ahead are finished
     if STATS.on:
         t1 = clock()
         STATS.add("round_ready_s", t1 - t0)   # unready + the pre-round catch-up (follow mode)

@@ -7,7 +7,8 @@ stream order, through the same projector, so that its state (and every read it s
 whole log and its state hash equals a fresh replay's. The follower keeps an ordered consumer on the
 stream from the last message applied. Its receiving loop never waits for the writer's lock: every
 message it hears that is not applied yet joins `heard` (in stream order), and an applier task feeds
-what was heard under the lock (rounds and the follower take turns), at most RUN messages a hold, the
+what was heard under the lock (rounds and the follower take turns; a chain of command rounds is not
+cut short for it, since every command round applies what was heard first), at most RUN messages a hold, the
 projector's tables unlocked once a run (Projector.applying): the next one in order is fed as it came,
 anything beyond a hole makes the writer read the hole back first. Messages this runtime wrote itself
 are normally applied already from their acks and are skipped. Observers hear of every applied message,
@@ -96,7 +97,8 @@ class Follower:
         w = self.writer
         while not w.failed and self._left():
             t0 = clock() if STATS.on else 0.0
-            async with w.lock:
+            await w.lock.acquire_behind()   # (a chain of command rounds is not asked to let it in)
+            try:
                 before = self.applied
                 if STATS.on:
                     t1 = clock()
@@ -108,6 +110,8 @@ class Follower:
                 if STATS.on:
                     STATS.add("follow_apply_s", clock() - t1)
                     STATS.add("follow_msgs", self.applied - before)
+            finally:
+                w.lock.release()
             if self.applied == before:
                 return
 
@@ -137,6 +141,7 @@ class Follower:
                     fed += 1
                     if not w.feed_followed(msg.subject, msg.seq, msg.data):
                         return
+            w.early.drain(w)   # own acknowledged ticks that waited for these (aotx.runtime.early_apply)
 
     async def catch_up(self, upto: int, wait: float) -> bool:
         """Under the writer's lock: apply the log up to stream sequence `upto` from what the consumer

@@ -21,9 +21,11 @@ flight (at most `depth` rounds at once) it takes what is queued and begins the n
 Rounds finish in the order they began (finish_round: apply what landed, in stream order, then
 answer): a round's acknowledged messages are applied only once every earlier round is applied, and
 never past a message whose landing is unknown (writer.apply_landed; the read-back applies the rest
-in order). A round is pipelined only while the writer is in sync and off hold, outside follow mode
-and while no other writer round (execution, stored, follower) waits for the lock: then the chain
-drains and the lock goes to it. `depth` 1 is one round at a time, as before (AOTX_COMMAND_PIPELINE
+in order). A round is pipelined only while the writer is in sync and off hold and while no other
+writer round (execution, stored, a read's catch-up) waits for the lock: then the chain drains and the
+lock goes to it. In follow mode a pipelined round catches up with the log first, as every round does
+there (aotx.runtime.command_round.begin_round; the follower's applier does not cut a chain short: the
+rounds apply what it heard). `depth` 1 is one round at a time, as before (AOTX_COMMAND_PIPELINE
 sets the depth for a process, for an A/B).
 """
 
@@ -100,7 +102,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
 
     def _may_pipeline(self) -> bool:
         w = self.writer
-        return not (w.failed or w.unsynced or w.hold.active or w.catch_up or self.lock.waiting)
+        return not (w.failed or w.unsynced or w.hold.active or self.lock.waiting)
 
     def _take(self, first: bool) -> list[Cmd]:
         n = len(self._queue) if self.max_batch is None else min(self.max_batch, len(self._queue))
