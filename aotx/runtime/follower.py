@@ -133,6 +133,7 @@ class Follower:
                 if not await w.read_back(upto=heard[0].seq - 1) or w.applied_seq() < heard[0].seq - 1:
                     return
                 continue
+            t0, was = (clock() if STATS.on else 0.0), fed
             with w.projector.applying():   # (nothing awaits inside)
                 while heard and heard[0].seq == w.applied_seq() + 1 and (upto is None or heard[0].seq <= upto) \
                         and (limit is None or fed < limit):
@@ -141,6 +142,9 @@ class Follower:
                     fed += 1
                     if not w.feed_followed(msg.subject, msg.seq, msg.data):
                         return
+            if STATS.on:
+                STATS.add("follow_fed_s", clock() - t0)
+                STATS.add("follow_fed", fed - was)
             w.early.drain(w)   # own acknowledged ticks that waited for these (aotx.runtime.early_apply)
 
     async def catch_up(self, upto: int, wait: float) -> bool:

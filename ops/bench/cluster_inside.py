@@ -7,8 +7,8 @@ that were pipelined (begun while another was in flight); a round's mean millisec
 encode, send), `append` (sent → its answers seen, wall), `landed` (apply what landed, with the
 read-backs of other writers' messages met between the round's own, then answer); the fraction of the
 window the chain spent in rounds (the sum of those stages ÷ the window: near 1.00 the rounds run back to
-back); the follower's applied messages a second, its µs a message under the writer's lock and its share
-of the window waiting for / holding that lock; read-backs a second with their messages, and how often a
+back); the messages applied from what the follower heard a second (by its applier or a round's catch-up)
+and the µs each took to apply, and the applier's share of the window waiting for / holding the lock; read-backs a second with their messages, and how often a
 round's wait for the follower's consumer (aotx.runtime.catch_up.apply_to) ran out and read back instead; a command's mean
 wait in the queue before its round and in the runtime in all (ms); requests a second and their mean ms
 (receipt → reply, their queue included); leases acquired in the window; the event loop thread's CPU.
@@ -31,7 +31,7 @@ def inside_rows(befores: Sequence[dict], afters: Sequence[dict], span: float) ->
         rounds = g("rounds", 0.0) or 1.0
         taken = g("cmd_taken", 0.0) or 1.0
         answered = g("cmd_answered", 0.0) or 1.0
-        follow = g("follow_msgs", 0.0)
+        follow = g("follow_fed", 0.0)   # applied from what the follower heard: by its applier or a round's catch-up
         stages = {k: g(f"round_{k}_s", 0.0) for k in ("ready", "plan", "append", "landed")}
         chain = stages["ready"] + stages["plan"] + g("round_append_wait_s", 0.0) + stages["landed"]
         rows.append({
@@ -47,7 +47,7 @@ def inside_rows(befores: Sequence[dict], afters: Sequence[dict], span: float) ->
             "landed_read_ms": 1e3 * g("landed_read_s", 0.0) / rounds,
             "chain_busy": chain / span,
             "follow_msgs_s": follow / span,
-            "follow_us": 1e6 * g("follow_apply_s", 0.0) / follow if follow else 0.0,
+            "follow_us": 1e6 * g("follow_fed_s", 0.0) / follow if follow else 0.0,
             "follow_hold": g("follow_apply_s", 0.0) / span,
             "follow_wait": g("follow_lock_wait_s", 0.0) / span,
             "readbacks_s": g("readbacks", 0.0) / span,
