@@ -84,3 +84,23 @@ def inside_table(levels: Sequence[tuple[int, list[dict], list[float]]]) -> str:
                 f"({x['readback_msgs_s']:,.0f}), {x['followed_to_short']:,.1f} | {x['queue_ms']:.1f} / {x['in_runtime_ms']:.1f} | "
                 f"{x['rpc_s']:,.0f}, {x['rpc_ms']:.1f} ({x['refused_s']:,.0f}) | {x['leases']:.0f} | {cpu:.2f} |")
     return "\n".join(lines)
+
+
+def cpu_split(levels: Sequence[tuple[int, float, float]]) -> str:
+    """What the runtimes' CPU says about scaling (`levels`: (R, mutations/s, the runtimes' cores summed)).
+    With one runtime, its cores ÷ the rate is its CPU per own mutation, `a`. With R, every runtime applies
+    every other runtime's messages too (one message a mutation here: each participant has one command at
+    a time), so the runtimes' cores ≈ a·rate + b·(R − 1)·rate: `b`, the CPU per message of another runtime,
+    is what is left. Were every runtime at a full core, R runtimes would do R ÷ (1 + (R − 1)·b/a) times one's."""
+    one = next((rate, cores) for r, rate, cores in levels if r == 1) if any(r == 1 for r, _, _ in levels) else None
+    if one is None or one[0] <= 0:
+        return "(no 1-runtime level: no CPU split)"
+    a = one[1] / one[0]
+    lines = [f"CPU of the runtimes: {1e6 * a:.0f} µs per own mutation (1 runtime)."]
+    for r, rate, cores in levels:
+        if r < 2 or rate <= 0:
+            continue
+        b = (cores - a * rate) / ((r - 1) * rate)
+        lines.append(f"{r} runtimes: {1e6 * b:.0f} µs per message of another runtime applied (b/a = {b / a:.2f}); "
+                     f"at a full core each, {r} runtimes would do {r / (1 + (r - 1) * b / a):.2f}× one's.")
+    return "\n".join(lines)

@@ -40,7 +40,7 @@ from eventlog import ConcurrencyConflict, DEFAULT_USER, EmbeddedCluster, JetStre
 from aotx.runtime import round_stats
 from aotx.runtime.write_order import SPURIOUS_RETRIES, spurious_conflict
 from ops.proc_cpu import cpu_seconds, main_thread_cpu
-from ops.bench.cluster_inside import inside_rows, inside_table
+from ops.bench.cluster_inside import cpu_split, inside_rows, inside_table
 
 CONFIG_SHA = "be" * 32
 RETIRE_EVERY = 16   # (--retire-every) 48 participants × 16 receipts stay inside the default 1,024-receipt table
@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r} | {out['p50_ms']:.1f} / {out['p99_ms']:.1f} | {each} | {sum(out['nats']):.2f} | "
               f"{sum(out['clients']):.2f} |")
     print("\n" + inside_table([(r, out["inside"], out["runtime_main"]) for r, out in rows]))
+    print("\n" + cpu_split([(r, out["rate"], sum(out["runtimes"])) for r, out in rows]))
     return 0
 
 
