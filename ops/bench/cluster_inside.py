@@ -9,8 +9,9 @@ read-backs of other writers' messages met between the round's own, then answer);
 window the chain spent in rounds (the sum of those stages ÷ the window: near 1.00 the rounds run back to
 back); the messages applied from what the follower heard a second (by its applier or a round's catch-up)
 and the µs each took to apply, and the applier's share of the window waiting for / holding the lock; read-backs a second with their messages, and how often a
-round's wait for the follower's consumer (aotx.runtime.catch_up.apply_to) ran out and read back instead; a command's mean
-wait in the queue before its round and in the runtime in all (ms); requests a second and their mean ms
+round's wait for the follower's consumer (aotx.runtime.catch_up.apply_to) ran out and read back instead; how many times a
+command was taken into a round before it was answered (above 1: commands that waited for the next round,
+aotx.runtime.dependencies), its mean wait in the queue before a round and in the runtime in all (ms); requests a second and their mean ms
 (receipt → reply, their queue included); leases acquired in the window; the event loop thread's CPU.
 """
 from __future__ import annotations
@@ -52,6 +53,7 @@ def inside_rows(befores: Sequence[dict], afters: Sequence[dict], span: float) ->
             "follow_wait": g("follow_lock_wait_s", 0.0) / span,
             "readbacks_s": g("readbacks", 0.0) / span,
             "readback_msgs_s": g("readback_msgs", 0.0) / span,
+            "retaken": g("cmd_taken", 0.0) / answered,
             "queue_ms": 1e3 * g("cmd_queue_s", 0.0) / taken,
             "in_runtime_ms": 1e3 * g("cmd_in_runtime_s", 0.0) / answered,
             "rpc_s": g("rpc_requests", 0.0) / span,
@@ -67,7 +69,7 @@ def inside_table(levels: Sequence[tuple[int, list[dict], list[float]]]) -> str:
     """The markdown table: one row per runtime of each level (`levels`: (R, rows, main-thread cores))."""
     head = ("| R | # | rounds/s | cmds / flights / msgs a round | pipelined | ready (info + read) ms | plan ms | "
             "append ms | landed (read) ms | chain busy | followed msgs/s, µs each | follower lock wait / hold | "
-            "read-backs/s (msgs/s), follower short/s | queue / in runtime ms | rpc/s, ms (not 2xx/s) | leases | loop CPU |")
+            "read-backs/s (msgs/s), follower short/s | taken ÷ answered, queue / in runtime ms | rpc/s, ms (not 2xx/s) | leases | loop CPU |")
     lines = ["What each runtime did over the window (aotx.runtime.round_stats; a round's stages in mean ms):\n",
              head, "|" + "---:|" * (head.count("|") - 1)]
     for r, rows, main in levels:
@@ -81,7 +83,7 @@ def inside_table(levels: Sequence[tuple[int, list[dict], list[float]]]) -> str:
                 f"{x['catchup_read_ms']:.2f}) | {x['plan_ms']:.2f} | {x['append_ms']:.2f} | {x['landed_ms']:.2f} "
                 f"({x['landed_read_ms']:.2f}) | {x['chain_busy']:.2f} | {x['follow_msgs_s']:,.0f}, "
                 f"{x['follow_us']:.0f} | {x['follow_wait']:.2f} / {x['follow_hold']:.2f} | {x['readbacks_s']:,.0f} "
-                f"({x['readback_msgs_s']:,.0f}), {x['followed_to_short']:,.1f} | {x['queue_ms']:.1f} / {x['in_runtime_ms']:.1f} | "
+                f"({x['readback_msgs_s']:,.0f}), {x['followed_to_short']:,.1f} | {x['retaken']:.2f}, {x['queue_ms']:.1f} / {x['in_runtime_ms']:.1f} | "
                 f"{x['rpc_s']:,.0f}, {x['rpc_ms']:.1f} ({x['refused_s']:,.0f}) | {x['leases']:.0f} | {cpu:.2f} |")
     return "\n".join(lines)
 
