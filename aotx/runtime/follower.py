@@ -53,6 +53,7 @@ class Follower:
         self._arrived: Optional[asyncio.Event] = None
         self._task: Optional[asyncio.Task] = None
         self._applier: Optional[asyncio.Task] = None
+        self._silent = False   # a catch-up's wait ran out and nothing was heard since: the next does not wait
 
     def start(self) -> None:
         if self._task is None:
@@ -81,6 +82,7 @@ class Follower:
                         continue
                     self.heard.extend(run)
                     self._arrived.set()
+                    self._silent = False
                     if self._applier is None or self._applier.done():
                         self._applier = asyncio.get_running_loop().create_task(self._apply_heard())
             except (EventLogError, nats.errors.Error, OSError, asyncio.TimeoutError) as exc:
@@ -150,7 +152,9 @@ class Follower:
     async def catch_up(self, upto: int, wait: float) -> bool:
         """Under the writer's lock: apply the log up to stream sequence `upto` from what the consumer
         pushes, waiting at most `wait` seconds for it to arrive. True once applied that far; False
-        otherwise (not following, the time passed, a failure): the caller reads the rest back."""
+        otherwise (not following, the time passed, a failure): the caller reads the rest back. Once a
+        wait ran out, later calls do not wait until the consumer pushes again (a consumer that stalls
+        after a node change, 10-20 s: docs/SCALE.md "Reads hold every acknowledged write")."""
         w = self.writer
         if self._task is None or self._task.done() or self._arrived is None:
             return w.applied_seq() >= upto
@@ -162,12 +166,13 @@ class Follower:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait if deadline is None else deadline
             left = deadline - loop.time()
-            if left <= 0:
+            if left <= 0 or self._silent:   # (a stalled consumer costs one wait, not one a round)
                 return False
             self._arrived.clear()   # (nothing arrived since the feed above: no await in between)
             try:
                 await asyncio.wait_for(self._arrived.wait(), left)
             except asyncio.TimeoutError:
+                self._silent = True
                 return False
 
 

@@ -115,3 +115,25 @@ async def test_applying_the_log_to_a_point_takes_what_the_follower_heard_and_rea
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_a_stalled_consumer_costs_one_wait_not_one_a_round():
+    rec = GatedRecorder()
+    a, b = await two(rec)
+    try:
+        await a.follower.stop()
+        stalled = asyncio.Event()
+        a.follower._task = asyncio.ensure_future(stalled.wait())   # following, but its consumer pushes nothing
+        a.follower._arrived = asyncio.Event()
+        await ok(b, "carol", M.REGISTER, body("carol", 1, 1))
+        async with a.writer.lock:
+            assert not await a.follower.catch_up(rec._last_seq, 0.05)   # the wait runs out: read it back
+            assert await apply_to(a.writer, rec._last_seq)
+        await ok(b, "carol", M.CREATE_SPACE, body("carol", 2, 2, scope="room"))
+        async with a.writer.lock:   # nothing heard since: no wait at all (were it one, 60 s)
+            assert not await asyncio.wait_for(a.follower.catch_up(rec._last_seq, 60), 5)
+            assert await apply_to(a.writer, rec._last_seq)
+        await equal_replay(rec, a, b)
+    finally:
+        await a.stop()
+        await b.stop()
