@@ -9,7 +9,7 @@ One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
 lineages, each registering, creating a space and then `--mutations` conversations one after the other
 (every 8th a retirement). Each process reports its CPU (all threads) over its work; the follower also
-its aotx.runtime.round_stats counters (the µs of applying alone). Prints µs per message followed, per
+its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
 mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
 deployed runtime adds to each own mutation).
 """
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
     print(f"load {os.getloadavg()[0]:.2f}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
-          f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying alone {1e6 * fed:.0f} µs); "
+          f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
     return 0
 
