@@ -1,6 +1,7 @@
-"""Pipelined command rounds in follow mode (aotx.runtime.pipeline, aotx.runtime.command_round): two
-runtimes on one journal; a round of one is decided and sent while its previous round's append is in
-flight, and still on the log as it is when the round begins (docs/SCALE.md §3: the other runtime's
+"""Command rounds in follow mode (aotx.runtime.pipeline, aotx.runtime.command_round): two runtimes on
+one journal; pipelined where asked (follow mode goes one round at a time by default, AOTX_COMMAND_PIPELINE
+asks for more), a round of one is decided and sent while its previous round's append is in flight, and
+still on the log as it is when the round begins (docs/SCALE.md §3: the other runtime's
 acknowledged revocation is seen, its follower stopped); applying the log up to a point takes the other
 writer's messages from what the follower heard and reads back only what it did not
 (aotx.runtime.catch_up.apply_to); the states equal a fresh replay. In memory: the recorder holds a chosen subject's appends at a gate the test opens."""
@@ -20,10 +21,11 @@ M = MutationKind
 ALL = Grants.all()
 
 
-async def two(rec: GatedRecorder) -> tuple[SharedRuntime, SharedRuntime]:
+async def two(rec: GatedRecorder, depth: int = 1) -> tuple[SharedRuntime, SharedRuntime]:
     a = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
     b = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
-    assert a.commands.depth >= 2
+    for rt in (a, b):   # follow mode goes one round at a time unless asked (AOTX_COMMAND_PIPELINE)
+        rt.commands.follow_depth = depth
     return a, b
 
 
@@ -52,7 +54,7 @@ async def equal_replay(rec: GatedRecorder, *rts: SharedRuntime) -> None:
 
 async def test_a_round_behind_one_in_flight_is_sent_and_decided_on_the_log_as_it_is_when_it_begins():
     rec = GatedRecorder()
-    a, b = await two(rec)
+    a, b = await two(rec, depth=2)
     try:
         for who in ("alice", "bob"):
             await ok(a, who, M.REGISTER, body(who, 1, 1))
@@ -137,3 +139,29 @@ async def test_a_stalled_consumer_costs_one_wait_not_one_a_round():
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_follow_mode_goes_one_round_at_a_time_unless_a_depth_is_asked_for(monkeypatch):
+    from aotx.runtime.pipeline import DEPTH_ENV
+    rec = GatedRecorder()
+    monkeypatch.delenv(DEPTH_ENV, raising=False)
+    rt = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
+    monkeypatch.setenv(DEPTH_ENV, "3")
+    asked = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
+    try:
+        assert (rt.commands.depth, rt.commands.follow_depth) == (2, 1)
+        assert (asked.commands.depth, asked.commands.follow_depth) == (3, 3)
+        await ok(rt, "alice", M.REGISTER, body("alice", 1, 1))
+        subject = rt.spec.subject(lineage_for("alice").hex(), "tick")
+        gate = rec.gates[subject] = asyncio.Event()
+        first = sub(rt, "alice", M.CREATE_SPACE, body("alice", 2, 2, scope="private"))
+        await wait_until_async(lambda: rec.sent.count(subject) >= 2, "alice's append sent")
+        second = sub(rt, "bob", M.REGISTER, body("bob", 1, 1))
+        await wait_until_async(lambda: len(rt.commands) == 1, "bob's command queued behind alice's round")
+        gate.set()
+        assert (await first).status == 201 and (await second).status == 201
+        # bob's round was sent once alice's had landed (pipelined, it would have landed first)
+        assert rec.stored(rt.spec.subject(lineage_for("bob").hex(), "tick"))[-1] > rec.stored(subject)[-1]
+    finally:
+        await rt.stop()
+        await asked.stop()
