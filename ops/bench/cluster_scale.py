@@ -21,6 +21,12 @@ cores: 1.00 = one core busy the whole time; a runtime near 1.00 is bound by its 
 participant's next mutation waiting for its last, the rate is participants ÷ latency: where no runtime is
 near a core, more runtimes cannot raise it, more participants can (`--participants`, with
 `--retire-every` lowered so that participants × retire-every fits the receipt table).
+
+A third table says what each runtime did over the window (its aotx.runtime.round_stats counters, which the
+bench switches on for its runtimes: rounds, their stages, the follower, read-backs, the queue; columns in
+ops/bench/cluster_inside.py), and a last line splits the runtimes' CPU into µs per own mutation and per
+message of another runtime applied, with the ratio R runtimes would reach at a full core each. The
+header names AOTX_FOLLOW_WAIT / AOTX_COMMAND_PIPELINE where they were set (they reach the runtimes).
 """
 from __future__ import annotations
 
@@ -200,8 +206,6 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> dict:
             time.sleep(2 * round_stats.WRITE_EVERY)   # the window's last counters written (the clients stopped)
             stats_after = [round_stats.read(f) for f in stats]
             used["inside"] = inside_rows(stats_before, stats_after, args.seconds)
-            if os.environ.get("CLUSTER_SCALE_RAW"):
-                print(json.dumps([stats_before, stats_after]), file=sys.stderr)
             for c in clients:
                 out, _ = c.communicate(timeout=300 + args.seconds)
                 if c.returncode != 0:
