@@ -27,6 +27,7 @@ from .catch_up import catch_up
 from .group_commit import answer
 from .input_trace import TRACE
 from .planner import Ahead, Cmd, Plan, PlanError, accepted_answer, plan_batch, publication_decider, settled
+from .round_stats import STATS, clock
 from .ticks import encode_ticks
 from .writer import Flight, JournalWriter
 
@@ -42,6 +43,7 @@ class Started:
     append: Optional[asyncio.Task] = None
     leased: list = field(default_factory=list)
     leases: Optional[AdmissionLeases] = None
+    sent: float = 0.0   # perf_counter when its append was sent (aotx.runtime.round_stats)
 
 
 async def command_round(writer: JournalWriter, batch: list[Cmd], context: Optional[ExecutionContext] = None,
@@ -57,7 +59,12 @@ async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional
                       leases: Optional[AdmissionLeases] = None, ahead: Optional[Ahead] = None) -> Optional[Started]:
     """Plan a batch, answer what is final now, and send its flights' append (a task). None when the
     whole batch is answered (refused, or the runtime stopped). `ahead`: rounds whose appends are in
-    flight (aotx.runtime.pipeline; the writer is then in sync and off hold, and nothing is awaited here)."""
+    flight (aotx.runtime.pipeline; the writer is then in sync and off hold). In follow mode every round
+    first applies the log up to its end (catch_up); a pipelined one may apply there messages of the
+    rounds ahead whose acks have not come yet — the log's bytes, as a replay would (their rounds skip
+    them then) — and where the writer fell out of sync meanwhile the whole batch waits for the rounds
+    ahead to finish (`plan.wait`)."""
+    t0 = clock() if STATS.on else 0.0
     if ahead is None:
         refused = await writer.unready()
         if refused is None and writer.catch_up:   # follow mode: decide on the log as it is now (docs/SCALE.md §3)
@@ -65,6 +72,17 @@ async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional
         if refused is not None:
             answer(batch, refused)
             return None
+    elif writer.catch_up:   # pipelined in follow mode: the same catch-up, while the rounds ahead are in flight
+        refused = await catch_up(writer)
+        if refused is not None:
+            answer(batch, refused)
+            return None
+        if writer.failed or writer.unsynced or writer.hold.active:   # (a round ahead failed meanwhile)
+            return Started(batch, Plan(wait=list(batch)))   # decided once the rounds ahead are finished
+    if STATS.on:
+        t1 = clock()
+        STATS.add("round_ready_s", t1 - t0)   # unready + the pre-round catch-up (follow mode)
+        t0 = t1
     assert writer.projector is not None
     live = writer.projector.state
     plan = plan_batch(live, batch, context, publication_decider(writer.projector.memory), ahead)
@@ -85,6 +103,13 @@ async def begin_round(writer: JournalWriter, batch: list[Cmd], context: Optional
         except BaseException:
             _leases_settled(started)
             raise
+    if STATS.on:
+        started.sent = clock()
+        STATS.add("round_plan_s", started.sent - t0)   # plan, answers now final, encode
+        STATS.add("rounds")
+        STATS.add("round_pipelined", ahead is not None)
+        STATS.add("round_flights", len(started.flights))
+        STATS.add("round_msgs", sum(len(f.ticks) for f, _ in started.flights))
     return started
 
 
@@ -94,8 +119,16 @@ async def finish_round(writer: JournalWriter, started: Started) -> list[Cmd]:
     plan, failed = started.plan, False
     if started.append is not None:
         try:
+            t0 = clock() if STATS.on else 0.0
             await started.append
+            if STATS.on:
+                t1 = clock()
+                STATS.add("round_append_s", t1 - started.sent)   # sent → its answers seen here (wall)
+                STATS.add("round_append_wait_s", t1 - t0)        # of which the finish waited
+                t0 = t1
             await _landed(writer, started)
+            if STATS.on:
+                STATS.add("round_landed_s", clock() - t0)   # apply what landed (and read-backs between), answer
         finally:
             _leases_settled(started)
         failed = any(f.error is not None for f, _ in started.flights)

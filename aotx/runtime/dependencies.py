@@ -64,15 +64,18 @@ def headroom(state: State, consumed: dict[str, int]) -> bool:
             and state.n_members + consumed["members"] < caps.members)
 
 
-def depends(lineage: bytes, mutation, touched: Touched) -> bool:
+def depends(lineage: bytes, mutation, touched: Touched, room: bool = False) -> bool:
     """Would the decision of `lineage`'s `mutation` read something another lineage's unacknowledged
     command of this batch changed? Then it waits for the next batch, so that no tick in flight relies
     on another that may fail. (Table capacities only shrink under pending commands: deciding on them
-    is safe.)"""
+    is safe.) `room`: every table keeps a free row after the pending commands (`headroom` on the
+    acknowledged state); then receipts another lineage frees are not read — decide reads other
+    lineages' receipts only as the table's free count, and that check answers "not full" whether or
+    not the retirement lands."""
     def other(key: tuple) -> bool:
         owner = touched.get(key)
         return owner is not None and owner != lineage
-    if other(("receipts freed",)):
+    if not room and other(("receipts freed",)):
         return True
     m = mutation
     if isinstance(m, SetMemberRights):

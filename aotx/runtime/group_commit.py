@@ -50,6 +50,11 @@ class WriterLock(asyncio.Lock):
         finally:
             self.waiting -= 1
 
+    async def acquire_behind(self) -> bool:
+        """Acquire without being counted as waiting: a chain of command rounds goes on (the follower's
+        applier, whose messages every command round applies in its catch-up anyway)."""
+        return await super().acquire()
+
 
 class GroupCommit(Generic[T]):
     def __init__(self, lock: asyncio.Lock, round_: Round, *, name: str, max_batch: int | None = None) -> None:

@@ -28,6 +28,7 @@ from ..log_setup import set_up
 from ..state import lineage_for
 from . import boot
 from .outcome import Outcome
+from .round_stats import STATS, clock
 from .ownership import LeasePolicy, Ownership, lease_bucket_name
 
 log = logging.getLogger("aotx.runtime.ownership")
@@ -92,7 +93,13 @@ async def lineage_refusal(runtime, principal: str) -> Outcome | None:
     503 not_owner naming the holder's boot (`holder`: where a gateway sends the command instead)."""
     own = runtime.ownership
     try:
-        refused = None if own is None else await own.ensure(lineage_for(principal))
+        if own is not None and STATS.on:
+            held, t0 = len(own.held), clock()
+            refused = await own.ensure(lineage_for(principal))
+            STATS.add("lease_ensure_s", clock() - t0)
+            STATS.add("lease_acquired", len(own.held) > held)
+        else:
+            refused = None if own is None else await own.ensure(lineage_for(principal))
     except (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError) as exc:
         log.info("lease of %s not acquired: %s: %s", principal, type(exc).__name__, exc)
         return Outcome.error(503, "lease_unavailable", f"the lease store did not answer ({type(exc).__name__}); "

@@ -21,9 +21,16 @@ flight (at most `depth` rounds at once) it takes what is queued and begins the n
 Rounds finish in the order they began (finish_round: apply what landed, in stream order, then
 answer): a round's acknowledged messages are applied only once every earlier round is applied, and
 never past a message whose landing is unknown (writer.apply_landed; the read-back applies the rest
-in order). A round is pipelined only while the writer is in sync and off hold, outside follow mode
-and while no other writer round (execution, stored, follower) waits for the lock: then the chain
-drains and the lock goes to it. `depth` 1 is one round at a time, as before (AOTX_COMMAND_PIPELINE
+in order). A round is pipelined only while the writer is in sync and off hold and while no other
+writer round (execution, stored, a read's catch-up) waits for the lock: then the chain drains and the
+lock goes to it. In follow and lease mode rounds go one at a time unless a depth is asked for
+(AOTX_COMMAND_PIPELINE, or the `depth` argument; `follow_depth`): measured on the 16-CPU host with two
+runtimes (docs/PERFORMANCE.md, "Issue 15 part 5, session 10"), each runtime at a full core, pipelining
+there made more and smaller rounds, each with its own catch-up, and applied the round ahead's messages the
+long way (as pushed, not from their acks): 4,578 mutations/s against 5,309 one round at a time. Where it
+is asked for, a pipelined round catches up with the log first, as every round does there
+(aotx.runtime.command_round.begin_round; the follower's applier does not cut a chain short: the rounds
+apply what it heard). `depth` 1 is one round at a time, as before (AOTX_COMMAND_PIPELINE
 sets the depth for a process, for an A/B).
 """
 
@@ -40,11 +47,13 @@ from typing import Any, Callable, Optional
 from .command_round import Started, begin_round, finish_round
 from .group_commit import GroupCommit, WriterLock
 from .planner import Ahead, Cmd
+from .round_stats import STATS, clock
 from .writer import JournalWriter
 
 log = logging.getLogger("aotx.runtime")
 DEPTH_ENV = "AOTX_COMMAND_PIPELINE"
 DEFAULT_DEPTH = 2
+FOLLOW_DEPTH = 1   # follow and lease mode unless a depth is asked for (the environment, an argument): see below
 SPLIT_MIN = 4
 
 
@@ -67,7 +76,10 @@ class PipelinedCommands(GroupCommit[Cmd]):
         super().__init__(writer.lock, self._unused, name="command", max_batch=max_batch)
         self.lock: WriterLock = writer.lock
         self.writer, self.setting = writer, setting
-        self.depth = depth_from(os.environ.get(DEPTH_ENV)) if depth is None else max(1, int(depth))
+        raw = os.environ.get(DEPTH_ENV)
+        self.depth = depth_from(raw) if depth is None else max(1, int(depth))
+        asked = depth is not None or bool((raw or "").strip())
+        self.follow_depth = self.depth if asked else FOLLOW_DEPTH   # (writer.catch_up: follow and lease mode)
         self._order = itertools.count()
         self.split = False   # split a queue in two cohorts (measured slower on the 2-core sandbox: PERFORMANCE.md)
         self._wake: Optional[asyncio.Future] = None   # the chain waits on it: an arrival, or the oldest append done
@@ -79,7 +91,14 @@ class PipelinedCommands(GroupCommit[Cmd]):
     async def submit(self, item: Cmd) -> Any:
         item.order = next(self._order)
         self._wake_up()   # (the chain runs after this task queued the item)
-        return await super().submit(item)
+        if not STATS.on:
+            return await super().submit(item)
+        item.queued = t0 = clock()
+        try:
+            return await super().submit(item)
+        finally:
+            STATS.add("cmd_in_runtime_s", clock() - t0)
+            STATS.add("cmd_answered")
 
     def _wake_up(self, *_: Any) -> None:
         if self._wake is not None and not self._wake.done():
@@ -92,13 +111,18 @@ class PipelinedCommands(GroupCommit[Cmd]):
 
     def _may_pipeline(self) -> bool:
         w = self.writer
-        return not (w.failed or w.unsynced or w.hold.active or w.catch_up or self.lock.waiting)
+        return not (w.failed or w.unsynced or w.hold.active or self.lock.waiting)
 
     def _take(self, first: bool) -> list[Cmd]:
         n = len(self._queue) if self.max_batch is None else min(self.max_batch, len(self._queue))
         if first and self.split and self.depth > 1 and SPLIT_MIN <= n < self.writer.batch_min_messages:
             n = (n + 1) // 2   # the other half goes right behind it, decided while this one is in flight
-        return [self._queue.popleft() for _ in range(n)]
+        taken = [self._queue.popleft() for _ in range(n)]
+        if STATS.on:
+            now = clock()
+            STATS.add("cmd_queue_s", sum(now - c.queued for c in taken))
+            STATS.add("cmd_taken", len(taken))
+        return taken
 
     def _applied(self, flying: deque[Started]) -> frozenset[bytes]:
         """Lineages of rounds in flight whose flight landed whole and is applied (aotx.runtime.early_apply)."""
@@ -118,7 +142,8 @@ class PipelinedCommands(GroupCommit[Cmd]):
         batch: list[Cmd] = []
         try:
             while True:
-                while self._queue and len(flying) < self.depth and (not flying or self._may_pipeline()):
+                depth = self.follow_depth if self.writer.catch_up else self.depth
+                while self._queue and len(flying) < depth and (not flying or self._may_pipeline()):
                     batch = self._take(not any(s.append is not None and not s.append.done() for s in flying))
                     ahead = Ahead.of([s.plan.ahead for s in flying], self._applied(flying)) if flying else None
                     context, leases = self.setting()
@@ -139,7 +164,7 @@ class PipelinedCommands(GroupCommit[Cmd]):
                 if not flying:
                     return
                 oldest = flying[0]
-                if oldest.append is not None and not oldest.append.done() and len(flying) < self.depth \
+                if oldest.append is not None and not oldest.append.done() and len(flying) < depth \
                         and self._may_pipeline():   # until its append is answered, or a command comes
                     self._wake = asyncio.get_running_loop().create_future()
                     oldest.append.add_done_callback(self._wake_up)

@@ -48,6 +48,7 @@ class Cmd:
     tick: int = -1
     order: int = 0      # when it was queued (aotx.runtime.pipeline queues commands again in this order)
     lease: Any = None   # an admitted input's lease journalled right behind it (aotx.runtime.admission_lease)
+    queued: float = 0.0   # perf_counter when it was queued, where aotx.runtime.round_stats is on
 
 
 @dataclass
@@ -128,12 +129,12 @@ def plan_batch(live: State, batch: list[Cmd], context: Optional[ExecutionContext
 
     for cmd in batch:
         cmd.lineage = lineage_for(cmd.actor.principal)
-        if cmd.lineage in deferred or depends(cmd.lineage, cmd.mutation, touched) or \
-                (behind and not headroom(live, consumed)):
+        room = headroom(live, consumed)
+        if cmd.lineage in deferred or depends(cmd.lineage, cmd.mutation, touched, room) or (behind and not room):
             deferred.add(cmd.lineage)  # keep a lineage's commands in their order
             plan.wait.append(cmd)
             continue
-        if cmd.lineage not in plan.flights and headroom(live, consumed):
+        if cmd.lineage not in plan.flights and room:
             # nothing this decision reads differs between the acknowledged and the pending state: decide
             # on the acknowledged state, and a refusal or retry is final whatever happens to the batch
             decision = cmd.decision = decide(live, Command(cmd.actor, cmd.mutation, context, publisher))

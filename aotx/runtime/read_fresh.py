@@ -10,8 +10,9 @@ the caller had been acknowledged for: the cluster drill's 404 for an acknowledge
 written by the runtime that had just taken the caller's lineage over.
 
 So before a read is answered, the runtime asks the log where it ends now (one STREAM.INFO, shared by
-every read that arrived before it was sent: `LogEnd`), and where it has not applied that far it reads the
-log back up to there under the writer's lock (as the pre-round catch-up of a command round does). Every
+every read that arrived before it was sent: `LogEnd`), and where it has not applied that far it applies
+the log up to there under the writer's lock, as the pre-round catch-up of a command round does
+(aotx.runtime.catch_up.apply_to: what the follower heard, the rest read back). Every
 write acknowledged before the read arrived is at or below that end, whichever runtime and gateway
 acknowledged it. The one exemption: a read of the caller's own records (its participant, its own
 operations and their results) on the runtime that writes the caller's lineage: that runtime applied each
@@ -37,6 +38,7 @@ from ..state import lineage_for
 from ..state.errors import IdError
 from ..state.ids import IdKind, parse_id
 from ..state.rights import Actor
+from .catch_up import apply_to
 from .outcome import Outcome
 
 log = logging.getLogger("aotx.runtime")
@@ -146,7 +148,7 @@ async def fresh(runtime, view: str, actor: Actor, args: Mapping[str, Any]) -> Op
     except asyncio.TimeoutError:
         return lagging(f"the writer stayed busy for {wait:g} s")
     try:
-        if w.applied_seq() < end and not await w.read_back(upto=end):
+        if w.applied_seq() < end and not await apply_to(w, end):
             return w.failed_outcome() if w.failed else lagging(w.hold.last_error or "read-back")
     finally:
         w.lock.release()

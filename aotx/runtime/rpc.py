@@ -43,6 +43,7 @@ from .broker import Broker
 from .granted import GrantedRuntime, actions_of, grants_of
 from .outcome import Outcome
 from .port import RuntimePort, parse_submission
+from .round_stats import STATS, clock
 from .stored_rpc import answer_stored
 from .targets import Targets
 
@@ -175,6 +176,7 @@ class RuntimeRpcServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, msg) -> None:
+        t0 = clock() if STATS.on else 0.0
         try:
             out = await self.dispatch(msgpack.unpackb(msg.data, raw=False))
         except Exception as exc:  # a malformed request or a bug: answer, never leave the caller waiting
@@ -184,6 +186,10 @@ class RuntimeRpcServer:
             await msg.respond(msgpack.packb({"status": out.status, "body": out.body}, use_bin_type=True))
         except nats.errors.Error as exc:
             log.warning("runtime reply not sent: %s", exc)
+        if STATS.on:
+            STATS.add("rpc_s", clock() - t0)
+            STATS.add("rpc_requests")
+            STATS.add(f"rpc_status_{out.status}")
 
     async def dispatch(self, req: Any) -> Outcome:
         if not isinstance(req, dict) or req.get("v") != RPC_VERSION:

@@ -147,7 +147,7 @@ class SharedRuntime(RuntimePort):
         self.lease_policy, self.ownership = leases, None
         follow = follow or leases is not None
         self.follower: Follower | None = Follower(self.writer) if follow else None
-        self.writer.catch_up = follow
+        self.writer.catch_up, self.writer.follower = follow, self.follower
         if follow:
             self.stored.writes = self.writes
         if leases is not None:

@@ -50,6 +50,7 @@ from .hold import HoldStatus, has_room
 from .journal_metrics import JournalMetrics
 from .observers import NO_MUTATIONS, Applied, Observers
 from .outcome import Outcome
+from .round_stats import STATS, clock
 from .write_order import append_guarded, append_sent, feed_landed, held_flights
 from ..projection import TICK_KIND, Projector, ReplayError
 
@@ -78,6 +79,7 @@ class JournalWriter:
         # leases (aotx.runtime.ownership): only a lineage this runtime holds is written; None: every one
         self.may_write: Optional[Callable[[bytes], bool]] = None
         self.catch_up = False   # follow mode: each command round first applies the log to its end (catch_up.py)
+        self.follower = None    # follow mode: what its consumer heard is applied before reading back (catch_up.py)
 
     def flight(self, lineage: bytes, ticks: list[Tick]) -> Flight:
         at = self._subjects.get(lineage)
@@ -334,6 +336,17 @@ class JournalWriter:
         """Apply what the log holds after the last message applied (up to stream sequence `upto`, or
         all of it), every subject in stream order. False when the log did not answer (the hold's
         last error says why) or applying failed (stopped)."""
+        if STATS.on:
+            before, t0 = self.applied_seq(), clock()
+            try:
+                return await self._read_back(upto)
+            finally:
+                STATS.add("readback_s", clock() - t0)
+                STATS.add("readbacks")
+                STATS.add("readback_msgs", self.applied_seq() - before)
+        return await self._read_back(upto)
+
+    async def _read_back(self, upto: int | None) -> bool:
         try:
             recorder = await self.connection.ensure()
             async with aclosing(recorder.read_batches(self.applied_seq() + 1)) as batches:   # (subject, seq, data)

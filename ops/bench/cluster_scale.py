@@ -21,6 +21,12 @@ cores: 1.00 = one core busy the whole time; a runtime near 1.00 is bound by its 
 participant's next mutation waiting for its last, the rate is participants ÷ latency: where no runtime is
 near a core, more runtimes cannot raise it, more participants can (`--participants`, with
 `--retire-every` lowered so that participants × retire-every fits the receipt table).
+
+A third table says what each runtime did over the window (its aotx.runtime.round_stats counters, which the
+bench switches on for its runtimes: rounds, their stages, the follower, read-backs, the queue; columns in
+ops/bench/cluster_inside.py), and a last line splits the runtimes' CPU into µs per own mutation and per
+message of another runtime applied, with the ratio R runtimes would reach at a full core each. The
+header names AOTX_FOLLOW_WAIT / AOTX_COMMAND_PIPELINE where they were set (they reach the runtimes).
 """
 from __future__ import annotations
 
@@ -36,8 +42,11 @@ from pathlib import Path
 
 from aotx.runtime_file import pack_shared, write_grants
 from aotx.state import Capacities
-from eventlog import DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, StreamSpec
-from ops.proc_cpu import cpu_seconds
+from eventlog import ConcurrencyConflict, DEFAULT_USER, EmbeddedCluster, JetStreamRecorder, StreamSpec
+from aotx.runtime import round_stats
+from aotx.runtime.write_order import SPURIOUS_RETRIES, spurious_conflict
+from ops.proc_cpu import cpu_seconds, main_thread_cpu
+from ops.bench.cluster_inside import cpu_split, inside_rows, inside_table
 
 CONFIG_SHA = "be" * 32
 RETIRE_EVERY = 16   # (--retire-every) 48 participants × 16 receipts stay inside the default 1,024-receipt table
@@ -53,7 +62,13 @@ async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float)
         nonlocal count
         subject, last = spec.subject(f"{i:032x}", "tick"), 0
         while time.monotonic() < stop_at:
-            last = (await rec.append(subject, b"x" * 400, expected_last_subject_seq=last)).seq
+            for attempt in range(SPURIOUS_RETRIES + 1):   # (as the runtime's writer does: write_order)
+                try:
+                    last = (await rec.append(subject, b"x" * 400, expected_last_subject_seq=last)).seq
+                    break
+                except ConcurrencyConflict:
+                    if attempt == SPURIOUS_RETRIES or not await spurious_conflict(rec, subject, last):
+                        raise
             count += 1
     t0 = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(publishers)))
@@ -62,12 +77,12 @@ async def raw_ceiling(cluster: EmbeddedCluster, publishers: int, seconds: float)
     return count / wall
 
 
-def start_runtime(rf, grants: Path, cluster: EmbeddedCluster, log: Path) -> subprocess.Popen:
+def start_runtime(rf, grants: Path, cluster: EmbeddedCluster, log: Path, stats: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "ops.cli", "boot", "--runtime", str(rf.path), "--nats", cluster.urls, "--nats-user",
            DEFAULT_USER, "--nats-password-file", str(cluster.password_file()), "--service-grants", str(grants),
            "--no-model", "--leases"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", round_stats.ENV: str(stats)})
     deadline = time.monotonic() + 120
     while b"booted" not in log.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -171,7 +186,8 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> dict:
     rf = level_file(root, r)
     names = [f"b{r}p{i}" for i in range(args.participants)]
     write_grants(root / f"grants{r}", {n: ALL for n in names}, CONFIG_SHA)
-    runtimes = [start_runtime(rf, root / f"grants{r}", cluster, root / f"boot{r}-{i}.log") for i in range(r)]
+    stats = [root / f"stats{r}-{i}.json" for i in range(r)]
+    runtimes = [start_runtime(rf, root / f"grants{r}", cluster, root / f"boot{r}-{i}.log", stats[i]) for i in range(r)]
     try:
         start_at = time.time() + 3.0 + 0.05 * args.participants
         clients = start_clients(args, rf, cluster, names, start_at)
@@ -181,8 +197,15 @@ def level(args, cluster: EmbeddedCluster, root: Path, r: int) -> dict:
         try:
             time.sleep(max(0.0, start_at - time.time()))
             before = {k: _cpu(v) for k, v in groups.items()}
+            main_before = [main_thread_cpu(p.pid) or 0.0 for p in runtimes]
+            stats_before = [round_stats.read(f) for f in stats]
             time.sleep(args.seconds)
             used = {k: [(b - a) / args.seconds for a, b in zip(before[k], _cpu(v))] for k, v in groups.items()}
+            used["runtime_main"] = [((main_thread_cpu(p.pid) or 0.0) - a) / args.seconds
+                                    for p, a in zip(runtimes, main_before)]
+            time.sleep(2 * round_stats.WRITE_EVERY)   # the window's last counters written (the clients stopped)
+            stats_after = [round_stats.read(f) for f in stats]
+            used["inside"] = inside_rows(stats_before, stats_after, args.seconds)
             for c in clients:
                 out, _ = c.communicate(timeout=300 + args.seconds)
                 if c.returncode != 0:
@@ -235,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((r, out))
                 print(f"[cluster_scale] {r} runtime(s): {out['rate']:,.0f} mutations/s", file=sys.stderr, flush=True)
     base = rows[0][1]["rate"] if rows else 1.0
+    knobs = ", ".join(f"{k}={os.environ[k]}" for k in ("AOTX_FOLLOW_WAIT", "AOTX_COMMAND_PIPELINE") if k in os.environ)
     print(f"\n## shared mutations/s on a 3-node cluster ({args.participants} participants, "
-          f"{args.client_procs} client processes, {args.seconds:g} s per level)\n")
+          f"{args.client_procs} client processes, {args.seconds:g} s per level{'; ' + knobs if knobs else ''})\n")
     print("| runtimes | mutations/s | vs 1 runtime | vs raw guarded publish |")
     print("|---:|---:|---:|---:|")
     print(f"| raw | {ceiling:,.0f} | | 1.00× |")
@@ -250,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         each = " ".join(f"{x:.2f}" for x in out["runtimes"])
         print(f"| {r} | {out['p50_ms']:.1f} / {out['p99_ms']:.1f} | {each} | {sum(out['nats']):.2f} | "
               f"{sum(out['clients']):.2f} |")
+    print("\n" + inside_table([(r, out["inside"], out["runtime_main"]) for r, out in rows]))
+    print("\n" + cpu_split([(r, out["rate"], sum(out["runtimes"])) for r, out in rows]))
     return 0
 
 

@@ -77,6 +77,26 @@ def test_near_full_tables_are_decided_on_the_pending_state():
     assert plan.later == [c] and c.decision.table == "receipts" and plan.final == []
 
 
+def test_another_lineages_retirement_holds_back_no_command_while_the_receipts_have_room():
+    d = registered("alice", "bob")
+    d.send("alice", M.CREATE_SPACE, 2, 2)
+    retire = cmd("alice", M.RETIRE, 3, 3, retry_floor="3")
+    space = cmd("bob", M.CREATE_SPACE, 2, 2)
+    plan = plan_batch(d.state, [retire, space])
+    assert plan.wait == [] and plan.flights == {lineage_for("alice"): [retire], lineage_for("bob"): [space]}
+    assert space in plan.flights[lineage_for("bob")] and isinstance(space.decision, Accepted)
+
+
+def test_another_lineages_retirement_holds_back_a_command_that_would_need_its_receipts():
+    d = registered("alice", "bob", capacities=Capacities(receipts=4))
+    d.send("alice", M.CREATE_SPACE, 2, 2)
+    d.send("bob", M.CREATE_SPACE, 2, 2)   # four receipts in use: the table is full
+    retire = cmd("alice", M.RETIRE, 3, 3, retry_floor="3")   # frees two of alice's
+    space = cmd("bob", M.CREATE_SPACE, 3, 3)                 # fits only if the retirement lands
+    plan = plan_batch(d.state, [retire, space])
+    assert plan.flights == {lineage_for("alice"): [retire]} and plan.wait == [space]
+
+
 def test_an_exact_retry_of_an_acknowledged_operation_is_final():
     d = registered("alice")
     plan = plan_batch(d.state, [cmd("alice", M.REGISTER, 1, 1)])

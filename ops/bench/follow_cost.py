@@ -1,0 +1,133 @@
+"""Benchmark (not a test): the CPU a runtime's follower spends on each message another runtime wrote,
+against the writer's own CPU per mutation, in one run (issue 15 part 5: every runtime applies every
+runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/SCALE.md, "Part 5,
+session 10").
+
+    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60]
+
+One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
+it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
+lineages, each registering, creating a space and then `--mutations` conversations one after the other
+(every 8th a retirement). Each process reports its CPU (all threads) over its work; the follower also
+its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
+mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
+deployed runtime adds to each own mutation).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from aotx.runtime import round_stats
+
+SPEC = ("FOLLOWCOST", "followcost.j")
+
+
+def _body(name: str, seq: int, **fields) -> bytes:
+    from aotx.state import lineage_for
+    return json.dumps({"schema": "aotx.shared.mutation.v1", "lineage": lineage_for(name).hex(),
+                       "operation_key": os.urandom(16).hex(), "sequence": str(seq), **fields}).encode()
+
+
+async def _runtime(url: str):
+    from aotx.runtime import SharedRuntime
+    from eventlog import StreamSpec
+    return await SharedRuntime(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]), progress=False,
+                               follow=True).start()
+
+
+async def writer(url: str, participants: int, mutations: int) -> dict:
+    from aotx.runtime import submit_body
+    from aotx.state import Actor, Grants, MutationKind as M
+    rt = await _runtime(url)
+    c0 = time.process_time()
+
+    async def one(i: int) -> None:
+        name = f"w{i}"
+        actor = Actor(name, Grants.all())
+        assert (await submit_body(rt, actor, M.REGISTER, _body(name, 1))).status == 201
+        space = (await submit_body(rt, actor, M.CREATE_SPACE, _body(name, 2, scope="private"))).body["resource"]
+        for seq in range(3, 3 + mutations):
+            raw = _body(name, seq, retry_floor=str(seq)) if seq % 8 == 0 else _body(name, seq)
+            out = await submit_body(rt, actor, M.RETIRE if seq % 8 == 0 else M.CREATE_CONVERSATION, raw,
+                                    None if seq % 8 == 0 else space)
+            assert out.status == 201, out.body
+    await asyncio.gather(*(one(i) for i in range(participants)))
+    cpu = time.process_time() - c0
+    await rt.stop()
+    return {"cpu": cpu, "mutations": participants * (mutations + 2)}
+
+
+async def follower(url: str, ready: Path, done: Path) -> dict:
+    rt = await _runtime(url)
+    ready.write_text("1")
+    c0, a0 = time.process_time(), rt.writer.applied_seq()
+    while not done.exists():
+        await asyncio.sleep(0.05)
+    end = int(done.read_text())
+    while rt.writer.applied_seq() < end:   # (the writer is gone: what is left arrives or is applied now)
+        await asyncio.sleep(0.01)
+    cpu = time.process_time() - c0
+    n = rt.writer.applied_seq() - a0
+    await rt.stop()
+    return {"cpu": cpu, "messages": n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ops.bench.follow_cost")
+    ap.add_argument("--participants", type=int, default=40)
+    ap.add_argument("--mutations", type=int, default=60)
+    ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--files", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.role == "w":
+        print(json.dumps(asyncio.run(writer(args.url, args.participants, args.mutations))))
+        return 0
+    if args.role == "f":
+        ready, done = (Path(p) for p in args.files.split(","))
+        print(json.dumps(asyncio.run(follower(args.url, ready, done))))
+        return 0
+    from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory(prefix="aotx-follow-cost-") as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
+        url, root = server.client_url(), Path(tmp)
+        ready, done, stats = root / "ready", root / "done", root / "stats.json"
+        me = [sys.executable, "-m", "ops.bench.follow_cost", "--url", url]
+        f = subprocess.Popen(me + ["--role", "f", "--files", f"{ready},{done}"], stdout=subprocess.PIPE,
+                             env={**env, round_stats.ENV: str(stats)})
+        while not ready.exists():
+            if f.poll() is not None:
+                raise RuntimeError("the follower did not start")
+            time.sleep(0.05)
+        w = subprocess.run(me + ["--role", "w", "--participants", str(args.participants), "--mutations",
+                                 str(args.mutations)], stdout=subprocess.PIPE, env=env, check=True)
+        wrote = json.loads(w.stdout)
+
+        async def end() -> int:
+            rec = await JetStreamRecorder.connect(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]))
+            try:
+                return (await rec.stream_info()).last_seq
+            finally:
+                await rec.close()
+        done.write_text(str(asyncio.run(end())))
+        out, _ = f.communicate(timeout=120)
+        followed, counters = json.loads(out), round_stats.read(stats)
+    a = wrote["cpu"] / wrote["mutations"]
+    b = followed["cpu"] / max(1, followed["messages"])
+    fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
+    print(f"load {os.getloadavg()[0]:.2f}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
+          f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
+          f"followed ÷ written {b / a:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
