@@ -14,7 +14,9 @@
 // the normalised output itself. Cache layout: bf16 [num_slots, n_kv * D]; q float32; out bf16.
 #include "common.cuh"
 
+#ifndef ATT_CHUNK  // keys a chunk (lean.cu compiles this file with its own)
 #define ATT_CHUNK 128
+#endif
 #define ATT_THREADS 128
 static_assert(ATT_G <= ATT_THREADS / 32, "one warp per query head of a KV group");
 static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");

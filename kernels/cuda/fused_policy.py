@@ -6,6 +6,11 @@
   combine + O + residual in one launch) for steps of at least ``fused_attn_min_t`` tokens.
   ``AOTX_FUSED_ATTN=1`` uses it at every T, ``AOTX_FUSED_ATTN=0`` never.
 
+* ``AOTX_LEAN=1`` (default off until it passed on the GPU): steps of T <= 8 tokens use lean.cu's
+  latency-lean kernels (kernels.cuda.lean_plan): qkv_lean, the lean attention (shorter chunks, more
+  splits, no combine launch) and o_lean (the combine + O + residual) in place of linear_gemv qkv,
+  attention + attention_combine + O, and in place of attn_o_fused.
+
 The default threshold is measured (H200, 2026-12-01, commit f018ef3, ``make gpu-bench``): with
 attn_o_fused a decode step took 885.7 / 1000.2 / 1225.2 / 1736.0 us at batch 1 / 2 / 4 / 8, without it
 820.1 / 962.7 / 1247.8 / 1874.6 us (its grid barrier costs more than the programmatic-dependent-launch
@@ -30,3 +35,10 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
     if value not in ("0", "1"):
         raise ValueError(f"AOTX_FUSED_ATTN must be 0 or 1, got {value!r}")
     return NEVER if value == "0" else 1
+
+
+def lean_enabled(env: Mapping[str, str]) -> bool:
+    value = env.get("AOTX_LEAN", "0") or "0"
+    if value not in ("0", "1"):
+        raise ValueError(f"AOTX_LEAN must be 0 or 1, got {value!r}")
+    return value == "1"

@@ -17,6 +17,10 @@ ATT_CHUNK = 128
 FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
+LEAN_CHUNK = 64              # lean.cu: keys per attention chunk
+LEAN_MAX_SPLITS = 8
+LEAN_QKV_WARPS = 4
+LEAN_O_WARPS = 8
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 # flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
 FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
@@ -67,6 +71,13 @@ class Kernels:
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
+        # lean.cu (AOTX_LEAN=1, kernels.cuda.lean_plan): one kernel per T; its own paged_attention copy
+        # (ATT_CHUNK = LEAN_CHUNK keys a chunk), which launches no combine: o_lean merges the splits
+        lean = self.modules["lean"]
+        self.lean_f = {"attention": lean.function("paged_attention")}
+        for t in range(1, GEMV_MAX_T + 1):
+            self.lean_f[("qkv", t)] = lean.function(f"qkv_lean_t{t}")
+            self.lean_f[("o", t)] = lean.function(f"o_lean_t{t}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -105,6 +116,32 @@ class Kernels:
                  (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
                   n_kv, nsplit, attn, part_o, part_ml, wo, residual, hidden, n_tokens, counters, bar),
                  "pppppppiifiipppppiipp")
+
+    def qkv_lean(self, residual, norm_w, eps, w, n, k, t, positions, rope, slots, q_out, k_cache, v_cache,
+                 head_dim, q_size, kv_size):
+        """RMSNorm + QKV + RoPE + K/V write for t <= 8 rows (lean.cu qkv_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or k > FUSED_MAX_K or k % 8 or n % 2:
+            raise ValueError(f"qkv_lean takes 1..{GEMV_MAX_T} rows and K <= {FUSED_MAX_K}, got t={t} K={k}")
+        driver.launch(self.lean_f[("qkv", t)], (-(-n // (2 * LEAN_QKV_WARPS)),), 32 * LEAN_QKV_WARPS,
+                      (residual, norm_w, eps, w, n, k, positions, rope, slots, q_out, k_cache, v_cache, head_dim,
+                       q_size, kv_size), "ppfpiippppppiii", self.stream, 0, self.pdl)
+
+    def lean_attention(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                       page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml):
+        """paged attention with LEAN_CHUNK-key chunks; with nsplit > 1 only the partials (o_lean merges)."""
+        if not 1 <= nsplit <= LEAN_MAX_SPLITS:
+            raise ValueError(f"lean attention takes 1..{LEAN_MAX_SPLITS} splits, got {nsplit}")
+        driver.launch(self.lean_f["attention"], (n_tokens, n_kv, nsplit), 128,
+                      (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                       scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp", self.stream, 0, self.pdl)
+
+    def o_lean(self, attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden, t):
+        """residual[t] += O(the split combine of the attention partials), t <= 8 rows (lean.cu o_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or not 1 <= nsplit <= LEAN_MAX_SPLITS or n_heads > 16:
+            raise ValueError(f"o_lean takes 1..{GEMV_MAX_T} rows, 1..{LEAN_MAX_SPLITS} splits, got {t}, {nsplit}")
+        driver.launch(self.lean_f[("o", t)], (-(-hidden // (2 * LEAN_O_WARPS)),), 32 * LEAN_O_WARPS,
+                      (attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden), "pppiippi", self.stream, 0,
+                      self.pdl)
 
     @property
     def stream(self):

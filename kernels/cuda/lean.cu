@@ -1,0 +1,288 @@
+// Latency-lean decode kernels for T <= 8 rows (batch <= 8), selected by AOTX_LEAN=1 (fused_policy).
+// Twins: kernels.cuda.lean_twins (qkv_lean_twin; attention + o_lean is fused_twins.attn_o_fused_twin).
+//
+// At T = 1 a decode kernel is bound by its chain of dependent round trips, not by bandwidth
+// (docs/PERFORMANCE.md, issue 13 part 1). These kernels keep that chain as short as it can be:
+// everything that is a constant of the step (weights, norm weights, positions, KV slots, RoPE
+// cos/sin) is loaded BEFORE griddepcontrol.wait, so its latency hides under the previous kernel;
+// after the wait there is one round trip for the activations, then arithmetic and the stores.
+// T is a template parameter (one small kernel per T, no `if (t < T)` in the hot loops).
+//
+//   qkv_lean_tT: RMSNorm + QKV + RoPE + paged K/V write. One warp per output column pair; each warp
+//                reads the whole T x K activation rows straight from L2 into registers (16-byte loads)
+//                and takes the sum of squares itself: no shared memory, no __syncthreads. The norm
+//                weight is folded into the prefetched weights (w[k] * nw[k]); rstd scales the dot.
+//   paged_attention (this module's copy of attention.cu with ATT_CHUNK = LEAN_CHUNK keys a chunk):
+//                more, shorter splits; it writes partials (o, m, l) and launches no combine.
+//   o_lean_tT:   the split combine (attention_combine) as a prologue of the O projection, then the
+//                residual add: the combine launch is gone. 8 warps, one O column pair each.
+#ifndef LEAN_CHUNK
+#define LEAN_CHUNK 64
+#endif
+#define ATT_CHUNK LEAN_CHUNK
+#include "attention.cu"
+#include "kv_write.cu"
+#include "rope.cu"
+
+#define LEAN_MAX_K 768        // K <= 768 (hidden and n_heads * head_dim)
+#define LEAN_CHUNKS 3         // (LEAN_MAX_K / 8) / 32 16-byte pieces per lane
+#define LEAN_QKV_WARPS 4
+#define LEAN_O_WARPS 8
+#define LEAN_O_THREADS (LEAN_O_WARPS * 32)
+#define LEAN_MAX_SPLITS 8
+#define LEAN_O_BATCH 3        // combine elements a thread holds in flight at once
+
+__device__ __forceinline__ void fma8(float *acc, const float *w, const float4 &p, const float4 &q) {
+    *acc += w[0] * p.x + w[1] * p.y + w[2] * p.z + w[3] * p.w + w[4] * q.x + w[5] * q.y + w[6] * q.z + w[7] * q.w;
+}
+
+// residual float32 [T, K]; W bf16 [N, K] = [q | k | v] rows; q_out float32 [T, q_size]; caches bf16
+// [slots, kv_size]; rope float2 [positions, head_dim / 2]; positions, slots int32 [T] (host-staged
+// before the step's first kernel: read before the wait). Grid N / (2 * LEAN_QKV_WARPS).
+template <int T>
+__device__ __forceinline__ void qkv_lean_body(const float *residual, const float *__restrict__ norm_w, float eps,
+                                              const bf16 *__restrict__ W, int N, int K,
+                                              const int *__restrict__ positions, const float2 *__restrict__ rope,
+                                              const int *__restrict__ slots, float *q_out, bf16 *k_cache,
+                                              bf16 *v_cache, int head_dim, int q_size, int kv_size) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n0 = (blockIdx.x * LEAN_QKV_WARPS + warp) * 2;
+    if (n0 >= N) return;
+    const int chunks = K >> 3;
+    float wa[LEAN_CHUNKS][8], wb[LEAN_CHUNKS][8];
+    {
+        const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)n0 * K);
+        const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(n0 + 1) * K);
+        const float4 *nw4 = reinterpret_cast<const float4 *>(norm_w);
+#pragma unroll
+        for (int i = 0; i < LEAN_CHUNKS; i++) {
+            const int c = lane + 32 * i;
+            uint4 a = make_uint4(0, 0, 0, 0), b = a;
+            float4 g0 = make_float4(0.f, 0.f, 0.f, 0.f), g1 = g0;
+            if (c < chunks) {
+                a = w0[c];
+                b = w1[c];
+                g0 = __ldg(nw4 + 2 * c);
+                g1 = __ldg(nw4 + 2 * c + 1);
+            }
+            unpack8(a, wa[i]);
+            unpack8(b, wb[i]);
+            const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                wa[i][j] *= g[j];
+                wb[i][j] *= g[j];
+            }
+        }
+    }
+    // this lane's row (lane < T): position, slot and the column pair's RoPE rotation
+    const int qk = q_size + kv_size;
+    int slot = -1;
+    float2 cs = make_float2(1.f, 0.f);
+    if (lane < T) {
+        slot = slots[lane];
+        if (n0 < qk) cs = rope[(size_t)positions[lane] * (head_dim >> 1) + ((n0 % head_dim) >> 1)];
+    }
+    pdl_wait();
+    pdl_trigger();
+    float ss[T], acc0[T], acc1[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float4 *xr = reinterpret_cast<const float4 *>(residual + (size_t)t * K);
+        float4 p[LEAN_CHUNKS], q[LEAN_CHUNKS];
+#pragma unroll
+        for (int i = 0; i < LEAN_CHUNKS; i++) {
+            const int c = lane + 32 * i;
+            p[i] = q[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (c < chunks) {
+                p[i] = __ldcg(xr + 2 * c);
+                q[i] = __ldcg(xr + 2 * c + 1);
+            }
+        }
+        ss[t] = acc0[t] = acc1[t] = 0.f;
+#pragma unroll
+        for (int i = 0; i < LEAN_CHUNKS; i++) {
+            ss[t] += p[i].x * p[i].x + p[i].y * p[i].y + p[i].z * p[i].z + p[i].w * p[i].w +
+                     q[i].x * q[i].x + q[i].y * q[i].y + q[i].z * q[i].z + q[i].w * q[i].w;
+            fma8(&acc0[t], wa[i], p[i], q[i]);
+            fma8(&acc1[t], wb[i], p[i], q[i]);
+        }
+    }
+    float v0 = 0.f, v1 = 0.f, s = 0.f;  // lane t keeps row t's sums
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float a = warp_sum(acc0[t]), b = warp_sum(acc1[t]), c = warp_sum(ss[t]);
+        if (lane == t) {
+            v0 = a;
+            v1 = b;
+            s = c;
+        }
+    }
+    if (lane >= T) return;
+    const float rstd = 1.f / sqrtf(s / (float)K + eps);
+    v0 *= rstd;
+    v1 *= rstd;
+    if (n0 < qk) rope_pair(v0, v1, cs);
+    if (n0 < q_size) {
+        float *o = q_out + (size_t)lane * q_size + n0;
+        o[0] = v0;
+        o[1] = v1;
+    } else if (slot >= 0) {
+        kv_store_pair(n0 < qk ? k_cache : v_cache, slot, kv_size, (n0 - q_size) % kv_size, v0, v1);
+    }
+}
+
+// residual float32 [T, H] += attn @ Wo^T, with attn [T, K = n_heads * ATT_D] the combined attention
+// (nsplit > 1: partials part_o [T, n_heads, nsplit, ATT_D], part_ml [T, n_heads, nsplit, 2] of
+// paged_attention; nsplit == 1: attn bf16 [T, K] as paged_attention stored it), rounded to bf16 as
+// attention_combine stores it. Grid H / (2 * LEAN_O_WARPS).
+template <int T>
+__device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_o, const float *part_ml, int nsplit,
+                                            int n_heads, const bf16 *__restrict__ Wo, float *residual, int H) {
+    __shared__ __align__(16) float xs[T * LEAN_MAX_K];
+    __shared__ float ml_s[T * 16 * LEAN_MAX_SPLITS * 2];  // (m, l) per (t, head <= 16, split)
+    __shared__ float w_s[T * 16 * (LEAN_MAX_SPLITS + 1)];  // exp(m_s - m) per split, then 1 / l
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int K = n_heads * ATT_D, chunks = K >> 3, n_el = T * K, n_th = T * n_heads;
+    const int n0 = 2 * (blockIdx.x * LEAN_O_WARPS + warp);
+    const bool out_ok = n0 < H;
+    uint4 wa[LEAN_CHUNKS], wb[LEAN_CHUNKS];
+    {
+        const uint4 *w0 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 : 0) * K);
+        const uint4 *w1 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 + 1 : 0) * K);
+#pragma unroll
+        for (int i = 0; i < LEAN_CHUNKS; i++) {
+            const int c = lane + 32 * i;
+            wa[i] = wb[i] = make_uint4(0, 0, 0, 0);
+            if (out_ok && c < chunks) {
+                wa[i] = w0[c];
+                wb[i] = w1[c];
+            }
+        }
+    }
+    pdl_wait();
+    pdl_trigger();
+    const bool adds = out_ok && lane < T;
+    float r0 = 0.f, r1 = 0.f;
+    if (adds) {
+        r0 = __ldcg(residual + (size_t)lane * H + n0);
+        r1 = __ldcg(residual + (size_t)lane * H + n0 + 1);
+    }
+    if (nsplit == 1) {
+        for (int i = tid; i < (n_el >> 3); i += LEAN_O_THREADS) {
+            float f[8];
+            unpack8(__ldcg(reinterpret_cast<const uint4 *>(attn) + i), f);
+            reinterpret_cast<float4 *>(xs)[2 * i] = make_float4(f[0], f[1], f[2], f[3]);
+            reinterpret_cast<float4 *>(xs)[2 * i + 1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
+    } else {
+        // the first batch of partial outputs is loaded together with (m, l): one round trip
+        float po[LEAN_O_BATCH][LEAN_MAX_SPLITS];
+        auto load_batch = [&](int e0) {
+#pragma unroll
+            for (int r = 0; r < LEAN_O_BATCH; r++) {
+                const int e = e0 + r * LEAN_O_THREADS + tid;
+                const int th = e / ATT_D, d = e % ATT_D;  // th = t * n_heads + h
+#pragma unroll
+                for (int sp = 0; sp < LEAN_MAX_SPLITS; sp++)
+                    po[r][sp] = (e < n_el && sp < nsplit) ? __ldcg(part_o + ((size_t)th * nsplit + sp) * ATT_D + d) : 0.f;
+            }
+        };
+        load_batch(0);
+        for (int i = tid; i < n_th * nsplit; i += LEAN_O_THREADS) {
+            const float2 v = __ldcg(reinterpret_cast<const float2 *>(part_ml) + i);
+            ml_s[2 * i] = v.x;
+            ml_s[2 * i + 1] = v.y;
+        }
+        __syncthreads();
+        for (int th = tid; th < n_th; th += LEAN_O_THREADS) {  // attention_combine's weights, same order
+            float m = -INFINITY;
+            for (int sp = 0; sp < nsplit; sp++) m = fmaxf(m, ml_s[2 * (th * nsplit + sp)]);
+            float l = 0.f;
+            for (int sp = 0; sp < nsplit; sp++) {
+                const float ms = ml_s[2 * (th * nsplit + sp)];
+                const float w = (m > -INFINITY && ms != -INFINITY) ? expf(ms - m) : 0.f;
+                w_s[th * (LEAN_MAX_SPLITS + 1) + sp] = w;
+                l += ml_s[2 * (th * nsplit + sp) + 1] * w;
+            }
+            w_s[th * (LEAN_MAX_SPLITS + 1) + LEAN_MAX_SPLITS] = l;
+        }
+        __syncthreads();
+        for (int e0 = 0;;) {
+#pragma unroll
+            for (int r = 0; r < LEAN_O_BATCH; r++) {
+                const int e = e0 + r * LEAN_O_THREADS + tid;
+                if (e < n_el) {
+                    const float *w = w_s + (e / ATT_D) * (LEAN_MAX_SPLITS + 1);
+                    float o = 0.f;
+#pragma unroll
+                    for (int sp = 0; sp < LEAN_MAX_SPLITS; sp++)
+                        if (sp < nsplit) o += po[r][sp] * w[sp];
+                    const float l = w[LEAN_MAX_SPLITS];
+                    xs[e] = bf2f(f2bf(l > 0.f ? o / l : 0.f));
+                }
+            }
+            e0 += LEAN_O_BATCH * LEAN_O_THREADS;
+            if (e0 >= n_el) break;
+            load_batch(e0);
+        }
+    }
+    __syncthreads();
+    if (!out_ok) return;
+    float acc0[T], acc1[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) acc0[t] = acc1[t] = 0.f;
+#pragma unroll
+    for (int i = 0; i < LEAN_CHUNKS; i++) {
+        const int c = lane + 32 * i;
+        if (c < chunks) {
+            float a[8], b[8];
+            unpack8(wa[i], a);
+            unpack8(wb[i], b);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                const float4 *xr = reinterpret_cast<const float4 *>(xs + t * K + c * 8);
+                const float4 p = xr[0], q = xr[1];
+                fma8(&acc0[t], a, p, q);
+                fma8(&acc1[t], b, p, q);
+            }
+        }
+    }
+    float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
+        if (lane == t) {
+            y0 = s0;
+            y1 = s1;
+        }
+    }
+    if (adds) {
+        float *o = residual + (size_t)lane * H + n0;
+        o[0] = r0 + y0;
+        o[1] = r1 + y1;
+    }
+}
+
+#define LEAN_KERNELS(T)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(LEAN_QKV_WARPS * 32) qkv_lean_t##T(                           \
+        const float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ W, int N,   \
+        int K, const int *__restrict__ positions, const float2 *__restrict__ rope, const int *__restrict__ slots, \
+        float *q_out, bf16 *k_cache, bf16 *v_cache, int head_dim, int q_size, int kv_size) {                     \
+        qkv_lean_body<T>(residual, norm_w, eps, W, N, K, positions, rope, slots, q_out, k_cache, v_cache,       \
+                         head_dim, q_size, kv_size);                                                             \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(LEAN_O_THREADS) o_lean_t##T(                                   \
+        const bf16 *attn, const float *part_o, const float *part_ml, int nsplit, int n_heads,                    \
+        const bf16 *__restrict__ Wo, float *residual, int H) {                                                   \
+        o_lean_body<T>(attn, part_o, part_ml, nsplit, n_heads, Wo, residual, H);                                 \
+    }
+
+LEAN_KERNELS(1)
+LEAN_KERNELS(2)
+LEAN_KERNELS(3)
+LEAN_KERNELS(4)
+LEAN_KERNELS(5)
+LEAN_KERNELS(6)
+LEAN_KERNELS(7)
+LEAN_KERNELS(8)

@@ -1,0 +1,41 @@
+"""The lean plan of a T <= 8 step's attention half (AOTX_LEAN=1, kernels.cuda.fused_policy): which
+lean.cu kernels a layer launches and how many attention splits they use.
+
+Per layer: qkv_lean (RMSNorm + QKV + RoPE + K/V write), the lean paged attention (LEAN_CHUNK-key
+chunks, partials only) and o_lean (split combine + O + residual add): three launches where the
+default plan has four (linear_gemv, paged_attention, attention_combine, linear_gemv) or, from T = 4,
+two with a grid barrier (linear_gemv, attn_o_fused). The MLP half stays mlp_fused.
+"""
+from __future__ import annotations
+
+from kernels.cuda import launchers as L
+
+
+def _pow2ceil(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
+    """Splits along the context: enough blocks to fill the GPU twice over, at most one per chunk of
+    LEAN_CHUNK keys and LEAN_MAX_SPLITS (o_lean holds that many partials a thread)."""
+    chunks = -(-max_len // L.LEAN_CHUNK)
+    want = -(-2 * sm_count // (n_tokens * n_kv))
+    return max(1, min(_pow2ceil(want), _pow2ceil(chunks), L.LEAN_MAX_SPLITS))
+
+
+def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc: int, vc: int) -> list:
+    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend): the lean attention
+    half, then mlp_fused."""
+    cfg, k = be.config, be.k
+    return [
+        ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
+            be.residual, w["attn_norm"], cfg.rms_eps, w["wqkv"], be.qkv_n, cfg.hidden, t, p["positions"], be.rope,
+            p["slots"], be.q, kc, vc, cfg.head_dim, cfg.q_size, cfg.kv_size)),
+        ("attention (lean)", lambda: k.lean_attention(
+            be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
+            cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml)),
+        ("combine+o+residual (lean)", lambda: k.o_lean(
+            be.attn, be.part_o, be.part_ml, nsplit, cfg.n_heads, w["wo"], be.residual, cfg.hidden, t)),
+        ("norm+gate_up+swiglu+down+residual", lambda: k.mlp_fused(
+            be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t, be.sync)),
+    ]

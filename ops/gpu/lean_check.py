@@ -1,0 +1,107 @@
+"""The lean T <= 8 decode kernels (kernels/cuda/lean.cu, AOTX_LEAN=1) against their numpy twins on
+the model's shapes, T = 1..8, random inputs, poisoned outputs.
+
+Tolerances (kernel_check's): q float32 1e-3 relative; the K/V cache rows bf16 8e-3; the residual after
+the lean attention + o_lean (against fused_twins.attn_o_fused_twin) 1e-3, as attn_o_fused's check.
+A padded row (slot -1) must leave the caches untouched. Each attention case runs twice (no state may
+carry over between launches).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.cuda.fused_twins import attn_o_fused_twin
+from kernels.cuda.lean_twins import qkv_lean_twin
+from kernels.cuda.twins import from_bf16, round_bf16, to_bf16
+from kernels.ops_rope import rope_cos_sin
+
+H, HQ, KVW, D, NH, NKV = 576, 576, 192, 64, 9, 3
+TOL_F32, TOL_BF16 = 1e-3, 8e-3
+
+
+def check_qkv(c, rel) -> None:
+    cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
+    rope_d = c.up(np.stack([cos, sin], -1))
+    wq = round_bf16(c.rng.standard_normal((HQ + 2 * KVW, H)).astype(np.float32) / 24)
+    wq_d = c.up(to_bf16(wq))
+    nw = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    nw_d = c.up(nw)
+    for t in range(1, 9):
+        res = c.rng.standard_normal((t, H)).astype(np.float32) * 3
+        pos = c.rng.integers(0, 8000, t).astype(np.int32)
+        slots = c.rng.choice(1024, t, replace=False).astype(np.int32)
+        if t > 1:
+            slots[-1] = -1   # a padded row: nothing written
+        q_out, kc, vc = c.zeros(t * HQ * 4), c.zeros(1024 * KVW * 2, False), c.zeros(1024 * KVW * 2, False)
+        c.k.qkv_lean(c.up(res), nw_d, 1e-5, wq_d, HQ + 2 * KVW, H, t, c.up(pos), rope_d, c.up(slots), q_out, kc, vc,
+                     D, HQ, KVW)
+        k_ref, v_ref = np.zeros((1024, KVW), np.float32), np.zeros((1024, KVW), np.float32)
+        q_ref = qkv_lean_twin(res, nw, 1e-5, wq, pos, cos, sin, slots, k_ref, v_ref, D)
+        c.record(f"qkv_lean q (norm, rope) T={t}", rel(c.down(q_out, (t, HQ), np.float32), q_ref), TOL_F32)
+        got_k = from_bf16(c.down(kc, (1024, KVW), np.uint16))
+        got_v = from_bf16(c.down(vc, (1024, KVW), np.uint16))
+        c.record(f"qkv_lean k,v -> cache T={t}", max(rel(got_k, k_ref), rel(got_v, v_ref)), TOL_BF16,
+                 f"untouched rows nonzero={int(np.count_nonzero(got_k[np.setdiff1d(np.arange(1024), slots)]))}")
+        c.free()
+        rope_d, wq_d, nw_d = c.up(np.stack([cos, sin], -1)), c.up(to_bf16(wq)), c.up(nw)
+    c.free()
+
+
+def check_attn_o(c, rel) -> None:
+    """lean attention + o_lean on decode batches of 1..8 sequences, contexts 1 to 4,000 keys, 1 to 8 splits."""
+    page, n_pages = 16, 1024
+    kc = round_bf16(c.rng.standard_normal((n_pages * page, NKV, D)).astype(np.float32))
+    vc = round_bf16(c.rng.standard_normal((n_pages * page, NKV, D)).astype(np.float32))
+    wo = round_bf16(c.rng.standard_normal((H, NH * D)).astype(np.float32) / 24)
+    dev_k, dev_v, wo_d = c.up(to_bf16(kc)), c.up(to_bf16(vc)), c.up(to_bf16(wo))
+    cases = [([1], 1), ([288], 1), ([288], 4), ([288], 8), ([17, 300], 2), ([129, 1, 77, 4000], 8), ([5] * 8, 1),
+             ([40, 1000, 2, 300, 128, 129, 7, 2048], 8), ([64, 65, 63], 3), ([2048] * 6, 5), ([300] * 7, 8)]
+    for lens, nsplit in cases:
+        lens = np.array(lens, np.int32)
+        b = len(lens)
+        width = int(-(-lens.max() // page))
+        perm = c.rng.permutation(n_pages)
+        tables = np.full((b, width), -1, np.int32)
+        used = 0
+        for s, ln in enumerate(lens):
+            np_ = -(-ln // page)
+            tables[s, :np_] = perm[used:used + np_]
+            used += np_
+        qs = np.arange(b + 1, dtype=np.int32)
+        positions = (lens - 1).astype(np.int32)
+        q = c.rng.standard_normal((b, NH, D)).astype(np.float32)
+        res = c.rng.standard_normal((b, H)).astype(np.float32)
+        r_d = c.up(res)
+        attn, po, pm = c.zeros(b * NH * D * 2), c.zeros(b * NH * nsplit * D * 4), c.zeros(b * NH * nsplit * 2 * 4)
+        q_d, seq_d, pos_d, len_d, bt_d = (c.up(q), c.up(np.arange(b, dtype=np.int32)), c.up(positions), c.up(lens),
+                                          c.up(tables))
+        ref = res
+        for _ in range(2):
+            c.k.lean_attention(q_d, dev_k, dev_v, seq_d, pos_d, len_d, bt_d, width, page, 1.0 / 8.0, b, NKV, nsplit,
+                               attn, po, pm)
+            c.k.o_lean(attn, po, pm, nsplit, NH, wo_d, r_d, H, b)
+            ref = attn_o_fused_twin(ref, q, kc, vc, positions, qs, lens, tables, page, 1.0 / 8.0, wo)
+        c.record(f"lean attention+o_lean B={b} ctx<={lens.max()} splits={nsplit} (x2)",
+                 rel(c.down(r_d, (b, H), np.float32), ref), TOL_F32)
+    c.free()
+
+
+def check_lean(c, rel) -> None:
+    check_qkv(c, rel)
+    check_attn_o(c, rel)
+
+
+def main() -> int:
+    """``python3 -m ops.gpu.lean_check``: these checks alone (make gpu-check runs them with the rest)."""
+    from ops.gpu.kernel_check import Ctx, rel
+
+    c = Ctx()
+    print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
+    check_lean(c, rel)
+    failed = [r for r in c.results if not r[3]]
+    print(f"lean checks: {len(c.results) - len(failed)}/{len(c.results)} passed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""CI (no GPU): the lean T <= 8 decode kernels (kernels/cuda/lean.cu, AOTX_LEAN=1) compile for sm_90
+and sm_90a with no spills in qkv_lean / o_lean, one kernel per T; the algebra they use on the device
+(the norm weight folded into the weights, rstd applied to the dot; the split partials merged by o_lean's
+prologue) equals the twins; the split policy and the switch. Device checks: ops/gpu/lean_check.py."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kernels.cuda import build, fused_policy, launchers as L
+from kernels.cuda.lean_plan import lean_nsplit
+from kernels.cuda.lean_twins import combine_partials, qkv_lean_twin, split_partials
+from kernels.cuda.twins import round_bf16
+from kernels.ops_norm import rmsnorm
+from kernels.ops_rope import rope_cos_sin
+
+MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_lean_family_compiles_one_kernel_per_t_without_spills(arch):
+    log, cubin = build.ptxas_report("lean", arch, MODEL_DEFINES, with_cubin=True)
+    assert cubin[:4] == b"\x7fELF"
+    for t in range(1, L.GEMV_MAX_T + 1):
+        for name in (f"qkv_lean_t{t}", f"o_lean_t{t}"):
+            assert name.encode() in cubin
+            entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
+            frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", entry)
+            assert frame and frame.groups() == ("0", "0", "0"), (name, entry)
+    assert b"paged_attention" in cubin   # this module's attention copy, LEAN_CHUNK keys a chunk
+
+
+def test_folded_norm_weight_equals_the_norm_then_the_projection():
+    """qkv_lean computes rstd * sum_k (w[k] * nw[k]) * x[k] with rstd from the same x (no staging)."""
+    rng = np.random.default_rng(5)
+    t, k, n = 3, 576, 40
+    x = rng.standard_normal((t, k)).astype(np.float32) * 4
+    nw = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32)
+    w = round_bf16(rng.standard_normal((n, k)).astype(np.float32) / 24)
+    rstd = (1.0 / np.sqrt((x * x).sum(1) / k + 1e-5)).astype(np.float32)
+    got = ((x @ (w * nw).T) * rstd[:, None]).astype(np.float32)
+    np.testing.assert_allclose(got, rmsnorm(x, nw, 1e-5) @ w.T, rtol=2e-5, atol=2e-5)
+
+
+def test_qkv_twin_rotates_q_and_k_and_skips_padded_rows():
+    rng = np.random.default_rng(9)
+    t, h, d, kv = 3, 64, 16, 32   # 4 q heads, 2 kv heads of 16
+    cos, sin = rope_cos_sin(np.arange(64), d, 10000.0)
+    w = round_bf16(rng.standard_normal((h + 2 * kv, h)).astype(np.float32) / 8)
+    res = rng.standard_normal((t, h)).astype(np.float32)
+    kc, vc = np.zeros((8, kv), np.float32), np.zeros((8, kv), np.float32)
+    pos, slots = np.array([0, 5, 9]), np.array([3, -1, 6])
+    q = qkv_lean_twin(res, np.ones(h, np.float32), 1e-5, w, pos, cos, sin, slots, kc, vc, d)
+    y = rmsnorm(res, np.ones(h, np.float32), 1e-5) @ w.T
+    np.testing.assert_allclose(q[0], y[0, :h], rtol=1e-6)                   # position 0: no rotation
+    np.testing.assert_allclose(np.linalg.norm(q[1]), np.linalg.norm(y[1, :h]), rtol=1e-5)   # a rotation
+    assert not np.allclose(q[1], y[1, :h])
+    np.testing.assert_array_equal(kc[[0, 1, 2, 4, 5, 7]], 0)                # slot -1 wrote nothing
+    np.testing.assert_allclose(vc[6], round_bf16(y[2, h + kv:]), rtol=0)
+
+
+@pytest.mark.parametrize("n_keys", [1, 63, 64, 65, 288, 1000])
+@pytest.mark.parametrize("nsplit", [1, 2, 3, 5, 8])
+def test_split_partials_merge_to_full_attention(n_keys, nsplit):
+    rng = np.random.default_rng(n_keys * 10 + nsplit)
+    d = 64
+    q = rng.standard_normal(d).astype(np.float32)
+    k = rng.standard_normal((n_keys, d)).astype(np.float32)
+    v = rng.standard_normal((n_keys, d)).astype(np.float32)
+    o, m, l = split_partials(q, k, v, 0.125, L.LEAN_CHUNK, nsplit)
+    sc = (k @ q) * 0.125
+    p = np.exp(sc - sc.max())
+    ref = (p / p.sum()) @ v
+    np.testing.assert_allclose(combine_partials(o, m, l), ref, rtol=1e-4, atol=1e-5)
+    chunks = -(-n_keys // L.LEAN_CHUNK)
+    assert int(np.count_nonzero(m > -np.inf)) == -(-chunks // -(-chunks // nsplit))   # empty splits are inert
+
+
+def test_lean_nsplit_fills_the_gpu_within_chunks_and_the_cap():
+    assert lean_nsplit(1, 288, 3, 132) == 8          # 5 chunks of 64 -> 8 (3 empty), cap 8
+    assert lean_nsplit(1, 64, 3, 132) == 1
+    assert lean_nsplit(1, 65, 3, 132) == 2
+    assert lean_nsplit(8, 288, 3, 132) == 8          # 2 * 132 / 24 = 11 -> 16, capped
+    assert lean_nsplit(8, 4000, 3, 132) == L.LEAN_MAX_SPLITS
+    assert lean_nsplit(1, 1, 3, 132) == 1
+
+
+def test_lean_switch_is_off_by_default():
+    assert fused_policy.lean_enabled({}) is False
+    assert fused_policy.lean_enabled({"AOTX_LEAN": "0"}) is False
+    assert fused_policy.lean_enabled({"AOTX_LEAN": "1"}) is True
+    with pytest.raises(ValueError):
+        fused_policy.lean_enabled({"AOTX_LEAN": "yes"})
