@@ -19,6 +19,7 @@
 #endif
 #define ATT_THREADS 128
 static_assert(ATT_G <= ATT_THREADS / 32, "one warp per query head of a KV group");
+static_assert(ATT_CHUNK <= ATT_THREADS, "one key per thread of a chunk");
 static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");
 
 #define ATT_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free 16-byte reads down a column
@@ -105,7 +106,7 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
             }
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = dot[g] * scale;
-        } else {
+        } else if (tid < ATT_CHUNK) {  // (a chunk shorter than the block: lean.cu's)
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = -INFINITY;
         }
