@@ -106,7 +106,7 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
             }
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = dot[g] * scale;
-        } else if (tid < ATT_CHUNK) {  // (a chunk shorter than the block: lean.cu's)
+        } else if (ATT_CHUNK == ATT_THREADS || tid < ATT_CHUNK) {  // (lean.cu: chunks shorter than the block)
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = -INFINITY;
         }
