@@ -8,8 +8,8 @@
 
 * ``AOTX_LEAN=1`` (default off until it passed on the GPU): steps of T <= 8 tokens use lean.cu's
   latency-lean kernels (kernels.cuda.lean_plan): qkv_lean, the lean attention (shorter chunks, more
-  splits, no combine launch) and o_lean (the combine + O + residual) in place of linear_gemv qkv,
-  attention + attention_combine + O, and in place of attn_o_fused.
+  splits, no combine launch), o_lean (the combine + O + residual) and mlp_lean (lean_mlp.cu) in place
+  of linear_gemv qkv, attention + attention_combine + O (or attn_o_fused) and mlp_fused.
 
 The default threshold is measured (H200, 2026-12-01, commit f018ef3, ``make gpu-bench``): with
 attn_o_fused a decode step took 885.7 / 1000.2 / 1225.2 / 1736.0 us at batch 1 / 2 / 4 / 8, without it

@@ -78,6 +78,7 @@ class Kernels:
         for t in range(1, GEMV_MAX_T + 1):
             self.lean_f[("qkv", t)] = lean.function(f"qkv_lean_t{t}")
             self.lean_f[("o", t)] = lean.function(f"o_lean_t{t}")
+            self.lean_f[("mlp", t)] = self.modules["lean_mlp"].function(f"mlp_lean_t{t}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -116,6 +117,20 @@ class Kernels:
                  (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
                   n_kv, nsplit, attn, part_o, part_ml, wo, residual, hidden, n_tokens, counters, bar),
                  "pppppppiifiipppppiipp")
+
+    def lean_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
+        """fused_ok, and every mlp_lean_t<T> grid (a grid barrier) resident at once."""
+        grid = mlp_grid(hidden, ffn)
+        return self.fused_ok(hidden, ffn, vocab) and all(
+            driver.max_active_blocks(self.lean_f[("mlp", t)], FUSED_THREADS) * self.device.sm_count >= grid
+            for t in range(1, GEMV_MAX_T + 1))
+
+    def mlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
+        """mlp_fused for exactly t rows (lean_mlp.cu mlp_lean_t<t>): same result, same barrier word."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"mlp_lean takes 1..{GEMV_MAX_T} rows, got {t}")
+        driver.launch(self.lean_f[("mlp", t)], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar), "ppfpppiip", self.stream, 0, self.pdl)
 
     def qkv_lean(self, residual, norm_w, eps, w, n, k, t, positions, rope, slots, q_out, k_cache, v_cache,
                  head_dim, q_size, kv_size):

@@ -1,10 +1,10 @@
-"""The lean plan of a T <= 8 step's attention half (AOTX_LEAN=1, kernels.cuda.fused_policy): which
-lean.cu kernels a layer launches and how many attention splits they use.
+"""The lean plan of a T <= 8 step's layers (AOTX_LEAN=1, kernels.cuda.fused_policy): which lean.cu /
+lean_mlp.cu kernels a layer launches and how many attention splits they use.
 
 Per layer: qkv_lean (RMSNorm + QKV + RoPE + K/V write), the lean paged attention (LEAN_CHUNK-key
-chunks, partials only) and o_lean (split combine + O + residual add): three launches where the
-default plan has four (linear_gemv, paged_attention, attention_combine, linear_gemv) or, from T = 4,
-two with a grid barrier (linear_gemv, attn_o_fused). The MLP half stays mlp_fused.
+chunks, partials only), o_lean (split combine + O + residual add) and mlp_lean (lean_mlp.cu: mlp_fused
+for exactly T rows): four launches where the default plan has five (linear_gemv, paged_attention,
+attention_combine, linear_gemv, mlp_fused) or, from T = 4, three (linear_gemv, attn_o_fused, mlp_fused).
 """
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
 
 
 def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc: int, vc: int) -> list:
-    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend): the lean attention
-    half, then mlp_fused."""
+    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend)."""
     cfg, k = be.config, be.k
     return [
         ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
@@ -36,6 +35,6 @@ def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc:
             cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml)),
         ("combine+o+residual (lean)", lambda: k.o_lean(
             be.attn, be.part_o, be.part_ml, nsplit, cfg.n_heads, w["wo"], be.residual, cfg.hidden, t)),
-        ("norm+gate_up+swiglu+down+residual", lambda: k.mlp_fused(
+        ("norm+gate_up+swiglu+down+residual (lean)", lambda: k.mlp_lean(
             be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t, be.sync)),
     ]

@@ -2,7 +2,8 @@
 the model's shapes, T = 1..8, random inputs, poisoned outputs.
 
 Tolerances (kernel_check's): q float32 1e-3 relative; the K/V cache rows bf16 8e-3; the residual after
-the lean attention + o_lean (against fused_twins.attn_o_fused_twin) 1e-3, as attn_o_fused's check.
+the lean attention + o_lean (against fused_twins.attn_o_fused_twin) and after mlp_lean (against
+fused_twins.mlp_fused_twin) 1e-3, as fused_check's.
 A padded row (slot -1) must leave the caches untouched. Each attention case runs twice (no state may
 carry over between launches).
 """
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.cuda.fused_twins import attn_o_fused_twin
+from kernels.cuda.fused_twins import attn_o_fused_twin, mlp_fused_twin
 from kernels.cuda.lean_twins import qkv_lean_twin
-from kernels.cuda.twins import from_bf16, round_bf16, to_bf16
+from kernels.cuda.twins import from_bf16, interleave_gate_up, round_bf16, to_bf16
 from kernels.ops_rope import rope_cos_sin
 
-H, HQ, KVW, D, NH, NKV = 576, 576, 192, 64, 9, 3
+H, HQ, KVW, D, NH, NKV, F = 576, 576, 192, 64, 9, 3, 1536
 TOL_F32, TOL_BF16 = 1e-3, 8e-3
 
 
@@ -86,9 +87,32 @@ def check_attn_o(c, rel) -> None:
     c.free()
 
 
+def check_mlp(c, rel) -> None:
+    """mlp_lean T = 1..8, three launches each on one barrier word (it must come back each time)."""
+    wgu = round_bf16(c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24)
+    wd = round_bf16(c.rng.standard_normal((H, F)).astype(np.float32) / 40)
+    wgu_il = interleave_gate_up(wgu)
+    wgu_d, wd_d = c.up(to_bf16(wgu_il)), c.up(to_bf16(wd))
+    nw = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    nw_d = c.up(nw)
+    bar = c.zeros(64, poison=False)
+    act = c.zeros(8 * F * 2)
+    for t in range(1, 9):
+        res = c.rng.standard_normal((t, H)).astype(np.float32)
+        r_d = c.up(res)
+        ref = res
+        for _ in range(3):
+            c.k.mlp_lean(r_d, nw_d, 1e-5, wgu_d, wd_d, act, H, F, t, bar)
+            ref = mlp_fused_twin(ref, nw, 1e-5, wgu_il, wd)
+        c.record(f"mlp_lean T={t} (x3 launches)", rel(c.down(r_d, (t, H), np.float32), ref), TOL_F32)
+    c.record("mlp_lean barrier word back to its start", float(c.down(bar, (1,), np.uint32)[0] & 0x7FFFFFFF), 0.0)
+    c.free()
+
+
 def check_lean(c, rel) -> None:
     check_qkv(c, rel)
     check_attn_o(c, rel)
+    check_mlp(c, rel)
 
 
 def main() -> int:

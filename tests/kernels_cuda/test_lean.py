@@ -31,8 +31,22 @@ def test_lean_family_compiles_one_kernel_per_t_without_spills(arch):
             assert frame and frame.groups() == ("0", "0", "0"), (name, entry)
 
 
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_mlp_lean_compiles_one_kernel_per_t_without_spills(arch):
+    """lean_mlp.cu: phase 2's weights go to shared memory by cp.async, so the 128-register budget of two
+    256-thread blocks a multiprocessor (the grid barrier needs 144 resident blocks) holds without spills."""
+    log, cubin = build.ptxas_report("lean_mlp", arch, MODEL_DEFINES, with_cubin=True)
+    for t in range(1, L.GEMV_MAX_T + 1):
+        name = f"mlp_lean_t{t}"
+        assert name.encode() in cubin
+        entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, (name, entry)
+        assert int(re.search(r"Used (\d+) registers", entry).group(1)) <= 128
+
+
 def test_folded_norm_weight_equals_the_norm_then_the_projection():
-    """qkv_lean computes rstd * sum_k (w[k] * nw[k]) * x[k] with rstd from the same x (no staging)."""
+    """qkv_lean computes rstd * sum_k (w[k] * nw[k]) * x[k], mlp_lean rstd * sum_k w[k] * (x[k] * nw[k]):
+    the norm of the reference up to float32 order."""
     rng = np.random.default_rng(5)
     t, k, n = 3, 576, 40
     x = rng.standard_normal((t, k)).astype(np.float32) * 4
@@ -41,6 +55,8 @@ def test_folded_norm_weight_equals_the_norm_then_the_projection():
     rstd = (1.0 / np.sqrt((x * x).sum(1) / k + 1e-5)).astype(np.float32)
     got = ((x @ (w * nw).T) * rstd[:, None]).astype(np.float32)
     np.testing.assert_allclose(got, rmsnorm(x, nw, 1e-5) @ w.T, rtol=2e-5, atol=2e-5)
+    got_mlp = (((x * nw) @ w.T) * rstd[:, None]).astype(np.float32)
+    np.testing.assert_allclose(got_mlp, rmsnorm(x, nw, 1e-5) @ w.T, rtol=2e-5, atol=2e-5)
 
 
 def test_qkv_twin_rotates_q_and_k_and_skips_padded_rows():

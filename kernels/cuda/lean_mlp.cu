@@ -1,0 +1,205 @@
+// mlp_lean_tT: mlp_fused (fused.cu) for exactly T rows, with a shorter chain after the wait; selected
+// with the other lean kernels by AOTX_LEAN=1. Twin: kernels.cuda.fused_twins.mlp_fused_twin.
+//
+// Same work split, grid and grid barrier as mlp_fused (phase 1: gate/up + SwiGLU, row pairs over all
+// warps; phase 2: down + residual, 2 column pairs a block, K split over 4 warps, fixed-order reduction).
+// What changes:
+//   * T is a template parameter: the hot loops hold exactly T rows (mlp_fused unrolls 8 with a
+//     predicate each), so the code a T = 1 launch streams through the instruction cache is small;
+//   * the RMSNorm takes ONE __syncthreads instead of three: each thread stages x * norm_w for the
+//     elements it loaded (norm_w prefetched before the wait) together with its warp's partial sums of
+//     squares; every warp then reads the 8 partials of each row and applies rstd to its dot products.
+#include "fused.cu"
+
+__device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+}
+
+#define LM_V4 ((FUSED_MAX_K / 4 + FUSED_THREADS - 1) / FUSED_THREADS)  // float4 of one row per thread
+
+template <int T>
+__device__ __forceinline__ void mlp_lean_body(float *residual, const float *__restrict__ norm_w, float eps,
+                                              const bf16 *__restrict__ Wgu, const bf16 *__restrict__ Wd, bf16 *act,
+                                              int H, int F, unsigned *bar) {
+    __shared__ __align__(16) float xs[T * FUSED_MAX_K];
+    __shared__ float ss_s[T][FUSED_WARPS];
+    __shared__ float red[FUSED_WARPS][T][2];
+    __shared__ __align__(16) uint4 dsm[FUSED_WARPS][2][MLP_K2_CHUNKS * 32];  // this warp's two down rows
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gw = blockIdx.x * FUSED_WARPS + warp, nw = gridDim.x * FUSED_WARPS;
+    uint4 wg[MLP_P1_ITERS][K1_CHUNKS], wu[MLP_P1_ITERS][K1_CHUNKS];
+#pragma unroll
+    for (int i = 0; i < MLP_P1_ITERS; i++) {
+        int j = gw + i * nw;
+        load_rows(Wgu, 2 * j, H, j < F, wg[i], wu[i]);
+    }
+    const int pairs_per_block = FUSED_WARPS / MLP_KSPLIT;
+    const int n0 = 2 * (blockIdx.x * pairs_per_block + warp / MLP_KSPLIT), s = warp % MLP_KSPLIT;
+    const bool out_ok = n0 < H;
+    const int kseg = F / MLP_KSPLIT, chunks2 = kseg >> 3;
+    // phase 2's weights go to shared memory (cp.async, before the wait): registers stay for phase 1's
+    {
+        const uint4 *r0 = reinterpret_cast<const uint4 *>(Wd + (size_t)(out_ok ? n0 : 0) * F + s * kseg);
+        const uint4 *r1 = reinterpret_cast<const uint4 *>(Wd + (size_t)(out_ok ? n0 + 1 : 0) * F + s * kseg);
+#pragma unroll
+        for (int i = 0; i < MLP_K2_CHUNKS; i++) {
+            int c = lane + 32 * i;
+            if (out_ok && c < chunks2) {
+                cp_async16_cg(&dsm[warp][0][c], r0 + c);
+                cp_async16_cg(&dsm[warp][1][c], r1 + c);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    // the norm weights of the elements this thread stages (the same k4 for every row)
+    const int k4n = H >> 2;
+    float4 g[LM_V4];
+#pragma unroll
+    for (int i = 0; i < LM_V4; i++) {
+        const int k4 = tid + i * FUSED_THREADS;
+        g[i] = k4 < k4n ? __ldg(reinterpret_cast<const float4 *>(norm_w) + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    pdl_wait();
+    const bool adds = out_ok && s == 0 && lane < T;
+    float r0 = 0.f, r1 = 0.f;
+    if (adds) {
+        r0 = __ldcg(residual + (size_t)lane * H + n0);
+        r1 = __ldcg(residual + (size_t)lane * H + n0 + 1);
+    }
+    {
+        float4 v[T][LM_V4];
+#pragma unroll
+        for (int t = 0; t < T; t++)
+#pragma unroll
+            for (int i = 0; i < LM_V4; i++) {
+                const int k4 = tid + i * FUSED_THREADS;
+                v[t][i] = k4 < k4n ? __ldcg(reinterpret_cast<const float4 *>(residual + (size_t)t * H) + k4)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float ss = 0.f;
+#pragma unroll
+            for (int i = 0; i < LM_V4; i++) {
+                const int k4 = tid + i * FUSED_THREADS;
+                const float4 a = v[t][i];
+                ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+                if (k4 < k4n)
+                    reinterpret_cast<float4 *>(xs + t * H)[k4] =
+                        make_float4(a.x * g[i].x, a.y * g[i].y, a.z * g[i].z, a.w * g[i].w);
+            }
+            ss = warp_sum(ss);
+            if (lane == 0) ss_s[t][warp] = ss;
+        }
+    }
+    __syncthreads();
+    float rstd[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        float tot = 0.f;
+#pragma unroll
+        for (int w = 0; w < FUSED_WARPS; w++) tot += ss_s[t][w];
+        rstd[t] = 1.f / sqrtf(tot / (float)H + eps);
+    }
+    const int chunks = H >> 3;
+#pragma unroll
+    for (int it = 0; it < MLP_P1_ITERS; it++) {
+        const int j = gw + it * nw;
+        if (j < F) {
+            float acc0[T], acc1[T];
+#pragma unroll
+            for (int t = 0; t < T; t++) acc0[t] = acc1[t] = 0.f;
+#pragma unroll
+            for (int i = 0; i < K1_CHUNKS; i++) {
+                const int c = lane + 32 * i;
+                if (c < chunks) {
+                    float a[8], b[8];
+                    unpack8(wg[it][i], a);
+                    unpack8(wu[it][i], b);
+#pragma unroll
+                    for (int t = 0; t < T; t++) {
+                        const float4 *xr = reinterpret_cast<const float4 *>(xs + t * H + c * 8);
+                        const float4 p = xr[0], q = xr[1];
+                        acc0[t] += dot8(a, p, q);
+                        acc1[t] += dot8(b, p, q);
+                    }
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                const float gv = warp_sum(acc0[t]) * rstd[t], uv = warp_sum(acc1[t]) * rstd[t];
+                if (lane == t) act[(size_t)t * F + j] = f2bf(silu_mul(gv, uv));
+            }
+        }
+    }
+    grid_barrier(bar);
+    pdl_trigger();
+    float a0[T], a1[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) a0[t] = a1[t] = 0.f;
+    if (out_ok) {
+        uint4 xa[T][MLP_K2_CHUNKS];
+#pragma unroll
+        for (int t = 0; t < T; t++)
+#pragma unroll
+            for (int i = 0; i < MLP_K2_CHUNKS; i++) {
+                const int c = lane + 32 * i;
+                xa[t][i] = c < chunks2 ? __ldcg(reinterpret_cast<const uint4 *>(act + (size_t)t * F + s * kseg) + c)
+                                       : make_uint4(0, 0, 0, 0);
+            }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");  // (each lane reads only what it copied)
+#pragma unroll
+        for (int i = 0; i < MLP_K2_CHUNKS; i++) {
+            if (lane + 32 * i < chunks2) {
+                float wa[8], wb[8];
+                unpack8(dsm[warp][0][lane + 32 * i], wa);
+                unpack8(dsm[warp][1][lane + 32 * i], wb);
+#pragma unroll
+                for (int t = 0; t < T; t++) {
+                    float xf[8];
+                    unpack8(xa[t][i], xf);
+                    const float4 p = make_float4(xf[0], xf[1], xf[2], xf[3]), q = make_float4(xf[4], xf[5], xf[6], xf[7]);
+                    a0[t] += dot8(wa, p, q);
+                    a1[t] += dot8(wb, p, q);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const float s0 = warp_sum(a0[t]), s1 = warp_sum(a1[t]);
+            if (lane == 0) {
+                red[warp][t][0] = s0;
+                red[warp][t][1] = s1;
+            }
+        }
+    }
+    __syncthreads();
+    if (adds) {  // fixed order over the K splits: deterministic
+        float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+        for (int q = 0; q < MLP_KSPLIT; q++) {
+            y0 += red[warp + q][lane][0];
+            y1 += red[warp + q][lane][1];
+        }
+        float *o = residual + (size_t)lane * H + n0;
+        o[0] = r0 + y0;
+        o[1] = r1 + y1;
+    }
+}
+
+#define MLP_LEAN(T)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) mlp_lean_t##T(                               \
+        float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
+        const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar) {                                   \
+        mlp_lean_body<T>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar);                                        \
+    }
+
+MLP_LEAN(1)
+MLP_LEAN(2)
+MLP_LEAN(3)
+MLP_LEAN(4)
+MLP_LEAN(5)
+MLP_LEAN(6)
+MLP_LEAN(7)
+MLP_LEAN(8)
