@@ -115,13 +115,40 @@ def check_lean(c, rel) -> None:
     check_mlp(c, rel)
 
 
+def e2e(bundle, real: bool, record) -> None:
+    """ops.gpu.model_check end to end (prefill logits, batched, batch-8 and batch-1 decode graphs against
+    the numpy backend; on real weights the greedy France answer) with AOTX_LEAN=1: every step of <= 8
+    tokens runs the lean plan. Names get the prefix "lean "."""
+    import os
+
+    from ops.gpu import model_check
+
+    old = os.environ.get("AOTX_LEAN")
+    os.environ["AOTX_LEAN"] = "1"
+    try:
+        model_check.run(bundle, real, lambda name, value, thr, extra="": record("lean " + name, value, thr, extra))
+    finally:
+        if old is None:
+            del os.environ["AOTX_LEAN"]
+        else:
+            os.environ["AOTX_LEAN"] = old
+
+
 def main() -> int:
-    """``python3 -m ops.gpu.lean_check``: these checks alone (make gpu-check runs them with the rest)."""
+    """``python3 -m ops.gpu.lean_check``: these checks and the random-weights end to end with AOTX_LEAN=1
+    alone (make gpu-check runs them with the rest; there top-1 on random weights is information only)."""
+    from ops.gpu import model_check
     from ops.gpu.kernel_check import Ctx, rel
 
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     check_lean(c, rel)
+
+    def record(name, value, thr, extra=""):   # cosines: at least thr (top-1 printed, not judged)
+        ok = bool(value >= thr)
+        c.results.append((name, value, thr, ok, extra))
+        print(f"{'PASS' if ok else 'FAIL'} random {name:<48} {value:.5f} thr={thr} {extra}", flush=True)
+    e2e(model_check.random_bundle(), False, record)
     failed = [r for r in c.results if not r[3]]
     print(f"lean checks: {len(c.results) - len(failed)}/{len(c.results)} passed", flush=True)
     return 1 if failed else 0
