@@ -79,8 +79,8 @@ class CudaBackend:
         # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
         self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
-        self.lean = (self.fused and fused_policy.lean_enabled(os.environ)  # lean.cu at T <= 8 (lean_plan)
-                     and self.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size))
+        self.lean = (fused_policy.lean_mode(os.environ)  # lean.cu at T <= 8 (lean_plan): 0, 1 or 2
+                     if self.fused and self.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size) else 0)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")

@@ -9,7 +9,9 @@
 * ``AOTX_LEAN=1`` (default off until it passed on the GPU): steps of T <= 8 tokens use lean.cu's
   latency-lean kernels (kernels.cuda.lean_plan): qkv_lean, the lean attention (shorter chunks, more
   splits, no combine launch), o_lean (the combine + O + residual) and mlp_lean (lean_mlp.cu) in place
-  of linear_gemv qkv, attention + attention_combine + O (or attn_o_fused) and mlp_fused.
+  of linear_gemv qkv, attention + attention_combine + O (or attn_o_fused) and mlp_fused: 4 launches a
+  layer. ``AOTX_LEAN=2``: 3 launches a layer: qkv_lean, the attention with its splits merged by the last
+  split of each group (paged_attention_merged) and omlp_lean (O + residual, a grid barrier, the MLP).
 
 The default threshold is measured (H200, 2026-12-01, commit f018ef3, ``make gpu-bench``): with
 attn_o_fused a decode step took 885.7 / 1000.2 / 1225.2 / 1736.0 us at batch 1 / 2 / 4 / 8, without it
@@ -37,8 +39,9 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
     return NEVER if value == "0" else 1
 
 
-def lean_enabled(env: Mapping[str, str]) -> bool:
+def lean_mode(env: Mapping[str, str]) -> int:
+    """0: off; 1: qkv_lean, attention, o_lean, mlp_lean; 2: qkv_lean, the merged attention, omlp_lean."""
     value = env.get("AOTX_LEAN", "0") or "0"
-    if value not in ("0", "1"):
-        raise ValueError(f"AOTX_LEAN must be 0 or 1, got {value!r}")
-    return value == "1"
+    if value not in ("0", "1", "2"):
+        raise ValueError(f"AOTX_LEAN must be 0, 1 or 2, got {value!r}")
+    return int(value)

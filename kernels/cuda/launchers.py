@@ -18,7 +18,8 @@ FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
 LEAN_CHUNK = 64              # lean.cu: keys per attention chunk
-LEAN_MAX_SPLITS = 8
+LEAN_MAX_SPLITS = 8          # o_lean's partials a thread; the merged attention takes up to MAX_SPLITS_BUF
+MAX_SPLITS_BUF = 16          # kernels.cuda.backend.MAX_SPLITS: the partial buffers' splits
 LEAN_QKV_WARPS = 4
 LEAN_O_WARPS = 8
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
@@ -74,11 +75,13 @@ class Kernels:
         # lean.cu (AOTX_LEAN=1, kernels.cuda.lean_plan): one kernel per T; its own paged_attention copy
         # (ATT_CHUNK = LEAN_CHUNK keys a chunk), which launches no combine: o_lean merges the splits
         lean = self.modules["lean"]
-        self.lean_f = {"attention": lean.function("paged_attention")}
+        self.lean_f = {"attention": lean.function("paged_attention"),
+                       "attention_merged": lean.function("paged_attention_merged")}
         for t in range(1, GEMV_MAX_T + 1):
             self.lean_f[("qkv", t)] = lean.function(f"qkv_lean_t{t}")
             self.lean_f[("o", t)] = lean.function(f"o_lean_t{t}")
             self.lean_f[("mlp", t)] = self.modules["lean_mlp"].function(f"mlp_lean_t{t}")
+            self.lean_f[("omlp", t)] = self.modules["lean_mlp"].function(f"omlp_lean_t{t}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -122,8 +125,8 @@ class Kernels:
         """fused_ok, and every mlp_lean_t<T> grid (a grid barrier) resident at once."""
         grid = mlp_grid(hidden, ffn)
         return self.fused_ok(hidden, ffn, vocab) and all(
-            driver.max_active_blocks(self.lean_f[("mlp", t)], FUSED_THREADS) * self.device.sm_count >= grid
-            for t in range(1, GEMV_MAX_T + 1))
+            driver.max_active_blocks(self.lean_f[(kind, t)], FUSED_THREADS) * self.device.sm_count >= grid
+            for t in range(1, GEMV_MAX_T + 1) for kind in ("mlp", "omlp"))
 
     def mlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
         """mlp_fused for exactly t rows (lean_mlp.cu mlp_lean_t<t>): same result, same barrier word."""
@@ -131,6 +134,25 @@ class Kernels:
             raise ValueError(f"mlp_lean takes 1..{GEMV_MAX_T} rows, got {t}")
         driver.launch(self.lean_f[("mlp", t)], (mlp_grid(hidden, ffn),), FUSED_THREADS,
                       (residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar), "ppfpppiip", self.stream, 0, self.pdl)
+
+    def omlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar, attn, wo, k_o):
+        """residual[t] += O(attn) (attn bf16 [t, k_o], combined), then mlp_lean's work, one launch (two grid
+        barriers on bar; lean_mlp.cu omlp_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or k_o % 32 or k_o > FUSED_MAX_K:
+            raise ValueError(f"omlp_lean takes 1..{GEMV_MAX_T} rows and K_o % 32 == 0 <= {FUSED_MAX_K}, got {t}, {k_o}")
+        driver.launch(self.lean_f[("omlp", t)], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o), "ppfpppiipppi",
+                      self.stream, 0, self.pdl)
+
+    def lean_attention_merged(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                              page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml, counters):
+        """lean_attention, and the splits merged into bf16 out by each group's last split (lean.cu)."""
+        if not 1 <= nsplit <= MAX_SPLITS_BUF:
+            raise ValueError(f"lean attention takes 1..{MAX_SPLITS_BUF} splits, got {nsplit}")
+        driver.launch(self.lean_f["attention_merged"], (n_tokens, n_kv, nsplit), 128,
+                      (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                       scale, n_kv, nsplit, out, part_o, part_ml, counters), "pppppppiifiipppp", self.stream, 0,
+                      self.pdl)
 
     def qkv_lean(self, residual, norm_w, eps, w, n, k, t, positions, rope, slots, q_out, k_cache, v_cache,
                  head_dim, q_size, kv_size):

@@ -16,6 +16,8 @@
 //                more, shorter splits; it writes partials (o, m, l) and launches no combine.
 //   o_lean_tT:   the split combine (attention_combine) as a prologue of the O projection, then the
 //                residual add: the combine launch is gone. 8 warps, one O column pair each.
+//   paged_attention_merged (AOTX_LEAN=2): the attention with the combine done by each group's last
+//                split, for omlp_lean (lean_mlp.cu: O + residual + the MLP in one launch).
 #ifndef LEAN_CHUNK
 #define LEAN_CHUNK 64
 #endif
@@ -141,7 +143,7 @@ __device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_
                                             int n_heads, const bf16 *__restrict__ Wo, float *residual, int H) {
     __shared__ __align__(16) float xs[T * LEAN_MAX_K];
     __shared__ float ml_s[T * 16 * LEAN_MAX_SPLITS * 2];  // (m, l) per (t, head <= 16, split)
-    __shared__ float w_s[T * 16 * (LEAN_MAX_SPLITS + 1)];  // exp(m_s - m) per split, then 1 / l
+    __shared__ float w_s[T * 16 * (LEAN_MAX_SPLITS + 1)];  // exp(m_s - m) per split, then l
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int K = n_heads * ATT_D, chunks = K >> 3, n_el = T * K, n_th = T * n_heads;
     const int n0 = 2 * (blockIdx.x * LEAN_O_WARPS + warp);
@@ -261,6 +263,52 @@ __device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_
         float *o = residual + (size_t)lane * H + n0;
         o[0] = r0 + y0;
         o[1] = r1 + y1;
+    }
+}
+
+// paged_attention_merged (AOTX_LEAN=2): this module's paged_attention, and with nsplit > 1 the last
+// split of each (token, KV head) group to finish (a per-group counter, reset by that split) merges the
+// group's partials into bf16 out[t, the group's heads] as attention_combine does (attn_fused.cu's
+// scheme): omlp_lean (lean_mlp.cu) then reads out directly. counters u32 [T * n_kv], zero (left so).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+paged_attention_merged(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
+                       const int *__restrict__ tok_seq, const int *__restrict__ positions,
+                       const int *__restrict__ context_lens, const int *__restrict__ block_tables, int bt_stride,
+                       int page_size, float scale, int n_kv, int nsplit, bf16 *out, float *part_o, float *part_ml,
+                       unsigned *counters) {
+    __shared__ bool last_s;
+    pdl_wait();
+    pdl_trigger();
+    const int t = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x, n_heads = n_kv * ATT_G;
+    attention_unit(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
+                   n_kv, nsplit, out, part_o, part_ml, t, kvh, blockIdx.z);
+    if (nsplit == 1) return;
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        unsigned *cnt = counters + t * n_kv + kvh;
+        last_s = atomicAdd(cnt, 1u) == (unsigned)nsplit - 1;
+        if (last_s) atomicExch(cnt, 0u);
+        __threadfence();
+    }
+    __syncthreads();
+    if (!last_s) return;
+    for (int i = tid; i < ATT_G * ATT_D; i += ATT_THREADS) {
+        const int h = kvh * ATT_G + i / ATT_D, d = i % ATT_D;
+        const size_t base = ((size_t)t * n_heads + h) * nsplit;
+        float m = -INFINITY;
+        for (int sp = 0; sp < nsplit; sp++) m = fmaxf(m, __ldcg(part_ml + 2 * (base + sp)));
+        float l = 0.f, o = 0.f;
+        if (m > -INFINITY) {
+            for (int sp = 0; sp < nsplit; sp++) {
+                const float ms = __ldcg(part_ml + 2 * (base + sp));
+                if (ms == -INFINITY) continue;
+                const float w = expf(ms - m);
+                l += __ldcg(part_ml + 2 * (base + sp) + 1) * w;
+                o += __ldcg(part_o + (base + sp) * ATT_D + d) * w;
+            }
+        }
+        out[((size_t)t * n_heads + h) * ATT_D + d] = f2bf(l > 0.f ? o / l : 0.f);
     }
 }
 

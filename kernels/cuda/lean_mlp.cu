@@ -16,16 +16,23 @@ __device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
 }
 
+#define O_CHUNKS 24  // phase 0 (omlp): 16-byte pieces of one row's K split, one per lane: KO <= 768
+
 #define LM_V4 ((FUSED_MAX_K / 4 + FUSED_THREADS - 1) / FUSED_THREADS)  // float4 of one row per thread
 
-template <int T>
+// WITH_O (omlp_lean_tT, AOTX_LEAN=2): first the O projection + residual add of the combined attention
+// attn bf16 [T, KO] (phase 0: the column pairs and K splits of phase 2, Wo [H, KO] by cp.async before
+// the wait), then a grid barrier, then the MLP: one launch instead of o_lean + mlp_lean.
+template <int T, bool WITH_O>
 __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__restrict__ norm_w, float eps,
                                               const bf16 *__restrict__ Wgu, const bf16 *__restrict__ Wd, bf16 *act,
-                                              int H, int F, unsigned *bar) {
+                                              int H, int F, unsigned *bar, const bf16 *attn,
+                                              const bf16 *__restrict__ Wo, int KO) {
     __shared__ __align__(16) float xs[T * FUSED_MAX_K];
     __shared__ float ss_s[T][FUSED_WARPS];
     __shared__ float red[FUSED_WARPS][T][2];
     __shared__ __align__(16) uint4 dsm[FUSED_WARPS][2][MLP_K2_CHUNKS * 32];  // this warp's two down rows
+    __shared__ __align__(16) uint4 osm[WITH_O ? FUSED_WARPS : 1][2][O_CHUNKS];  // and its two O rows
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gw = blockIdx.x * FUSED_WARPS + warp, nw = gridDim.x * FUSED_WARPS;
     uint4 wg[MLP_P1_ITERS][K1_CHUNKS], wu[MLP_P1_ITERS][K1_CHUNKS];
@@ -50,6 +57,15 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
                 cp_async16_cg(&dsm[warp][1][c], r1 + c);
             }
         }
+        if (WITH_O) {
+            const int kseg0 = KO / MLP_KSPLIT;
+            const uint4 *o0 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 : 0) * KO + s * kseg0);
+            const uint4 *o1 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 + 1 : 0) * KO + s * kseg0);
+            if (out_ok && lane < (kseg0 >> 3)) {
+                cp_async16_cg(&osm[WITH_O ? warp : 0][0][lane], o0 + lane);
+                cp_async16_cg(&osm[WITH_O ? warp : 0][1][lane], o1 + lane);
+            }
+        }
         asm volatile("cp.async.commit_group;\n" ::);
     }
     // the norm weights of the elements this thread stages (the same k4 for every row)
@@ -66,6 +82,52 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
     if (adds) {
         r0 = __ldcg(residual + (size_t)lane * H + n0);
         r1 = __ldcg(residual + (size_t)lane * H + n0 + 1);
+    }
+    if (WITH_O) {  // phase 0: residual[:, n0 .. n0+1] += attn @ Wo^T (K split over the 4 warps of a pair)
+        const int kseg0 = KO / MLP_KSPLIT, c = lane;
+        const bool on = out_ok && c < (kseg0 >> 3);
+        uint4 xo[T];
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            xo[t] = on ? __ldcg(reinterpret_cast<const uint4 *>(attn + (size_t)t * KO + s * kseg0) + c)
+                       : make_uint4(0, 0, 0, 0);
+        asm volatile("cp.async.wait_all;\n" ::: "memory");  // (each lane reads only what it copied)
+        float o0[T], o1[T];
+#pragma unroll
+        for (int t = 0; t < T; t++) o0[t] = o1[t] = 0.f;
+        if (on) {
+            float wa[8], wb[8];
+            unpack8(osm[WITH_O ? warp : 0][0][c], wa);
+            unpack8(osm[WITH_O ? warp : 0][1][c], wb);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float xf[8];
+                unpack8(xo[t], xf);
+                const float4 p = make_float4(xf[0], xf[1], xf[2], xf[3]), q = make_float4(xf[4], xf[5], xf[6], xf[7]);
+                o0[t] += dot8(wa, p, q);
+                o1[t] += dot8(wb, p, q);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const float s0 = warp_sum(o0[t]), s1 = warp_sum(o1[t]);
+            if (lane == 0) {
+                red[warp][t][0] = s0;
+                red[warp][t][1] = s1;
+            }
+        }
+        __syncthreads();
+        if (adds) {  // fixed order over the K splits; r0, r1 now hold the new residual for phase 2
+#pragma unroll
+            for (int q = 0; q < MLP_KSPLIT; q++) {
+                r0 += red[warp + q][lane][0];
+                r1 += red[warp + q][lane][1];
+            }
+            float *o = residual + (size_t)lane * H + n0;
+            o[0] = r0;
+            o[1] = r1;
+        }
+        grid_barrier(bar);  // phase 1 reads every column of the new residual
     }
     {
         float4 v[T][LM_V4];
@@ -192,7 +254,13 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
     extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) mlp_lean_t##T(                               \
         float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
         const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar) {                                   \
-        mlp_lean_body<T>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar);                                        \
+        mlp_lean_body<T, false>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar, nullptr, nullptr, 0);            \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) omlp_lean_t##T(                              \
+        float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
+        const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar, const bf16 *attn,                   \
+        const bf16 *__restrict__ Wo, int KO) {                                                                   \
+        mlp_lean_body<T, true>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO);                    \
     }
 
 MLP_LEAN(1)

@@ -1,10 +1,12 @@
 """The lean plan of a T <= 8 step's layers (AOTX_LEAN=1, kernels.cuda.fused_policy): which lean.cu /
 lean_mlp.cu kernels a layer launches and how many attention splits they use.
 
-Per layer: qkv_lean (RMSNorm + QKV + RoPE + K/V write), the lean paged attention (LEAN_CHUNK-key
+AOTX_LEAN=1, per layer: qkv_lean (RMSNorm + QKV + RoPE + K/V write), the lean paged attention (LEAN_CHUNK-key
 chunks, partials only), o_lean (split combine + O + residual add) and mlp_lean (lean_mlp.cu: mlp_fused
 for exactly T rows): four launches where the default plan has five (linear_gemv, paged_attention,
 attention_combine, linear_gemv, mlp_fused) or, from T = 4, three (linear_gemv, attn_o_fused, mlp_fused).
+AOTX_LEAN=2: three launches: qkv_lean, paged_attention_merged (the splits merged by each group's last
+split) and omlp_lean (O + residual, a grid barrier, then mlp_lean's work).
 """
 from __future__ import annotations
 
@@ -24,12 +26,20 @@ def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
 
 
 def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc: int, vc: int) -> list:
-    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend)."""
+    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend), by ``be.lean``."""
     cfg, k = be.config, be.k
+    qkv = ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
+        be.residual, w["attn_norm"], cfg.rms_eps, w["wqkv"], be.qkv_n, cfg.hidden, t, p["positions"], be.rope,
+        p["slots"], be.q, kc, vc, cfg.head_dim, cfg.q_size, cfg.kv_size))
+    if be.lean == 2:
+        return [qkv, ("attention+combine (lean, merged)", lambda: k.lean_attention_merged(
+            be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
+            cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml, be.sync + 76)),
+            ("o+residual+norm+gate_up+swiglu+down+residual (lean)", lambda: k.omlp_lean(
+                be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t,
+                be.sync, be.attn, w["wo"], cfg.q_size))]
     return [
-        ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
-            be.residual, w["attn_norm"], cfg.rms_eps, w["wqkv"], be.qkv_n, cfg.hidden, t, p["positions"], be.rope,
-            p["slots"], be.q, kc, vc, cfg.head_dim, cfg.q_size, cfg.kv_size)),
+        qkv,
         ("attention (lean)", lambda: k.lean_attention(
             be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
             cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml)),

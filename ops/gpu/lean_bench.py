@@ -7,7 +7,9 @@ nothing stays in L2, median of 5 replays; PDL on, as in a step) and GB/s over th
   qkv:        linear_gemv (norm+qkv+rope+kv_write)          vs qkv_lean
   attn half:  paged_attention + attention_combine + gemv O  vs attn_o_fused  vs lean attention + o_lean
   mlp:        mlp_fused                                     vs mlp_lean
-Then the decode step by graph replay at batch 1/2/4/8 (context 288), default plan against AOTX_LEAN=1,
+  attention + MLP of a layer: the lean attention + o_lean + mlp_lean (AOTX_LEAN=1, 3 launches) vs the
+              merged attention + omlp_lean (AOTX_LEAN=2, 2 launches)
+Then the decode step by graph replay at batch 1/2/4/8 (context 288), default plan against AOTX_LEAN=1, =2,
 and each op class of a batch-1 step timed alone (ops.gpu.bench.step_breakdown) for both plans."""
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ def _per_layer(backend, fn):
 
 def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str]]:
     from kernels.cuda import driver, launchers as L
+    from kernels.cuda.lean_plan import lean_nsplit
 
     cfg, k, st, timer, be = backend.config, backend.k, backend.dev.stream, driver.Timer(), backend
     H, F, eps, ps = cfg.hidden, cfg.ffn, cfg.rms_eps, backend.page_size
@@ -89,13 +92,33 @@ def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str
             s = graph_seconds(st, timer, _per_layer(be, lambda w, li: k.mlp_lean(
                 be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync)), reps=nl)
             rows.append((f"T={t} mlp_lean", 3 * F * H * 2 / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
+            ns = lean_nsplit(t, ctx, cfg.n_kv_heads, be.dev.sm_count)
+            layer_bytes = att_bytes + 3 * F * H * 2
+
+            def half1(w, li, ns=ns):   # AOTX_LEAN=1's attention + MLP: 3 launches
+                kc, vc = kv_at(li)
+                k.lean_attention(be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps, be.scale,
+                                 t, cfg.n_kv_heads, ns, be.attn, be.part_o, be.part_ml)
+                k.o_lean(be.attn, be.part_o, be.part_ml, ns, cfg.n_heads, w["wo"], be.residual, H, t)
+                k.mlp_lean(be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync)
+
+            def half2(w, li, ns=ns):   # AOTX_LEAN=2's: 2 launches
+                kc, vc = kv_at(li)
+                k.lean_attention_merged(be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps,
+                                        be.scale, t, cfg.n_kv_heads, ns, be.attn, be.part_o, be.part_ml, be.sync + 76)
+                k.omlp_lean(be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync, be.attn,
+                            w["wo"], cfg.q_size)
+            for name, fn in (("lean attention+o_lean+mlp_lean (AOTX_LEAN=1)", half1),
+                             ("merged attention+omlp_lean (AOTX_LEAN=2)", half2)):
+                s = graph_seconds(st, timer, _per_layer(be, fn), reps=nl)
+                rows.append((f"T={t} {name} splits={ns}", layer_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
     finally:
         k.pdl = False
     return rows
 
 
 def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[int, str, int, float]]:
-    """(batch, plan, launches, us per step by graph replay): the default plan and AOTX_LEAN=1, interleaved."""
+    """(batch, plan, launches, us per step by graph replay): the default plan, AOTX_LEAN=1 and =2, interleaved."""
     from kernels.cuda import driver
 
     timer, st = driver.Timer(), backend.dev.stream
@@ -103,7 +126,8 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[
     out = []
     try:
         for b in batches:
-            for label, lean in (("default", False), ("AOTX_LEAN=1", True), ("default", False), ("AOTX_LEAN=1", True)):
+            for lean in (0, 1, 2, 0, 1, 2):
+                label = f"AOTX_LEAN={lean}" if lean else "default"
                 backend.lean = lean
                 ps = backend.page_size
                 batch = step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32))
@@ -133,22 +157,26 @@ def main() -> int:
     from ops.gpu.model_check import random_bundle
 
     backend = create_backend("cuda", random_bundle(), num_pages=8 * 20 + 16, page_size=16)
+    cfg = backend.config
+    if not backend.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size):
+        print("lean kernels refused (shapes or occupancy)", flush=True)
+        return 1
     for name, val, unit in kernel_rows(backend):
         print(f"kernel {name:<58} {val:8.1f} {unit}", flush=True)
     for b, label, n, us in step_rows(backend, _step_batch):
         print(f"decode step batch {b} {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
-    for lean in (False, True):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
+    for lean in (0, 1, 2):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
         backend.lean = lean
         for name, n, us in step_breakdown(backend, 1):
-            print(f"step b=1 {'AOTX_LEAN=1' if lean else 'default'} op class {name:<36} x{n:<3} {us:8.1f} us "
-                  f"({us / max(n, 1):.2f} each)", flush=True)
-    backend.lean = False
+            print(f"step b=1 AOTX_LEAN={lean} op class {name:<44} x{n:<3} {us:8.1f} us ({us / max(n, 1):.2f} each)",
+                  flush=True)
+    backend.lean = 0
     return 0
 
 
 def _default_nsplit(backend, n_tokens: int, max_len: int) -> int:
     keep = backend.lean
-    backend.lean = False
+    backend.lean = 0
     try:
         return backend._nsplit(n_tokens, max_len)
     finally:

@@ -55,6 +55,8 @@ def check_attn_o(c, rel) -> None:
     vc = round_bf16(c.rng.standard_normal((n_pages * page, NKV, D)).astype(np.float32))
     wo = round_bf16(c.rng.standard_normal((H, NH * D)).astype(np.float32) / 24)
     dev_k, dev_v, wo_d = c.up(to_bf16(kc)), c.up(to_bf16(vc)), c.up(to_bf16(wo))
+    m = _mlp_weights(c)
+    sync, act = c.zeros(76 + 4 * 8 * NKV, poison=False), c.zeros(8 * F * 2)
     cases = [([1], 1), ([288], 1), ([288], 4), ([288], 8), ([17, 300], 2), ([129, 1, 77, 4000], 8), ([5] * 8, 1),
              ([40, 1000, 2, 300, 128, 129, 7, 2048], 8), ([64, 65, 63], 3), ([2048] * 6, 5), ([300] * 7, 8)]
     for lens, nsplit in cases:
@@ -84,17 +86,36 @@ def check_attn_o(c, rel) -> None:
             ref = attn_o_fused_twin(ref, q, kc, vc, positions, qs, lens, tables, page, 1.0 / 8.0, wo)
         c.record(f"lean attention+o_lean B={b} ctx<={lens.max()} splits={nsplit} (x2)",
                  rel(c.down(r_d, (b, H), np.float32), ref), TOL_F32)
+        # AOTX_LEAN=2: the merged attention, then omlp_lean (O + residual, then the MLP)
+        r_d = c.up(res)
+        ref = res
+        for _ in range(2):
+            c.k.lean_attention_merged(q_d, dev_k, dev_v, seq_d, pos_d, len_d, bt_d, width, page, 1.0 / 8.0, b, NKV,
+                                      nsplit, attn, po, pm, sync + 76)
+            c.k.omlp_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync, attn, wo_d, NH * D)
+            ref = attn_o_fused_twin(ref, q, kc, vc, positions, qs, lens, tables, page, 1.0 / 8.0, wo)
+            ref = mlp_fused_twin(ref, m["nw"], 1e-5, m["wgu_il"], m["wd"])
+        c.record(f"lean merged attention+omlp_lean B={b} ctx<={lens.max()} splits={nsplit} (x2)",
+                 rel(c.down(r_d, (b, H), np.float32), ref), TOL_F32)
+        got_sync = c.down(sync, (19 + 8 * NKV,), np.uint32)
+        c.record(f"lean merged B={b} splits={nsplit} counters reset, barrier back",
+                 float(np.count_nonzero(got_sync[19:]) + (got_sync[0] & 0x7FFFFFFF)), 0.0)
     c.free()
+
+
+def _mlp_weights(c) -> dict:
+    wgu = round_bf16(c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24)
+    wd = round_bf16(c.rng.standard_normal((H, F)).astype(np.float32) / 40)
+    wgu_il = interleave_gate_up(wgu)
+    nw = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    return {"wgu_il": wgu_il, "wd": wd, "nw": nw, "wgu_d": c.up(to_bf16(wgu_il)), "wd_d": c.up(to_bf16(wd)),
+            "nw_d": c.up(nw)}
 
 
 def check_mlp(c, rel) -> None:
     """mlp_lean T = 1..8, three launches each on one barrier word (it must come back each time)."""
-    wgu = round_bf16(c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24)
-    wd = round_bf16(c.rng.standard_normal((H, F)).astype(np.float32) / 40)
-    wgu_il = interleave_gate_up(wgu)
-    wgu_d, wd_d = c.up(to_bf16(wgu_il)), c.up(to_bf16(wd))
-    nw = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
-    nw_d = c.up(nw)
+    m = _mlp_weights(c)
+    wgu_il, wd, nw, wgu_d, wd_d, nw_d = m["wgu_il"], m["wd"], m["nw"], m["wgu_d"], m["wd_d"], m["nw_d"]
     bar = c.zeros(64, poison=False)
     act = c.zeros(8 * F * 2)
     for t in range(1, 9):
@@ -115,18 +136,19 @@ def check_lean(c, rel) -> None:
     check_mlp(c, rel)
 
 
-def e2e(bundle, real: bool, record) -> None:
+def e2e(bundle, real: bool, record, mode: str = "1") -> None:
     """ops.gpu.model_check end to end (prefill logits, batched, batch-8 and batch-1 decode graphs against
-    the numpy backend; on real weights the greedy France answer) with AOTX_LEAN=1: every step of <= 8
-    tokens runs the lean plan. Names get the prefix "lean "."""
+    the numpy backend; on real weights the greedy France answer) with AOTX_LEAN=mode: every step of <= 8
+    tokens runs the lean plan. Names get the prefix "lean<mode> "."""
     import os
 
     from ops.gpu import model_check
 
     old = os.environ.get("AOTX_LEAN")
-    os.environ["AOTX_LEAN"] = "1"
+    os.environ["AOTX_LEAN"] = mode
     try:
-        model_check.run(bundle, real, lambda name, value, thr, extra="": record("lean " + name, value, thr, extra))
+        model_check.run(bundle, real,
+                        lambda name, value, thr, extra="": record(f"lean{mode} " + name, value, thr, extra))
     finally:
         if old is None:
             del os.environ["AOTX_LEAN"]
@@ -148,7 +170,9 @@ def main() -> int:
         ok = bool(value >= thr)
         c.results.append((name, value, thr, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} random {name:<48} {value:.5f} thr={thr} {extra}", flush=True)
-    e2e(model_check.random_bundle(), False, record)
+    bundle = model_check.random_bundle()
+    for mode in ("1", "2"):
+        e2e(bundle, False, record, mode)
     failed = [r for r in c.results if not r[3]]
     print(f"lean checks: {len(c.results) - len(failed)}/{len(c.results)} passed", flush=True)
     return 1 if failed else 0

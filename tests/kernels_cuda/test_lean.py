@@ -24,7 +24,8 @@ def test_lean_family_compiles_one_kernel_per_t_without_spills(arch):
     log, cubin = build.ptxas_report("lean", arch, MODEL_DEFINES, with_cubin=True)
     assert cubin[:4] == b"\x7fELF"
     for t in range(1, L.GEMV_MAX_T + 1):
-        for name in (f"qkv_lean_t{t}", f"o_lean_t{t}") + (("paged_attention",) if t == 1 else ()):
+        for name in (f"qkv_lean_t{t}", f"o_lean_t{t}") + (("paged_attention", "paged_attention_merged") if t == 1
+                                                         else ()):
             assert name.encode() in cubin
             entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
             frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", entry)
@@ -37,11 +38,11 @@ def test_mlp_lean_compiles_one_kernel_per_t_without_spills(arch):
     256-thread blocks a multiprocessor (the grid barrier needs 144 resident blocks) holds without spills."""
     log, cubin = build.ptxas_report("lean_mlp", arch, MODEL_DEFINES, with_cubin=True)
     for t in range(1, L.GEMV_MAX_T + 1):
-        name = f"mlp_lean_t{t}"
-        assert name.encode() in cubin
-        entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
-        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, (name, entry)
-        assert int(re.search(r"Used (\d+) registers", entry).group(1)) <= 128
+        for name in (f"mlp_lean_t{t}", f"omlp_lean_t{t}"):
+            assert name.encode() in cubin
+            entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
+            assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, (name, entry)
+            assert int(re.search(r"Used (\d+) registers", entry).group(1)) <= 128
 
 
 def test_folded_norm_weight_equals_the_norm_then_the_projection():
@@ -103,8 +104,8 @@ def test_lean_nsplit_fills_the_gpu_within_chunks_and_the_cap():
 
 
 def test_lean_switch_is_off_by_default():
-    assert fused_policy.lean_enabled({}) is False
-    assert fused_policy.lean_enabled({"AOTX_LEAN": "0"}) is False
-    assert fused_policy.lean_enabled({"AOTX_LEAN": "1"}) is True
+    assert fused_policy.lean_mode({}) == 0
+    assert fused_policy.lean_mode({"AOTX_LEAN": ""}) == 0
+    assert [fused_policy.lean_mode({"AOTX_LEAN": v}) for v in "012"] == [0, 1, 2]
     with pytest.raises(ValueError):
-        fused_policy.lean_enabled({"AOTX_LEAN": "yes"})
+        fused_policy.lean_mode({"AOTX_LEAN": "yes"})
