@@ -156,12 +156,32 @@ def e2e(bundle, real: bool, record, mode: str = "1") -> None:
             os.environ["AOTX_LEAN"] = old
 
 
-def main() -> int:
-    """``python3 -m ops.gpu.lean_check``: these checks and the random-weights end to end with AOTX_LEAN=1
-    alone (make gpu-check runs them with the rest; there top-1 on random weights is information only)."""
+def main(argv=None) -> int:
+    """``python3 -m ops.gpu.lean_check [--real]``: these checks and the random-weights end to end with
+    AOTX_LEAN=1 and =2 alone (make gpu-check runs them with the rest; top-1 on random weights is
+    information only); --real: only the end to end on the GGUF ($AOTX_MODEL_PATH), top-1 and France too."""
+    import sys
+
     from ops.gpu import model_check
     from ops.gpu.kernel_check import Ctx, rel
 
+    argv = sys.argv[1:] if argv is None else argv
+    if "--real" in argv:
+        from kernels import load_model
+
+        results = []
+
+        def record_real(name, value, thr, extra=""):   # model_check's rule, as ops.gpu.check
+            ok = value <= thr if name.startswith("greedy") else value >= thr
+            if isinstance(extra, float):
+                ok, extra = ok and extra >= 0.95, f"top1={extra:.3f} (>= 0.95)"
+            results.append(ok)
+            print(f"{'PASS' if ok else 'FAIL'} real {name:<50} {value:.5f} thr={thr} {extra}", flush=True)
+        bundle = load_model(progress=False)
+        for mode in ("1", "2"):
+            e2e(bundle, True, record_real, mode)
+        print(f"lean real checks: {sum(results)}/{len(results)} passed", flush=True)
+        return 0 if all(results) else 1
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     check_lean(c, rel)
