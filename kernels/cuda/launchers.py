@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 
 from kernels.cuda import build, driver
+from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
 GEMV_MAX_T = 8
@@ -17,8 +18,6 @@ ATT_CHUNK = 128
 FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
-LEAN_CHUNK = 64              # lean.cu: keys per attention chunk
-LEAN_MAX_SPLITS = 8          # o_lean's partials a thread; the merged attention takes up to MAX_SPLITS_BUF
 MAX_SPLITS_BUF = 16          # kernels.cuda.backend.MAX_SPLITS: the partial buffers' splits
 LEAN_QKV_WARPS = 4
 LEAN_O_WARPS = 8
@@ -77,11 +76,11 @@ class Kernels:
         lean = self.modules["lean"]
         self.lean_f = {"attention": lean.function("paged_attention"),
                        "attention_merged": lean.function("paged_attention_merged")}
-        for t in range(1, GEMV_MAX_T + 1):
-            self.lean_f[("qkv", t)] = lean.function(f"qkv_lean_t{t}")
-            self.lean_f[("o", t)] = lean.function(f"o_lean_t{t}")
-            self.lean_f[("mlp", t)] = self.modules["lean_mlp"].function(f"mlp_lean_t{t}")
-            self.lean_f[("omlp", t)] = self.modules["lean_mlp"].function(f"omlp_lean_t{t}")
+        for tm in LEAN_TM:
+            self.lean_f[("qkv", tm)] = lean.function(f"qkv_lean_t{tm}")
+            self.lean_f[("o", tm)] = lean.function(f"o_lean_t{tm}")
+            self.lean_f[("mlp", tm)] = self.modules["lean_mlp"].function(f"mlp_lean_t{tm}")
+            self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -126,22 +125,22 @@ class Kernels:
         grid = mlp_grid(hidden, ffn)
         return self.fused_ok(hidden, ffn, vocab) and all(
             driver.max_active_blocks(self.lean_f[(kind, t)], FUSED_THREADS) * self.device.sm_count >= grid
-            for t in range(1, GEMV_MAX_T + 1) for kind in ("mlp", "omlp"))
+            for t in LEAN_TM for kind in ("mlp", "omlp"))
 
     def mlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
         """mlp_fused for exactly t rows (lean_mlp.cu mlp_lean_t<t>): same result, same barrier word."""
         if not 1 <= t <= GEMV_MAX_T:
             raise ValueError(f"mlp_lean takes 1..{GEMV_MAX_T} rows, got {t}")
-        driver.launch(self.lean_f[("mlp", t)], (mlp_grid(hidden, ffn),), FUSED_THREADS,
-                      (residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar), "ppfpppiip", self.stream, 0, self.pdl)
+        driver.launch(self.lean_f[("mlp", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar), "ippfpppiip", self.stream, 0, self.pdl)
 
     def omlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar, attn, wo, k_o):
         """residual[t] += O(attn) (attn bf16 [t, k_o], combined), then mlp_lean's work, one launch (two grid
         barriers on bar; lean_mlp.cu omlp_lean_t<t>)."""
         if not 1 <= t <= GEMV_MAX_T or k_o % 32 or k_o > FUSED_MAX_K:
             raise ValueError(f"omlp_lean takes 1..{GEMV_MAX_T} rows and K_o % 32 == 0 <= {FUSED_MAX_K}, got {t}, {k_o}")
-        driver.launch(self.lean_f[("omlp", t)], (mlp_grid(hidden, ffn),), FUSED_THREADS,
-                      (residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o), "ppfpppiipppi",
+        driver.launch(self.lean_f[("omlp", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o), "ippfpppiipppi",
                       self.stream, 0, self.pdl)
 
     def lean_attention_merged(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
@@ -159,9 +158,9 @@ class Kernels:
         """RMSNorm + QKV + RoPE + K/V write for t <= 8 rows (lean.cu qkv_lean_t<t>)."""
         if not 1 <= t <= GEMV_MAX_T or k > FUSED_MAX_K or k % 8 or n % 2:
             raise ValueError(f"qkv_lean takes 1..{GEMV_MAX_T} rows and K <= {FUSED_MAX_K}, got t={t} K={k}")
-        driver.launch(self.lean_f[("qkv", t)], (-(-n // (2 * LEAN_QKV_WARPS)),), 32 * LEAN_QKV_WARPS,
-                      (residual, norm_w, eps, w, n, k, positions, rope, slots, q_out, k_cache, v_cache, head_dim,
-                       q_size, kv_size), "ppfpiippppppiii", self.stream, 0, self.pdl)
+        driver.launch(self.lean_f[("qkv", lean_tm(t))], (-(-n // (2 * LEAN_QKV_WARPS)),), 32 * LEAN_QKV_WARPS,
+                      (t, residual, norm_w, eps, w, n, k, positions, rope, slots, q_out, k_cache, v_cache, head_dim,
+                       q_size, kv_size), "ippfpiippppppiii", self.stream, 0, self.pdl)
 
     def lean_attention(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
                        page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml):
@@ -176,8 +175,8 @@ class Kernels:
         """residual[t] += O(the split combine of the attention partials), t <= 8 rows (lean.cu o_lean_t<t>)."""
         if not 1 <= t <= GEMV_MAX_T or not 1 <= nsplit <= LEAN_MAX_SPLITS or n_heads > 16:
             raise ValueError(f"o_lean takes 1..{GEMV_MAX_T} rows, 1..{LEAN_MAX_SPLITS} splits, got {t}, {nsplit}")
-        driver.launch(self.lean_f[("o", t)], (-(-hidden // (2 * LEAN_O_WARPS)),), 32 * LEAN_O_WARPS,
-                      (attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden), "pppiippi", self.stream, 0,
+        driver.launch(self.lean_f[("o", lean_tm(t))], (-(-hidden // (2 * LEAN_O_WARPS)),), 32 * LEAN_O_WARPS,
+                      (t, attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden), "ipppiippi", self.stream, 0,
                       self.pdl)
 
     @property

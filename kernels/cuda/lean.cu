@@ -6,7 +6,9 @@
 // everything that is a constant of the step (weights, norm weights, positions, KV slots, RoPE
 // cos/sin) is loaded BEFORE griddepcontrol.wait, so its latency hides under the previous kernel;
 // after the wait there is one round trip for the activations, then arithmetic and the stores.
-// T is a template parameter (one small kernel per T, no `if (t < T)` in the hot loops).
+// The row count is a template bound TM in {1, 2, 4, 8} (the launcher picks the smallest TM >= T): one
+// small kernel per bound, no per-row predicates in the hot loops (rows T..TM-1 repeat row T - 1, are
+// computed and never stored).
 //
 //   qkv_lean_tT: RMSNorm + QKV + RoPE + paged K/V write. One warp per output column pair; each warp
 //                reads the whole T x K activation rows straight from L2 into registers (16-byte loads)
@@ -41,8 +43,8 @@ __device__ __forceinline__ void fma8(float *acc, const float *w, const float4 &p
 // residual float32 [T, K]; W bf16 [N, K] = [q | k | v] rows; q_out float32 [T, q_size]; caches bf16
 // [slots, kv_size]; rope float2 [positions, head_dim / 2]; positions, slots int32 [T] (host-staged
 // before the step's first kernel: read before the wait). Grid N / (2 * LEAN_QKV_WARPS).
-template <int T>
-__device__ __forceinline__ void qkv_lean_body(const float *residual, const float *__restrict__ norm_w, float eps,
+template <int TM>
+__device__ __forceinline__ void qkv_lean_body(int T, const float *residual, const float *__restrict__ norm_w, float eps,
                                               const bf16 *__restrict__ W, int N, int K,
                                               const int *__restrict__ positions, const float2 *__restrict__ rope,
                                               const int *__restrict__ slots, float *q_out, bf16 *k_cache,
@@ -87,10 +89,10 @@ __device__ __forceinline__ void qkv_lean_body(const float *residual, const float
     }
     pdl_wait();
     pdl_trigger();
-    float ss[T], acc0[T], acc1[T];
+    float ss[TM], acc0[TM], acc1[TM];
 #pragma unroll
-    for (int t = 0; t < T; t++) {
-        const float4 *xr = reinterpret_cast<const float4 *>(residual + (size_t)t * K);
+    for (int t = 0; t < TM; t++) {  // (rows >= T repeat row T - 1: never stored)
+        const float4 *xr = reinterpret_cast<const float4 *>(residual + (size_t)min(t, T - 1) * K);
         float4 p[LEAN_CHUNKS], q[LEAN_CHUNKS];
 #pragma unroll
         for (int i = 0; i < LEAN_CHUNKS; i++) {
@@ -112,7 +114,7 @@ __device__ __forceinline__ void qkv_lean_body(const float *residual, const float
     }
     float v0 = 0.f, v1 = 0.f, s = 0.f;  // lane t keeps row t's sums
 #pragma unroll
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < TM; t++) {
         const float a = warp_sum(acc0[t]), b = warp_sum(acc1[t]), c = warp_sum(ss[t]);
         if (lane == t) {
             v0 = a;
@@ -138,12 +140,12 @@ __device__ __forceinline__ void qkv_lean_body(const float *residual, const float
 // (nsplit > 1: partials part_o [T, n_heads, nsplit, ATT_D], part_ml [T, n_heads, nsplit, 2] of
 // paged_attention; nsplit == 1: attn bf16 [T, K] as paged_attention stored it), rounded to bf16 as
 // attention_combine stores it. Grid H / (2 * LEAN_O_WARPS).
-template <int T>
-__device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_o, const float *part_ml, int nsplit,
+template <int TM>
+__device__ __forceinline__ void o_lean_body(int T, const bf16 *attn, const float *part_o, const float *part_ml, int nsplit,
                                             int n_heads, const bf16 *__restrict__ Wo, float *residual, int H) {
-    __shared__ __align__(16) float xs[T * LEAN_MAX_K];
-    __shared__ float ml_s[T * 16 * LEAN_MAX_SPLITS * 2];  // (m, l) per (t, head <= 16, split)
-    __shared__ float w_s[T * 16 * (LEAN_MAX_SPLITS + 1)];  // exp(m_s - m) per split, then l
+    __shared__ __align__(16) float xs[TM * LEAN_MAX_K];
+    __shared__ float ml_s[TM * 16 * LEAN_MAX_SPLITS * 2];  // (m, l) per (t, head <= 16, split)
+    __shared__ float w_s[TM * 16 * (LEAN_MAX_SPLITS + 1)];  // exp(m_s - m) per split, then l
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int K = n_heads * ATT_D, chunks = K >> 3, n_el = T * K, n_th = T * n_heads;
     const int n0 = 2 * (blockIdx.x * LEAN_O_WARPS + warp);
@@ -231,9 +233,9 @@ __device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_
     }
     __syncthreads();
     if (!out_ok) return;
-    float acc0[T], acc1[T];
+    float acc0[TM], acc1[TM];
 #pragma unroll
-    for (int t = 0; t < T; t++) acc0[t] = acc1[t] = 0.f;
+    for (int t = 0; t < TM; t++) acc0[t] = acc1[t] = 0.f;
 #pragma unroll
     for (int i = 0; i < LEAN_CHUNKS; i++) {
         const int c = lane + 32 * i;
@@ -242,8 +244,8 @@ __device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_
             unpack8(wa[i], a);
             unpack8(wb[i], b);
 #pragma unroll
-            for (int t = 0; t < T; t++) {
-                const float4 *xr = reinterpret_cast<const float4 *>(xs + t * K + c * 8);
+            for (int t = 0; t < TM; t++) {  // (rows >= T repeat row T - 1: never stored)
+                const float4 *xr = reinterpret_cast<const float4 *>(xs + min(t, T - 1) * K + c * 8);
                 const float4 p = xr[0], q = xr[1];
                 fma8(&acc0[t], a, p, q);
                 fma8(&acc1[t], b, p, q);
@@ -252,7 +254,7 @@ __device__ __forceinline__ void o_lean_body(const bf16 *attn, const float *part_
     }
     float y0 = 0.f, y1 = 0.f;
 #pragma unroll
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < TM; t++) {
         const float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
         if (lane == t) {
             y0 = s0;
@@ -312,25 +314,21 @@ paged_attention_merged(const float *__restrict__ q, const bf16 *__restrict__ k_c
     }
 }
 
-#define LEAN_KERNELS(T)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(LEAN_QKV_WARPS * 32) qkv_lean_t##T(                           \
-        const float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ W, int N,   \
+#define LEAN_KERNELS(TM)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(LEAN_QKV_WARPS * 32) qkv_lean_t##TM(                          \
+        int T, const float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ W, int N,   \
         int K, const int *__restrict__ positions, const float2 *__restrict__ rope, const int *__restrict__ slots, \
         float *q_out, bf16 *k_cache, bf16 *v_cache, int head_dim, int q_size, int kv_size) {                     \
-        qkv_lean_body<T>(residual, norm_w, eps, W, N, K, positions, rope, slots, q_out, k_cache, v_cache,       \
+        qkv_lean_body<TM>(T, residual, norm_w, eps, W, N, K, positions, rope, slots, q_out, k_cache, v_cache,       \
                          head_dim, q_size, kv_size);                                                             \
     }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(LEAN_O_THREADS) o_lean_t##T(                                   \
-        const bf16 *attn, const float *part_o, const float *part_ml, int nsplit, int n_heads,                    \
+    extern "C" __global__ void __launch_bounds__(LEAN_O_THREADS) o_lean_t##TM(                                  \
+        int T, const bf16 *attn, const float *part_o, const float *part_ml, int nsplit, int n_heads,                    \
         const bf16 *__restrict__ Wo, float *residual, int H) {                                                   \
-        o_lean_body<T>(attn, part_o, part_ml, nsplit, n_heads, Wo, residual, H);                                 \
+        o_lean_body<TM>(T, attn, part_o, part_ml, nsplit, n_heads, Wo, residual, H);                                 \
     }
 
 LEAN_KERNELS(1)
 LEAN_KERNELS(2)
-LEAN_KERNELS(3)
 LEAN_KERNELS(4)
-LEAN_KERNELS(5)
-LEAN_KERNELS(6)
-LEAN_KERNELS(7)
 LEAN_KERNELS(8)

@@ -4,11 +4,13 @@
 // Same work split, grid and grid barrier as mlp_fused (phase 1: gate/up + SwiGLU, row pairs over all
 // warps; phase 2: down + residual, 2 column pairs a block, K split over 4 warps, fixed-order reduction).
 // What changes:
-//   * T is a template parameter: the hot loops hold exactly T rows (mlp_fused unrolls 8 with a
-//     predicate each), so the code a T = 1 launch streams through the instruction cache is small;
+//   * the row count has a template bound TM in {1, 2, 4, 8} (the launcher picks the smallest TM >= T;
+//     rows T..TM-1 repeat row T - 1 and are never stored): the hot loops hold TM rows with no per-row
+//     predicate (mlp_fused unrolls 8 with one each), so a T = 1 launch streams little code;
 //   * the RMSNorm takes ONE __syncthreads instead of three: each thread stages x * norm_w for the
 //     elements it loaded (norm_w prefetched before the wait) together with its warp's partial sums of
 //     squares; every warp then reads the 8 partials of each row and applies rstd to its dot products.
+#define FUSED_HELPERS_ONLY
 #include "fused.cu"
 
 __device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
@@ -23,14 +25,14 @@ __device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
 // WITH_O (omlp_lean_tT, AOTX_LEAN=2): first the O projection + residual add of the combined attention
 // attn bf16 [T, KO] (phase 0: the column pairs and K splits of phase 2, Wo [H, KO] by cp.async before
 // the wait), then a grid barrier, then the MLP: one launch instead of o_lean + mlp_lean.
-template <int T, bool WITH_O>
-__device__ __forceinline__ void mlp_lean_body(float *residual, const float *__restrict__ norm_w, float eps,
+template <int TM, bool WITH_O>
+__device__ __forceinline__ void mlp_lean_body(int T, float *residual, const float *__restrict__ norm_w, float eps,
                                               const bf16 *__restrict__ Wgu, const bf16 *__restrict__ Wd, bf16 *act,
                                               int H, int F, unsigned *bar, const bf16 *attn,
                                               const bf16 *__restrict__ Wo, int KO) {
-    __shared__ __align__(16) float xs[T * FUSED_MAX_K];
-    __shared__ float ss_s[T][FUSED_WARPS];
-    __shared__ float red[FUSED_WARPS][T][2];
+    __shared__ __align__(16) float xs[TM * FUSED_MAX_K];
+    __shared__ float ss_s[TM][FUSED_WARPS];
+    __shared__ float red[FUSED_WARPS][TM][2];
     __shared__ __align__(16) uint4 dsm[FUSED_WARPS][2][MLP_K2_CHUNKS * 32];  // this warp's two down rows
     __shared__ __align__(16) uint4 osm[WITH_O ? FUSED_WARPS : 1][2][O_CHUNKS];  // and its two O rows
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -86,21 +88,21 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
     if (WITH_O) {  // phase 0: residual[:, n0 .. n0+1] += attn @ Wo^T (K split over the 4 warps of a pair)
         const int kseg0 = KO / MLP_KSPLIT, c = lane;
         const bool on = out_ok && c < (kseg0 >> 3);
-        uint4 xo[T];
+        uint4 xo[TM];
 #pragma unroll
-        for (int t = 0; t < T; t++)
-            xo[t] = on ? __ldcg(reinterpret_cast<const uint4 *>(attn + (size_t)t * KO + s * kseg0) + c)
+        for (int t = 0; t < TM; t++)
+            xo[t] = on ? __ldcg(reinterpret_cast<const uint4 *>(attn + (size_t)min(t, T - 1) * KO + s * kseg0) + c)
                        : make_uint4(0, 0, 0, 0);
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // (each lane reads only what it copied)
-        float o0[T], o1[T];
+        float o0[TM], o1[TM];
 #pragma unroll
-        for (int t = 0; t < T; t++) o0[t] = o1[t] = 0.f;
+        for (int t = 0; t < TM; t++) o0[t] = o1[t] = 0.f;
         if (on) {
             float wa[8], wb[8];
             unpack8(osm[WITH_O ? warp : 0][0][c], wa);
             unpack8(osm[WITH_O ? warp : 0][1][c], wb);
 #pragma unroll
-            for (int t = 0; t < T; t++) {
+            for (int t = 0; t < TM; t++) {
                 float xf[8];
                 unpack8(xo[t], xf);
                 const float4 p = make_float4(xf[0], xf[1], xf[2], xf[3]), q = make_float4(xf[4], xf[5], xf[6], xf[7]);
@@ -109,7 +111,7 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
             }
         }
 #pragma unroll
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < TM; t++) {
             const float s0 = warp_sum(o0[t]), s1 = warp_sum(o1[t]);
             if (lane == 0) {
                 red[warp][t][0] = s0;
@@ -130,17 +132,17 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
         grid_barrier(bar);  // phase 1 reads every column of the new residual
     }
     {
-        float4 v[T][LM_V4];
+        float4 v[TM][LM_V4];
 #pragma unroll
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < TM; t++)  // (rows >= T repeat row T - 1: never stored)
 #pragma unroll
             for (int i = 0; i < LM_V4; i++) {
                 const int k4 = tid + i * FUSED_THREADS;
-                v[t][i] = k4 < k4n ? __ldcg(reinterpret_cast<const float4 *>(residual + (size_t)t * H) + k4)
+                v[t][i] = k4 < k4n ? __ldcg(reinterpret_cast<const float4 *>(residual + (size_t)min(t, T - 1) * H) + k4)
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
             }
 #pragma unroll
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < TM; t++) {
             float ss = 0.f;
 #pragma unroll
             for (int i = 0; i < LM_V4; i++) {
@@ -156,9 +158,9 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
         }
     }
     __syncthreads();
-    float rstd[T];
+    float rstd[TM];
 #pragma unroll
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < TM; t++) {
         float tot = 0.f;
 #pragma unroll
         for (int w = 0; w < FUSED_WARPS; w++) tot += ss_s[t][w];
@@ -169,9 +171,9 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
     for (int it = 0; it < MLP_P1_ITERS; it++) {
         const int j = gw + it * nw;
         if (j < F) {
-            float acc0[T], acc1[T];
+            float acc0[TM], acc1[TM];
 #pragma unroll
-            for (int t = 0; t < T; t++) acc0[t] = acc1[t] = 0.f;
+            for (int t = 0; t < TM; t++) acc0[t] = acc1[t] = 0.f;
 #pragma unroll
             for (int i = 0; i < K1_CHUNKS; i++) {
                 const int c = lane + 32 * i;
@@ -180,7 +182,7 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
                     unpack8(wg[it][i], a);
                     unpack8(wu[it][i], b);
 #pragma unroll
-                    for (int t = 0; t < T; t++) {
+                    for (int t = 0; t < TM; t++) {
                         const float4 *xr = reinterpret_cast<const float4 *>(xs + t * H + c * 8);
                         const float4 p = xr[0], q = xr[1];
                         acc0[t] += dot8(a, p, q);
@@ -189,25 +191,25 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
                 }
             }
 #pragma unroll
-            for (int t = 0; t < T; t++) {
+            for (int t = 0; t < TM; t++) {
                 const float gv = warp_sum(acc0[t]) * rstd[t], uv = warp_sum(acc1[t]) * rstd[t];
-                if (lane == t) act[(size_t)t * F + j] = f2bf(silu_mul(gv, uv));
+                if (lane == t && t < T) act[(size_t)t * F + j] = f2bf(silu_mul(gv, uv));
             }
         }
     }
     grid_barrier(bar);
     pdl_trigger();
-    float a0[T], a1[T];
+    float a0[TM], a1[TM];
 #pragma unroll
-    for (int t = 0; t < T; t++) a0[t] = a1[t] = 0.f;
+    for (int t = 0; t < TM; t++) a0[t] = a1[t] = 0.f;
     if (out_ok) {
-        uint4 xa[T][MLP_K2_CHUNKS];
+        uint4 xa[TM][MLP_K2_CHUNKS];
 #pragma unroll
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < TM; t++)
 #pragma unroll
             for (int i = 0; i < MLP_K2_CHUNKS; i++) {
-                const int c = lane + 32 * i;
-                xa[t][i] = c < chunks2 ? __ldcg(reinterpret_cast<const uint4 *>(act + (size_t)t * F + s * kseg) + c)
+                const int c = lane + 32 * i, tt = min(t, T - 1);
+                xa[t][i] = c < chunks2 ? __ldcg(reinterpret_cast<const uint4 *>(act + (size_t)tt * F + s * kseg) + c)
                                        : make_uint4(0, 0, 0, 0);
             }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // (each lane reads only what it copied)
@@ -218,7 +220,7 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
                 unpack8(dsm[warp][0][lane + 32 * i], wa);
                 unpack8(dsm[warp][1][lane + 32 * i], wb);
 #pragma unroll
-                for (int t = 0; t < T; t++) {
+                for (int t = 0; t < TM; t++) {
                     float xf[8];
                     unpack8(xa[t][i], xf);
                     const float4 p = make_float4(xf[0], xf[1], xf[2], xf[3]), q = make_float4(xf[4], xf[5], xf[6], xf[7]);
@@ -228,7 +230,7 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
             }
         }
 #pragma unroll
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < TM; t++) {
             const float s0 = warp_sum(a0[t]), s1 = warp_sum(a1[t]);
             if (lane == 0) {
                 red[warp][t][0] = s0;
@@ -250,24 +252,20 @@ __device__ __forceinline__ void mlp_lean_body(float *residual, const float *__re
     }
 }
 
-#define MLP_LEAN(T)                                                                                              \
-    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) mlp_lean_t##T(                               \
-        float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
+#define MLP_LEAN(TM)                                                                                             \
+    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) mlp_lean_t##TM(                              \
+        int T, float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
         const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar) {                                   \
-        mlp_lean_body<T, false>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar, nullptr, nullptr, 0);            \
+        mlp_lean_body<TM, false>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, nullptr, nullptr, 0);            \
     }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) omlp_lean_t##T(                              \
-        float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
+    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) omlp_lean_t##TM(                             \
+        int T, float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
         const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar, const bf16 *attn,                   \
         const bf16 *__restrict__ Wo, int KO) {                                                                   \
-        mlp_lean_body<T, true>(residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO);                    \
+        mlp_lean_body<TM, true>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO);                    \
     }
 
 MLP_LEAN(1)
 MLP_LEAN(2)
-MLP_LEAN(3)
 MLP_LEAN(4)
-MLP_LEAN(5)
-MLP_LEAN(6)
-MLP_LEAN(7)
 MLP_LEAN(8)

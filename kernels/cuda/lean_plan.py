@@ -10,7 +10,14 @@ split) and omlp_lean (O + residual, a grid barrier, then mlp_lean's work).
 """
 from __future__ import annotations
 
-from kernels.cuda import launchers as L
+LEAN_CHUNK = 64          # lean.cu: keys per attention chunk (its LEAN_CHUNK default)
+LEAN_MAX_SPLITS = 8      # o_lean's partials a thread (LEAN_MAX_SPLITS in lean.cu)
+LEAN_TM = (1, 2, 4, 8)   # lean.cu / lean_mlp.cu: one kernel per row bound
+
+
+def lean_tm(t: int) -> int:
+    """The lean kernel that runs t rows: the smallest row bound LEAN_TM >= t."""
+    return next(tm for tm in LEAN_TM if tm >= t)
 
 
 def _pow2ceil(n: int) -> int:
@@ -20,9 +27,9 @@ def _pow2ceil(n: int) -> int:
 def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
     """Splits along the context: enough blocks to fill the GPU twice over, at most one per chunk of
     LEAN_CHUNK keys and LEAN_MAX_SPLITS (o_lean holds that many partials a thread)."""
-    chunks = -(-max_len // L.LEAN_CHUNK)
+    chunks = -(-max_len // LEAN_CHUNK)
     want = -(-2 * sm_count // (n_tokens * n_kv))
-    return max(1, min(_pow2ceil(want), _pow2ceil(chunks), L.LEAN_MAX_SPLITS))
+    return max(1, min(_pow2ceil(want), _pow2ceil(chunks), LEAN_MAX_SPLITS))
 
 
 def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc: int, vc: int) -> list:

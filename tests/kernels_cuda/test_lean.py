@@ -1,7 +1,8 @@
-"""CI (no GPU): the lean T <= 8 decode kernels (kernels/cuda/lean.cu, AOTX_LEAN=1) compile for sm_90
-and sm_90a with no spills (qkv_lean / o_lean, one kernel per T, and the 64-key-chunk attention); the
-algebra they use on the device (the norm weight folded into the weights, rstd applied to the dot; the split partials merged by o_lean's
-prologue) equals the twins; the split policy and the switch. Device checks: ops/gpu/lean_check.py."""
+"""CI (no GPU): the lean T <= 8 decode kernels (kernels/cuda/lean.cu, lean_mlp.cu; AOTX_LEAN=1 or 2)
+compile for sm_90 with no spills (qkv_lean, o_lean, mlp_lean, omlp_lean: one kernel per row bound; the
+64-key attention); the algebra they use on the device (the norm weight folded in, rstd applied to the
+dot; the split partials merged by o_lean's prologue) equals the twins; the split policy, the row
+bounds and the switch. Device checks: ops/gpu/lean_check.py."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels.cuda import build, fused_policy, launchers as L
+from kernels.cuda import build, fused_policy, lean_plan as L
 from kernels.cuda.lean_plan import lean_nsplit
 from kernels.cuda.lean_twins import combine_partials, qkv_lean_twin, split_partials
 from kernels.cuda.twins import round_bf16
@@ -19,11 +20,11 @@ from kernels.ops_rope import rope_cos_sin
 MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
-def test_lean_family_compiles_one_kernel_per_t_without_spills(arch):
-    log, cubin = build.ptxas_report("lean", arch, MODEL_DEFINES, with_cubin=True)
+def test_lean_family_compiles_one_kernel_per_row_bound_without_spills():
+    """(sm_90 only: no arch-specific instruction, the device loads the sm_90 cubin.)"""
+    log, cubin = build.ptxas_report("lean", "sm_90", MODEL_DEFINES, with_cubin=True)
     assert cubin[:4] == b"\x7fELF"
-    for t in range(1, L.GEMV_MAX_T + 1):
+    for t in L.LEAN_TM:
         for name in (f"qkv_lean_t{t}", f"o_lean_t{t}") + (("paged_attention", "paged_attention_merged") if t == 1
                                                          else ()):
             assert name.encode() in cubin
@@ -32,12 +33,13 @@ def test_lean_family_compiles_one_kernel_per_t_without_spills(arch):
             assert frame and frame.groups() == ("0", "0", "0"), (name, entry)
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
-def test_mlp_lean_compiles_one_kernel_per_t_without_spills(arch):
+def test_mlp_lean_compiles_one_kernel_per_row_bound_without_spills():
     """lean_mlp.cu: phase 2's weights go to shared memory by cp.async, so the 128-register budget of two
-    256-thread blocks a multiprocessor (the grid barrier needs 144 resident blocks) holds without spills."""
-    log, cubin = build.ptxas_report("lean_mlp", arch, MODEL_DEFINES, with_cubin=True)
-    for t in range(1, L.GEMV_MAX_T + 1):
+    256-thread blocks a multiprocessor (the grid barrier needs 144 resident blocks) holds without spills;
+    fused.cu's kernels are not compiled again (FUSED_HELPERS_ONLY)."""
+    log, cubin = build.ptxas_report("lean_mlp", "sm_90", MODEL_DEFINES, with_cubin=True)
+    assert b"mlp_fused" not in cubin and b"lm_head_argmax" not in cubin
+    for t in L.LEAN_TM:
         for name in (f"mlp_lean_t{t}", f"omlp_lean_t{t}"):
             assert name.encode() in cubin
             entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
@@ -92,6 +94,18 @@ def test_split_partials_merge_to_full_attention(n_keys, nsplit):
     np.testing.assert_allclose(combine_partials(o, m, l), ref, rtol=1e-4, atol=1e-5)
     chunks = -(-n_keys // L.LEAN_CHUNK)
     assert int(np.count_nonzero(m > -np.inf)) == -(-chunks // -(-chunks // nsplit))   # empty splits are inert
+
+
+def test_host_constants_match_the_sources():
+    lean_src = (build.SOURCE_DIR / "lean.cu").read_text()
+    assert re.search(r"#define LEAN_CHUNK (\d+)", lean_src).group(1) == str(L.LEAN_CHUNK)
+    assert re.search(r"#define LEAN_MAX_SPLITS (\d+)", lean_src).group(1) == str(L.LEAN_MAX_SPLITS)
+    for src in (lean_src, (build.SOURCE_DIR / "lean_mlp.cu").read_text()):
+        assert tuple(int(x) for x in re.findall(r"^(?:LEAN_KERNELS|MLP_LEAN)\((\d+)\)", src, re.M)) == L.LEAN_TM
+
+
+def test_each_row_count_runs_on_the_smallest_bound():
+    assert [L.lean_tm(t) for t in range(1, 9)] == [1, 2, 4, 4, 8, 8, 8, 8]
 
 
 def test_lean_nsplit_fills_the_gpu_within_chunks_and_the_cap():
