@@ -10,7 +10,8 @@ nothing stays in L2, median of 5 replays; PDL on, as in a step) and GB/s over th
   attention + MLP of a layer: the lean attention + o_lean + mlp_lean (AOTX_LEAN=1, 3 launches) vs the
               merged attention + omlp_lean (AOTX_LEAN=2, 2 launches)
 Then the decode step by graph replay at batch 1/2/4/8 (context 288), default plan against AOTX_LEAN=1, =2,
-and each op class of a batch-1 step timed alone (ops.gpu.bench.step_breakdown) for both plans."""
+the same at context 2,048 (batch 1, 2), and each op class of a batch-1 step timed alone
+(ops.gpu.bench.step_breakdown) for the three plans."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,6 +31,11 @@ def _per_layer(backend, fn):
 
 
 def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str]]:
+    """The per-kernel rows at context ``ctx`` (and the attention half at 2,048 keys for T = 1)."""
+    return _kernel_rows(backend, ts, ctx) + _kernel_rows(backend, (1,), 2048, attention_only=True)
+
+
+def _kernel_rows(backend, ts, ctx, attention_only=False) -> list[tuple[str, float, str]]:
     from kernels.cuda import driver, launchers as L
     from kernels.cuda.lean_plan import lean_nsplit
 
@@ -56,7 +62,8 @@ def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str
                 be.residual, w["attn_norm"], eps, w["wqkv"], be.qkv_n, H, t, p["positions"], be.rope, p["slots"],
                 be.q, *kv_at(li), cfg.head_dim, cfg.q_size, cfg.kv_size)), reps=nl)
             for name, s in (("linear_gemv qkv", old), ("qkv_lean", new)):
-                rows.append((f"T={t} {name} [{be.qkv_n}x{H}]", wq_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
+                if not attention_only:
+                    rows.append((f"T={t} {name} [{be.qkv_n}x{H}]", wq_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
             att_bytes = t * ctx * cfg.kv_size * 2 * 2 + H * cfg.q_size * 2
             ns_old = _default_nsplit(be, t, ctx)
             e_add = L.epi(L.EPI_ADD, out_f32=be.residual, ld=H)
@@ -86,6 +93,8 @@ def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str
                 s = graph_seconds(st, timer, _per_layer(be, lean), reps=nl)
                 rows.append((f"T={t} lean attention+o_lean ctx={ctx} splits={ns}", att_bytes / s / 1e9,
                              f"GB/s, {s * 1e6:6.2f} us"))
+            if attention_only:
+                continue
             s = graph_seconds(st, timer, _per_layer(be, lambda w, li: k.mlp_fused(
                 be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync)), reps=nl)
             rows.append((f"T={t} mlp_fused", 3 * F * H * 2 / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
@@ -118,7 +127,8 @@ def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str
 
 
 def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[int, str, int, float]]:
-    """(batch, plan, launches, us per step by graph replay): the default plan, AOTX_LEAN=1 and =2, interleaved."""
+    """(batch, plan, launches, us per step by graph replay, context ``ctx``): the default plan, AOTX_LEAN=1
+    and =2, interleaved."""
     from kernels.cuda import driver
 
     timer, st = driver.Timer(), backend.dev.stream
@@ -156,7 +166,7 @@ def main() -> int:
     from ops.gpu.bench import _step_batch, step_breakdown
     from ops.gpu.model_check import random_bundle
 
-    backend = create_backend("cuda", random_bundle(), num_pages=8 * 20 + 16, page_size=16)
+    backend = create_backend("cuda", random_bundle(), num_pages=2 * 130 + 16, page_size=16)
     cfg = backend.config
     if not backend.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size):
         print("lean kernels refused (shapes or occupancy)", flush=True)
@@ -165,6 +175,8 @@ def main() -> int:
         print(f"kernel {name:<58} {val:8.1f} {unit}", flush=True)
     for b, label, n, us in step_rows(backend, _step_batch):
         print(f"decode step batch {b} {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
+    for b, label, n, us in step_rows(backend, _step_batch, batches=(1, 2), ctx=2048):
+        print(f"decode step batch {b} ctx 2048 {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
     for lean in (0, 1, 2):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
         backend.lean = lean
         for name, n, us in step_breakdown(backend, 1):
