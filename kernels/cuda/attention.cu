@@ -170,6 +170,7 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
     }
 }
 
+#ifndef ATTENTION_UNIT_ONLY  // (lean.cu takes attention_unit's pieces, not these kernels)
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                 const int *__restrict__ tok_seq, const int *__restrict__ positions,
@@ -203,3 +204,4 @@ extern "C" __global__ void attention_combine(const float *__restrict__ part_o, c
     }
     out[((size_t)t * n_heads + h) * ATT_D + d] = f2bf(l > 0.f ? o / l : 0.f);
 }
+#endif  // ATTENTION_UNIT_ONLY

@@ -81,6 +81,7 @@ class CudaBackend:
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
         self.lean = (fused_policy.lean_mode(os.environ)  # lean.cu at T <= 8 (lean_plan): 0, 1 or 2
                      if self.fused and self.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size) else 0)
+        self.k.lean_prefetch = fused_policy.lean_prefetch(os.environ)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")

@@ -45,3 +45,11 @@ def lean_mode(env: Mapping[str, str]) -> int:
     if value not in ("0", "1", "2"):
         raise ValueError(f"AOTX_LEAN must be 0, 1 or 2, got {value!r}")
     return int(value)
+
+
+def lean_prefetch(env: Mapping[str, str]) -> bool:
+    """AOTX_LEAN_PREFETCH=0: the lean attention stages no K/V row before griddepcontrol.wait (default 1)."""
+    value = env.get("AOTX_LEAN_PREFETCH", "1") or "1"
+    if value not in ("0", "1"):
+        raise ValueError(f"AOTX_LEAN_PREFETCH must be 0 or 1, got {value!r}")
+    return value == "1"

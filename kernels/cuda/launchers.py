@@ -74,8 +74,9 @@ class Kernels:
         # lean.cu (AOTX_LEAN=1, kernels.cuda.lean_plan): one kernel per T; its own paged_attention copy
         # (ATT_CHUNK = LEAN_CHUNK keys a chunk), which launches no combine: o_lean merges the splits
         lean = self.modules["lean"]
-        self.lean_f = {"attention": lean.function("paged_attention"),
+        self.lean_f = {"attention": lean.function("lean_attention"),
                        "attention_merged": lean.function("paged_attention_merged")}
+        self.lean_prefetch = True   # lean attention: older K/V rows staged before the wait (AOTX_LEAN_PREFETCH)
         for tm in LEAN_TM:
             self.lean_f[("qkv", tm)] = lean.function(f"qkv_lean_t{tm}")
             self.lean_f[("o", tm)] = lean.function(f"o_lean_t{tm}")
@@ -143,6 +144,9 @@ class Kernels:
                       (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o), "ippfpppiipppi",
                       self.stream, 0, self.pdl)
 
+    def _t_step(self, n_tokens: int) -> int:
+        return n_tokens if self.lean_prefetch else 1 << 20   # (huge: no K/V row is staged before the wait)
+
     def lean_attention_merged(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
                               page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml, counters):
         """lean_attention, and the splits merged into bf16 out by each group's last split (lean.cu)."""
@@ -150,8 +154,8 @@ class Kernels:
             raise ValueError(f"lean attention takes 1..{MAX_SPLITS_BUF} splits, got {nsplit}")
         driver.launch(self.lean_f["attention_merged"], (n_tokens, n_kv, nsplit), 128,
                       (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
-                       scale, n_kv, nsplit, out, part_o, part_ml, counters), "pppppppiifiipppp", self.stream, 0,
-                      self.pdl)
+                       scale, n_kv, nsplit, out, part_o, part_ml, counters, self._t_step(n_tokens)),
+                      "pppppppiifiippppi", self.stream, 0, self.pdl)
 
     def qkv_lean(self, residual, norm_w, eps, w, n, k, t, positions, rope, slots, q_out, k_cache, v_cache,
                  head_dim, q_size, kv_size):
@@ -169,7 +173,8 @@ class Kernels:
             raise ValueError(f"lean attention takes 1..{LEAN_MAX_SPLITS} splits, got {nsplit}")
         driver.launch(self.lean_f["attention"], (n_tokens, n_kv, nsplit), 128,
                       (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
-                       scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp", self.stream, 0, self.pdl)
+                       scale, n_kv, nsplit, out, part_o, part_ml, self._t_step(n_tokens)), "pppppppiifiipppi",
+                      self.stream, 0, self.pdl)
 
     def o_lean(self, attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden, t):
         """residual[t] += O(the split combine of the attention partials), t <= 8 rows (lean.cu o_lean_t<t>)."""

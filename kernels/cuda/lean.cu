@@ -14,8 +14,9 @@
 //                reads the whole T x K activation rows straight from L2 into registers (16-byte loads)
 //                and takes the sum of squares itself: no shared memory, no __syncthreads. The norm
 //                weight is folded into the prefetched weights (w[k] * nw[k]); rstd scales the dot.
-//   paged_attention (this module's copy of attention.cu with ATT_CHUNK = LEAN_CHUNK keys a chunk):
-//                more, shorter splits; it writes partials (o, m, l) and launches no combine.
+//   lean_attention: attention.cu's unit with ATT_CHUNK = LEAN_CHUNK keys a chunk (more, shorter splits)
+//                and its first chunk's older K/V rows staged BEFORE the wait (attention_prefetch.cuh);
+//                it writes partials (o, m, l) and launches no combine.
 //   o_lean_tT:   the split combine (attention_combine) as a prologue of the O projection, then the
 //                residual add: the combine launch is gone. 8 warps, one O column pair each.
 //   paged_attention_merged (AOTX_LEAN=2): the attention with the combine done by each group's last
@@ -24,7 +25,9 @@
 #define LEAN_CHUNK 64
 #endif
 #define ATT_CHUNK LEAN_CHUNK
+#define ATTENTION_UNIT_ONLY
 #include "attention.cu"
+#include "attention_prefetch.cuh"
 #include "kv_write.cu"
 #include "rope.cu"
 
@@ -268,22 +271,31 @@ __device__ __forceinline__ void o_lean_body(int T, const bf16 *attn, const float
     }
 }
 
-// paged_attention_merged (AOTX_LEAN=2): this module's paged_attention, and with nsplit > 1 the last
+// paged_attention_merged (AOTX_LEAN=2): lean_attention, and with nsplit > 1 the last
 // split of each (token, KV head) group to finish (a per-group counter, reset by that split) merges the
 // group's partials into bf16 out[t, the group's heads] as attention_combine does (attn_fused.cu's
 // scheme): omlp_lean (lean_mlp.cu) then reads out directly. counters u32 [T * n_kv], zero (left so).
+// lean_attention: attention_unit_pf (the older K/V rows staged before the wait; t_step: the step's
+// tokens, or a huge value for no prefetch), partials only when nsplit > 1 (o_lean merges them).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+lean_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
+               const int *__restrict__ tok_seq, const int *__restrict__ positions, const int *__restrict__ context_lens,
+               const int *__restrict__ block_tables, int bt_stride, int page_size, float scale, int n_kv, int nsplit,
+               bf16 *out, float *part_o, float *part_ml, int t_step) {
+    attention_unit_pf(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
+                      n_kv, nsplit, out, part_o, part_ml, blockIdx.x, blockIdx.y, blockIdx.z, t_step);
+}
+
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 paged_attention_merged(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                        const int *__restrict__ tok_seq, const int *__restrict__ positions,
                        const int *__restrict__ context_lens, const int *__restrict__ block_tables, int bt_stride,
                        int page_size, float scale, int n_kv, int nsplit, bf16 *out, float *part_o, float *part_ml,
-                       unsigned *counters) {
+                       unsigned *counters, int t_step) {
     __shared__ bool last_s;
-    pdl_wait();
-    pdl_trigger();
     const int t = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x, n_heads = n_kv * ATT_G;
-    attention_unit(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
-                   n_kv, nsplit, out, part_o, part_ml, t, kvh, blockIdx.z);
+    attention_unit_pf(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
+                      n_kv, nsplit, out, part_o, part_ml, t, kvh, blockIdx.z, t_step);
     if (nsplit == 1) return;
     __syncthreads();
     if (tid == 0) {

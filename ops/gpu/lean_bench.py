@@ -84,15 +84,20 @@ def _kernel_rows(backend, ts, ctx, attention_only=False) -> list[tuple[str, floa
                          f"GB/s, {s * 1e6:6.2f} us"))
             s = graph_seconds(st, timer, _per_layer(be, ao), reps=nl)
             rows.append((f"T={t} attn_o_fused ctx={ctx} splits={ns_old}", att_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
-            for ns in (1, 2, 4, 8):
+            ns_plan = lean_nsplit(t, ctx, cfg.n_kv_heads, be.dev.sm_count)
+            for ns, prefetch in [(1, True), (2, True), (4, True), (8, True), (ns_plan, False)]:
                 def lean(w, li, ns=ns):
                     kc, vc = kv_at(li)
                     k.lean_attention(be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps, be.scale,
                                      t, cfg.n_kv_heads, ns, be.attn, be.part_o, be.part_ml)
                     k.o_lean(be.attn, be.part_o, be.part_ml, ns, cfg.n_heads, w["wo"], be.residual, H, t)
-                s = graph_seconds(st, timer, _per_layer(be, lean), reps=nl)
-                rows.append((f"T={t} lean attention+o_lean ctx={ctx} splits={ns}", att_bytes / s / 1e9,
-                             f"GB/s, {s * 1e6:6.2f} us"))
+                k.lean_prefetch = prefetch
+                try:
+                    s = graph_seconds(st, timer, _per_layer(be, lean), reps=nl)
+                finally:
+                    k.lean_prefetch = True
+                rows.append((f"T={t} lean attention+o_lean ctx={ctx} splits={ns} prefetch={int(prefetch)}",
+                             att_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
             if attention_only:
                 continue
             s = graph_seconds(st, timer, _per_layer(be, lambda w, li: k.mlp_fused(

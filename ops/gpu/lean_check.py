@@ -112,6 +112,11 @@ def _mlp_weights(c) -> dict:
             "nw_d": c.up(nw)}
 
 
+def _mlp_weights_up(c, m: dict) -> dict:
+    """The same host weights uploaded again (after c.free())."""
+    return dict(m, wgu_d=c.up(to_bf16(m["wgu_il"])), wd_d=c.up(to_bf16(m["wd"])), nw_d=c.up(m["nw"]))
+
+
 def check_mlp(c, rel) -> None:
     """mlp_lean T = 1..8, three launches each on one barrier word (it must come back each time)."""
     m = _mlp_weights(c)
@@ -130,10 +135,80 @@ def check_mlp(c, rel) -> None:
     c.free()
 
 
+def check_layer_chain(c, rel) -> None:
+    """One whole layer as a step launches it, with programmatic dependent launch on (each kernel's
+    pre-wait part overlaps its predecessor, so the lean attention's K/V rows staged before the wait must
+    be exactly the ones qkv_lean does not write): qkv_lean -> lean attention -> o_lean -> mlp_lean
+    (AOTX_LEAN=1) and qkv_lean -> merged attention -> omlp_lean (=2), prefetch on and off, against the twins
+    composed; decode batches of 1..8 at contexts 1..700 (the new key in the first chunk or a later one)."""
+    page, n_pages = 16, 512
+    cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
+    wq = round_bf16(c.rng.standard_normal((HQ + 2 * KVW, H)).astype(np.float32) / 24)
+    wo = round_bf16(c.rng.standard_normal((H, NH * D)).astype(np.float32) / 24)
+    an = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    m = _mlp_weights(c)
+    rope_d, wq_d, wo_d, an_d = c.up(np.stack([cos, sin], -1)), c.up(to_bf16(wq)), c.up(to_bf16(wo)), c.up(an)
+    sync, act = c.zeros(76 + 4 * 8 * NKV, poison=False), c.zeros(8 * F * 2)
+    for lens in ([1], [60], [65], [288], [3, 700], [64, 1, 129, 40], [5, 66, 300, 2, 128, 17, 90, 450]):
+        lens = np.array(lens, np.int32)
+        b = len(lens)
+        width = int(-(-lens.max() // page))
+        perm = c.rng.permutation(n_pages)
+        tables = np.full((b, width), -1, np.int32)
+        used = 0
+        for sq, ln in enumerate(lens):
+            tables[sq, :-(-ln // page)] = perm[used:used + -(-ln // page)]
+            used += -(-ln // page)
+        positions = (lens - 1).astype(np.int32)
+        slots = (tables[np.arange(b), positions // page] * page + positions % page).astype(np.int32)
+        kc = round_bf16(c.rng.standard_normal((n_pages * page, KVW)).astype(np.float32))
+        vc = round_bf16(c.rng.standard_normal((n_pages * page, KVW)).astype(np.float32))
+        res = c.rng.standard_normal((b, H)).astype(np.float32)
+        k_ref, v_ref = kc.copy(), vc.copy()
+        q = qkv_lean_twin(res, an, 1e-5, wq, positions, cos, sin, slots, k_ref, v_ref, D)
+        qs = np.arange(b + 1, dtype=np.int32)
+        ref = attn_o_fused_twin(res, q.reshape(b, NH, D), k_ref.reshape(-1, NKV, D), v_ref.reshape(-1, NKV, D),
+                                positions, qs, lens, tables, page, 1.0 / 8.0, wo)
+        ref = mlp_fused_twin(ref, m["nw"], 1e-5, m["wgu_il"], m["wd"])
+        nsplit = min(8, 1 << max(0, int(-(-lens.max() // 64)) - 1).bit_length())
+        for mode in (1, 2):
+            for prefetch in (True, False):
+                kc_d, vc_d, r_d = c.up(to_bf16(kc)), c.up(to_bf16(vc)), c.up(res)
+                q_d, attn = c.zeros(b * HQ * 4), c.zeros(b * NH * D * 2)
+                po, pm = c.zeros(b * NH * nsplit * D * 4), c.zeros(b * NH * nsplit * 2 * 4)
+                arrs = [c.up(a) for a in (positions, slots, np.arange(b, dtype=np.int32), lens, tables)]
+                pos_d, slot_d, seq_d, len_d, bt_d = arrs
+                c.dev.synchronize()
+                c.k.pdl, c.k.lean_prefetch = True, prefetch
+                try:
+                    c.k.qkv_lean(r_d, an_d, 1e-5, wq_d, HQ + 2 * KVW, H, b, pos_d, rope_d, slot_d, q_d, kc_d, vc_d, D,
+                                 HQ, KVW)
+                    if mode == 1:
+                        c.k.lean_attention(q_d, kc_d, vc_d, seq_d, pos_d, len_d, bt_d, width, page, 1.0 / 8.0, b,
+                                           NKV, nsplit, attn, po, pm)
+                        c.k.o_lean(attn, po, pm, nsplit, NH, wo_d, r_d, H, b)
+                        c.k.mlp_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync)
+                    else:
+                        c.k.lean_attention_merged(q_d, kc_d, vc_d, seq_d, pos_d, len_d, bt_d, width, page, 1.0 / 8.0,
+                                                  b, NKV, nsplit, attn, po, pm, sync + 76)
+                        c.k.omlp_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync, attn, wo_d,
+                                      NH * D)
+                finally:
+                    c.k.pdl, c.k.lean_prefetch = False, True
+                c.record(f"lean layer chain AOTX_LEAN={mode} prefetch={int(prefetch)} B={b} ctx<={lens.max()} "
+                         f"splits={nsplit}", rel(c.down(r_d, (b, H), np.float32), ref), TOL_F32)
+        c.free()
+        rope_d, wq_d, wo_d, an_d = c.up(np.stack([cos, sin], -1)), c.up(to_bf16(wq)), c.up(to_bf16(wo)), c.up(an)
+        m = _mlp_weights_up(c, m)
+        sync, act = c.zeros(76 + 4 * 8 * NKV, poison=False), c.zeros(8 * F * 2)
+    c.free()
+
+
 def check_lean(c, rel) -> None:
     check_qkv(c, rel)
     check_attn_o(c, rel)
     check_mlp(c, rel)
+    check_layer_chain(c, rel)
 
 
 def e2e(bundle, real: bool, record, mode: str = "1") -> None:

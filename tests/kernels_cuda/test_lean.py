@@ -25,7 +25,7 @@ def test_lean_family_compiles_one_kernel_per_row_bound_without_spills():
     log, cubin = build.ptxas_report("lean", "sm_90", MODEL_DEFINES, with_cubin=True)
     assert cubin[:4] == b"\x7fELF"
     for t in L.LEAN_TM:
-        for name in (f"qkv_lean_t{t}", f"o_lean_t{t}") + (("paged_attention", "paged_attention_merged") if t == 1
+        for name in (f"qkv_lean_t{t}", f"o_lean_t{t}") + (("lean_attention", "paged_attention_merged") if t == 1
                                                          else ()):
             assert name.encode() in cubin
             entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
@@ -123,3 +123,7 @@ def test_lean_switch_is_off_by_default():
     assert [fused_policy.lean_mode({"AOTX_LEAN": v}) for v in "012"] == [0, 1, 2]
     with pytest.raises(ValueError):
         fused_policy.lean_mode({"AOTX_LEAN": "yes"})
+    assert fused_policy.lean_prefetch({}) is True
+    assert fused_policy.lean_prefetch({"AOTX_LEAN_PREFETCH": "0"}) is False
+    with pytest.raises(ValueError):
+        fused_policy.lean_prefetch({"AOTX_LEAN_PREFETCH": "no"})
