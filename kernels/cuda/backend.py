@@ -185,7 +185,7 @@ class CudaBackend:
         per key chunk (a block walks its chunks serially; a split costs one combine launch)."""
         if n_tokens > BUCKETS[-1]:
             return 1
-        if self.lean and n_tokens <= L.GEMV_MAX_T:
+        if self.lean and self.fused and n_tokens <= L.GEMV_MAX_T:
             return lean_plan.lean_nsplit(n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         chunks = -(-max_len // L.ATT_CHUNK)
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
@@ -212,7 +212,7 @@ class CudaBackend:
         for li, w in enumerate(self.layers):
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
-            if gemv and self.lean:   # lean.cu's attention half, then mlp_fused (kernels.cuda.lean_plan)
+            if gemv and self.fused and self.lean:   # lean.cu / lean_mlp.cu (kernels.cuda.lean_plan)
                 ops += lean_plan.layer_ops(self, w, t, p, bt_stride, nsplit, kc, vc)
                 continue
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],

@@ -37,6 +37,7 @@
 #define LEAN_O_WARPS 8
 #define LEAN_O_THREADS (LEAN_O_WARPS * 32)
 #define LEAN_MAX_SPLITS 8
+#define MERGE_MAX_SPLITS 16   // paged_attention_merged: kernels.cuda.backend.MAX_SPLITS
 #define LEAN_O_BATCH 3        // combine elements a thread holds in flight at once
 
 __device__ __forceinline__ void fma8(float *acc, const float *w, const float4 &p, const float4 &q) {
@@ -307,22 +308,54 @@ paged_attention_merged(const float *__restrict__ q, const bf16 *__restrict__ k_c
     }
     __syncthreads();
     if (!last_s) return;
-    for (int i = tid; i < ATT_G * ATT_D; i += ATT_THREADS) {
+    // the merge in two round trips: every partial o of this thread's elements and the group's (m, l)
+    // are loaded at once (the splits unrolled), then the weights, then the sums in attention_combine's order
+    constexpr int EPT = (ATT_G * ATT_D + ATT_THREADS - 1) / ATT_THREADS;  // elements a thread merges
+    __shared__ float ml_s[ATT_G][MERGE_MAX_SPLITS][2];
+    __shared__ float w_s[ATT_G][MERGE_MAX_SPLITS + 1];  // exp(m_s - m) per split, then l
+    float po[EPT][MERGE_MAX_SPLITS];
+#pragma unroll
+    for (int r = 0; r < EPT; r++) {
+        const int i = tid + r * ATT_THREADS;
         const int h = kvh * ATT_G + i / ATT_D, d = i % ATT_D;
         const size_t base = ((size_t)t * n_heads + h) * nsplit;
+#pragma unroll
+        for (int sp = 0; sp < MERGE_MAX_SPLITS; sp++)
+            po[r][sp] = (i < ATT_G * ATT_D && sp < nsplit) ? __ldcg(part_o + (base + sp) * ATT_D + d) : 0.f;
+    }
+    if (tid < ATT_G * nsplit) {
+        const int g = tid / nsplit, sp = tid % nsplit;
+        const float2 v = __ldcg(reinterpret_cast<const float2 *>(part_ml) +
+                                ((size_t)t * n_heads + kvh * ATT_G + g) * nsplit + sp);
+        ml_s[g][sp][0] = v.x;
+        ml_s[g][sp][1] = v.y;
+    }
+    __syncthreads();
+    if (tid < ATT_G) {
         float m = -INFINITY;
-        for (int sp = 0; sp < nsplit; sp++) m = fmaxf(m, __ldcg(part_ml + 2 * (base + sp)));
-        float l = 0.f, o = 0.f;
-        if (m > -INFINITY) {
-            for (int sp = 0; sp < nsplit; sp++) {
-                const float ms = __ldcg(part_ml + 2 * (base + sp));
-                if (ms == -INFINITY) continue;
-                const float w = expf(ms - m);
-                l += __ldcg(part_ml + 2 * (base + sp) + 1) * w;
-                o += __ldcg(part_o + (base + sp) * ATT_D + d) * w;
-            }
+        for (int sp = 0; sp < nsplit; sp++) m = fmaxf(m, ml_s[tid][sp][0]);
+        float l = 0.f;
+        for (int sp = 0; sp < nsplit; sp++) {
+            const float ms = ml_s[tid][sp][0];
+            const float w = (m > -INFINITY && ms != -INFINITY) ? expf(ms - m) : 0.f;
+            w_s[tid][sp] = w;
+            l += ml_s[tid][sp][1] * w;
         }
-        out[((size_t)t * n_heads + h) * ATT_D + d] = f2bf(l > 0.f ? o / l : 0.f);
+        w_s[tid][MERGE_MAX_SPLITS] = l;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < EPT; r++) {
+        const int i = tid + r * ATT_THREADS;
+        if (i < ATT_G * ATT_D) {
+            const int g = i / ATT_D;
+            float o = 0.f;
+#pragma unroll
+            for (int sp = 0; sp < MERGE_MAX_SPLITS; sp++)
+                if (sp < nsplit) o += po[r][sp] * w_s[g][sp];
+            const float l = w_s[g][MERGE_MAX_SPLITS];
+            out[((size_t)t * n_heads + kvh * ATT_G + g) * ATT_D + i % ATT_D] = f2bf(l > 0.f ? o / l : 0.f);
+        }
     }
 }
 
