@@ -213,7 +213,7 @@ class CudaBackend:
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
             if gemv and self.fused and self.lean:   # lean.cu / lean_mlp.cu (kernels.cuda.lean_plan)
-                ops += lean_plan.layer_ops(self, w, t, p, bt_stride, nsplit, kc, vc)
+                ops += lean_plan.layer_ops(self, li, t, p, bt_stride, nsplit)
                 continue
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
                         k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)

@@ -12,6 +12,8 @@
   of linear_gemv qkv, attention + attention_combine + O (or attn_o_fused) and mlp_fused: 4 launches a
   layer. ``AOTX_LEAN=2``: 3 launches a layer: qkv_lean, the attention with its splits merged by the last
   split of each group (paged_attention_merged) and omlp_lean (O + residual, a grid barrier, the MLP).
+  ``AOTX_LEAN=3``: 2 launches a layer at T <= 4: the merged attention and omlpq_lean (omlp_lean's work,
+  a grid barrier, the next layer's norm + QKV + RoPE + K/V write).
 
 The default threshold is measured (H200, 2026-12-01, commit f018ef3, ``make gpu-bench``): with
 attn_o_fused a decode step took 885.7 / 1000.2 / 1225.2 / 1736.0 us at batch 1 / 2 / 4 / 8, without it
@@ -40,10 +42,11 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
 
 
 def lean_mode(env: Mapping[str, str]) -> int:
-    """0: off; 1: qkv_lean, attention, o_lean, mlp_lean; 2: qkv_lean, the merged attention, omlp_lean."""
+    """0: off; 1: qkv_lean, attention, o_lean, mlp_lean; 2: qkv_lean, the merged attention, omlp_lean;
+    3: the merged attention and omlpq_lean (the next layer's qkv inside), T <= 4 (larger T as 2)."""
     value = env.get("AOTX_LEAN", "0") or "0"
-    if value not in ("0", "1", "2"):
-        raise ValueError(f"AOTX_LEAN must be 0, 1 or 2, got {value!r}")
+    if value not in ("0", "1", "2", "3"):
+        raise ValueError(f"AOTX_LEAN must be 0, 1, 2 or 3, got {value!r}")
     return int(value)
 
 

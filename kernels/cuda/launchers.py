@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 
 from kernels.cuda import build, driver
-from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, lean_tm
+from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
 GEMV_MAX_T = 8
@@ -31,6 +31,14 @@ def mlp_grid(hidden: int, ffn: int) -> int:
     """mlp_fused's blocks: 4 down-projection columns each (>= hidden / 4), and enough warps that
     phase 1 takes at most 2 gate/up pairs per warp."""
     return max(-(-hidden // 4), -(-ffn // (2 * 8)))
+
+
+class QkvNext(ctypes.Structure):
+    """Mirror of ``struct QkvNext`` in lean_mlp.cu (8 pointers, then 4 ints)."""
+    _fields_ = [("W", ctypes.c_uint64), ("norm_w", ctypes.c_uint64), ("positions", ctypes.c_uint64),
+                ("rope", ctypes.c_uint64), ("slots", ctypes.c_uint64), ("q_out", ctypes.c_uint64),
+                ("k_cache", ctypes.c_uint64), ("v_cache", ctypes.c_uint64), ("N", ctypes.c_int32),
+                ("head_dim", ctypes.c_int32), ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32)]
 
 
 class Epi(ctypes.Structure):
@@ -82,6 +90,8 @@ class Kernels:
             self.lean_f[("o", tm)] = lean.function(f"o_lean_t{tm}")
             self.lean_f[("mlp", tm)] = self.modules["lean_mlp"].function(f"mlp_lean_t{tm}")
             self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
+            if tm <= OMLPQ_MAX_T:
+                self.lean_f[("omlpq", tm)] = self.modules["lean_mlp"].function(f"omlpq_lean_t{tm}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -126,7 +136,7 @@ class Kernels:
         grid = mlp_grid(hidden, ffn)
         return self.fused_ok(hidden, ffn, vocab) and all(
             driver.max_active_blocks(self.lean_f[(kind, t)], FUSED_THREADS) * self.device.sm_count >= grid
-            for t in LEAN_TM for kind in ("mlp", "omlp"))
+            for t in LEAN_TM for kind in ("mlp", "omlp", "omlpq") if (kind, t) in self.lean_f)
 
     def mlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
         """mlp_fused for exactly t rows (lean_mlp.cu mlp_lean_t<t>): same result, same barrier word."""
@@ -146,6 +156,15 @@ class Kernels:
 
     def _t_step(self, n_tokens: int) -> int:
         return n_tokens if self.lean_prefetch else 1 << 20   # (huge: no K/V row is staged before the wait)
+
+    def omlpq_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar, attn, wo, k_o, nxt: QkvNext):
+        """omlp_lean, then a grid barrier and the next layer's RMSNorm + QKV + RoPE + K/V write (``nxt``),
+        t <= OMLPQ_MAX_T rows, one launch (lean_mlp.cu omlpq_lean_t<t>)."""
+        if not 1 <= t <= OMLPQ_MAX_T or k_o % 32 or k_o > FUSED_MAX_K:
+            raise ValueError(f"omlpq_lean takes 1..{OMLPQ_MAX_T} rows and K_o % 32 == 0 <= {FUSED_MAX_K}, got {t}, {k_o}")
+        driver.launch(self.lean_f[("omlpq", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o, nxt),
+                      "ippfpppiipppis", self.stream, 0, self.pdl)
 
     def lean_attention_merged(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
                               page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml, counters):

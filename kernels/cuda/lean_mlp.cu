@@ -12,11 +12,32 @@
 //     squares; every warp then reads the 8 partials of each row and applies rstd to its dot products.
 #define FUSED_HELPERS_ONLY
 #include "fused.cu"
+#include "kv_write.cu"
+#include "rope.cu"
 
 __device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
     unsigned a = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
 }
+
+// WITH_QKV (omlpq_lean_tT, AOTX_LEAN=3): after the MLP, a third grid barrier, then the NEXT layer's
+// RMSNorm + QKV + RoPE + K/V write (qkv_lean's work: one column pair a warp, the activation rows read
+// straight from L2; its weights are loaded while phase 2 runs, its positions, slots and RoPE rows before
+// the wait): the next layer's qkv_lean launch is gone.
+struct QkvNext {
+    const bf16 *W;          // [N, H] = [q | k | v] rows of the next layer
+    const float *norm_w;    // its attention norm
+    const int *positions;   // host-staged
+    const float2 *rope;
+    const int *slots;       // host-staged
+    float *q_out;
+    bf16 *k_cache;          // the next layer's caches
+    bf16 *v_cache;
+    int N;
+    int head_dim;
+    int q_size;
+    int kv_size;
+};
 
 #define O_CHUNKS 24  // phase 0 (omlp): 16-byte pieces of one row's K split, one per lane: KO <= 768
 
@@ -25,11 +46,11 @@ __device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem) {
 // WITH_O (omlp_lean_tT, AOTX_LEAN=2): first the O projection + residual add of the combined attention
 // attn bf16 [T, KO] (phase 0: the column pairs and K splits of phase 2, Wo [H, KO] by cp.async before
 // the wait), then a grid barrier, then the MLP: one launch instead of o_lean + mlp_lean.
-template <int TM, bool WITH_O>
+template <int TM, bool WITH_O, bool WITH_QKV>
 __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const float *__restrict__ norm_w, float eps,
                                               const bf16 *__restrict__ Wgu, const bf16 *__restrict__ Wd, bf16 *act,
                                               int H, int F, unsigned *bar, const bf16 *attn,
-                                              const bf16 *__restrict__ Wo, int KO) {
+                                              const bf16 *__restrict__ Wo, int KO, const QkvNext &qn) {
     __shared__ __align__(16) float xs[TM * FUSED_MAX_K];
     __shared__ float ss_s[TM][FUSED_WARPS];
     __shared__ float red[FUSED_WARPS][TM][2];
@@ -78,6 +99,21 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
         const int k4 = tid + i * FUSED_THREADS;
         g[i] = k4 < k4n ? __ldg(reinterpret_cast<const float4 *>(norm_w) + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    const int nq0 = 2 * gw;  // WITH_QKV: this warp's column pair of the next layer's QKV
+    const bool q_on = WITH_QKV && nq0 < qn.N;
+    // (WITH_QKV) the next layer's constants are loaded early so their latency hides (before the wait, and
+    // its rows while phase 2 runs) where the registers allow
+    constexpr bool Q_EARLY = TM <= 4;
+    int q_slot = -1;
+    float2 q_cs = make_float2(1.f, 0.f);
+    auto q_consts = [&]() {
+        if (q_on && lane < T) {
+            q_slot = qn.slots[lane];
+            if (nq0 < qn.q_size + qn.kv_size)
+                q_cs = qn.rope[(size_t)qn.positions[lane] * (qn.head_dim >> 1) + ((nq0 % qn.head_dim) >> 1)];
+        }
+    };
+    if (WITH_QKV && Q_EARLY) q_consts();
     pdl_wait();
     const bool adds = out_ok && s == 0 && lane < T;
     float r0 = 0.f, r1 = 0.f;
@@ -197,6 +233,8 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
             }
         }
     }
+    uint4 qa[K1_CHUNKS], qb[K1_CHUNKS];
+    if (WITH_QKV && Q_EARLY) load_rows(qn.W, nq0, H, q_on, qa, qb);
     grid_barrier(bar);
     pdl_trigger();
     float a0[TM], a1[TM];
@@ -250,22 +288,94 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
         o[0] = r0 + y0;
         o[1] = r1 + y1;
     }
+    if (!WITH_QKV) return;
+    grid_barrier(bar);  // phase 3 reads every column of the new residual
+    if (!q_on) return;
+    if (!Q_EARLY) {
+        load_rows(qn.W, nq0, H, q_on, qa, qb);
+        q_consts();
+    }
+    const int chunks1 = H >> 3;
+    float4 gp[K1_CHUNKS], gq[K1_CHUNKS];
+#pragma unroll
+    for (int i = 0; i < K1_CHUNKS; i++) {
+        const int c = lane + 32 * i;
+        gp[i] = gq[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c < chunks1) {
+            gp[i] = __ldg(reinterpret_cast<const float4 *>(qn.norm_w) + 2 * c);
+            gq[i] = __ldg(reinterpret_cast<const float4 *>(qn.norm_w) + 2 * c + 1);
+        }
+    }
+    float qs0 = 0.f, qs1 = 0.f, qss = 0.f;  // lane t keeps row t's sums
+#pragma unroll
+    for (int t = 0; t < TM; t++) {  // (rows >= T repeat row T - 1: never stored)
+        const float4 *xr = reinterpret_cast<const float4 *>(residual + (size_t)min(t, T - 1) * H);
+        float ss = 0.f, c0 = 0.f, c1 = 0.f;
+#pragma unroll
+        for (int i = 0; i < K1_CHUNKS; i++) {
+            const int c = lane + 32 * i;
+            if (c < chunks1) {
+                const float4 p = __ldcg(xr + 2 * c), q = __ldcg(xr + 2 * c + 1);
+                ss += p.x * p.x + p.y * p.y + p.z * p.z + p.w * p.w + q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+                const float4 pn = make_float4(p.x * gp[i].x, p.y * gp[i].y, p.z * gp[i].z, p.w * gp[i].w);
+                const float4 qn4 = make_float4(q.x * gq[i].x, q.y * gq[i].y, q.z * gq[i].z, q.w * gq[i].w);
+                float a[8], b[8];
+                unpack8(qa[i], a);
+                unpack8(qb[i], b);
+                c0 += dot8(a, pn, qn4);
+                c1 += dot8(b, pn, qn4);
+            }
+        }
+        ss = warp_sum(ss);
+        c0 = warp_sum(c0);
+        c1 = warp_sum(c1);
+        if (lane == t) {
+            qss = ss;
+            qs0 = c0;
+            qs1 = c1;
+        }
+    }
+    if (lane >= T) return;
+    const float q_rstd = 1.f / sqrtf(qss / (float)H + eps);  // (one eps for every norm of the model)
+    float v0 = qs0 * q_rstd, v1 = qs1 * q_rstd;
+    const int qk = qn.q_size + qn.kv_size;
+    if (nq0 < qk) rope_pair(v0, v1, q_cs);
+    if (nq0 < qn.q_size) {
+        float *o = qn.q_out + (size_t)lane * qn.q_size + nq0;
+        o[0] = v0;
+        o[1] = v1;
+    } else if (q_slot >= 0) {
+        kv_store_pair(nq0 < qk ? qn.k_cache : qn.v_cache, q_slot, qn.kv_size, (nq0 - qn.q_size) % qn.kv_size, v0, v1);
+    }
 }
 
 #define MLP_LEAN(TM)                                                                                             \
     extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) mlp_lean_t##TM(                              \
         int T, float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
         const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar) {                                   \
-        mlp_lean_body<TM, false>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, nullptr, nullptr, 0);            \
+        mlp_lean_body<TM, false, false>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, nullptr, nullptr, 0,     \
+                                        QkvNext{});                                                              \
     }                                                                                                            \
     extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) omlp_lean_t##TM(                             \
         int T, float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
         const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar, const bf16 *attn,                   \
         const bf16 *__restrict__ Wo, int KO) {                                                                   \
-        mlp_lean_body<TM, true>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO);                    \
+        mlp_lean_body<TM, true, false>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO, QkvNext{});  \
+    }
+
+// (omlpq up to 4 rows: at 8 the register budget would spill; AOTX_LEAN=3 runs T > 4 as AOTX_LEAN=2)
+#define OMLPQ_LEAN(TM)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) omlpq_lean_t##TM(                             \
+        int T, float *residual, const float *__restrict__ norm_w, float eps, const bf16 *__restrict__ Wgu,              \
+        const bf16 *__restrict__ Wd, bf16 *act, int H, int F, unsigned *bar, const bf16 *attn,                   \
+        const bf16 *__restrict__ Wo, int KO, QkvNext qn) {                                                       \
+        mlp_lean_body<TM, true, true>(T, residual, norm_w, eps, Wgu, Wd, act, H, F, bar, attn, Wo, KO, qn);          \
     }
 
 MLP_LEAN(1)
 MLP_LEAN(2)
 MLP_LEAN(4)
 MLP_LEAN(8)
+OMLPQ_LEAN(1)
+OMLPQ_LEAN(2)
+OMLPQ_LEAN(4)

@@ -7,12 +7,16 @@ for exactly T rows): four launches where the default plan has five (linear_gemv,
 attention_combine, linear_gemv, mlp_fused) or, from T = 4, three (linear_gemv, attn_o_fused, mlp_fused).
 AOTX_LEAN=2: three launches: qkv_lean, paged_attention_merged (the splits merged by each group's last
 split) and omlp_lean (O + residual, a grid barrier, then mlp_lean's work).
+AOTX_LEAN=3 (T <= 4; larger steps as =2): two launches: the merged attention and omlpq_lean (omlp_lean's
+work, a third grid barrier, then the NEXT layer's norm + QKV + RoPE + K/V write); layer 0's qkv_lean
+runs alone and the last layer ends with omlp_lean.
 """
 from __future__ import annotations
 
 LEAN_CHUNK = 64          # lean.cu: keys per attention chunk (its LEAN_CHUNK default)
 LEAN_MAX_SPLITS = 8      # o_lean's partials a thread (LEAN_MAX_SPLITS in lean.cu)
 LEAN_TM = (1, 2, 4, 8)   # lean.cu / lean_mlp.cu: one kernel per row bound
+OMLPQ_MAX_T = 4          # omlpq_lean's row bounds end here (AOTX_LEAN=3 runs larger steps as =2)
 
 
 def lean_tm(t: int) -> int:
@@ -32,13 +36,33 @@ def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
     return max(1, min(_pow2ceil(want), _pow2ceil(chunks), LEAN_MAX_SPLITS))
 
 
-def layer_ops(be, w, t: int, p: dict[str, int], bt_stride: int, nsplit: int, kc: int, vc: int) -> list:
-    """(op name, launch) pairs of one layer on backend ``be`` (kernels.cuda.backend), by ``be.lean``."""
-    cfg, k = be.config, be.k
+def layer_ops(be, li: int, t: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list:
+    """(op name, launch) pairs of layer ``li`` on backend ``be`` (kernels.cuda.backend), by ``be.lean``."""
+    cfg, k, w = be.config, be.k, be.layers[li]
+    kc, vc = be.k_cache + li * be.layer_kv_bytes, be.v_cache + li * be.layer_kv_bytes
     qkv = ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
         be.residual, w["attn_norm"], cfg.rms_eps, w["wqkv"], be.qkv_n, cfg.hidden, t, p["positions"], be.rope,
         p["slots"], be.q, kc, vc, cfg.head_dim, cfg.q_size, cfg.kv_size))
-    if be.lean == 2:
+    if be.lean == 3 and t <= OMLPQ_MAX_T:   # this layer's qkv ran in the previous layer's omlpq (but layer 0's)
+        ops = [qkv] if li == 0 else []
+        ops.append(("attention+combine (lean, merged)", lambda: k.lean_attention_merged(
+            be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
+            cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml, be.sync + 76)))
+        if li + 1 == len(be.layers):
+            ops.append(("o+residual+norm+gate_up+swiglu+down+residual (lean)", lambda: k.omlp_lean(
+                be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t,
+                be.sync, be.attn, w["wo"], cfg.q_size)))
+            return ops
+        from kernels.cuda.launchers import QkvNext   # (launchers imports this module)
+
+        wn = be.layers[li + 1]
+        nxt = QkvNext(wn["wqkv"], wn["attn_norm"], p["positions"], be.rope, p["slots"], be.q,
+                      kc + be.layer_kv_bytes, vc + be.layer_kv_bytes, be.qkv_n, cfg.head_dim, cfg.q_size, cfg.kv_size)
+        ops.append(("o+residual+mlp+next norm+qkv+rope+kv_write (lean)", lambda: k.omlpq_lean(
+            be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t, be.sync,
+            be.attn, w["wo"], cfg.q_size, nxt)))
+        return ops
+    if be.lean >= 2:
         return [qkv, ("attention+combine (lean, merged)", lambda: k.lean_attention_merged(
             be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
             cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml, be.sync + 76)),

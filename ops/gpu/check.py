@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     guarded("random e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(rb, False, record_random))
     guarded("random e2e with AOTX_LEAN=1", lambda: lean_check.e2e(rb, False, record_random))
     guarded("random e2e with AOTX_LEAN=2", lambda: lean_check.e2e(rb, False, record_random, "2"))
+    guarded("random e2e with AOTX_LEAN=3", lambda: lean_check.e2e(rb, False, record_random, "3"))
     guarded("random overlap (kernels.cuda.overlap)", lambda: overlap_check.run(rb, False, record_random))
     guarded("random penalties (ops.gpu.penalty_check)",
             lambda: penalty_check.run(rb, _random_prompts(rb), record, "random "))
@@ -93,6 +94,7 @@ def main(argv=None) -> int:
         guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_LEAN=1", lambda: lean_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_LEAN=2", lambda: lean_check.e2e(bundle, True, record, "2"))
+        guarded("real e2e with AOTX_LEAN=3", lambda: lean_check.e2e(bundle, True, record, "3"))
         guarded("real overlap (kernels.cuda.overlap, engine one step behind)",
                 lambda: overlap_check.run(bundle, True, record))
         guarded("real structured outputs (token_mask.cu, engine)", real_structured)

@@ -8,10 +8,11 @@ nothing stays in L2, median of 5 replays; PDL on, as in a step) and GB/s over th
   attn half:  paged_attention + attention_combine + gemv O  vs attn_o_fused  vs lean attention + o_lean
   mlp:        mlp_fused                                     vs mlp_lean
   attention + MLP of a layer: the lean attention + o_lean + mlp_lean (AOTX_LEAN=1, 3 launches) vs the
-              merged attention + omlp_lean (AOTX_LEAN=2, 2 launches)
-Then the decode step by graph replay at batch 1/2/4/8 (context 288), default plan against AOTX_LEAN=1, =2,
+              merged attention + omlp_lean (AOTX_LEAN=2, 2 launches) vs the merged attention + omlpq_lean
+              (AOTX_LEAN=3, 2 launches that also do the next layer's qkv; T <= 4)
+Then the decode step by graph replay at batch 1/2/4/8 (context 288), default plan against AOTX_LEAN=1..3,
 the same at context 2,048 (batch 1, 2), and each op class of a batch-1 step timed alone
-(ops.gpu.bench.step_breakdown) for the three plans."""
+(ops.gpu.bench.step_breakdown) for the four plans."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +38,8 @@ def kernel_rows(backend, ts=(1, 2, 4, 8), ctx=288) -> list[tuple[str, float, str
 
 def _kernel_rows(backend, ts, ctx, attention_only=False) -> list[tuple[str, float, str]]:
     from kernels.cuda import driver, launchers as L
-    from kernels.cuda.lean_plan import lean_nsplit
+    from kernels.cuda.launchers import QkvNext
+    from kernels.cuda.lean_plan import OMLPQ_MAX_T, lean_nsplit
 
     cfg, k, st, timer, be = backend.config, backend.k, backend.dev.stream, driver.Timer(), backend
     H, F, eps, ps = cfg.hidden, cfg.ffn, cfg.rms_eps, backend.page_size
@@ -122,8 +124,20 @@ def _kernel_rows(backend, ts, ctx, attention_only=False) -> list[tuple[str, floa
                                         be.scale, t, cfg.n_kv_heads, ns, be.attn, be.part_o, be.part_ml, be.sync + 76)
                 k.omlp_lean(be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync, be.attn,
                             w["wo"], cfg.q_size)
-            for name, fn in (("lean attention+o_lean+mlp_lean (AOTX_LEAN=1)", half1),
-                             ("merged attention+omlp_lean (AOTX_LEAN=2)", half2)):
+            def half3(w, li, ns=ns):   # AOTX_LEAN=3's: the merged attention and omlpq (the next layer's qkv)
+                kc, vc = kv_at(li)
+                wn, nxt_li = be.layers[(li + 1) % nl], (li + 1) % nl
+                k.lean_attention_merged(be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], npg, ps,
+                                        be.scale, t, cfg.n_kv_heads, ns, be.attn, be.part_o, be.part_ml, be.sync + 76)
+                k.omlpq_lean(be.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], be.act, H, F, t, be.sync, be.attn,
+                             w["wo"], cfg.q_size, QkvNext(wn["wqkv"], wn["attn_norm"], p["positions"], be.rope,
+                                                          p["slots"], be.q, *kv_at(nxt_li), be.qkv_n, cfg.head_dim,
+                                                          cfg.q_size, cfg.kv_size))
+            halves = [("lean attention+o_lean+mlp_lean (AOTX_LEAN=1)", half1),
+                      ("merged attention+omlp_lean (AOTX_LEAN=2)", half2)]
+            if t <= OMLPQ_MAX_T:   # (its bytes: + the next layer's qkv weights)
+                halves.append(("merged attention+omlpq_lean (AOTX_LEAN=3, + next qkv)", half3))
+            for name, fn in halves:
                 s = graph_seconds(st, timer, _per_layer(be, fn), reps=nl)
                 rows.append((f"T={t} {name} splits={ns}", layer_bytes / s / 1e9, f"GB/s, {s * 1e6:6.2f} us"))
     finally:
@@ -141,7 +155,7 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[
     out = []
     try:
         for b in batches:
-            for lean in (0, 1, 2, 0, 1, 2):
+            for lean in (0, 1, 2, 3, 0, 1, 2, 3):
                 label = f"AOTX_LEAN={lean}" if lean else "default"
                 backend.lean = lean
                 ps = backend.page_size
@@ -182,7 +196,7 @@ def main() -> int:
         print(f"decode step batch {b} {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
     for b, label, n, us in step_rows(backend, _step_batch, batches=(1, 2), ctx=2048):
         print(f"decode step batch {b} ctx 2048 {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
-    for lean in (0, 1, 2):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
+    for lean in (0, 1, 2, 3):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
         backend.lean = lean
         for name, n, us in step_breakdown(backend, 1):
             print(f"step b=1 AOTX_LEAN={lean} op class {name:<44} x{n:<3} {us:8.1f} us ({us / max(n, 1):.2f} each)",

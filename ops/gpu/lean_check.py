@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.cuda.fused_twins import attn_o_fused_twin, mlp_fused_twin
+from kernels.cuda.launchers import QkvNext
 from kernels.cuda.lean_twins import qkv_lean_twin
 from kernels.cuda.twins import from_bf16, interleave_gate_up, round_bf16, to_bf16
 from kernels.ops_rope import rope_cos_sin
@@ -146,6 +147,8 @@ def check_layer_chain(c, rel) -> None:
     wq = round_bf16(c.rng.standard_normal((HQ + 2 * KVW, H)).astype(np.float32) / 24)
     wo = round_bf16(c.rng.standard_normal((H, NH * D)).astype(np.float32) / 24)
     an = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    wq2 = round_bf16(c.rng.standard_normal((HQ + 2 * KVW, H)).astype(np.float32) / 24)   # the next layer's
+    an2 = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
     m = _mlp_weights(c)
     rope_d, wq_d, wo_d, an_d = c.up(np.stack([cos, sin], -1)), c.up(to_bf16(wq)), c.up(to_bf16(wo)), c.up(an)
     sync, act = c.zeros(76 + 4 * 8 * NKV, poison=False), c.zeros(8 * F * 2)
@@ -170,14 +173,18 @@ def check_layer_chain(c, rel) -> None:
         ref = attn_o_fused_twin(res, q.reshape(b, NH, D), k_ref.reshape(-1, NKV, D), v_ref.reshape(-1, NKV, D),
                                 positions, qs, lens, tables, page, 1.0 / 8.0, wo)
         ref = mlp_fused_twin(ref, m["nw"], 1e-5, m["wgu_il"], m["wd"])
+        k2_ref, v2_ref = np.zeros((n_pages * page, KVW), np.float32), np.zeros((n_pages * page, KVW), np.float32)
+        q2_ref = qkv_lean_twin(ref, an2, 1e-5, wq2, positions, cos, sin, slots, k2_ref, v2_ref, D)
         nsplit = min(8, 1 << max(0, int(-(-lens.max() // 64)) - 1).bit_length())
-        for mode in (1, 2):
+        for mode in (1, 2, 3) if b <= 4 else (1, 2):
             for prefetch in (True, False):
                 kc_d, vc_d, r_d = c.up(to_bf16(kc)), c.up(to_bf16(vc)), c.up(res)
                 q_d, attn = c.zeros(b * HQ * 4), c.zeros(b * NH * D * 2)
                 po, pm = c.zeros(b * NH * nsplit * D * 4), c.zeros(b * NH * nsplit * 2 * 4)
                 arrs = [c.up(a) for a in (positions, slots, np.arange(b, dtype=np.int32), lens, tables)]
                 pos_d, slot_d, seq_d, len_d, bt_d = arrs
+                wq2_d, an2_d, q2_d = c.up(to_bf16(wq2)), c.up(an2), c.zeros(b * HQ * 4)
+                k2_d, v2_d = c.zeros(n_pages * page * KVW * 2, False), c.zeros(n_pages * page * KVW * 2, False)
                 c.dev.synchronize()
                 c.k.pdl, c.k.lean_prefetch = True, prefetch
                 try:
@@ -191,12 +198,24 @@ def check_layer_chain(c, rel) -> None:
                     else:
                         c.k.lean_attention_merged(q_d, kc_d, vc_d, seq_d, pos_d, len_d, bt_d, width, page, 1.0 / 8.0,
                                                   b, NKV, nsplit, attn, po, pm, sync + 76)
-                        c.k.omlp_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync, attn, wo_d,
-                                      NH * D)
+                        if mode == 2:
+                            c.k.omlp_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync, attn, wo_d,
+                                          NH * D)
+                        else:   # the next layer's qkv inside: its own weights, caches and q
+                            c.k.omlpq_lean(r_d, m["nw_d"], 1e-5, m["wgu_d"], m["wd_d"], act, H, F, b, sync, attn,
+                                           wo_d, NH * D, QkvNext(wq2_d, an2_d, pos_d, rope_d, slot_d, q2_d, k2_d, v2_d,
+                                                                 HQ + 2 * KVW, D, HQ, KVW))
                 finally:
                     c.k.pdl, c.k.lean_prefetch = False, True
                 c.record(f"lean layer chain AOTX_LEAN={mode} prefetch={int(prefetch)} B={b} ctx<={lens.max()} "
                          f"splits={nsplit}", rel(c.down(r_d, (b, H), np.float32), ref), TOL_F32)
+                if mode == 3:
+                    got_k2 = from_bf16(c.down(k2_d, (n_pages * page, KVW), np.uint16))
+                    got_v2 = from_bf16(c.down(v2_d, (n_pages * page, KVW), np.uint16))
+                    c.record(f"lean layer chain AOTX_LEAN=3 B={b} next layer's q", rel(c.down(q2_d, (b, HQ), np.float32),
+                                                                                        q2_ref), TOL_F32)
+                    c.record(f"lean layer chain AOTX_LEAN=3 B={b} next layer's k,v -> cache",
+                             max(rel(got_k2, k2_ref), rel(got_v2, v2_ref)), TOL_BF16)
         c.free()
         rope_d, wq_d, wo_d, an_d = c.up(np.stack([cos, sin], -1)), c.up(to_bf16(wq)), c.up(to_bf16(wo)), c.up(an)
         m = _mlp_weights_up(c, m)
@@ -253,7 +272,7 @@ def main(argv=None) -> int:
             results.append(ok)
             print(f"{'PASS' if ok else 'FAIL'} real {name:<50} {value:.5f} thr={thr} {extra}", flush=True)
         bundle = load_model(progress=False)
-        for mode in ("1", "2"):
+        for mode in ("1", "2", "3"):
             e2e(bundle, True, record_real, mode)
         print(f"lean real checks: {sum(results)}/{len(results)} passed", flush=True)
         return 0 if all(results) else 1
@@ -266,7 +285,7 @@ def main(argv=None) -> int:
         c.results.append((name, value, thr, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} random {name:<48} {value:.5f} thr={thr} {extra}", flush=True)
     bundle = model_check.random_bundle()
-    for mode in ("1", "2"):
+    for mode in ("1", "2", "3"):
         e2e(bundle, False, record, mode)
     failed = [r for r in c.results if not r[3]]
     print(f"lean checks: {len(c.results) - len(failed)}/{len(c.results)} passed", flush=True)

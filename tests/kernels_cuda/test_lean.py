@@ -39,8 +39,9 @@ def test_mlp_lean_compiles_one_kernel_per_row_bound_without_spills():
     fused.cu's kernels are not compiled again (FUSED_HELPERS_ONLY)."""
     log, cubin = build.ptxas_report("lean_mlp", "sm_90", MODEL_DEFINES, with_cubin=True)
     assert b"mlp_fused" not in cubin and b"lm_head_argmax" not in cubin
+    assert b"omlpq_lean_t8" not in cubin   # (its registers would spill: AOTX_LEAN=3 runs T > 4 as =2)
     for t in L.LEAN_TM:
-        for name in (f"mlp_lean_t{t}", f"omlp_lean_t{t}"):
+        for name in (f"mlp_lean_t{t}", f"omlp_lean_t{t}") + ((f"omlpq_lean_t{t}",) if t <= L.OMLPQ_MAX_T else ()):
             assert name.encode() in cubin
             entry = log.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
             assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, (name, entry)
@@ -120,7 +121,7 @@ def test_lean_nsplit_fills_the_gpu_within_chunks_and_the_cap():
 def test_lean_switch_is_off_by_default():
     assert fused_policy.lean_mode({}) == 0
     assert fused_policy.lean_mode({"AOTX_LEAN": ""}) == 0
-    assert [fused_policy.lean_mode({"AOTX_LEAN": v}) for v in "012"] == [0, 1, 2]
+    assert [fused_policy.lean_mode({"AOTX_LEAN": v}) for v in "0123"] == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         fused_policy.lean_mode({"AOTX_LEAN": "yes"})
     assert fused_policy.lean_prefetch({}) is True
