@@ -79,7 +79,7 @@ class CudaBackend:
         # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
         self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
-        self.lean = (fused_policy.lean_mode(os.environ)  # lean.cu at T <= 8 (lean_plan): 0, 1 or 2
+        self.lean = (fused_policy.lean_mode(os.environ)  # lean.cu at T <= 8: lean_plan.mode_for(self.lean, T)
                      if self.fused and self.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size) else 0)
         self.k.lean_prefetch = fused_policy.lean_prefetch(os.environ)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
@@ -185,7 +185,7 @@ class CudaBackend:
         per key chunk (a block walks its chunks serially; a split costs one combine launch)."""
         if n_tokens > BUCKETS[-1]:
             return 1
-        if self.lean and self.fused and n_tokens <= L.GEMV_MAX_T:
+        if self.fused and lean_plan.mode_for(self.lean, n_tokens):
             return lean_plan.lean_nsplit(n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         chunks = -(-max_len // L.ATT_CHUNK)
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
@@ -212,8 +212,8 @@ class CudaBackend:
         for li, w in enumerate(self.layers):
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
-            if gemv and self.fused and self.lean:   # lean.cu / lean_mlp.cu (kernels.cuda.lean_plan)
-                ops += lean_plan.layer_ops(self, li, t, p, bt_stride, nsplit)
+            if gemv and self.fused and lean_plan.mode_for(self.lean, t):   # lean.cu / lean_mlp.cu (lean_plan)
+                ops += lean_plan.layer_ops(self, lean_plan.mode_for(self.lean, t), li, t, p, bt_stride, nsplit)
                 continue
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
                         k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)

@@ -41,12 +41,23 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
     return NEVER if value == "0" else 1
 
 
+LEAN_DEFAULT = "0"
+LEAN_AUTO = -1
+# AOTX_LEAN=auto: the plan per row bound (kernels.cuda.lean_plan.lean_tm), measured on the H100 (round 1,
+# docs/PERFORMANCE.md "the lean T <= 8 kernels"): =1 won at batch 1-2 (549.5 / 690.1 us against =2's
+# 598.0 / 710.4), =2 at batch 4-8 (869.2 / 1,135.7 against 903.2 / 1,378.1).
+LEAN_AUTO_MODES = {1: 1, 2: 1, 4: 2, 8: 2}
+
+
 def lean_mode(env: Mapping[str, str]) -> int:
     """0: off; 1: qkv_lean, attention, o_lean, mlp_lean; 2: qkv_lean, the merged attention, omlp_lean;
-    3: the merged attention and omlpq_lean (the next layer's qkv inside), T <= 4 (larger T as 2)."""
-    value = env.get("AOTX_LEAN", "0") or "0"
+    3: the merged attention and omlpq_lean (the next layer's qkv inside), T <= 4 (larger T as 2);
+    ``auto`` (LEAN_AUTO): LEAN_AUTO_MODES by the step's row bound."""
+    value = env.get("AOTX_LEAN", LEAN_DEFAULT) or LEAN_DEFAULT
+    if value == "auto":
+        return LEAN_AUTO
     if value not in ("0", "1", "2", "3"):
-        raise ValueError(f"AOTX_LEAN must be 0, 1, 2 or 3, got {value!r}")
+        raise ValueError(f"AOTX_LEAN must be 0, 1, 2, 3 or auto, got {value!r}")
     return int(value)
 
 

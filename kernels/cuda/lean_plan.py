@@ -13,6 +13,8 @@ runs alone and the last layer ends with omlp_lean.
 """
 from __future__ import annotations
 
+from kernels.cuda.fused_policy import LEAN_AUTO, LEAN_AUTO_MODES
+
 LEAN_CHUNK = 64          # lean.cu: keys per attention chunk (its LEAN_CHUNK default)
 LEAN_MAX_SPLITS = 8      # o_lean's partials a thread (LEAN_MAX_SPLITS in lean.cu)
 LEAN_TM = (1, 2, 4, 8)   # lean.cu / lean_mlp.cu: one kernel per row bound
@@ -28,6 +30,14 @@ def _pow2ceil(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+def mode_for(setting: int, t: int) -> int:
+    """The lean plan a step of t tokens runs under the AOTX_LEAN setting (kernels.cuda.fused_policy):
+    0 (none) above 8 tokens; the auto table by row bound."""
+    if t > LEAN_TM[-1] or not setting:
+        return 0
+    return LEAN_AUTO_MODES[lean_tm(t)] if setting == LEAN_AUTO else setting
+
+
 def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
     """Splits along the context: enough blocks to fill the GPU twice over, at most one per chunk of
     LEAN_CHUNK keys and LEAN_MAX_SPLITS (o_lean holds that many partials a thread)."""
@@ -36,14 +46,15 @@ def lean_nsplit(n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
     return max(1, min(_pow2ceil(want), _pow2ceil(chunks), LEAN_MAX_SPLITS))
 
 
-def layer_ops(be, li: int, t: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list:
-    """(op name, launch) pairs of layer ``li`` on backend ``be`` (kernels.cuda.backend), by ``be.lean``."""
+def layer_ops(be, mode: int, li: int, t: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list:
+    """(op name, launch) pairs of layer ``li`` on backend ``be`` (kernels.cuda.backend) under lean plan
+    ``mode`` (mode_for)."""
     cfg, k, w = be.config, be.k, be.layers[li]
     kc, vc = be.k_cache + li * be.layer_kv_bytes, be.v_cache + li * be.layer_kv_bytes
     qkv = ("norm+qkv+rope+kv_write (lean)", lambda: k.qkv_lean(
         be.residual, w["attn_norm"], cfg.rms_eps, w["wqkv"], be.qkv_n, cfg.hidden, t, p["positions"], be.rope,
         p["slots"], be.q, kc, vc, cfg.head_dim, cfg.q_size, cfg.kv_size))
-    if be.lean == 3 and t <= OMLPQ_MAX_T:   # this layer's qkv ran in the previous layer's omlpq (but layer 0's)
+    if mode == 3 and t <= OMLPQ_MAX_T:   # this layer's qkv ran in the previous layer's omlpq (but layer 0's)
         ops = [qkv] if li == 0 else []
         ops.append(("attention+combine (lean, merged)", lambda: k.lean_attention_merged(
             be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
@@ -62,7 +73,7 @@ def layer_ops(be, li: int, t: int, p: dict[str, int], bt_stride: int, nsplit: in
             be.residual, w["ffn_norm"], cfg.rms_eps, w["wgu"], w["wdown"], be.act, cfg.hidden, cfg.ffn, t, be.sync,
             be.attn, w["wo"], cfg.q_size, nxt)))
         return ops
-    if be.lean >= 2:
+    if mode >= 2:
         return [qkv, ("attention+combine (lean, merged)", lambda: k.lean_attention_merged(
             be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, t,
             cfg.n_kv_heads, nsplit, be.attn, be.part_o, be.part_ml, be.sync + 76)),

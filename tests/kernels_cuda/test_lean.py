@@ -105,6 +105,16 @@ def test_host_constants_match_the_sources():
         assert tuple(int(x) for x in re.findall(r"^(?:LEAN_KERNELS|MLP_LEAN)\((\d+)\)", src, re.M)) == L.LEAN_TM
 
 
+def test_auto_picks_the_measured_plan_per_row_bound_and_nothing_above_8_tokens():
+    assert fused_policy.lean_mode({"AOTX_LEAN": "auto"}) == fused_policy.LEAN_AUTO
+    auto = fused_policy.LEAN_AUTO
+    assert [L.mode_for(auto, t) for t in range(1, 9)] == [fused_policy.LEAN_AUTO_MODES[L.lean_tm(t)]
+                                                          for t in range(1, 9)]
+    assert set(fused_policy.LEAN_AUTO_MODES) == set(L.LEAN_TM)
+    assert L.mode_for(auto, 9) == L.mode_for(2, 64) == L.mode_for(0, 1) == 0
+    assert L.mode_for(3, 1) == 3 and L.mode_for(1, 8) == 1
+
+
 def test_each_row_count_runs_on_the_smallest_bound():
     assert [L.lean_tm(t) for t in range(1, 9)] == [1, 2, 4, 4, 8, 8, 8, 8]
 
