@@ -146,17 +146,18 @@ def _kernel_rows(backend, ts, ctx, attention_only=False) -> list[tuple[str, floa
 
 
 def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[int, str, int, float]]:
-    """(batch, plan, launches, us per step by graph replay, context ``ctx``): the default plan, AOTX_LEAN=1
-    and =2, interleaved."""
+    """(batch, plan, launches, us per step by graph replay, context ``ctx``): AOTX_LEAN=0 (the fused plan
+    before this work), 1, 2, 3 and auto, interleaved, twice."""
     from kernels.cuda import driver
+    from kernels.cuda.fused_policy import LEAN_AUTO
 
     timer, st = driver.Timer(), backend.dev.stream
     keep = backend.lean
     out = []
     try:
         for b in batches:
-            for lean in (0, 1, 2, 3, 0, 1, 2, 3):
-                label = f"AOTX_LEAN={lean}" if lean else "default"
+            for lean in (0, 1, 2, 3, LEAN_AUTO) * 2:
+                label = "AOTX_LEAN=auto" if lean == LEAN_AUTO else f"AOTX_LEAN={lean}"
                 backend.lean = lean
                 ps = backend.page_size
                 batch = step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32))
@@ -193,9 +194,9 @@ def main() -> int:
     for name, val, unit in kernel_rows(backend):
         print(f"kernel {name:<58} {val:8.1f} {unit}", flush=True)
     for b, label, n, us in step_rows(backend, _step_batch):
-        print(f"decode step batch {b} {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
+        print(f"decode step batch {b} {label:<14}: {us:7.1f} us/step, {n} launches", flush=True)
     for b, label, n, us in step_rows(backend, _step_batch, batches=(1, 2), ctx=2048):
-        print(f"decode step batch {b} ctx 2048 {label:<12}: {us:7.1f} us/step, {n} launches", flush=True)
+        print(f"decode step batch {b} ctx 2048 {label:<14}: {us:7.1f} us/step, {n} launches", flush=True)
     for lean in (0, 1, 2, 3):   # each op class of a batch-1 step alone (ops.gpu.bench.step_breakdown)
         backend.lean = lean
         for name, n, us in step_breakdown(backend, 1):
