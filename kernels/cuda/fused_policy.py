@@ -6,9 +6,9 @@
   combine + O + residual in one launch) for steps of at least ``fused_attn_min_t`` tokens.
   ``AOTX_FUSED_ATTN=1`` uses it at every T, ``AOTX_FUSED_ATTN=0`` never.
 
-* ``AOTX_LEAN=1`` (default off until it passed on the GPU): steps of T <= 8 tokens use lean.cu's
-  latency-lean kernels (kernels.cuda.lean_plan): qkv_lean, the lean attention (shorter chunks, more
-  splits, no combine launch), o_lean (the combine + O + residual) and mlp_lean (lean_mlp.cu) in place
+* ``AOTX_LEAN`` (default ``auto``: LEAN_AUTO_MODES; ``0`` restores the fused plan above): steps of
+  T <= 8 tokens use lean.cu's latency-lean kernels (kernels.cuda.lean_plan). ``AOTX_LEAN=1``: qkv_lean,
+  the lean attention (shorter chunks, more splits, no combine launch), o_lean (the combine + O + residual) and mlp_lean (lean_mlp.cu) in place
   of linear_gemv qkv, attention + attention_combine + O (or attn_o_fused) and mlp_fused: 4 launches a
   layer. ``AOTX_LEAN=2``: 3 launches a layer: qkv_lean, the attention with its splits merged by the last
   split of each group (paged_attention_merged) and omlp_lean (O + residual, a grid barrier, the MLP).
@@ -41,7 +41,7 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
     return NEVER if value == "0" else 1
 
 
-LEAN_DEFAULT = "0"
+LEAN_DEFAULT = "auto"   # (H100 round 1: 76/76 checks; 1.41-1.54x the fused plan at batch 1-8)
 LEAN_AUTO = -1
 # AOTX_LEAN=auto: the plan per row bound (kernels.cuda.lean_plan.lean_tm), measured on the H100 (round 1,
 # docs/PERFORMANCE.md "the lean T <= 8 kernels"): =1 won at batch 1-2 (549.5 / 690.1 us against =2's

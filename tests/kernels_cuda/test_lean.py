@@ -128,9 +128,9 @@ def test_lean_nsplit_fills_the_gpu_within_chunks_and_the_cap():
     assert lean_nsplit(1, 1, 3, 132) == 1
 
 
-def test_lean_switch_is_off_by_default():
-    assert fused_policy.lean_mode({}) == 0
-    assert fused_policy.lean_mode({"AOTX_LEAN": ""}) == 0
+def test_lean_switch_defaults_to_auto_and_0_turns_it_off():
+    assert fused_policy.lean_mode({}) == fused_policy.LEAN_AUTO
+    assert fused_policy.lean_mode({"AOTX_LEAN": ""}) == fused_policy.LEAN_AUTO
     assert [fused_policy.lean_mode({"AOTX_LEAN": v}) for v in "0123"] == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         fused_policy.lean_mode({"AOTX_LEAN": "yes"})
