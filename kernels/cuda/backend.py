@@ -79,9 +79,7 @@ class CudaBackend:
         # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
         self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
-        self.lean = (fused_policy.lean_mode(os.environ)  # lean.cu at T <= 8: lean_plan.mode_for(self.lean, T)
-                     if self.fused and self.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size) else 0)
-        self.k.lean_prefetch = fused_policy.lean_prefetch(os.environ)
+        lean_plan.configure(self, os.environ)   # self.lean: the lean kernels at T <= 8 (AOTX_LEAN)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")
@@ -212,8 +210,8 @@ class CudaBackend:
         for li, w in enumerate(self.layers):
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
-            if gemv and self.fused and lean_plan.mode_for(self.lean, t):   # lean.cu / lean_mlp.cu (lean_plan)
-                ops += lean_plan.layer_ops(self, lean_plan.mode_for(self.lean, t), li, t, p, bt_stride, nsplit)
+            if gemv and self.fused and (mode := lean_plan.mode_for(self.lean, t)):   # lean.cu (lean_plan)
+                ops += lean_plan.layer_ops(self, mode, li, t, p, bt_stride, nsplit)
                 continue
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
                         k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)

@@ -13,7 +13,9 @@ runs alone and the last layer ends with omlp_lean.
 """
 from __future__ import annotations
 
-from kernels.cuda.fused_policy import LEAN_AUTO, LEAN_AUTO_MODES
+from collections.abc import Mapping
+
+from kernels.cuda.fused_policy import LEAN_AUTO, LEAN_AUTO_MODES, lean_mode, lean_prefetch
 
 LEAN_CHUNK = 64          # lean.cu: keys per attention chunk (its LEAN_CHUNK default)
 LEAN_MAX_SPLITS = 8      # o_lean's partials a thread (LEAN_MAX_SPLITS in lean.cu)
@@ -28,6 +30,14 @@ def lean_tm(t: int) -> int:
 
 def _pow2ceil(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
+
+
+def configure(be, env: Mapping[str, str]) -> None:
+    """``be.lean``: the AOTX_LEAN setting where the fused plan runs and the lean kernels take the model's
+    shapes (else 0); ``be.k.lean_prefetch`` from AOTX_LEAN_PREFETCH."""
+    cfg = be.config
+    be.lean = lean_mode(env) if be.fused and be.k.lean_ok(cfg.hidden, cfg.ffn, cfg.vocab_size) else 0
+    be.k.lean_prefetch = lean_prefetch(env)
 
 
 def mode_for(setting: int, t: int) -> int:
