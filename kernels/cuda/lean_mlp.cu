@@ -115,6 +115,10 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
     };
     if (WITH_QKV && Q_EARLY) q_consts();
     pdl_wait();
+    // the next kernel may launch now: it can only once EVERY block of this grid has passed this point, so
+    // all of them are resident (the grid barriers cannot starve), and it reads only constants before its
+    // own wait; its weight loads then overlap all of this kernel's phases, not only the last
+    pdl_trigger();
     const bool adds = out_ok && s == 0 && lane < T;
     float r0 = 0.f, r1 = 0.f;
     if (adds) {
@@ -236,7 +240,6 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
     uint4 qa[K1_CHUNKS], qb[K1_CHUNKS];
     if (WITH_QKV && Q_EARLY) load_rows(qn.W, nq0, H, q_on, qa, qb);
     grid_barrier(bar);
-    pdl_trigger();
     float a0[TM], a1[TM];
 #pragma unroll
     for (int t = 0; t < TM; t++) a0[t] = a1[t] = 0.f;
