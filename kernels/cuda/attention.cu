@@ -14,9 +14,12 @@
 // the normalised output itself. Cache layout: bf16 [num_slots, n_kv * D]; q float32; out bf16.
 #include "common.cuh"
 
+#ifndef ATT_CHUNK  // keys a chunk (lean.cu compiles this file with its own)
 #define ATT_CHUNK 128
+#endif
 #define ATT_THREADS 128
 static_assert(ATT_G <= ATT_THREADS / 32, "one warp per query head of a KV group");
+static_assert(ATT_CHUNK <= ATT_THREADS, "one key per thread of a chunk");
 static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");
 
 #define ATT_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free 16-byte reads down a column
@@ -103,7 +106,7 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
             }
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = dot[g] * scale;
-        } else {
+        } else if (ATT_CHUNK == ATT_THREADS || tid < ATT_CHUNK) {  // (lean.cu: chunks shorter than the block)
 #pragma unroll
             for (int g = 0; g < ATT_G; g++) ps[g][tid] = -INFINITY;
         }
@@ -167,6 +170,7 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
     }
 }
 
+#ifndef ATTENTION_UNIT_ONLY  // (lean.cu takes attention_unit's pieces, not these kernels)
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 paged_attention(const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                 const int *__restrict__ tok_seq, const int *__restrict__ positions,
@@ -200,3 +204,4 @@ extern "C" __global__ void attention_combine(const float *__restrict__ part_o, c
     }
     out[((size_t)t * n_heads + h) * ATT_D + d] = f2bf(l > 0.f ? o / l : 0.f);
 }
+#endif  // ATTENTION_UNIT_ONLY

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, flash_plan, fused_policy, launchers as L, wgmma_plan
+from kernels.cuda import driver, flash_plan, fused_policy, lean_plan, launchers as L, wgmma_plan
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
@@ -79,6 +79,7 @@ class CudaBackend:
         # fused T <= 8 kernels (fused.cu, attn_fused.cu); AOTX_FUSED=0 restores the older plan (fused_policy)
         self.fused = fused_policy.fused_enabled(os.environ) and self.k.fused_ok(cfg.hidden, cfg.ffn, cfg.vocab_size)
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
+        lean_plan.configure(self, os.environ)   # self.lean: the lean kernels at T <= 8 (AOTX_LEAN)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")
@@ -182,6 +183,8 @@ class CudaBackend:
         per key chunk (a block walks its chunks serially; a split costs one combine launch)."""
         if n_tokens > BUCKETS[-1]:
             return 1
+        if self.fused and lean_plan.mode_for(self.lean, n_tokens):
+            return lean_plan.lean_nsplit(n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         chunks = -(-max_len // L.ATT_CHUNK)
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
         return max(1, min(_pow2ceil(want), _pow2ceil(chunks), MAX_SPLITS))
@@ -207,6 +210,9 @@ class CudaBackend:
         for li, w in enumerate(self.layers):
             kc = self.k_cache + li * self.layer_kv_bytes
             vc = self.v_cache + li * self.layer_kv_bytes
+            if gemv and self.fused and (mode := lean_plan.mode_for(self.lean, t)):   # lean.cu (lean_plan)
+                ops += lean_plan.layer_ops(self, mode, li, t, p, bt_stride, nsplit)
+                continue
             e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
                         k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)
             e_gu = epi(L.EPI_SWIGLU, out_bf16=self.act, ld=F)
@@ -315,7 +321,7 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t)
+        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t, self.lean)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))

@@ -153,6 +153,7 @@ __device__ __forceinline__ void load_rows(const bf16 *W, int row, int K, bool ok
     }
 }
 
+#ifndef FUSED_HELPERS_ONLY  // (lean_mlp.cu takes the helpers above, not these kernels)
 // residual float32 [T, H] (read, then += down(act)); Wgu bf16 [2F, H] interleaved (gate_j, up_j);
 // Wd bf16 [H, F]; act bf16 [T, F] scratch; bar: one zero-initialised word. Grid G >= H / 4 blocks.
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2)
@@ -348,3 +349,4 @@ lm_head_argmax(const float *residual, const int *__restrict__ x_rows, const floa
         if (tid == 0) atomicExch(counter, 0u);
     }
 }
+#endif  // FUSED_HELPERS_ONLY

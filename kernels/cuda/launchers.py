@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 
 from kernels.cuda import build, driver
+from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
 GEMV_MAX_T = 8
@@ -17,6 +18,9 @@ ATT_CHUNK = 128
 FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
+MAX_SPLITS_BUF = 16          # kernels.cuda.backend.MAX_SPLITS: the partial buffers' splits
+LEAN_QKV_WARPS = 4
+LEAN_O_WARPS = 8
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 # flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
 FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
@@ -27,6 +31,14 @@ def mlp_grid(hidden: int, ffn: int) -> int:
     """mlp_fused's blocks: 4 down-projection columns each (>= hidden / 4), and enough warps that
     phase 1 takes at most 2 gate/up pairs per warp."""
     return max(-(-hidden // 4), -(-ffn // (2 * 8)))
+
+
+class QkvNext(ctypes.Structure):
+    """Mirror of ``struct QkvNext`` in lean_mlp.cu (8 pointers, then 4 ints)."""
+    _fields_ = [("W", ctypes.c_uint64), ("norm_w", ctypes.c_uint64), ("positions", ctypes.c_uint64),
+                ("rope", ctypes.c_uint64), ("slots", ctypes.c_uint64), ("q_out", ctypes.c_uint64),
+                ("k_cache", ctypes.c_uint64), ("v_cache", ctypes.c_uint64), ("N", ctypes.c_int32),
+                ("head_dim", ctypes.c_int32), ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32)]
 
 
 class Epi(ctypes.Structure):
@@ -67,6 +79,19 @@ class Kernels:
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
+        # lean.cu (AOTX_LEAN=1, kernels.cuda.lean_plan): one kernel per T; its own paged_attention copy
+        # (ATT_CHUNK = LEAN_CHUNK keys a chunk), which launches no combine: o_lean merges the splits
+        lean = self.modules["lean"]
+        self.lean_f = {"attention": lean.function("lean_attention"),
+                       "attention_merged": lean.function("paged_attention_merged")}
+        self.lean_prefetch = True   # lean attention: older K/V rows staged before the wait (AOTX_LEAN_PREFETCH)
+        for tm in LEAN_TM:
+            self.lean_f[("qkv", tm)] = lean.function(f"qkv_lean_t{tm}")
+            self.lean_f[("o", tm)] = lean.function(f"o_lean_t{tm}")
+            self.lean_f[("mlp", tm)] = self.modules["lean_mlp"].function(f"mlp_lean_t{tm}")
+            self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
+            if tm <= OMLPQ_MAX_T:
+                self.lean_f[("omlpq", tm)] = self.modules["lean_mlp"].function(f"omlpq_lean_t{tm}")
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -105,6 +130,78 @@ class Kernels:
                  (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale,
                   n_kv, nsplit, attn, part_o, part_ml, wo, residual, hidden, n_tokens, counters, bar),
                  "pppppppiifiipppppiipp")
+
+    def lean_ok(self, hidden: int, ffn: int, vocab: int) -> bool:
+        """fused_ok, and every mlp_lean_t<T> grid (a grid barrier) resident at once."""
+        grid = mlp_grid(hidden, ffn)
+        return self.fused_ok(hidden, ffn, vocab) and all(
+            driver.max_active_blocks(self.lean_f[(kind, t)], FUSED_THREADS) * self.device.sm_count >= grid
+            for t in LEAN_TM for kind in ("mlp", "omlp", "omlpq") if (kind, t) in self.lean_f)
+
+    def mlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar):
+        """mlp_fused for exactly t rows (lean_mlp.cu mlp_lean_t<t>): same result, same barrier word."""
+        if not 1 <= t <= GEMV_MAX_T:
+            raise ValueError(f"mlp_lean takes 1..{GEMV_MAX_T} rows, got {t}")
+        driver.launch(self.lean_f[("mlp", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar), "ippfpppiip", self.stream, 0, self.pdl)
+
+    def omlp_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar, attn, wo, k_o):
+        """residual[t] += O(attn) (attn bf16 [t, k_o], combined), then mlp_lean's work, one launch (two grid
+        barriers on bar; lean_mlp.cu omlp_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or k_o % 32 or k_o > FUSED_MAX_K:
+            raise ValueError(f"omlp_lean takes 1..{GEMV_MAX_T} rows and K_o % 32 == 0 <= {FUSED_MAX_K}, got {t}, {k_o}")
+        driver.launch(self.lean_f[("omlp", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o), "ippfpppiipppi",
+                      self.stream, 0, self.pdl)
+
+    def _t_step(self, n_tokens: int) -> int:
+        return n_tokens if self.lean_prefetch else 1 << 20   # (huge: no K/V row is staged before the wait)
+
+    def omlpq_lean(self, residual, norm_w, eps, wgu, wd, act, hidden, ffn, t, bar, attn, wo, k_o, nxt: QkvNext):
+        """omlp_lean, then a grid barrier and the next layer's RMSNorm + QKV + RoPE + K/V write (``nxt``),
+        t <= OMLPQ_MAX_T rows, one launch (lean_mlp.cu omlpq_lean_t<t>)."""
+        if not 1 <= t <= OMLPQ_MAX_T or k_o % 32 or k_o > FUSED_MAX_K:
+            raise ValueError(f"omlpq_lean takes 1..{OMLPQ_MAX_T} rows and K_o % 32 == 0 <= {FUSED_MAX_K}, got {t}, {k_o}")
+        driver.launch(self.lean_f[("omlpq", lean_tm(t))], (mlp_grid(hidden, ffn),), FUSED_THREADS,
+                      (t, residual, norm_w, eps, wgu, wd, act, hidden, ffn, bar, attn, wo, k_o, nxt),
+                      "ippfpppiipppis", self.stream, 0, self.pdl)
+
+    def lean_attention_merged(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                              page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml, counters):
+        """lean_attention, and the splits merged into bf16 out by each group's last split (lean.cu)."""
+        if not 1 <= nsplit <= MAX_SPLITS_BUF:
+            raise ValueError(f"lean attention takes 1..{MAX_SPLITS_BUF} splits, got {nsplit}")
+        driver.launch(self.lean_f["attention_merged"], (n_tokens, n_kv, nsplit), 128,
+                      (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                       scale, n_kv, nsplit, out, part_o, part_ml, counters, self._t_step(n_tokens)),
+                      "pppppppiifiippppi", self.stream, 0, self.pdl)
+
+    def qkv_lean(self, residual, norm_w, eps, w, n, k, t, positions, rope, slots, q_out, k_cache, v_cache,
+                 head_dim, q_size, kv_size):
+        """RMSNorm + QKV + RoPE + K/V write for t <= 8 rows (lean.cu qkv_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or k > FUSED_MAX_K or k % 8 or n % 2:
+            raise ValueError(f"qkv_lean takes 1..{GEMV_MAX_T} rows and K <= {FUSED_MAX_K}, got t={t} K={k}")
+        driver.launch(self.lean_f[("qkv", lean_tm(t))], (-(-n // (2 * LEAN_QKV_WARPS)),), 32 * LEAN_QKV_WARPS,
+                      (t, residual, norm_w, eps, w, n, k, positions, rope, slots, q_out, k_cache, v_cache, head_dim,
+                       q_size, kv_size), "ippfpiippppppiii", self.stream, 0, self.pdl)
+
+    def lean_attention(self, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                       page_size, scale, n_tokens, n_kv, nsplit, out, part_o, part_ml):
+        """paged attention with LEAN_CHUNK-key chunks; with nsplit > 1 only the partials (o_lean merges)."""
+        if not 1 <= nsplit <= LEAN_MAX_SPLITS:
+            raise ValueError(f"lean attention takes 1..{LEAN_MAX_SPLITS} splits, got {nsplit}")
+        driver.launch(self.lean_f["attention"], (n_tokens, n_kv, nsplit), 128,
+                      (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                       scale, n_kv, nsplit, out, part_o, part_ml, self._t_step(n_tokens)), "pppppppiifiipppi",
+                      self.stream, 0, self.pdl)
+
+    def o_lean(self, attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden, t):
+        """residual[t] += O(the split combine of the attention partials), t <= 8 rows (lean.cu o_lean_t<t>)."""
+        if not 1 <= t <= GEMV_MAX_T or not 1 <= nsplit <= LEAN_MAX_SPLITS or n_heads > 16:
+            raise ValueError(f"o_lean takes 1..{GEMV_MAX_T} rows, 1..{LEAN_MAX_SPLITS} splits, got {t}, {nsplit}")
+        driver.launch(self.lean_f[("o", lean_tm(t))], (-(-hidden // (2 * LEAN_O_WARPS)),), 32 * LEAN_O_WARPS,
+                      (t, attn, part_o, part_ml, nsplit, n_heads, wo, residual, hidden), "ipppiippi", self.stream, 0,
+                      self.pdl)
 
     @property
     def stream(self):

@@ -256,7 +256,7 @@ def main(argv=None) -> int:
     for name, val, unit in kt:
         print(f"kernel {name:<48} {val:9.1f} {unit}", flush=True)
     for b, label, n, us in fused_bench.step_rows(backend, _step_batch):
-        print(f"decode step batch {b} {label:<18}: {us:7.1f} us/step, {n} launches", flush=True)
+        print(f"decode step batch {b} {label:<24}: {us:7.1f} us/step, {n} launches", flush=True)
 
     hf = {}
     if not args.skip_hf:

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import flash_check, kernel_check, model_check, overlap_check, penalty_check, wgmma_check
+    from ops.gpu import flash_check, kernel_check, lean_check, model_check, overlap_check, penalty_check, wgmma_check
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
@@ -68,6 +68,9 @@ def main(argv=None) -> int:
     rb = bundles["random"]
     guarded("random e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(rb, False, record_random))
     guarded("random e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(rb, False, record_random))
+    guarded("random e2e with AOTX_LEAN=1", lambda: lean_check.e2e(rb, False, record_random))
+    guarded("random e2e with AOTX_LEAN=2", lambda: lean_check.e2e(rb, False, record_random, "2"))
+    guarded("random e2e with AOTX_LEAN=3", lambda: lean_check.e2e(rb, False, record_random, "3"))
     guarded("random overlap (kernels.cuda.overlap)", lambda: overlap_check.run(rb, False, record_random))
     guarded("random penalties (ops.gpu.penalty_check)",
             lambda: penalty_check.run(rb, _random_prompts(rb), record, "random "))
@@ -89,6 +92,9 @@ def main(argv=None) -> int:
         guarded("real e2e", lambda: model_check.run(bundle, True, record), "exception")
         guarded("real e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
+        guarded("real e2e with AOTX_LEAN=1", lambda: lean_check.e2e(bundle, True, record))
+        guarded("real e2e with AOTX_LEAN=2", lambda: lean_check.e2e(bundle, True, record, "2"))
+        guarded("real e2e with AOTX_LEAN=3", lambda: lean_check.e2e(bundle, True, record, "3"))
         guarded("real overlap (kernels.cuda.overlap, engine one step behind)",
                 lambda: overlap_check.run(bundle, True, record))
         guarded("real structured outputs (token_mask.cu, engine)", real_structured)

@@ -69,20 +69,21 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
 
 
 def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list[tuple[int, str, int, float]]:
-    """(batch, plan, launches per step, us per step by graph replay): the fused plan (default: attn_o_fused
-    from T = 4), with attn_o_fused at every T (AOTX_FUSED_ATTN=1) and at none (AOTX_FUSED_ATTN=0), and the
-    older plan (AOTX_FUSED=0)."""
+    """(batch, plan, launches per step, us per step by graph replay): the default plan (the lean kernels,
+    AOTX_LEAN=auto, where they run), the fused plan (AOTX_LEAN=0: attn_o_fused from T = 4), with
+    attn_o_fused at every T (AOTX_FUSED_ATTN=1) and at none (=0), and the older plan (AOTX_FUSED=0)."""
     from kernels.cuda import driver
     from kernels.cuda.fused_policy import FUSED_ATTN_MIN_T, NEVER
 
     out = []
     timer, st = driver.Timer(), backend.dev.stream
-    keep = backend.fused, backend.fused_attn_min_t
-    plans = [("fused (default)", True, FUSED_ATTN_MIN_T), ("AOTX_FUSED_ATTN=1", True, 1),
-             ("AOTX_FUSED_ATTN=0", True, NEVER), ("AOTX_FUSED=0", False, NEVER)]
+    keep = backend.fused, backend.fused_attn_min_t, backend.lean
+    plans = [("default", True, FUSED_ATTN_MIN_T, keep[2]), ("AOTX_LEAN=0", True, FUSED_ATTN_MIN_T, 0),
+             ("AOTX_LEAN=0 FUSED_ATTN=1", True, 1, 0), ("AOTX_LEAN=0 FUSED_ATTN=0", True, NEVER, 0),
+             ("AOTX_FUSED=0", False, NEVER, 0)]
     try:
-        for label, fused, min_t in plans if keep[0] else plans[3:]:
-            backend.fused, backend.fused_attn_min_t = fused, min_t
+        for label, fused, min_t, lean in plans if keep[0] else plans[4:]:
+            backend.fused, backend.fused_attn_min_t, backend.lean = fused, min_t, lean
             for b in batches:
                 ps = backend.page_size
                 if b * (-(-ctx // ps) + 1) > backend.num_pages:
@@ -104,7 +105,7 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list
                 n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)   # + attention_combine
                 out.append((b, label, n_launch, float(np.median(ts)) * 1e3))
     finally:
-        backend.fused, backend.fused_attn_min_t = keep
+        backend.fused, backend.fused_attn_min_t, backend.lean = keep
     return out
 
 

@@ -15,6 +15,9 @@ EXPECTED = {
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
     "token_mask": ["token_mask_rows"], "flash_attention": ["flash_prefill", "flash_prefill_k2", "flash_prefill_64"],
+    "lean_mlp": ["mlp_lean_t1", "mlp_lean_t8", "omlp_lean_t1", "omlp_lean_t8", "omlpq_lean_t1", "omlpq_lean_t4"],
+    "lean": ["qkv_lean_t1", "qkv_lean_t8", "o_lean_t1", "o_lean_t8", "lean_attention",
+             "paged_attention_merged"],
     "linear_wgmma": ["linear_wgmma_64x64", "linear_wgmma_64x128", "linear_wgmma_128x128", "linear_wgmma_128x256"],
 }
 
