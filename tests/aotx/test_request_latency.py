@@ -30,16 +30,21 @@ def test_the_exposition_is_prometheus_clients():
     assert _text(LightHistogram, each) == want
 
 
-def test_observe_same_is_observe_n_times():
+def test_added_values_and_folds_count_once(monkeypatch):
+    monkeypatch.setattr(LightHistogram, "FOLD_AT", 3)   # several folds before the scrape's own
+
     def each(child):
-        for v in VALUES:
-            child.observe(v)
+        for v in VALUES * 3:
             child.observe(v)
 
-    def same(child):
-        for v in VALUES:
-            child.observe_same(v, 2)
-    assert _text(LightHistogram, same) == _text(Histogram, each)
+    def add(child):
+        for v in VALUES * 3:
+            child.add(v)
+            if len(child._pending) >= 5:
+                child.fold()
+    want = _text(Histogram, each)
+    assert _text(LightHistogram, each) == want
+    assert _text(LightHistogram, add) == want
 
 
 def test_no_exemplars():
