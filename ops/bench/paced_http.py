@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 
 from ops.gpu import serve_bench
@@ -38,22 +40,57 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return out
 
 
-def measure(tree: str, workers: int, streams: int, step_ms: float, tokens: int, clients: int) -> dict:
-    env_before = os.environ.get("PYTHONPATH")
+def _valgrind_python(var: str, out: str) -> str:
+    """A python that runs under callgrind, instructions counted only while switched on (callgrind_control)."""
+    path = os.path.join(var, "callgrind-python")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes "
+                f"--callgrind-out-file={out} {sys.executable} \"$@\"\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def measure(tree: str, workers: int, streams: int, step_ms: float, tokens: int, clients: int,
+            callgrind: bool = False) -> dict:
+    env_before, exe = os.environ.get("PYTHONPATH"), sys.executable
     os.environ["PYTHONPATH"] = tree    # the server process (and its workers) run this tree's code
+    read_cpu = serve_bench.server_cpu
     try:
         with tempfile.TemporaryDirectory(prefix="aotx-paced-http-") as var:
-            proc, base = serve_bench.start_server(
-                "numpy", streams, tokens, var, "on", http_workers=workers,
-                entry=("-m", "ops.bench.paced_serve", "--step-ms", str(step_ms)))
+            out = os.path.join(var, "callgrind.out")
+            if callgrind:   # the main process only (its workers and nats-server are not traced)
+                sys.executable = _valgrind_python(var, out)
+                marks = []
+
+                def switching_cpu(pid: int) -> dict:   # load() reads it right before and after the streams
+                    got = read_cpu(pid)
+                    subprocess.run(["callgrind_control", "-i", "off" if marks else "on", str(pid)],
+                                   capture_output=True, check=True)
+                    marks.append(got)
+                    return got
+                serve_bench.server_cpu = switching_cpu
+            here = os.getcwd()
+            os.chdir(tree)   # `python -m` puts its working directory first on sys.path, before PYTHONPATH
+            try:
+                proc, base = serve_bench.start_server(
+                    "numpy", streams, tokens, var, "on", http_workers=workers,
+                    entry=("-m", "ops.bench.paced_serve", "--step-ms", str(step_ms)))
+            finally:
+                sys.executable = exe
+                os.chdir(here)
             try:
                 loop0, th0 = main_thread_cpu(proc.pid) or 0.0, thread_cpu(proc.pid)
                 res = asyncio.run(serve_bench.load(base, streams, tokens, 0.7, clients=clients, server_pid=proc.pid))
                 loop1, th1 = main_thread_cpu(proc.pid) or 0.0, thread_cpu(proc.pid)
             finally:
                 proc.terminate()
-                proc.wait(60)
+                proc.wait(300)
+            if callgrind:
+                from ops.bench.engine_host_step import _thread_ir
+                per_thread = _thread_ir(out)
+                res["ir_per_token"] = {k: v / max(res["tokens"], 1) for k, v in sorted(per_thread.items())}
     finally:
+        serve_bench.server_cpu = read_cpu
         if env_before is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -72,7 +109,10 @@ def line(tree: str, workers: int, streams: int, r: dict) -> str:
             f"{r['itl_p50_ms']:.2f}/{r['itl_p99_ms']:.2f} ms  batch {r['mean_decode_batch']:.0f}  µs/token main "
             f"{r['cpu_us_per_token_main']:.1f} (loop≈{r['cpu_us_per_token_loop']:.1f}, rest "
             f"{r['cpu_us_per_token_main'] - r['cpu_us_per_token_loop']:.1f}) workers {r['cpu_us_per_token_workers']:.1f}"
-            f" nats {r['cpu_us_per_token_nats']:.1f}  other threads {r['threads']}  load {load}")
+            f" nats {r['cpu_us_per_token_nats']:.1f}  other threads {r['threads']}  load {load}"
+            + ("" if "ir_per_token" not in r else "\n    callgrind, main process, instructions per token: all "
+               f"{sum(r['ir_per_token'].values()):,.0f}; by thread (1: event loop) "
+               + ", ".join(f"{k}: {v:,.0f}" for k, v in r["ir_per_token"].items() if v >= 50)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--callgrind", action="store_true",
+                    help="run the server's main process under callgrind: its instructions per streamed token, by "
+                         "thread, counted over the streams only (the CPU figures are then callgrind's, ~50x)")
     args = ap.parse_args(argv)
     set_ignore_eos(True)
     trees = [t for t in args.trees.split(",") if t]
@@ -91,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for streams in (int(s) for s in args.streams.split(",")):
             for workers in (int(w) for w in args.workers.split(",")):
                 for tree in (trees if rnd % 2 == 0 else trees[::-1]):
-                    r = measure(tree, workers, streams, args.step_ms, args.tokens, args.clients)
+                    r = measure(tree, workers, streams, args.step_ms, args.tokens, args.clients, args.callgrind)
                     print(line(tree, workers, streams, r), flush=True)
     return 0
 
