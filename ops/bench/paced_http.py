@@ -89,6 +89,12 @@ def measure(tree: str, workers: int, streams: int, step_ms: float, tokens: int, 
                 from ops.bench.engine_host_step import _thread_ir
                 per_thread = _thread_ir(out)
                 res["ir_per_token"] = {k: v / max(res["tokens"], 1) for k, v in sorted(per_thread.items())}
+                keep = os.environ.get("AOTX_PACED_HTTP_KEEP")   # a folder for the callgrind files (callgrind_annotate)
+                if keep:
+                    import shutil
+                    for name in os.listdir(var):
+                        if name.startswith("callgrind.out"):
+                            shutil.copy(os.path.join(var, name), os.path.join(keep, f"{workers}w-{name}"))
     finally:
         serve_bench.server_cpu = read_cpu
         if env_before is None:
