@@ -2,8 +2,8 @@
 
 Workers submit on `gen` (request/reply: accepted or refused before anything runs); each accepted
 request's handle is redirected (RequestHandle.redirect) into its worker's outbox (a list: one append a
-token, nothing encoded yet), and one flush per event-loop turn encodes and publishes each non-empty
-outbox in one go (aotx.engine_wire.step_to_wire): the engine hands a whole step's deltas to the loop in
+token of its wire item, aotx.engine_wire.item_to_wire), and one flush per event-loop turn packs and
+publishes each non-empty outbox in one go: the engine hands a whole step's deltas to the loop in
 one callback, so NATS carries at most one message per worker per engine step, and a worker with nothing
 new costs nothing.
 A worker's cancellations and heartbeats come on `ctl`; one silent for WORKER_TIMEOUT (killed, hung,
@@ -31,8 +31,8 @@ from aotx.engine_wire import (
     ctl_subject,
     gen_subject,
     params_from_wire,
+    item_to_wire,
     split_to_fit,
-    step_to_wire,
 )
 from eventlog import NatsAuth, OutageLog, close_connection, connect, flush_subscriptions
 
@@ -45,11 +45,12 @@ def _pack(obj: Any) -> bytes:
 
 
 class _Outbox:
-    """One worker's deltas since the last flush: (rid, Delta) pairs, in the engine's order."""
-    __slots__ = ("worker", "inbox", "items")
+    """One worker's deltas since the last flush: their wire items (aotx.engine_wire.item_to_wire), in the
+    engine's order, and the rids among them that finished."""
+    __slots__ = ("worker", "inbox", "items", "ended")
 
     def __init__(self, worker: str, inbox: str) -> None:
-        self.worker, self.inbox, self.items = worker, inbox, []
+        self.worker, self.inbox, self.items, self.ended = worker, inbox, [], []
 
 
 class EngineService:
@@ -184,15 +185,22 @@ class EngineService:
 
     def _sink(self, outbox: _Outbox, rid: int):
         """The delta sink of one generation: on the loop, one call per delta, every delta of one engine
-        step in one loop callback; the flush after that callback sends them."""
+        step in one loop callback; the flush after that callback sends them. A plain token's wire item is
+        made here, inline (item_to_wire's first case)."""
         items, dirty = outbox.items, self._dirty
 
-        def sink(delta) -> None:
+        def sink(d) -> None:
             if not items:
                 dirty.append(outbox)
                 if self._flushing is None:
                     self._flushing = asyncio.get_running_loop().create_task(self._flush())
-            items.append((rid, delta))
+            if (d.finish_reason is None and d.stop_sequence is None and d.error is None and not d.logprobs
+                    and not d.prompt_logprobs):
+                items.append((rid, d.text, d.token_ids, d.prompt_tokens, d.completion_tokens))
+                return
+            items.append(item_to_wire(rid, d))
+            if d.finish_reason is not None:
+                outbox.ended.append(rid)
         return sink
 
     async def _flush(self) -> None:
@@ -202,14 +210,15 @@ class EngineService:
         for outbox in dirty:   # taken before the first await: the next step's deltas go to the next flush
             items = outbox.items.copy()
             outbox.items.clear()
-            for rid, delta in items:
-                if delta.finish_reason is not None:
+            if outbox.ended:
+                for rid in outbox.ended:
                     self._gens.pop((outbox.worker, rid), None)
+                outbox.ended.clear()
             steps.append((outbox.inbox, items))
         if self._nc is None:
             return
         for inbox, items in steps:
-            for data in split_to_fit(step_to_wire(items), _pack, self._nc.max_payload):
+            for data in split_to_fit(items, _pack, self._nc.max_payload):
                 try:
                     await self._nc.publish(inbox, data)
                     self.messages_out += 1

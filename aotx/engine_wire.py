@@ -126,16 +126,17 @@ def delta_from_wire(w: list) -> Delta:
                  prompt_logprobs=tuple(_lp_from_wire(x) for x in w[8]) if w[8] else ())
 
 
+def item_to_wire(rid: int, d: Delta) -> tuple:
+    """One (rid, delta) pair as an inbox message's item (see the module doc)."""
+    if (d.finish_reason is None and d.stop_sequence is None and d.error is None and not d.logprobs
+            and not d.prompt_logprobs):
+        return rid, d.text, d.token_ids, d.prompt_tokens, d.completion_tokens
+    return rid, delta_to_wire(d)
+
+
 def step_to_wire(items: list[tuple[int, Delta]]) -> list:
     """One step's (rid, delta) pairs of one worker as the inbox message's items (see the module doc)."""
-    out = []
-    for rid, d in items:
-        if (d.finish_reason is None and d.stop_sequence is None and d.error is None and not d.logprobs
-                and not d.prompt_logprobs):
-            out.append((rid, d.text, d.token_ids, d.prompt_tokens, d.completion_tokens))
-        else:
-            out.append((rid, delta_to_wire(d)))
-    return out
+    return [item_to_wire(rid, d) for rid, d in items]
 
 
 def step_from_wire(items) -> list[tuple[int, Delta]]:

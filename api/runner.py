@@ -2,7 +2,9 @@
 
 A projector is any object with `open() -> list[ServerSentEvent]`,
 `feed(choice, delta) -> list[ServerSentEvent]`, `fail(message) -> list[...]`
-and a `done` flag (set once its terminal event has been produced).
+and a `done` flag (set once its terminal event has been produced); optionally
+`plain_bytes(choice, delta) -> bytes | None`: a plain token's bytes as `feed`'s
+events would encode them, or None (nothing done) where the delta needs `feed`.
 """
 from __future__ import annotations
 
@@ -135,10 +137,17 @@ async def _stream_events(handles, projector) -> AsyncIterator[bytes]:
     try:
         for event in projector.open():
             yield event.encode()
+        plain = getattr(projector, "plain_bytes", None)   # a plain token's bytes without events, or None
         try:
             async for batch in merge_batches(handles):
                 out = []
                 for i, delta in batch:
+                    if plain is not None:
+                        data = plain(i, delta)
+                        if data is not None:
+                            if data:
+                                out.append(data)
+                            continue
                     out += [event.encode() for event in projector.feed(i, delta)]
                     if projector.done:
                         break

@@ -28,7 +28,7 @@ class StepOutput:
     """The Engine's output side (a mixin: aotx.engine.engine.Engine has the state)."""
 
     _handles: dict[int, RequestHandle]
-    _outbox: list[tuple[RequestHandle, Sequence, Delta]]
+    _outbox: list[tuple[RequestHandle, Delta]]
     _stats: StatsCollector
     _cond: threading.Condition
     _committed: int
@@ -72,8 +72,8 @@ class StepOutput:
                 continue
             handle = handles.get(seq.seq_id)
             if handle is not None:
-                outbox.append((handle, seq, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
-                                                        seq.queued_s if first else None)))
+                outbox.append((handle, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
+                                                   seq.queued_s if first else None)))
         self._stats.tokens(ttfts, itls)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
@@ -133,24 +133,39 @@ class StepOutput:
         if extra or delta.prompt_tokens != seq.prompt_len or delta.completion_tokens != len(seq.output_ids):
             delta = dataclasses.replace(delta, prompt_tokens=seq.prompt_len,
                                         completion_tokens=len(seq.output_ids), **extra)
-        self._outbox.append((handle, seq, delta))
+        self._outbox.append((handle, delta))
 
     def _flush(self) -> None:
+        """Hand the step's deltas to their loops, one wake-up a loop; the outbox itself where every handle
+        has the one loop (the common case: no regrouping)."""
         outbox, self._outbox = self._outbox, []
         if not outbox:
             return
-        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[tuple[RequestHandle, Delta]], list[Sequence]]] = {}
-        for handle, seq, delta in outbox:
-            group = by_loop.get(handle.loop)
+        loop = outbox[0][0]._loop
+        for handle, _ in outbox:
+            if handle._loop is not loop:
+                break
+        else:
+            if not deliver(loop, outbox):
+                self._cancel_undelivered(outbox)
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
+        for item in outbox:
+            group = by_loop.get(item[0]._loop)
             if group is None:
-                group = by_loop[handle.loop] = ([], [])
-            group[0].append((handle, delta))
-            group[1].append(seq)
-        for loop, (items, seqs) in by_loop.items():
+                group = by_loop[item[0]._loop] = []
+            group.append(item)
+        for loop, items in by_loop.items():
             if not deliver(loop, items):
-                for seq in seqs:      # nobody is listening any more
-                    if not seq.is_finished:
-                        self.scheduler.cancel(seq.seq_id)
+                self._cancel_undelivered(items)
+
+    def _cancel_undelivered(self, items: list[tuple[RequestHandle, Delta]]) -> None:
+        """Their loop is closed: nobody is listening any more, so their sequences stop (a finished one's
+        handle has left `_handles` already)."""
+        dead = {id(handle) for handle, _ in items}
+        for seq_id, handle in list(self._handles.items()):
+            if id(handle) in dead:
+                self.scheduler.cancel(seq_id)
 
     def _end(self, seq: Sequence, delta: Delta) -> None:
         """Deliver the final delta of a finished sequence and forget its handle."""

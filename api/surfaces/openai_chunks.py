@@ -46,8 +46,10 @@ class OpenAIChunkStream:
     def _text_chunk(self, choice_open: str, text: str, choice_close: str) -> EncodedEvent:
         """One choice whose only varying field is a string: `choice_open` + the JSON string + `choice_close`
         (each surface's plain token chunk), no dict built."""
-        return EncodedEvent((self._open + choice_open + encode_basestring(text) + choice_close + self._end)
-                            .encode("utf-8"))
+        return EncodedEvent(self._text_bytes(choice_open, text, choice_close))
+
+    def _text_bytes(self, choice_open: str, text: str, choice_close: str) -> bytes:
+        return (self._open + choice_open + encode_basestring(text) + choice_close + self._end).encode("utf-8")
 
     def fail(self, message: str) -> list[ServerSentEvent]:
         """The native mid-stream error: a data object with a top-level `error`; then close."""

@@ -90,3 +90,36 @@ def test_every_tape_case_is_byte_identical_on_both_surfaces(monkeypatch):
                         include_usage=include_usage)
             assert (run(CompletionStreamProjector(**args), [case.deltas])
                     == run(_CompletionReference(**args), [case.deltas]))
+
+
+def _run_plain_first(projector, tapes) -> bytes:
+    """`run`, but each delta offered to `plain_bytes` first and fed only where it answers None (as
+    api.runner._stream_events does)."""
+    out = b"".join(e.encode() for e in projector.open())
+    cursors = [0] * len(tapes)
+    while not projector.done and any(c < len(t) for c, t in zip(cursors, tapes)):
+        for i, t in enumerate(tapes):
+            if cursors[i] < len(t) and not projector.done:
+                data = projector.plain_bytes(i, t[cursors[i]])
+                out += data if data is not None else b"".join(e.encode() for e in projector.feed(i, t[cursors[i]]))
+                cursors[i] += 1
+    assert projector.done
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(pieces=st.lists(texts, min_size=1, max_size=3), include_usage=st.booleans(),
+       logprobs=st.booleans(), finish=st.sampled_from(["stop", "length"]))
+def test_chat_plain_bytes_then_feed_is_byte_identical(pieces, include_usage, logprobs, finish):
+    tapes = [tape(p, finish, logprobs=logprobs) for p in pieces]
+    args = dict(**_HEAD, n=len(tapes), parse_tools=False, include_usage=include_usage, logprobs=logprobs)
+    assert _run_plain_first(ChatStreamProjector(**args), tapes) == run(_ChatReference(**args), tapes)
+
+
+def test_every_tape_case_is_byte_identical_through_plain_bytes(monkeypatch):
+    monkeypatch.setattr("api.surfaces.chat.stream.new_id", lambda prefix: prefix + "fixed")   # tool call ids
+    for case in CASES:
+        for include_usage in (False, True):
+            args = dict(**_HEAD, n=1, parse_tools=case.tools, include_usage=include_usage, logprobs=case.logprobs)
+            assert (_run_plain_first(ChatStreamProjector(**args), [case.deltas])
+                    == run(_ChatReference(**args), [case.deltas]))

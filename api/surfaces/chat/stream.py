@@ -9,6 +9,7 @@ from api.sse import DONE, ServerSentEvent
 from api.surfaces.openai_chunks import OpenAIChunkStream, usage_object
 
 __all__ = ["ChatStreamProjector", "usage_object"]
+_CONTENT_CLOSE = '},"logprobs":null,"finish_reason":null}]'
 
 
 class ChatStreamProjector(OpenAIChunkStream):
@@ -27,8 +28,15 @@ class ChatStreamProjector(OpenAIChunkStream):
 
     def _content(self, i: int, text: str):
         """A content chunk without logprobs: the choice from its template."""
-        return self._text_chunk('[{"index":%d,"delta":{"content":' % i, text,
-                                '},"logprobs":null,"finish_reason":null}]')
+        return self._text_chunk('[{"index":%d,"delta":{"content":' % i, text, _CONTENT_CLOSE)
+
+    def plain_bytes(self, i: int, delta: Delta) -> bytes | None:
+        """`feed`'s events' bytes for a plain token (ChoiceDecoder.plain_text), without building events;
+        None (nothing done): `feed` this delta (api.runner._stream_events)."""
+        text = self._decoders[i].plain_text(delta)
+        if text is None:
+            return None
+        return self._text_bytes('[{"index":%d,"delta":{"content":' % i, text, _CONTENT_CLOSE) if text else b""
 
     def open(self) -> list[ServerSentEvent]:
         """One first chunk naming every choice (indices 0..n-1), role sent once each."""
