@@ -27,6 +27,7 @@ from pathlib import Path
 
 from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
 from ops.bench.mutations import concurrent
+from api.server import run_serving
 from ops.bench.pipeline_ab import runtime_and_raw
 from ops.proc_cpu import cpu_seconds
 
@@ -120,9 +121,12 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8000, help="mutations per run (default 8000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent participants / publishers (default 8)")
     p.add_argument("--interval-ms", type=float, default=1.0, help="sampling interval of CPU time (default 1)")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                   help="the event loop (default asyncio, as the figures before; uvloop is what `aotx serve` runs)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(bench(args.n, args.clients, args.interval_ms / 1000, Path(tmp)))
+        print(f"event loop: {args.loop}")
+        (run_serving if args.loop == "uvloop" else asyncio.run)(bench(args.n, args.clients, args.interval_ms / 1000, Path(tmp)))
 
 
 if __name__ == "__main__":
