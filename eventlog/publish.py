@@ -33,6 +33,7 @@ import json
 import re
 from typing import Any, Optional
 
+import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js.api import PubAck
@@ -43,6 +44,7 @@ _HEAD = "NATS/1.0\r\n"
 _CRLF = b"\r\n"
 _STATUS = "Status"
 _NO_RESPONDERS = "503"
+_decode_json = msgspec.json.Decoder().decode   # an ack's JSON in C (json.loads: ~7 µs an ack in the runtime)
 MAX_SUBJECTS = 4096   # subjects remembered as valid (a journal writes a few per lineage)
 
 
@@ -158,7 +160,10 @@ class AckInbox:
             parsed = await self.nc._process_headers(headers)
             if parsed and parsed.get(_STATUS) == _NO_RESPONDERS:
                 raise nats.js.errors.NoStreamResponseError
-        resp = json.loads(data)
+        try:
+            resp = _decode_json(data)
+        except msgspec.DecodeError:   # not JSON: raise what json.loads raises for it
+            resp = json.loads(data)
         if "error" in resp:
             raise nats.js.errors.APIError.from_error(resp["error"])
         try:

@@ -8,7 +8,8 @@ ops.bench.mutations (each client a participant toggling another's rights in its 
 every 64th sequence). First raw `js.publish` with `--clients` in flight (817-byte messages), then the
 same messages through the journal's own append path alone (eventlog `JetStreamRecorder.append`: acks on
 one inbox, eventlog.publish; no runtime), then the runtime's `--clients` participants; for each, the CPU of
-this process and of nats-server per mutation, and the runtime's ratios to both peers.
+this process and of nats-server per mutation (and nats-server's read system calls and thread runs per
+message: ops.bench.publish_factors `server_counts`), and the runtime's ratios to both peers.
 The runtime run is sampled with a CPU-time timer (ITIMER_PROF: py-spy is not in the venv) and each sample
 goes to the stage of its innermost frame that names one (STAGES, from the leaf up); the
 shares are of this process's CPU, so "µs" = share × its CPU per mutation. The kernel's timer ticks every
@@ -27,7 +28,9 @@ from pathlib import Path
 
 from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
 from ops.bench.mutations import concurrent
+from api.server import run_serving
 from ops.bench.pipeline_ab import runtime_and_raw
+from ops.bench.publish_factors import server_counts
 from ops.proc_cpu import cpu_seconds
 
 # (stage, substrings of a frame's "file:function"), matched from the innermost frame outwards
@@ -93,17 +96,20 @@ async def bench(n: int, clients: int, interval: float, tmp: Path) -> None:
         per, pid = n // clients * clients, server.pid or 0
         out = {}
         for mode, op in (("raw js.publish", raw_pub), ("lean append", lean_pub), ("runtime", rt_op)):
-            c0, s0 = time.process_time(), cpu_seconds(pid)
+            c0, s0, k0 = time.process_time(), cpu_seconds(pid), server_counts(pid)
             if mode == "runtime":
                 with Sampler(interval) as sampler:
                     wall, _ = await concurrent(clients, n // clients, op)
             else:
                 wall, _ = await concurrent(clients, n // clients, op)
-            out[mode] = (per / wall, (time.process_time() - c0) / per * 1e6, (cpu_seconds(pid) - s0) / per * 1e6)
-        for mode, (rate, mine, theirs) in out.items():
-            print(f"  {mode:<16} {rate:7.0f}/s  CPU a mutation: this process {mine:4.0f} µs, nats-server {theirs:4.0f} µs")
+            k1 = server_counts(pid)
+            out[mode] = (per / wall, (time.process_time() - c0) / per * 1e6, (cpu_seconds(pid) - s0) / per * 1e6,
+                         (k1[0] - k0[0]) / per, (k1[2] - k0[2]) / per)
+        for mode, (rate, mine, theirs, reads, runs) in out.items():
+            print(f"  {mode:<16} {rate:7.0f}/s  CPU a mutation: this process {mine:4.0f} µs, nats-server {theirs:4.0f} µs "
+                  f"(its reads {reads:.2f}, thread runs {runs:.2f} a message)")
         for peer in ("raw js.publish", "lean append"):
-            (rate, mine, theirs), (prate, pmine, ptheirs) = out["runtime"], out[peer]
+            (rate, mine, theirs, *_), (prate, pmine, ptheirs, *_) = out["runtime"], out[peer]
             print(f"  runtime ÷ {peer}: rate {rate / prate:.2f}×, CPU of this process {mine / pmine:.1f}×, "
                   f"(runtime + nats-server) ÷ (peer + nats-server) {(mine + theirs) / (pmine + ptheirs):.2f}×")
         total, mine = sum(sampler.counts.values()), out["runtime"][1]
@@ -120,9 +126,12 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8000, help="mutations per run (default 8000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent participants / publishers (default 8)")
     p.add_argument("--interval-ms", type=float, default=1.0, help="sampling interval of CPU time (default 1)")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                   help="the event loop (default asyncio, as the figures before; uvloop is what `aotx serve` runs)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(bench(args.n, args.clients, args.interval_ms / 1000, Path(tmp)))
+        print(f"event loop: {args.loop}")
+        (run_serving if args.loop == "uvloop" else asyncio.run)(bench(args.n, args.clients, args.interval_ms / 1000, Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import tempfile
 import time
@@ -78,12 +79,24 @@ class Load:
         self.seq = {n: 1 for n in self.names}
         self.space: dict[str, str] = {}
         self.pid: dict[str, str] = {}
+        self._lineage: dict[str, str] = {}
 
     def body(self, name: str, **fields) -> bytes:
-        import json
-        seq = self.seq[name]
-        return json.dumps({"schema": SCHEMA, "lineage": lineage_for(name).hex(),
-                           "operation_key": secrets.token_hex(16), "sequence": str(seq), **fields}).encode()
+        """The JSON body of `name`'s next mutation with `fields` (the bench's client work: a participant's
+        lineage hex kept, the JSON written by one f-string where every value is a plain string or a list
+        of them, as json.dumps writes it; else json.dumps)."""
+        lineage = self._lineage.get(name)
+        if lineage is None:
+            lineage = self._lineage[name] = lineage_for(name).hex()
+        head = (f'{{"schema": "{SCHEMA}", "lineage": "{lineage}", "operation_key": "{secrets.token_hex(16)}", '
+                f'"sequence": "{self.seq[name]}"')
+        parts = [head]
+        for key, value in fields.items():
+            text = _plain_json(value)
+            if text is None:
+                return json.dumps({**json.loads(head + "}"), **fields}).encode()
+            parts.append(f'"{key}": {text}')
+        return (", ".join(parts) + "}").encode()
 
     def next_member(self, c: int, i: int) -> tuple[str, bytes, str | None]:
         """A set-member mutation, or every 64th sequence a retirement of everything below it."""
@@ -103,6 +116,18 @@ async def setup(load: Load, submit) -> None:
         r = await submit(n, MutationKind.CREATE_SPACE, load.body(n, scope="private"), None)
         load.seq[n] += 1
         load.space[n] = r["resource"]
+
+
+def _plain_json(value) -> str | None:
+    """`value` as json.dumps writes it, where it is a string (or a list of strings) that JSON writes as it
+    is (printable ASCII without a quote or backslash); else None."""
+    if isinstance(value, str):
+        return f'"{value}"' if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value \
+            else None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        items = [_plain_json(v) for v in value]
+        return None if None in items else "[" + ", ".join(items) + "]"
+    return None
 
 
 def submitter(runtime):

@@ -135,7 +135,7 @@ async def _serve_async(conn, clients: int, sample: bool = False) -> None:
 
 def _appends(runtime) -> float:
     """Appends (single or atomic batches) the runtime's journal writer has had acknowledged."""
-    return sum(sample.value for metric in runtime.writer.metrics.ack.collect() for sample in metric.samples
+    return sum(sample.value for sample in runtime.writer.metrics.ack_metric().samples
                if sample.name.endswith("_count"))
 
 

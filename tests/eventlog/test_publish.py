@@ -212,3 +212,42 @@ async def test_a_server_restart_mid_flight(tmp_path, lean):
     finally:
         await _close(rec)
         await server.stop_async()
+
+
+REPLIES = (b'{"stream":"X","seq":5}', b'{"stream":"X","seq":18446744073709551615,"duplicate":true}',
+           b'{"seq":5,"stream":"X","duplicate":false}', b'{"stream":"X","seq":NaN}', b"not json", b"",
+           b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"}}', b'{"seq":5}',
+           b'\xef\xbb\xbf{"stream":"X","seq":7}', b'{"stream":"X","stream":"Y","seq":8}')
+
+
+def _outcome(coro_result) -> tuple:
+    if isinstance(coro_result, BaseException):
+        return type(coro_result), str(coro_result)
+    return "ack", coro_result
+
+
+async def test_any_reply_decodes_as_js_publish_decodes_it(nats_server):
+    """An ack's JSON is read by msgspec where it takes it, else by json.loads: every reply below — acks,
+    an error, JSON that msgspec refuses (NaN, a BOM), no JSON at all, a key twice — answers the lean
+    publish as it answers js.publish (the same value, or the same exception and message)."""
+    spec = _spec()
+    rec = await _recorder(nats_server, spec)
+    js = rec.nc.jetstream()
+    answering = await connect(nats_server.client_url(), name="t-answering")
+    replies = iter(REPLIES * 2)
+
+    async def answer(msg) -> None:
+        await msg.respond(next(replies))
+    try:
+        await answering.subscribe("answers.here", cb=answer)
+        await flush_subscriptions(answering)
+        lean = [_outcome(r) for r in await asyncio.gather(
+            *(rec._acks.publish("answers.here", b"x") for _ in REPLIES), return_exceptions=True)]
+        ours = [_outcome(r) for r in await asyncio.gather(
+            *(js.publish("answers.here", b"x") for _ in REPLIES), return_exceptions=True)]
+        ours = [("ack", (a.stream, a.seq, bool(a.duplicate))) if kind == "ack" else (kind, a) for kind, a in ours]
+        assert lean == ours
+        assert lean[0] == ("ack", ("X", 5, False)) and lean[1] == ("ack", ("X", (1 << 64) - 1, True))
+    finally:
+        await close_connection(answering)
+        await _close(rec)

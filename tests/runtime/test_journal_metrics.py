@@ -3,6 +3,8 @@ a hold begun and lifted, replay progress; a request's queue time, first token, l
 surface and lane only."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -60,3 +62,42 @@ def test_a_request_is_timed_in_its_own_cell_only():
     assert len(others) == 4 * (5 * 2 - 1) and not any(others)   # every other cell there, and still 0
     with pytest.raises(ValueError):
         latency.observer("gpt-4o", "stream")   # a model name is never a label
+
+
+def test_the_append_figures_are_exposed_as_prometheus_client_exposed_them():
+    """The append figures are plain numbers now (JournalMetrics._PathFigures): the exposition is the one
+    prometheus_client's Counter and Histogram children gave for the same appends — every HELP and TYPE line,
+    every sample name, label and value (a sum to within the few µs each ack's own timing adds)."""
+    from prometheus_client import Counter, Histogram
+    from aotx.runtime.journal_metrics import ACK_BUCKETS, PATHS
+
+    ref = CollectorRegistry(auto_describe=False)
+    appends = Counter("aotx_journal_appended_messages", "Journal messages the log acknowledged, by append path.",
+                      ("path",), registry=ref)
+    errors = Counter("aotx_journal_append_errors", "Appends (or batches) that failed or were refused.",
+                     ("path",), registry=ref)
+    ack = Histogram("aotx_journal_append_ack_seconds",
+                    "One append or one atomic batch to its ack (the log's fsync included).",
+                    ("path",), buckets=ACK_BUCKETS, registry=ref)
+    for path in PATHS:
+        appends.labels(path), errors.labels(path), ack.labels(path)
+    metrics = JournalMetrics(HoldStatus(), lambda: 0)
+    # latencies well inside their buckets (the call's own microseconds cannot move them), one past the last
+    for path, messages, took in (("single", 1, 0.0001), ("single", 1, 0.003), ("batch", 16, 0.07),
+                                 ("single", 1, 0.0007), ("batch", 3, 7.0), ("single", 1, 0.0031)):
+        metrics.acked(path, messages, time.perf_counter() - took)
+        appends.labels(path).inc(messages)
+        ack.labels(path).observe(took)
+    for path in ("single", "batch", "single"):
+        metrics.failed(path)
+        errors.labels(path).inc()
+
+    def text(registry) -> list[str]:
+        return [line for line in generate_latest(registry).decode().splitlines()
+                if "_created" not in line and "_sum" not in line]
+    ours = CollectorRegistry(auto_describe=False)
+    ours.register(metrics)
+    assert [line for line in text(ours) if "journal_append" in line] == text(ref)
+    sums = {tuple(s.labels.items()): s.value for s in metrics.ack_metric().samples if s.name.endswith("_sum")}
+    assert sums[(("path", "single"),)] == pytest.approx(0.0069, abs=1e-3)
+    assert sums[(("path", "batch"),)] == pytest.approx(7.07, abs=1e-3)
