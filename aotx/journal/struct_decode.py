@@ -103,7 +103,10 @@ class PayloadDecoder:
 
         def payload_event(payload: bytes) -> Any:
             try:
-                s = decode(payload)
+                try:
+                    s = decode(payload)
+                except TypeError:   # msgspec: a map whose key is a map or an array (unhashable), in a field it does not type
+                    return None
                 build, head, check = builds[s.__class__]
                 if not payload.startswith(head):
                     return None

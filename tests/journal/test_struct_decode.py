@@ -13,6 +13,7 @@ from aotx.journal import TransferKind
 from aotx.journal.registry import REGISTRY
 from aotx.journal.transfer import Transfer, encode_transfer, unpack_body
 from aotx.journal.whole import PAYLOAD_DECODERS, whole_transfers
+from aotx.stored.errors import StoredCodecError
 
 from .test_event_registry import SETTINGS, _shape, damaged, events
 
@@ -143,3 +144,15 @@ def test_a_fast_path_transfer_of_a_deferred_kind_builds_its_event_on_first_read(
     assert _shape(t.event) == _shape(event) and t.__dict__["event"] is t.event   # built once, then kept
     assert t.body == unpack_body(payload) and t.digest == digest
     assert t == Transfer(int(TransferKind.MUTATION), 5, 77, payload, unpack_body(payload), event)
+
+
+def test_a_map_keyed_by_a_map_is_declined_not_raised():
+    """Found by the damaged-payload property above (session 10): msgspec raises TypeError (an unhashable
+    key) for a map whose key is itself a map, in a field it does not type; the decoder declines it and
+    the dict path refuses it with its codec error."""
+    kind = next(k for k in JOURNALLED if k.tag == "stored.response.deleted")
+    payload = (b"\x84\xa4kind\xb7stored.response.deleted\xa1v\x01\xa8identity\x82\x00\xca\x00\xa30\xc4\x80"
+               b"\xa8response\xbdresp_000000000000000000000000")
+    assert REGISTRY.payload_decoder(kind.transfer)(payload) is None
+    with pytest.raises(StoredCodecError, match="not msgpack: unhashable"):
+        REGISTRY.decode(payload, kind.family, kind.transfer)
