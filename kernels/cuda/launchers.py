@@ -139,7 +139,7 @@ class Kernels:
     def mma(self, a, m, w, n, k, e: Epi, tile: int | None = None):
         """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``); with
         linear_wgmma loaded (``self.wgmma``) and no tile asked for, the shapes it wants go there."""
-        if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k):
+        if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k, e):
             self.wgmma.launch(a, m, w, n, k, e)
             return
         if tile is None:

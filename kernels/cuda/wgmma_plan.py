@@ -92,6 +92,23 @@ def takes(m: int, n: int, k: int) -> bool:
     return m >= 1 and n >= 8 and n % 8 == 0 and k >= BK and k % BK == 0
 
 
+def epilogue_ok(e) -> bool:
+    """linear_wgmma's epilogue (epilogue.cuh epi8_*) writes eight columns at once: float32 rows of ``ld`` (a
+    multiple of 4) from a 16-byte aligned base, bf16 SwiGLU rows of ``ld`` (a multiple of 4) from an 8-byte
+    aligned one; EPI_QKV: head_dim, q_size and kv_size multiples of 8, q out, caches and rope table 16-byte
+    aligned. ``e``: a launchers.Epi. (Every buffer the backend allocates, and the model's shapes, pass.)"""
+    from kernels.cuda.launchers import EPI_ADD, EPI_QKV, EPI_STORE, EPI_SWIGLU
+
+    if e.mode in (EPI_STORE, EPI_ADD):
+        return e.ld % 4 == 0 and e.out_f32 % 16 == 0
+    if e.mode == EPI_SWIGLU:
+        return e.ld % 4 == 0 and e.out_bf16 % 8 == 0
+    if e.mode == EPI_QKV:
+        return (e.head_dim % 8 == 0 and e.q_size % 8 == 0 and e.kv_size % 8 == 0
+                and all(p % 16 == 0 for p in (e.out_f32, e.k_cache, e.v_cache, e.rope)))
+    return False
+
+
 def threads(name: str) -> int:
     return 2 * ALL_VARIANTS[name][0]      # one warpgroup (128 threads) per 64 rows
 
@@ -159,13 +176,16 @@ class Wgmma:
             tmap = self._maps[key] = encode_tensor_map(ptr, rows, k, box_rows)
         return tmap
 
-    def wants(self, m: int, n: int, k: int) -> bool:
-        return m >= MIN_T and takes(m, n, k)
+    def wants(self, m: int, n: int, k: int, e=None) -> bool:
+        return m >= MIN_T and takes(m, n, k) and (e is None or epilogue_ok(e))
 
     def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None) -> str:
         """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
         if not takes(m, n, k):
             raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
+        if not epilogue_ok(e):
+            raise ValueError(f"linear_wgmma's epilogue needs aligned rows and outputs (epilogue_ok), got mode {e.mode} "
+                             f"ld {e.ld}")
         name = variant or choose(m, n, self.k.device.sm_count, k)
         if variant is None and self.tma:
             name = name.replace("linear_wgmma_", TMA_PREFIX)
