@@ -86,7 +86,8 @@ __device__ __forceinline__ void epi8_fetch(const Epi &e, int m, int n, int pos, 
         load8(e.out_f32 + (size_t)m * e.ld + n, x);
     } else if (MODE == EPI_QKV) {
         if (n < e.q_size + e.kv_size)
-            load8(reinterpret_cast<const float *>(e.rope + (size_t)pos * (e.head_dim >> 1) + ((n % e.head_dim) >> 1)), x);
+            load8(reinterpret_cast<const float *>(e.rope + (size_t)pos * (e.head_dim >> 1) + ((n % e.head_dim) >> 1)),
+                  x);
     }
 }
 

@@ -145,7 +145,8 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
     // Epilogue through shared memory (the stage buffers are free: every wgmma has completed and every
     // TMA copy was waited for): the fragments to a [BM, BN + WG_OUT_PAD] float32 tile (then the rows'
     // positions and KV slots, for EPI_QKV), then wgmma_epilogue<mode> in chunks of eight columns.
-    static_assert(BM * (BN + WG_OUT_PAD) * 4 + 2 * BM * 4 <= STAGES * STAGE_BYTES, "the output tile fits the stage buffers");
+    static_assert(BM * (BN + WG_OUT_PAD) * 4 + 2 * BM * 4 <= STAGES * STAGE_BYTES,
+                  "the output tile and the rows' positions / slots fit the stage buffers");
     __syncthreads();   // every warpgroup is done reading the stage buffers
     float *tile = reinterpret_cast<float *>(smem);
     int *rows = reinterpret_cast<int *>(tile + BM * (BN + WG_OUT_PAD));   // [BM] positions, [BM] slots
