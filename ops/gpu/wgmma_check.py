@@ -8,8 +8,9 @@ does for linear_mma.
   (float32 output; accumulation order only: the CPU emulation of the kernel's index logic,
   kernels/cuda/wgmma_twin.py, is exact, so anything above ~1e-6 is a layout or pipeline bug). The output
   is poisoned first (NaN): a tile never written fails.
-* The fused epilogues through the variant the plan picks (cp.async, then TMA), at T = 64, 77, 256: EPI_QKV (RoPE, q out,
-  k / v into the paged caches; 1e-3 / 8e-3 bf16), EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
+* The fused epilogues through the variant the plan picks (cp.async, then TMA), at T = 64, 77, 256, 1,024
+  (gate/up's 128 x 256 tile): EPI_QKV (RoPE, q out, k / v into the paged caches; 1e-3 / 8e-3 bf16),
+  EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
 * End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1, then =tma, against the numpy backend: 60
   prompts prefilled in one step with logits at every position (every GEMM and the LM head on wgmma),
   then 3 batched decode steps of the 60 sequences (bucket 64: the graphs, on wgmma). cos >= 0.99 per row,
@@ -66,7 +67,7 @@ def check_wgmma(c, rel) -> None:
     for variant in sorted(failed & set(wgmma_plan.ALL_VARIANTS)):
         probe(c, wg, variant)
     cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
-    for t, tma in ((64, False), (77, False), (256, False), (64, True), (77, True), (256, True)):
+    for t, tma in [(t, tma) for tma in (False, True) for t in (64, 77, 256, 1024)]:   # 1,024: gate/up on 128x256
         wg.tma = tma
         tag = "linear_wgmma_tma" if tma else "linear_wgmma"
         rope_d = c.up(np.stack([cos, sin], -1))
