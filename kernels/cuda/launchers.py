@@ -17,6 +17,7 @@ ATT_CHUNK = 128
 FUSED_THREADS = 256          # fused.cu: 8 warps a block
 AO_THREADS = 128             # attn_fused.cu: the attention block
 FUSED_MAX_K = 768
+NORM_WARPS, NORM_MAX_PAIRS = 8, 16   # norm.cu add_rmsnorm_warp: rows (warps) a block; float2 a lane at most
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 # flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
 FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
@@ -52,7 +53,7 @@ class Kernels:
         self.cubins = build.compile_all(device.arch, defines)
         self.modules = {f: driver.Module(c.data) for f, c in self.cubins.items()}
         self.f = {}
-        for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm"],
+        for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm", "add_rmsnorm_warp"],
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
@@ -116,7 +117,15 @@ class Kernels:
     def embedding(self, ids, table, out, n_tokens, hidden):
         self._go("embedding_gather", (n_tokens,), 192, (ids, table, out, hidden), "pppi")
 
-    def add_rmsnorm(self, x, residual, weight, out, rows, n_rows, hidden, eps):
+    def add_rmsnorm(self, x, residual, weight, out, rows, n_rows, hidden, eps, per_warp: bool | None = None):
+        """add_rmsnorm_warp (a warp a row) where the shape fits it (``per_warp`` None), else add_rmsnorm (a block
+        a row); ``per_warp`` forces one (the checks run both)."""
+        if per_warp is None:
+            per_warp = hidden % 2 == 0 and hidden <= 64 * NORM_MAX_PAIRS
+        if per_warp:
+            self._go("add_rmsnorm_warp", (-(-n_rows // NORM_WARPS),), 32 * NORM_WARPS,
+                     (x, residual, weight, out, rows, n_rows, hidden, eps), "pppppiif")
+            return
         self._go("add_rmsnorm", (n_rows,), 192, (x, residual, weight, out, rows, hidden, eps), "pppppif")
 
     def rope(self, x, positions, table, n_tokens, n_heads, head_dim):

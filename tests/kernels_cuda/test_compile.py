@@ -10,7 +10,7 @@ from kernels.cuda import build
 
 MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}   # SmolLM2-135M: 9 heads / 3 KV heads, head dim 64
 EXPECTED = {
-    "embedding": ["embedding_gather"], "norm": ["add_rmsnorm"], "rope": ["rope_inplace"],
+    "embedding": ["embedding_gather"], "norm": ["add_rmsnorm", "add_rmsnorm_warp"], "rope": ["rope_inplace"],
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
