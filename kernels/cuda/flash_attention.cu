@@ -64,17 +64,32 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
 #pragma unroll
     for (int o = 16; o; o >>= 1) wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
 
-    // round r: key group k holds key tile r * KS + k (rows j0..j0+63 of this KV head; j >= maxlim zero-filled)
+    // round r: key group k holds key tile r * KS + k (rows j0..j0+63 of this KV head; j >= maxlim zero-filled).
+    // A thread's ITER chunks: every slot address first (the block-table reads in flight together; a shift for
+    // a power-of-two page size), then the copies.
+    constexpr int CHUNKS = KS * FA_BK * 8, ITER = (CHUNKS + NTHREADS - 1) / NTHREADS;
+    const int ps_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
     auto load = [&](int stage, int rd) {
-        for (int i = tid; i < KS * FA_BK * 8; i += NTHREADS) {
+        int slot[ITER];   // the key row's cache slot; -1: past the keys (zero-filled)
+#pragma unroll
+        for (int u = 0; u < ITER; u++) {
+            const int i = tid + u * NTHREADS;
             const int kg = i / (FA_BK * 8), row = (i >> 3) % FA_BK, piece = i & 7;
             const int j = (rd * KS + kg) * FA_BK + row;
-            const bool ok = j < maxlim;
-            size_t off = 0;
-            if (ok) off = ((size_t)bt[j / page_size] * page_size + j % page_size) * kv_width + kvh * ATT_D + piece * 8;
-            bf16 *kdst = fa_smem + ((kg * 2 + stage) * 2) * TILE + row * FA_ROW + piece * 8;
-            cp_async16(kdst, k_cache + off, ok ? 16 : 0);
-            cp_async16(kdst + TILE, v_cache + off, ok ? 16 : 0);
+            const int page = ps_shift >= 0 ? j >> ps_shift : j / page_size;
+            const int in_page = ps_shift >= 0 ? j & (page_size - 1) : j % page_size;
+            slot[u] = (CHUNKS % NTHREADS == 0 || i < CHUNKS) && j < maxlim ? bt[page] * page_size + in_page : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < ITER; u++) {
+            const int i = tid + u * NTHREADS;
+            if (CHUNKS % NTHREADS == 0 || i < CHUNKS) {
+                const int kg = i / (FA_BK * 8), row = (i >> 3) % FA_BK, piece = i & 7;
+                const size_t off = slot[u] >= 0 ? (size_t)slot[u] * kv_width + kvh * ATT_D + piece * 8 : 0;
+                bf16 *kdst = fa_smem + ((kg * 2 + stage) * 2) * TILE + row * FA_ROW + piece * 8;
+                cp_async16(kdst, k_cache + off, slot[u] >= 0 ? 16 : 0);
+                cp_async16(kdst + TILE, v_cache + off, slot[u] >= 0 ? 16 : 0);
+            }
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
