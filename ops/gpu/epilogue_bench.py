@@ -14,6 +14,7 @@
   (c) the whole step (embedding .. LM head) in one graph;
   (d) the step launched directly as forward() does (no graph): the host's enqueue time (Python + driver, until
       the last launch returns) and the wall time to the end of the step; median of 5 after a warm-up.
+  (c) and (d) each without programmatic dependent launch (how the backend runs a prefill) and with it.
   (d) above (c) by more than a few percent means the host's launches, not the kernels, set the prefill time.
 """
 from __future__ import annotations
@@ -111,24 +112,35 @@ def prefill_rows(backend, n: int = 1024) -> list[str]:
     b_ms = _median_graph_ms(st, layers)
     lines.append(f"prefill {n} (b) the 30 layers' {len(layers)} ops in one graph {b_ms * 1e3:8.1f} us "
                  f"({b_ms * 1e3 / backend.config.n_layers:.1f} us a layer)")
-    c_ms = _median_graph_ms(st, [fn for _, fn in plan])
-    lines.append(f"prefill {n} (c) the whole step ({len(plan)} launches) in one graph {c_ms * 1e3:8.1f} us")
-    host, wall = [], []
-    for i in range(6):
-        backend.dev.synchronize()
-        t0 = time.perf_counter()
-        backend._record(n, 1, p, width, nsplit)
-        t1 = time.perf_counter()
-        backend.dev.synchronize()
-        t2 = time.perf_counter()
-        if i:
-            host.append(t1 - t0)
-            wall.append(t2 - t0)
-    lines.append(f"prefill {n} (d) launched directly: host enqueue {np.median(host) * 1e6:8.1f} us, "
-                 f"wall to the step's end {np.median(wall) * 1e6:8.1f} us ({len(plan)} launches, "
-                 f"{np.median(host) * 1e6 / len(plan):.1f} us of host a launch)")
-    lines.append(f"prefill {n}: (c) / (a) = {c_ms * 1e3 / total_a:.2f}; (d) wall / (c) = "
-                 f"{np.median(wall) * 1e3 / c_ms:.2f}")
+    k, c_ms, d_wall = backend.k, {}, {}
+    for pdl in (False, True):   # the backend launches a prefill without PDL (k.pdl only for t <= 8)
+        k.pdl = pdl
+        try:
+            c_ms[pdl] = _median_graph_ms(st, [fn for _, fn in plan])
+            host, wall = [], []
+            for i in range(6):
+                backend.dev.synchronize()
+                t0 = time.perf_counter()
+                for _, fn in plan:
+                    fn()
+                t1 = time.perf_counter()
+                backend.dev.synchronize()
+                t2 = time.perf_counter()
+                if i:
+                    host.append(t1 - t0)
+                    wall.append(t2 - t0)
+        finally:
+            k.pdl = False
+        d_wall[pdl] = float(np.median(wall))
+        tag = "PDL on " if pdl else "PDL off"
+        lines.append(f"prefill {n} (c) {tag} the whole step ({len(plan)} launches) in one graph "
+                     f"{c_ms[pdl] * 1e3:8.1f} us")
+        lines.append(f"prefill {n} (d) {tag} launched directly: host enqueue {np.median(host) * 1e6:8.1f} us "
+                     f"({np.median(host) * 1e6 / len(plan):.1f} us a launch), wall to the step's end "
+                     f"{d_wall[pdl] * 1e6:8.1f} us")
+    lines.append(f"prefill {n}: (c) / (a) = {c_ms[False] * 1e3 / total_a:.2f}; (d) wall / (c), PDL off "
+                 f"{d_wall[False] * 1e3 / c_ms[False]:.2f}; PDL on / off: graph {c_ms[True] / c_ms[False]:.2f}, "
+                 f"direct {d_wall[True] / d_wall[False]:.2f}")
     return lines
 
 
