@@ -1,29 +1,35 @@
 """The one module that talks to the CUDA driver (``cuda.bindings.driver``): context, memory,
 copies, modules, launches and graphs. Import it only after ``probe.gpu_present()`` said yes.
 
-Every driver call goes through ``check``. Kernel arguments are packed with ctypes from a
-signature string: ``p`` pointer, ``i`` int32, ``f`` float32, or a ctypes Structure instance.
+Every driver call goes through ``check``. Kernel arguments are packed from a signature string
+(``p`` pointer, ``i`` int32, ``f`` float32, ``s`` a ctypes Structure instance) by kernels.cuda.launch_args.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import numpy as np
 from cuda.bindings import driver as cu
+
+from kernels.cuda import launch_args
 
 
 class CudaError(RuntimeError):
     pass
 
 
+_SUCCESS = cu.CUresult.CUDA_SUCCESS
+
+
 def check(result):
-    err = result[0] if isinstance(result, tuple) else result
-    if err != cu.CUresult.CUDA_SUCCESS:
+    err = result[0] if type(result) is tuple else result
+    if err is not _SUCCESS and err != _SUCCESS:     # (identity first: an enum's != costs ~1 µs)
         _, name = cu.cuGetErrorName(err)
         _, text = cu.cuGetErrorString(err)
         raise CudaError(f"{name.decode() if name else err}: {text.decode() if text else ''}")
-    if isinstance(result, tuple):
+    if type(result) is tuple:
         rest = result[1:]
         return rest[0] if len(rest) == 1 else (rest or None)
     return None
@@ -103,40 +109,41 @@ class Module:
         return self._funcs[name]
 
 
-_CT = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
 # Programmatic dependent launch: a kernel may start while its predecessor on the stream finishes
 # (the kernels wait with griddepcontrol.wait before touching activations). Callers ask for it per
 # launch; AOTX_CUDA_PDL=0 turns it off everywhere.
 PDL = os.environ.get("AOTX_CUDA_PDL", "1") != "0"
+_local = threading.local()
 
 
-def _pdl_attrs():
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    return [attr]
+def _pdl_config():
+    """This thread's launch config carrying the PDL attribute (built once: a CUlaunchAttribute costs
+    ~10 µs to make); launch() sets its dimensions, shared memory and stream."""
+    cfg = getattr(_local, "pdl_cfg", None)
+    if cfg is None:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        cfg = _local.pdl_cfg = cu.CUlaunchConfig()
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+    return cfg
 
 
 def launch(func, grid, block, args, sig: str, stream, smem: int = 0, pdl: bool = False) -> None:
-    objs = []
-    for code, value in zip(sig, args):
-        if code == "s":
-            objs.append(value)
-        else:
-            objs.append(_CT[code](value))
-    ptrs = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+    """Launch ``func`` with ``args`` packed by ``sig`` (``p`` pointer, ``i`` int32, ``f`` float32, ``s`` a
+    ctypes Structure passed by value): kernels.cuda.launch_args."""
+    params = launch_args.pack(sig, args)
     gx, gy, gz = (tuple(grid) + (1, 1))[:3]
     if not (pdl and PDL):
-        check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, ctypes.addressof(ptrs), 0))
+        check(cu.cuLaunchKernel(func, gx, gy, gz, block, 1, 1, smem, stream, params, 0))
         return
-    cfg = cu.CUlaunchConfig()
+    cfg = _pdl_config()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
     cfg.sharedMemBytes = smem
     cfg.hStream = stream
-    cfg.attrs = _pdl_attrs()
-    cfg.numAttrs = 1
-    check(cu.cuLaunchKernelEx(cfg, func, ctypes.addressof(ptrs), 0))
+    check(cu.cuLaunchKernelEx(cfg, func, params, 0))
 
 
 def max_active_blocks(func, threads: int, smem: int = 0) -> int:

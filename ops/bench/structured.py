@@ -26,6 +26,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
 import argparse
+import statistics
 import asyncio
 import sys
 import time
@@ -174,6 +175,9 @@ async def main(argv: list[str] | None = None) -> None:
     if "json_schema" in best:
         ratio = best["json_schema"]["decode_tok_s"] / best["plain"]["decode_tok_s"]
         print(f"\njson_schema / plain decode tok/s: {ratio:.3f}x")
+        rounds = [j["decode_tok_s"] / p["decode_tok_s"] for j, p in zip(results["json_schema"], results["plain"])]
+        print(f"json_schema / plain in each round (the same round's plain): "
+              f"{', '.join(f'{r:.3f}' for r in rounds)}; median {statistics.median(rounds):.3f}x")
     if any(r["parts"] for r in best.values()):
         print("\n### Per step, the best run of each\n")
         print(breakdown_table([(v, r["parts"], r["host"]) for v, r in best.items()]))
