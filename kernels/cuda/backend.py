@@ -3,8 +3,9 @@
 Weights bf16 on the device ([out, in] rows; gate/up interleaved for the fused SwiGLU), the paged KV
 pool bf16 on the device, activations float32 in the residual stream. A pure-decode step (one token
 per sequence, every row sampled) is padded to a batch bucket and replayed from a CUDA graph captured
-once per (bucket, attention splits, block-table width); anything else (prefill chunks, mixed steps)
-is launched directly. ``forward`` returns ``DeviceLogits``; ``sample`` runs on the GPU.
+once per (bucket, attention splits, block-table width); anything else (prefill chunks, mixed steps) is
+launched directly, or from a graph once its exact shape repeats (step_graphs). ``forward`` returns
+``DeviceLogits``; ``sample`` runs on the GPU.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.sample_args import sample_args
-from kernels.cuda.token_mask import FUSED as FUSED_MASK
-from kernels.cuda.token_mask import DeviceTokenMask, MaskedLogits
+from kernels.cuda.step_graphs import StepGraphs, step_graphs_enabled
+from kernels.cuda.token_mask import FUSED as FUSED_MASK, DeviceTokenMask, MaskedLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
 from kernels.ops_rope import rope_cos_sin
 from kernels.sampling_rows import SamplingRows
@@ -91,6 +92,7 @@ class CudaBackend:
         # a mask whose bits come later (kernels/cuda/mask_gate.py) is copied inside sample_enqueue: fused only
         self.gated_masks = FUSED_MASK
         self._acts: list[driver.Buffer] = []
+        self.step_graphs = StepGraphs(self, step_graphs_enabled(os.environ))
         self.adjust_bufs = AdjustBuffers(self)
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -114,6 +116,7 @@ class CudaBackend:
         for b in self._acts:
             b.free()
         self._acts, self.graphs = [], {}
+        self.step_graphs.clear()
         cfg = self.config
         self.t_cap, self.r_cap = tokens, rows
         split_rows = min(tokens, BUCKETS[-1])
@@ -277,7 +280,7 @@ class CudaBackend:
         if t == 0:  # nothing to run
             return DeviceLogits(self, self.logits, 0, self.config.vocab_size, self.generation)
         p, width, nsplit = self.stage(batch, patch)
-        self._record(t, r, p, width, nsplit)
+        self.step_graphs.run(t, r, p, width, nsplit)
         self._greedy_gen = self.generation if self.fused and r <= L.GEMV_MAX_T else None
         return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
 

@@ -4,6 +4,8 @@ fragment, the stage ring) run through the numpy emulation (kernels/cuda/wgmma_tw
 x @ w.T, and the emulation fails when one rule is broken; the plan (kernels/cuda/wgmma_plan.py)."""
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -265,19 +267,29 @@ def test_epilogue8_swiglu_add_store():
     assert np.array_equal(out, y)
 
 
+def _epi(mode, out_f32=0, out_bf16=0, ld=0, rope=0, k_cache=0, v_cache=0, head_dim=0, q_size=0, kv_size=0):
+    """A stand-in for launchers.Epi (not imported: that loads the CUDA driver module, test_cpu_side)."""
+    return types.SimpleNamespace(mode=mode, out_f32=out_f32, out_bf16=out_bf16, ld=ld, rope=rope, k_cache=k_cache,
+                                 v_cache=v_cache, head_dim=head_dim, q_size=q_size, kv_size=kv_size)
+
+
 def test_epilogue_ok_gates_the_wgmma_path():
     """The eight-column epilogue's alignment needs: the backend's buffers and the model's shapes pass; a row
     stride or base that is not, or a head / q / kv width not a multiple of 8, keeps the GEMM on linear_mma
     (``wants``) and is refused by ``launch``."""
-    from kernels.cuda import launchers as L
     base = 0x7F0000000000
-    ok = [L.epi(L.EPI_STORE, out_f32=base, ld=49152), L.epi(L.EPI_ADD, out_f32=base, ld=576),
-          L.epi(L.EPI_SWIGLU, out_bf16=base, ld=1536),
-          L.epi(L.EPI_QKV, out_f32=base, rope=base, k_cache=base, v_cache=base, head_dim=64, q_size=576, kv_size=192)]
-    bad = [L.epi(L.EPI_STORE, out_f32=base, ld=50), L.epi(L.EPI_ADD, out_f32=base + 8, ld=576),
-           L.epi(L.EPI_SWIGLU, out_bf16=base + 4, ld=1536),
-           L.epi(L.EPI_QKV, out_f32=base, rope=base, k_cache=base, v_cache=base, head_dim=60, q_size=540, kv_size=180)]
+    qkv = dict(out_f32=base, rope=base, k_cache=base, v_cache=base)
+    ok = [_epi(P.EPI_STORE, out_f32=base, ld=49152), _epi(P.EPI_ADD, out_f32=base, ld=576),
+          _epi(P.EPI_SWIGLU, out_bf16=base, ld=1536), _epi(P.EPI_QKV, head_dim=64, q_size=576, kv_size=192, **qkv)]
+    bad = [_epi(P.EPI_STORE, out_f32=base, ld=50), _epi(P.EPI_ADD, out_f32=base + 8, ld=576),
+           _epi(P.EPI_SWIGLU, out_bf16=base + 4, ld=1536), _epi(P.EPI_QKV, head_dim=60, q_size=540, kv_size=180, **qkv)]
     assert all(P.epilogue_ok(e) for e in ok) and not any(P.epilogue_ok(e) for e in bad)
+    # the mode numbers are epilogue.cuh's and launchers.py's
+    assert "EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3" in (build.SOURCE_DIR / "launchers.py").read_text()
+    src = (build.SOURCE_DIR / "epilogue.cuh").read_text()
+    assert (P.EPI_STORE, P.EPI_ADD, P.EPI_SWIGLU, P.EPI_QKV) == (0, 1, 2, 3)
+    assert all(f"#define {name} {v}" in src for name, v in (("EPI_STORE", 0), ("EPI_ADD", 1), ("EPI_SWIGLU", 2),
+                                                             ("EPI_QKV", 3)))
     wg = P.Wgmma.__new__(P.Wgmma)          # wants() needs no device
     assert wg.wants(1024, 960, 576, ok[3]) and not wg.wants(1024, 960, 576, bad[0]) and wg.wants(1024, 960, 576)
     with pytest.raises(ValueError, match="epilogue"):
