@@ -6,6 +6,7 @@ sequence of calls can be captured into a CUDA graph unchanged.
 from __future__ import annotations
 
 import ctypes
+import os
 
 from kernels.cuda import build, driver
 
@@ -20,8 +21,23 @@ FUSED_MAX_K = 768
 NORM_WARPS, NORM_MAX_PAIRS = 8, 16   # norm.cu add_rmsnorm_warp: rows (warps) a block; float2 a lane at most
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 # flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
+# (the _s3 kernels: three K/V stages instead of two, Kernels.flash_stages = 3, AOTX_FLASH_STAGES=3)
 FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
-FLASH_SMEM_PER_KEY_GROUP = 2 * 2 * 64 * 72 * 2   # 2 stages x (K, V) x 64 keys x 72 padded dims x bf16
+FLASH_STAGES = (2, 3)
+FLASH_SMEM_PER_STAGE = 2 * 64 * 72 * 2           # (K, V) x 64 keys x 72 padded dims x bf16, a key group
+FLASH_SMEM_PER_KEY_GROUP = 2 * FLASH_SMEM_PER_STAGE
+
+
+def flash_kernel(bq: int, ks: int, stages: int) -> str:
+    return FLASH_KERNELS[(bq, ks)] + ("" if stages == 2 else f"_s{stages}")
+
+
+def flash_stages(env) -> int:
+    """AOTX_FLASH_STAGES: 2 (the default: one round of K/V landing while one is computed) or 3."""
+    value = env.get("AOTX_FLASH_STAGES", "2") or "2"
+    if value not in ("2", "3"):
+        raise ValueError(f"AOTX_FLASH_STAGES must be 2 or 3, got {value!r}")
+    return int(value)
 
 
 def mlp_grid(hidden: int, ffn: int) -> int:
@@ -59,12 +75,15 @@ class Kernels:
                            "attention": ["paged_attention", "attention_combine"],
                            "sampling": ["sample_rows", "adjust_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
                            "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"],
-                           "flash_attention": list(FLASH_KERNELS.values())}.items():
+                           "flash_attention": [flash_kernel(bq, ks, st) for (bq, ks) in FLASH_KERNELS
+                                               for st in FLASH_STAGES]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
-        for (_, ks), name in FLASH_KERNELS.items():
-            driver.set_max_dynamic_smem(self.f[name], ks * FLASH_SMEM_PER_KEY_GROUP)
+        for bq, ks in FLASH_KERNELS:
+            for st in FLASH_STAGES:
+                driver.set_max_dynamic_smem(self.f[flash_kernel(bq, ks, st)], ks * st * FLASH_SMEM_PER_STAGE)
+        self.flash_stages = flash_stages(os.environ)   # flash_attention's K/V pipeline depth (2 or 3)
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
@@ -179,9 +198,10 @@ class Kernels:
         (flash_attention.cu)."""
         if not 1 <= n_tiles <= 65535:
             raise ValueError(f"flash_attention takes 1..65535 tiles, got {n_tiles}")
-        self._go(FLASH_KERNELS[(bq, ks)], (n_kv, n_tiles), 32 * self.att_g * bq // 16 * ks,
+        st = self.flash_stages
+        self._go(flash_kernel(bq, ks, st), (n_kv, n_tiles), 32 * self.att_g * bq // 16 * ks,
                  (q, k_cache, v_cache, tiles, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
-                  scale, n_kv, out), "pppppppp" + "iifi" + "p", smem=ks * FLASH_SMEM_PER_KEY_GROUP)
+                  scale, n_kv, out), "pppppppp" + "iifi" + "p", smem=ks * st * FLASH_SMEM_PER_STAGE)
 
     def token_mask(self, logits, rows, bits, bit_row, out, vocab, words, n_rows):
         self._go("token_mask_rows", (-(-vocab // 256), n_rows), 256,

@@ -5,9 +5,10 @@ time (docs/PERFORMANCE.md, session 10: TTFT 3.9-4.1 ms against 2.5 ms of kernels
 per batch bucket (backend._decode); a prefill's launches depend on more than its token count, so a graph is
 kept per **exact launch key**: the token and logits-row counts, every staged array's device address (the
 staging buffer's layout follows the arrays' sizes), the flash tiles' count and variant, the block-table
-width, the attention splits, and the switches that change the plan (fused, flash, which linear_wgmma and its
-load mode). Every value a launch reads from device memory (token ids, positions, slots, tiles, block
-tables) is staged before the graph runs, as for the decode graphs, so a graph serves every step with its key.
+width, the attention splits, and the switches that change the plan (fused, flash and its pipeline depth,
+which linear_wgmma and its load mode). Every value a launch reads from device memory (token ids, positions,
+slots, tiles, block tables) is staged before the graph runs, as for the decode graphs, so a graph serves
+every step with its key.
 
 Policy: a key's first ``AFTER - 1`` steps launch eagerly (a one-off shape never pays a capture); the next one
 is captured (the capture launches nothing itself) and launched, and later ones replay it. At most
@@ -47,7 +48,7 @@ class StepGraphs:
         b = self.b
         wg = b.k.wgmma
         return (t, r, tuple(sorted(p.items())), width, nsplit, b.fused, b.fused_attn_min_t, b.flash, id(wg),
-                getattr(wg, "tma", None))
+                getattr(wg, "tma", None), getattr(b.k, "flash_stages", 2))
 
     def run(self, t: int, r: int, p: Mapping[str, int], width: int, nsplit: int) -> None:
         b = self.b

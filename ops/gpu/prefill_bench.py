@@ -39,7 +39,7 @@ def _staged(backend, seqs):
 
 
 def kernel_rows(backend) -> list[tuple[str, float, str]]:
-    from kernels.cuda import driver, flash_plan
+    from kernels.cuda import driver, flash_plan, launchers as L
     from kernels.cuda.twins import to_bf16
 
     cfg, k, st, timer = backend.config, backend.k, backend.dev.stream, driver.Timer()
@@ -58,7 +58,9 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
         flops = 4.0 * cfg.head_dim * cfg.n_heads * float((batch.positions.astype(np.int64) + 1).sum())
         qs = np.asarray(batch.query_start)
         picked = flash_plan.variant(qs, cfg.n_kv_heads, backend.dev.sm_count)
-        for bq, ks in flash_plan.VARIANTS:
+        keep = k.flash_stages
+        for (bq, ks), stages in [(v, s_) for v in flash_plan.VARIANTS for s_ in L.FLASH_STAGES]:
+            k.flash_stages = stages
             tiles = flash_plan.tiles(qs, batch.positions, batch.context_lens, bq)
             p = backend._stage(batch.token_ids, batch.positions, batch.slot_mapping,
                                np.repeat(np.arange(batch.num_seqs), np.diff(qs)), batch.context_lens,
@@ -67,8 +69,10 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
                 backend.q, backend.k_cache, backend.v_cache, p["tiles"], len(tiles), bq, ks, p["tok_seq"],
                 p["positions"], p["ctx"], p["bt"], batch.block_tables.shape[1], backend.page_size, backend.scale,
                 cfg.n_kv_heads, backend.attn), reps=20)
-            mark = " (picked)" if (bq, ks) == picked else ""
-            rows.append((f"flash_prefill bq={bq} ks={ks} {name}{mark}", flops / s / 1e12, f"TFLOP/s, {s * 1e6:.1f} us"))
+            mark = " (picked)" if (bq, ks) == picked and stages == keep else ""
+            rows.append((f"flash_prefill bq={bq} ks={ks} stages={stages} {name}{mark}", flops / s / 1e12,
+                         f"TFLOP/s, {s * 1e6:.1f} us"))
+        k.flash_stages = keep
         nsplit = backend._nsplit(t, int(batch.context_lens.max()))
         s = graph_seconds(st, timer, lambda p=p, nsplit=nsplit: k.attention(
             backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"], p["ctx"], p["bt"],

@@ -28,7 +28,7 @@ class _Graph:
 
 def _backend():
     b = types.SimpleNamespace(recorded=[], syncs=0, fused=True, fused_attn_min_t=2, flash=True)
-    b.k = types.SimpleNamespace(wgmma=types.SimpleNamespace(tma=True))
+    b.k = types.SimpleNamespace(wgmma=types.SimpleNamespace(tma=True), flash_stages=2)
     b.dev = types.SimpleNamespace(stream=0)
 
     def sync():
@@ -69,6 +69,8 @@ def test_the_key_tells_every_launch_apart():
     b.flash = False
     others.append(g.key(1024, 1, P, 64, 1))
     b.flash, b.k.wgmma.tma = True, False
+    others.append(g.key(1024, 1, P, 64, 1))
+    b.k.flash_stages = 3
     others.append(g.key(1024, 1, P, 64, 1))
     b.k.wgmma = None
     others.append(g.key(1024, 1, P, 64, 1))
