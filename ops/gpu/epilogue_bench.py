@@ -14,7 +14,9 @@
   (c) the whole step (embedding .. LM head) in one graph;
   (d) the step launched directly as forward() does (no graph): the host's enqueue time (Python + driver, until
       the last launch returns) and the wall time to the end of the step; median of 5 after a warm-up.
-  (c) and (d) each without programmatic dependent launch (how the backend runs a prefill) and with it.
+  (c) and (d) each without programmatic dependent launch (how the backend runs a prefill) and with it;
+  (e) backend.forward() as the engine calls it, host time until it returns and wall time, with the step's
+      graph replayed (kernels/cuda/step_graphs.py) and eager.
   (d) above (c) by more than a few percent means the host's launches, not the kernels, set the prefill time.
 """
 from __future__ import annotations
@@ -138,9 +140,42 @@ def prefill_rows(backend, n: int = 1024) -> list[str]:
         lines.append(f"prefill {n} (d) {tag} launched directly: host enqueue {np.median(host) * 1e6:8.1f} us "
                      f"({np.median(host) * 1e6 / len(plan):.1f} us a launch), wall to the step's end "
                      f"{d_wall[pdl] * 1e6:8.1f} us")
+    lines += _forward_rows(backend, n, c_ms[False])
     lines.append(f"prefill {n}: (c) / (a) = {c_ms[False] * 1e3 / total_a:.2f}; (d) wall / (c), PDL off "
                  f"{d_wall[False] * 1e3 / c_ms[False]:.2f}; PDL on / off: graph {c_ms[True] / c_ms[False]:.2f}, "
                  f"direct {d_wall[True] / d_wall[False]:.2f}")
+    return lines
+
+
+def _forward_rows(backend, n: int, c_ms: float) -> list[str]:
+    """(e) backend.forward() of the n-token prompt as the engine calls it (the StepBatch built, staged and
+    launched): the host's time until forward returns, and the wall time to the step's end, with the step's
+    graph replayed (kernels/cuda/step_graphs.py) and with every launch eager; median of 5 after warm-ups."""
+    from ops.gpu.bench import _step_batch
+
+    prompt = np.random.default_rng(2).integers(3, backend.config.vocab_size, (1, n)).astype(np.int32)
+    npg = -(-n // backend.page_size)
+    keep, lines = backend.step_graphs.enabled, []
+    try:
+        for graphs in (True, False):
+            backend.step_graphs.enabled = graphs
+            host, wall = [], []
+            for i in range(7):
+                backend.dev.synchronize()
+                t0 = time.perf_counter()
+                backend.forward(_step_batch([n], backend.page_size, npg, prompt, n))
+                t1 = time.perf_counter()
+                backend.dev.synchronize()
+                t2 = time.perf_counter()
+                if i >= 2:   # (the first two: eager, then the capture)
+                    host.append(t1 - t0)
+                    wall.append(t2 - t0)
+            tag = "step graph" if graphs else "eager     "
+            lines.append(f"prefill {n} (e) forward(), {tag}: host until it returns {np.median(host) * 1e6:8.1f} us, "
+                         f"wall to the step's end {np.median(wall) * 1e6:8.1f} us ({np.median(wall) * 1e3 / c_ms:.2f}x "
+                         f"the step's graph time (c))")
+    finally:
+        backend.step_graphs.enabled = keep
     return lines
 
 
