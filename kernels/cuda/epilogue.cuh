@@ -25,6 +25,17 @@ struct Epi {
     int head_dim;
     int q_size;
     int kv_size;
+    // The RMSNorm folded into the projections (linear_wgmma only; all null / 0 otherwise: launchers.epi):
+    // EPI_ADD with norm_out: also norm_out[m, n] = bf16(r[m, n] * norm_w[n]) of the updated residual r, and
+    // ss_out[m, n / 64] = sum of r[m, .]^2 over the 64 columns n / 64 ... (ss_groups = ld / 64 a row);
+    // ss_in (any mode): the GEMM's output row m scaled by rstd = 1 / sqrt(sum_g ss_in[m, g] / (64 ss_groups)
+    // + eps) before the epilogue, i.e. rmsnorm(r) @ W^T = rstd * ((r * w) @ W^T).
+    const float *norm_w;
+    bf16 *norm_out;
+    float *ss_out;
+    const float *ss_in;
+    int ss_groups;
+    float eps;
 };
 
 __device__ __forceinline__ void epilogue_pair(const Epi &e, int m, int n, float v0, float v1) {
@@ -78,12 +89,14 @@ __device__ __forceinline__ void store8(float *p, const float *v) {
     reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-// The chunk's global reads: EPI_ADD the residual; EPI_QKV (q and k columns) the four (cos, sin) pairs of its
-// rope row `pos` (x[2 i], x[2 i + 1]: pair i). Nothing for EPI_STORE / EPI_SWIGLU.
+// The chunk's global reads: EPI_ADD the residual (and, with norm_out, the norm weights into w); EPI_QKV (q and
+// k columns) the four (cos, sin) pairs of its rope row `pos` (x[2 i], x[2 i + 1]: pair i). Nothing for
+// EPI_STORE / EPI_SWIGLU.
 template <int MODE>
-__device__ __forceinline__ void epi8_fetch(const Epi &e, int m, int n, int pos, float *x) {
+__device__ __forceinline__ void epi8_fetch(const Epi &e, int m, int n, int pos, float *x, float *w) {
     if (MODE == EPI_ADD) {
         load8(e.out_f32 + (size_t)m * e.ld + n, x);
+        if (e.norm_out) load8(e.norm_w + n, w);
     } else if (MODE == EPI_QKV) {
         if (n < e.q_size + e.kv_size)
             load8(reinterpret_cast<const float *>(e.rope + (size_t)pos * (e.head_dim >> 1) + ((n % e.head_dim) >> 1)),
@@ -91,17 +104,35 @@ __device__ __forceinline__ void epi8_fetch(const Epi &e, int m, int n, int pos, 
     }
 }
 
-// The chunk's values v (rotated in place for EPI_QKV) through the epilogue; x: what epi8_fetch read; slot:
-// the row's KV slot (EPI_QKV; negative: no cache write).
+// The chunk's values v (rotated in place for EPI_QKV) through the epilogue; x, w: what epi8_fetch read; slot:
+// the row's KV slot (EPI_QKV; negative: no cache write); rstd: the row's norm scale (ss_in; else unused).
+// Returns EPI_ADD's sum of squares of the chunk's updated residual (with norm_out), else 0.
 template <int MODE>
-__device__ __forceinline__ void epi8_put(const Epi &e, int m, int n, int slot, float *v, const float *x) {
+__device__ __forceinline__ float epi8_put(const Epi &e, int m, int n, int slot, float *v, const float *x,
+                                          const float *w, float rstd) {
+    if (e.ss_in) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] *= rstd;
+    }
     if (MODE == EPI_STORE) {
         store8(e.out_f32 + (size_t)m * e.ld + n, v);
     } else if (MODE == EPI_ADD) {
-        float s[8];
+        float s[8], ss = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) s[i] = x[i] + v[i];
         store8(e.out_f32 + (size_t)m * e.ld + n, s);
+        if (e.norm_out) {
+            u32 h[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                h[i] = bf16x2_bits(f2bf(s[2 * i] * w[2 * i]), f2bf(s[2 * i + 1] * w[2 * i + 1]));
+                ss += s[2 * i] * s[2 * i] + s[2 * i + 1] * s[2 * i + 1];
+            }
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(e.norm_out + (size_t)m * e.ld + n),
+                         "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3])
+                         : "memory");
+        }
+        return ss;
     } else if (MODE == EPI_SWIGLU) {
         u32 h[2];
 #pragma unroll
@@ -128,4 +159,5 @@ __device__ __forceinline__ void epi8_put(const Epi &e, int m, int n, int slot, f
                          : "memory");
         }
     }
+    return 0.f;
 }

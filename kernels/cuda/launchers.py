@@ -47,18 +47,23 @@ def mlp_grid(hidden: int, ffn: int) -> int:
 
 
 class Epi(ctypes.Structure):
-    """Mirror of ``struct Epi`` in linear.cu (7 pointers, then 5 ints)."""
+    """Mirror of ``struct Epi`` in epilogue.cuh (7 pointers, 5 ints, then the folded RMSNorm's 4 pointers, an
+    int and a float: linear_wgmma only, zero elsewhere)."""
     _fields_ = [("out_f32", ctypes.c_uint64), ("out_bf16", ctypes.c_uint64),
                 ("positions", ctypes.c_uint64), ("rope", ctypes.c_uint64), ("slots", ctypes.c_uint64),
                 ("k_cache", ctypes.c_uint64), ("v_cache", ctypes.c_uint64),
                 ("mode", ctypes.c_int32), ("ld", ctypes.c_int32), ("head_dim", ctypes.c_int32),
-                ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32)]
+                ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32),
+                ("norm_w", ctypes.c_uint64), ("norm_out", ctypes.c_uint64), ("ss_out", ctypes.c_uint64),
+                ("ss_in", ctypes.c_uint64), ("ss_groups", ctypes.c_int32), ("eps", ctypes.c_float)]
 
 
 def epi(mode: int, out_f32: int = 0, out_bf16: int = 0, ld: int = 0, positions: int = 0, rope: int = 0,
         slots: int = 0, k_cache: int = 0, v_cache: int = 0, head_dim: int = 0, q_size: int = 0,
-        kv_size: int = 0) -> Epi:
-    return Epi(out_f32, out_bf16, positions, rope, slots, k_cache, v_cache, mode, ld, head_dim, q_size, kv_size)
+        kv_size: int = 0, norm_w: int = 0, norm_out: int = 0, ss_out: int = 0, ss_in: int = 0, ss_groups: int = 0,
+        eps: float = 0.0) -> Epi:
+    return Epi(out_f32, out_bf16, positions, rope, slots, k_cache, v_cache, mode, ld, head_dim, q_size, kv_size,
+               norm_w, norm_out, ss_out, ss_in, ss_groups, eps)
 
 
 class Kernels:
@@ -170,6 +175,8 @@ class Kernels:
         if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k, e):
             self.wgmma.launch(a, m, w, n, k, e)
             return
+        if e.norm_out or e.ss_in:
+            raise ValueError("a folded RMSNorm (norm_out / ss_in) runs on linear_wgmma only")
         if tile is None:
             tile = MMA_TILE if (n // MMA_TILE) * -(-m // MMA_TILE) >= self.device.sm_count else 32
         name = "linear_mma" if tile == MMA_TILE else "linear_mma_32"

@@ -30,9 +30,11 @@ __device__ __forceinline__ void wgmma_epilogue(const float *tile, const int *row
                                                int M, int N) {
     constexpr int CPR = BN / 8, PER = BM * CPR / THREADS, U = PER < WG_EPI_GROUP ? PER : WG_EPI_GROUP;
     static_assert(PER * THREADS == BM * CPR && PER % U == 0, "chunks split evenly over threads and groups");
+    static_assert(CPR % 8 == 0 && THREADS % 32 == 0, "eight consecutive lanes hold one row's 64 columns");
+    const float *rstd = reinterpret_cast<const float *>(rows + 2 * BM);
 #pragma unroll 1
     for (int i0 = 0; i0 < PER; i0 += U) {
-        float v[U][8], x[U][8];
+        float v[U][8], x[U][8], w[U][8];
         int row[U], col[U];
         bool ok[U];
 #pragma unroll
@@ -42,11 +44,20 @@ __device__ __forceinline__ void wgmma_epilogue(const float *tile, const int *row
             col[u] = (q % CPR) * 8;
             ok[u] = m0 + row[u] < M && n0 + col[u] < N;   // N % 8 == 0: a chunk is all in or all out
             load8(tile + row[u] * (BN + WG_OUT_PAD) + col[u], v[u]);
-            if (ok[u]) epi8_fetch<MODE>(e, m0 + row[u], n0 + col[u], rows[row[u]], x[u]);
+            if (ok[u]) epi8_fetch<MODE>(e, m0 + row[u], n0 + col[u], rows[row[u]], x[u], w[u]);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            if (ok[u]) epi8_put<MODE>(e, m0 + row[u], n0 + col[u], rows[BM + row[u]], v[u], x[u]);
+        for (int u = 0; u < U; u++) {
+            float ss = 0.f;
+            if (ok[u])
+                ss = epi8_put<MODE>(e, m0 + row[u], n0 + col[u], rows[BM + row[u]], v[u], x[u], w[u], rstd[row[u]]);
+            if (MODE == EPI_ADD && e.norm_out) {   // (warp-uniform) the 64-column group's sum: its 8 lanes
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                if (ok[u] && (col[u] & 63) == 0)
+                    e.ss_out[(size_t)(m0 + row[u]) * e.ss_groups + ((n0 + col[u]) >> 6)] = ss;
+            }
+        }
     }
 }
 
@@ -118,6 +129,13 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
         row_pos = e.positions[m0 + tid];
         row_slot = e.slots[m0 + tid];
     }
+    // ss_in: the row's RMSNorm scale from its partial sums of squares (the previous EPI_ADD's ss_out)
+    float row_rstd = 1.f;
+    if (e.ss_in && tid < BM && m0 + tid < M) {
+        float sum = 0.f;
+        for (int g = 0; g < e.ss_groups; g++) sum += e.ss_in[(size_t)(m0 + tid) * e.ss_groups + g];
+        row_rstd = 1.f / sqrtf(sum / (float)(64 * e.ss_groups) + e.eps);
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 2; s++) load(s);
     for (int kt = 0; kt < ktiles; kt++) {
@@ -144,12 +162,13 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
 
     // Epilogue through shared memory (the stage buffers are free: every wgmma has completed and every
     // TMA copy was waited for): the fragments to a [BM, BN + WG_OUT_PAD] float32 tile (then the rows'
-    // positions and KV slots, for EPI_QKV), then wgmma_epilogue<mode> in chunks of eight columns.
-    static_assert(BM * (BN + WG_OUT_PAD) * 4 + 2 * BM * 4 <= STAGES * STAGE_BYTES,
-                  "the output tile and the rows' positions / slots fit the stage buffers");
+    // positions and KV slots, for EPI_QKV, and norm scales, for ss_in), then wgmma_epilogue<mode> in chunks of
+    // eight columns.
+    static_assert(BM * (BN + WG_OUT_PAD) * 4 + 3 * BM * 4 <= STAGES * STAGE_BYTES,
+                  "the output tile and the rows' positions / slots / norm scales fit the stage buffers");
     __syncthreads();   // every warpgroup is done reading the stage buffers
     float *tile = reinterpret_cast<float *>(smem);
-    int *rows = reinterpret_cast<int *>(tile + BM * (BN + WG_OUT_PAD));   // [BM] positions, [BM] slots
+    int *rows = reinterpret_cast<int *>(tile + BM * (BN + WG_OUT_PAD));   // [BM] positions, slots, rstd (float)
     const int t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
     const int r0 = wg * 64 + warp * 16 + g;
 #pragma unroll
@@ -162,6 +181,7 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
     if (tid < BM) {
         rows[tid] = row_pos;
         rows[BM + tid] = row_slot;
+        reinterpret_cast<float *>(rows)[2 * BM + tid] = row_rstd;
     }
     __syncthreads();
     switch (e.mode) {

@@ -6,7 +6,7 @@ per batch bucket (backend._decode); a prefill's launches depend on more than its
 kept per **exact launch key**: the token and logits-row counts, every staged array's device address (the
 staging buffer's layout follows the arrays' sizes), the flash tiles' count and variant, the block-table
 width, the attention splits, and the switches that change the plan (fused, flash and its pipeline depth,
-which linear_wgmma and its load mode). Every value a launch reads from device memory (token ids, positions,
+which linear_wgmma and its load mode, the folded norms). Every value a launch reads from device memory (token ids, positions,
 slots, tiles, block tables) is staged before the graph runs, as for the decode graphs, so a graph serves
 every step with its key.
 
@@ -48,7 +48,7 @@ class StepGraphs:
         b = self.b
         wg = b.k.wgmma
         return (t, r, tuple(sorted(p.items())), width, nsplit, b.fused, b.fused_attn_min_t, b.flash, id(wg),
-                getattr(wg, "tma", None), getattr(b.k, "flash_stages", 2))
+                getattr(wg, "tma", None), getattr(b.k, "flash_stages", 2), getattr(b, "fused_norm", False))
 
     def run(self, t: int, r: int, p: Mapping[str, int], width: int, nsplit: int) -> None:
         b = self.b

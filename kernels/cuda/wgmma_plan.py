@@ -96,11 +96,18 @@ def takes(m: int, n: int, k: int) -> bool:
     return m >= 1 and n >= 8 and n % 8 == 0 and k >= BK and k % BK == 0
 
 
-def epilogue_ok(e) -> bool:
+def epilogue_ok(e, k: int | None = None) -> bool:
     """linear_wgmma's epilogue (epilogue.cuh epi8_*) writes eight columns at once: float32 rows of ``ld`` (a
     multiple of 4) from a 16-byte aligned base, bf16 SwiGLU rows of ``ld`` (a multiple of 4) from an 8-byte
     aligned one; EPI_QKV: head_dim, q_size and kv_size multiples of 8, q out, caches and rope table 16-byte
-    aligned. ``e``: a launchers.Epi. (Every buffer the backend allocates, and the model's shapes, pass.)"""
+    aligned. The folded RMSNorm: norm_out (EPI_ADD only) with ss_out and norm_w, ld = 64 ss_groups, all 16-byte
+    aligned; ss_in with the GEMM's K (``k``, when given) = 64 ss_groups. ``e``: a launchers.Epi. (Every buffer
+    the backend allocates, and the model's shapes, pass.)"""
+    if e.norm_out and not (e.mode == EPI_ADD and e.ss_out and e.norm_w and e.ld == 64 * e.ss_groups
+                           and all(p % 16 == 0 for p in (e.norm_out, e.ss_out, e.norm_w))):
+        return False
+    if e.ss_in and not (e.ss_groups > 0 and e.ss_in % 4 == 0 and (k is None or k == 64 * e.ss_groups)):
+        return False
     if e.mode in (EPI_STORE, EPI_ADD):
         return e.ld % 4 == 0 and e.out_f32 % 16 == 0
     if e.mode == EPI_SWIGLU:
@@ -192,13 +199,13 @@ class Wgmma:
         return name, (gx, gy), threads(name), smem_bytes(name), bm, bn
 
     def wants(self, m: int, n: int, k: int, e=None) -> bool:
-        return m >= MIN_T and takes(m, n, k) and (e is None or epilogue_ok(e))
+        return m >= MIN_T and takes(m, n, k) and (e is None or epilogue_ok(e, k))
 
     def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None) -> str:
         """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
         if not takes(m, n, k):
             raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
-        if not epilogue_ok(e):
+        if not epilogue_ok(e, k):
             raise ValueError(f"linear_wgmma's epilogue needs aligned rows and outputs (epilogue_ok), got mode {e.mode} "
                              f"ld {e.ld}")
         shape = self._shapes.get((m, n, k, variant, self.tma))

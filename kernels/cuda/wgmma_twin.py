@@ -204,22 +204,35 @@ def epilogue_chunks(bm: int, bn: int, threads: int) -> tuple[np.ndarray, np.ndar
 
 def epilogue8(mode: int, y: np.ndarray, out: np.ndarray | None = None, rope: np.ndarray | None = None,
               positions: np.ndarray | None = None, slots: np.ndarray | None = None, k_cache=None, v_cache=None,
-              head_dim: int = 0, q_size: int = 0, kv_size: int = 0) -> None:
+              head_dim: int = 0, q_size: int = 0, kv_size: int = 0, norm_w=None, norm_out=None, ss_out=None,
+              ss_in=None, ss_groups: int = 0, eps: float = 0.0) -> None:
     """epilogue.cuh's epi8_fetch / epi8_put on every chunk of eight columns of y (float32 [M, N], the GEMM's
     output), index for index: out float32 [M, ld] (EPI_STORE, EPI_ADD: +=; EPI_QKV: q out [M, q_size]) or
     float32 [M, ld] of the bf16-rounded SwiGLU (EPI_SWIGLU); rope float32 [max_pos, head_dim / 2, 2]; caches
-    float32 [slots, kv_size] holding bf16-rounded values. In place."""
+    float32 [slots, kv_size] holding bf16-rounded values. The folded RMSNorm (launchers.epi's norm fields):
+    ss_in [M, ss_groups] scales each row by its rstd first; EPI_ADD with norm_out (float32 [M, ld], bf16-rounded
+    values) also writes bf16(r * norm_w) and ss_out [M, ld / 64] (each 64 columns' sum of r^2). In place."""
     from kernels.cuda.twins import round_bf16
 
     m_rows, n_cols = y.shape
     assert n_cols % 8 == 0
     for m in range(m_rows):
+        rstd = np.float32(1)
+        if ss_in is not None:
+            rstd = np.float32(1) / np.sqrt(np.float32(ss_in[m, :ss_groups].sum(dtype=np.float32))
+                                           / np.float32(64 * ss_groups) + np.float32(eps))
         for n in range(0, n_cols, 8):
             v = y[m, n:n + 8].astype(np.float32).copy()
+            if ss_in is not None:
+                v *= rstd
             if mode == EPI_STORE:
                 out[m, n:n + 8] = v
             elif mode == EPI_ADD:
-                out[m, n:n + 8] = out[m, n:n + 8] + v
+                r = out[m, n:n + 8] + v
+                out[m, n:n + 8] = r
+                if norm_out is not None:
+                    norm_out[m, n:n + 8] = round_bf16(r * norm_w[n:n + 8])
+                    ss_out[m, n // 64] += np.float32((r * r).sum(dtype=np.float32))
             elif mode == EPI_SWIGLU:
                 g, u = v[0::2], v[1::2]
                 out[m, n // 2:n // 2 + 4] = round_bf16(g / (np.float32(1) + np.exp(-g)) * u)

@@ -267,10 +267,12 @@ def test_epilogue8_swiglu_add_store():
     assert np.array_equal(out, y)
 
 
-def _epi(mode, out_f32=0, out_bf16=0, ld=0, rope=0, k_cache=0, v_cache=0, head_dim=0, q_size=0, kv_size=0):
+def _epi(mode, out_f32=0, out_bf16=0, ld=0, rope=0, k_cache=0, v_cache=0, head_dim=0, q_size=0, kv_size=0,
+         norm_w=0, norm_out=0, ss_out=0, ss_in=0, ss_groups=0):
     """A stand-in for launchers.Epi (not imported: that loads the CUDA driver module, test_cpu_side)."""
     return types.SimpleNamespace(mode=mode, out_f32=out_f32, out_bf16=out_bf16, ld=ld, rope=rope, k_cache=k_cache,
-                                 v_cache=v_cache, head_dim=head_dim, q_size=q_size, kv_size=kv_size)
+                                 v_cache=v_cache, head_dim=head_dim, q_size=q_size, kv_size=kv_size, norm_w=norm_w,
+                                 norm_out=norm_out, ss_out=ss_out, ss_in=ss_in, ss_groups=ss_groups)
 
 
 def test_epilogue_ok_gates_the_wgmma_path():
@@ -290,7 +292,39 @@ def test_epilogue_ok_gates_the_wgmma_path():
     assert (P.EPI_STORE, P.EPI_ADD, P.EPI_SWIGLU, P.EPI_QKV) == (0, 1, 2, 3)
     assert all(f"#define {name} {v}" in src for name, v in (("EPI_STORE", 0), ("EPI_ADD", 1), ("EPI_SWIGLU", 2),
                                                              ("EPI_QKV", 3)))
+    # the folded RMSNorm: a producer needs an EPI_ADD with ld = 64 ss_groups, a consumer K = 64 ss_groups
+    fold = dict(norm_w=base, norm_out=base, ss_out=base, ss_groups=9)
+    assert P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **fold))
+    assert not P.epilogue_ok(_epi(P.EPI_STORE, out_f32=base, ld=576, **fold))
+    assert not P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **{**fold, "ss_groups": 8}))
+    assert not P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **{**fold, "norm_out": base + 8}))
+    consumer = _epi(P.EPI_SWIGLU, out_bf16=base, ld=1536, ss_in=base, ss_groups=9)
+    assert P.epilogue_ok(consumer, 576) and not P.epilogue_ok(consumer, 1536)
     wg = P.Wgmma.__new__(P.Wgmma)          # wants() needs no device
+    assert wg.wants(1024, 3072, 576, consumer) and not wg.wants(1024, 576, 1536, consumer)
     assert wg.wants(1024, 960, 576, ok[3]) and not wg.wants(1024, 960, 576, bad[0]) and wg.wants(1024, 960, 576)
     with pytest.raises(ValueError, match="epilogue"):
         P.Wgmma.launch(wg, base, 1024, base, 960, 576, bad[1])
+
+
+def test_folded_rmsnorm_equals_the_norm_then_the_gemm():
+    """norm_fusion's identity through the numpy mirror of the epilogue: o's EPI_ADD with norm_out writes
+    r = residual + y, h = bf16(r * w) and each 64 columns' sum of r^2; gate/up's epilogue with ss_in scales its
+    rows by rstd from those sums. Against the unfolded twin (add, rmsnorm, bf16, GEMM): within bf16 rounding;
+    the residual exactly; the sums to float32 accuracy."""
+    from kernels.ops_norm import rmsnorm
+    from kernels.cuda.twins import round_bf16
+    rng = np.random.default_rng(13)
+    t, h, f = 21, 576, 96
+    res, y = rng.standard_normal((t, h)).astype(np.float32), rng.standard_normal((t, h)).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+    wg = (rng.standard_normal((f, h)) / 24).astype(np.float32)
+    r, hb, ss = res.copy(), np.zeros((t, h), np.float32), np.zeros((t, h // 64), np.float32)
+    T.epilogue8(T.EPI_ADD, y, r, norm_w=w, norm_out=hb, ss_out=ss, ss_groups=h // 64, eps=1e-5)
+    assert np.array_equal(r, res + y)
+    assert np.allclose(ss.sum(1), ((res + y).astype(np.float64) ** 2).sum(1), rtol=1e-5)
+    assert np.allclose(ss, ((res + y) ** 2).reshape(t, h // 64, 64).sum(-1), rtol=1e-5)
+    folded = np.zeros((t, f), np.float32)
+    T.epilogue8(T.EPI_STORE, hb @ wg.T, folded, ss_in=ss, ss_groups=h // 64, eps=1e-5)
+    ref = round_bf16(rmsnorm(res + y, w, 1e-5)) @ wg.T
+    assert np.linalg.norm(folded - ref) / np.linalg.norm(ref) < 8e-3
