@@ -173,7 +173,7 @@ class Kernels:
         """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``); with
         linear_wgmma loaded (``self.wgmma``) and no tile asked for, the shapes it wants go there."""
         if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k, e):
-            self.wgmma.launch(a, m, w, n, k, e)
+            self.wgmma.launch(a, m, w, n, k, e, checked=True)
             return
         if e.norm_out or e.ss_in:
             raise ValueError("a folded RMSNorm (norm_out / ss_in) runs on linear_wgmma only")

@@ -201,11 +201,13 @@ class Wgmma:
     def wants(self, m: int, n: int, k: int, e=None) -> bool:
         return m >= MIN_T and takes(m, n, k) and (e is None or epilogue_ok(e, k))
 
-    def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None) -> str:
-        """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
-        if not takes(m, n, k):
+    def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None,
+               checked: bool = False) -> str:
+        """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used. ``checked``:
+        the caller has just asked ``wants`` (launchers.Kernels.mma), so the shape checks are not repeated."""
+        if not checked and not takes(m, n, k):
             raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
-        if not epilogue_ok(e, k):
+        if not checked and not epilogue_ok(e, k):
             raise ValueError(f"linear_wgmma's epilogue needs aligned rows and outputs (epilogue_ok), got mode {e.mode} "
                              f"ld {e.ld}")
         shape = self._shapes.get((m, n, k, variant, self.tma))
