@@ -3,8 +3,9 @@
 Weights bf16 on the device ([out, in] rows; gate/up interleaved for the fused SwiGLU), the paged KV
 pool bf16 on the device, activations float32 in the residual stream. A pure-decode step (one token
 per sequence, every row sampled) is padded to a batch bucket and replayed from a CUDA graph captured
-once per (bucket, attention splits, block-table width); anything else (prefill chunks, mixed steps)
-is launched directly. ``forward`` returns ``DeviceLogits``; ``sample`` runs on the GPU.
+once per (bucket, attention splits, block-table width); anything else (prefill chunks, mixed steps) is
+launched directly, or from a graph once its exact shape repeats (step_graphs). ``forward`` returns
+``DeviceLogits``; ``sample`` runs on the GPU.
 """
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, flash_plan, fused_policy, lean_plan, launchers as L, wgmma_plan
+from kernels.cuda import driver, flash_plan, fused_policy, lean_plan, launchers as L, norm_fusion, wgmma_plan
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels, epi
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.sample_args import sample_args
-from kernels.cuda.token_mask import FUSED as FUSED_MASK
-from kernels.cuda.token_mask import DeviceTokenMask, MaskedLogits
+from kernels.cuda.step_graphs import StepGraphs, step_graphs_enabled
+from kernels.cuda.token_mask import FUSED as FUSED_MASK, DeviceTokenMask, MaskedLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
 from kernels.ops_rope import rope_cos_sin
 from kernels.sampling_rows import SamplingRows
@@ -81,6 +82,7 @@ class CudaBackend:
         self.fused_attn_min_t = fused_policy.fused_attn_min_t(os.environ)   # attn_o_fused from this T on
         lean_plan.configure(self, os.environ)   # self.lean: the lean kernels at T <= 8 (AOTX_LEAN)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
+        self.fused_norm = norm_fusion.fused_norm_enabled(os.environ)   # norms folded into the GEMMs (norm_fusion)
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")
         # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
@@ -92,6 +94,7 @@ class CudaBackend:
         # a mask whose bits come later (kernels/cuda/mask_gate.py) is copied inside sample_enqueue: fused only
         self.gated_masks = FUSED_MASK
         self._acts: list[driver.Buffer] = []
+        self.step_graphs = StepGraphs(self, step_graphs_enabled(os.environ))
         self.adjust_bufs = AdjustBuffers(self)
         self._reserve(token_capacity, row_capacity)
         self.dev.synchronize()
@@ -115,12 +118,14 @@ class CudaBackend:
         for b in self._acts:
             b.free()
         self._acts, self.graphs = [], {}
+        self.step_graphs.clear()
         cfg = self.config
         self.t_cap, self.r_cap = tokens, rows
         split_rows = min(tokens, BUCKETS[-1])
         a = lambda n: self._alloc(n, acts=True)  # noqa: E731
         self.residual = a(tokens * cfg.hidden * 4)
         self.h = a(tokens * cfg.hidden * 2)
+        self.ss = a(tokens * -(-cfg.hidden // 64) * 4)   # the folded norms' row sums (norm_fusion)
         self.q = a(tokens * cfg.q_size * 4)
         self.attn = a(tokens * cfg.q_size * 2)
         self.act = a(tokens * cfg.ffn * 2)
@@ -205,23 +210,20 @@ class CudaBackend:
         """The step as (op name, launch) pairs in order: t tokens, r logits rows, staged arrays p."""
         cfg, k = self.config, self.k
         H, F, eps = cfg.hidden, cfg.ffn, cfg.rms_eps
-        gemv = t <= L.GEMV_MAX_T
+        gemv, fold = t <= L.GEMV_MAX_T, norm_fusion.applies(self, t)   # fold: the norms in the GEMMs (norm_fusion)
         ops = [("embedding", lambda: k.embedding(p["tokens"], self.embed, self.residual, t, H))]
+        norm = lambda wn: ("rmsnorm", lambda: k.add_rmsnorm(0, self.residual, wn, self.h, 0, t, H, eps))  # noqa: E731
         for li, w in enumerate(self.layers):
-            kc = self.k_cache + li * self.layer_kv_bytes
-            vc = self.v_cache + li * self.layer_kv_bytes
             if gemv and self.fused and (mode := lean_plan.mode_for(self.lean, t)):   # lean.cu (lean_plan)
                 ops += lean_plan.layer_ops(self, mode, li, t, p, bt_stride, nsplit)
                 continue
-            e_qkv = epi(L.EPI_QKV, out_f32=self.q, positions=p["positions"], rope=self.rope, slots=p["slots"],
-                        k_cache=kc, v_cache=vc, head_dim=cfg.head_dim, q_size=cfg.q_size, kv_size=cfg.kv_size)
-            e_gu = epi(L.EPI_SWIGLU, out_bf16=self.act, ld=F)
-            e_add = epi(L.EPI_ADD, out_f32=self.residual, ld=H)
+            kc, vc = self.k_cache + li * self.layer_kv_bytes, self.v_cache + li * self.layer_kv_bytes
+            e_qkv, e_gu, e_add, e_down = norm_fusion.layer_epilogues(self, li, p, kc, vc, fold)
             if gemv:
                 ops.append(("norm+qkv+rope+kv_write", lambda w=w, e=e_qkv: k.gemv(
                     self.residual, 1, 0, w["attn_norm"], eps, w["wqkv"], self.qkv_n, H, t, e)))
             else:
-                ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["attn_norm"], self.h, 0, t, H, eps)))
+                ops += [] if fold and li else [norm(w["attn_norm"])]
                 ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
             if gemv and self.fused and t >= self.fused_attn_min_t:
                 ops.append(("attention+o+residual", lambda w=w, kc=kc, vc=vc: k.attn_o_fused(
@@ -247,9 +249,9 @@ class CudaBackend:
                 ops.append(("norm+gate_up+swiglu", lambda w=w, e=e_gu: k.gemv(
                     self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e)))
             else:
-                ops.append(("rmsnorm", lambda w=w: k.add_rmsnorm(0, self.residual, w["ffn_norm"], self.h, 0, t, H, eps)))
+                ops += [] if fold else [norm(w["ffn_norm"])]
                 ops.append(("gate_up+swiglu", lambda w=w, e=e_gu: k.mma(self.h, t, w["wgu"], 2 * F, H, e)))
-            ops.append(("down+residual", lambda w=w, e=e_add: k.linear(self.act, t, w["wdown"], H, F, e)))
+            ops.append(("down+residual", lambda w=w, e=e_down: k.linear(self.act, t, w["wdown"], H, F, e)))
         e_out = epi(L.EPI_STORE, out_f32=self.logits, ld=cfg.vocab_size)
         if r == 0:
             return ops
@@ -283,7 +285,7 @@ class CudaBackend:
         if t == 0:  # nothing to run
             return DeviceLogits(self, self.logits, 0, self.config.vocab_size, self.generation)
         p, width, nsplit = self.stage(batch, patch)
-        self._record(t, r, p, width, nsplit)
+        self.step_graphs.run(t, r, p, width, nsplit)
         self._greedy_gen = self.generation if self.fused and r <= L.GEMV_MAX_T else None
         return DeviceLogits(self, self.logits, r, self.config.vocab_size, self.generation)
 
@@ -321,7 +323,7 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t, self.lean)
+        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t, self.lean, self.fused_norm)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))

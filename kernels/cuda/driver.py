@@ -171,6 +171,13 @@ class Graph:
     def launch(self, stream) -> None:
         check(cu.cuGraphLaunch(self.exec, stream))
 
+    def destroy(self) -> None:
+        """Free the graph and its executable (the caller makes sure no launch of it is still pending)."""
+        if self.exec is not None:
+            check(cu.cuGraphExecDestroy(self.exec))
+            check(cu.cuGraphDestroy(self.graph))
+            self.exec = self.graph = None
+
 
 class Timer:
     """CUDA events around a region on ``stream``: ``ms()`` after ``stop``."""

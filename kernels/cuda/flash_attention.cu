@@ -25,7 +25,7 @@ __device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx(-inf) = +0
     return y;
 }
 
-template <int MW, int KS>
+template <int MW, int KS, int ST>
 __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf16 *__restrict__ k_cache,
                                            const bf16 *__restrict__ v_cache, const int *__restrict__ tiles,
                                            const int *__restrict__ tok_seq, const int *__restrict__ positions,
@@ -33,7 +33,8 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
                                            int bt_stride, int page_size, float scale, int n_kv, bf16 *__restrict__ out) {
     constexpr int BQ = 16 * MW, GW = ATT_G * MW, NTHREADS = 32 * GW * KS;  // GW: warps of one key group
     constexpr int TILE = FA_BK * FA_ROW;
-    extern __shared__ __align__(16) bf16 fa_smem[];  // [KS][2 stages][K, V][TILE] (launchers.FLASH_SMEM_PER_KEY_GROUP each)
+    static_assert(ST >= 2, "one stage computed while the next lands");
+    extern __shared__ __align__(16) bf16 fa_smem[];  // [KS][ST][K, V][TILE] (launchers.FLASH_SMEM_PER_STAGE each)
     __shared__ int lim_s[BQ];
     __shared__ int maxlim_s;
 
@@ -64,22 +65,42 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
 #pragma unroll
     for (int o = 16; o; o >>= 1) wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
 
-    // round r: key group k holds key tile r * KS + k (rows j0..j0+63 of this KV head; j >= maxlim zero-filled)
-    auto load = [&](int stage, int rd) {
-        for (int i = tid; i < KS * FA_BK * 8; i += NTHREADS) {
+    const int nkt = (maxlim + FA_BK - 1) / FA_BK, rounds = (nkt + KS - 1) / KS;
+    // round r: key group k holds key tile r * KS + k (rows j0..j0+63 of this KV head; j >= maxlim zero-filled).
+    // A thread's ITER chunks: every slot address first (the block-table reads in flight together; a shift for
+    // a power-of-two page size), then the copies.
+    constexpr int CHUNKS = KS * FA_BK * 8, ITER = (CHUNKS + NTHREADS - 1) / NTHREADS;
+    const int ps_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+    auto load = [&](int stage, int rd) {   // (past the last round: an empty group, so the waits stay uniform)
+        if (rd >= rounds) {
+            asm volatile("cp.async.commit_group;\n" ::);
+            return;
+        }
+        int slot[ITER];   // the key row's cache slot; -1: past the keys (zero-filled)
+#pragma unroll
+        for (int u = 0; u < ITER; u++) {
+            const int i = tid + u * NTHREADS;
             const int kg = i / (FA_BK * 8), row = (i >> 3) % FA_BK, piece = i & 7;
             const int j = (rd * KS + kg) * FA_BK + row;
-            const bool ok = j < maxlim;
-            size_t off = 0;
-            if (ok) off = ((size_t)bt[j / page_size] * page_size + j % page_size) * kv_width + kvh * ATT_D + piece * 8;
-            bf16 *kdst = fa_smem + ((kg * 2 + stage) * 2) * TILE + row * FA_ROW + piece * 8;
-            cp_async16(kdst, k_cache + off, ok ? 16 : 0);
-            cp_async16(kdst + TILE, v_cache + off, ok ? 16 : 0);
+            const int page = ps_shift >= 0 ? j >> ps_shift : j / page_size;
+            const int in_page = ps_shift >= 0 ? j & (page_size - 1) : j % page_size;
+            slot[u] = (CHUNKS % NTHREADS == 0 || i < CHUNKS) && j < maxlim ? bt[page] * page_size + in_page : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < ITER; u++) {
+            const int i = tid + u * NTHREADS;
+            if (CHUNKS % NTHREADS == 0 || i < CHUNKS) {
+                const int kg = i / (FA_BK * 8), row = (i >> 3) % FA_BK, piece = i & 7;
+                const size_t off = slot[u] >= 0 ? (size_t)slot[u] * kv_width + kvh * ATT_D + piece * 8 : 0;
+                bf16 *kdst = fa_smem + ((kg * ST + stage) * 2) * TILE + row * FA_ROW + piece * 8;
+                cp_async16(kdst, k_cache + off, slot[u] >= 0 ? 16 : 0);
+                cp_async16(kdst + TILE, v_cache + off, slot[u] >= 0 ? 16 : 0);
+            }
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    const int nkt = (maxlim + FA_BK - 1) / FA_BK, rounds = (nkt + KS - 1) / KS;
-    if (rounds > 0) load(0, 0);
+#pragma unroll
+    for (int r = 0; r < ST - 1; r++) load(r, r);   // rounds 0 .. ST - 2 (a group each, empty past the last)
 
     // Q as A fragments (rows ra / rb, dims 16 kk + 2c (+1), + 8), scaled and rounded to bf16
     const float qscale = scale * 1.4426950408889634f;
@@ -108,16 +129,12 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 
     for (int rd = 0; rd < rounds; rd++) {
-        const int st = rd & 1, kt = rd * KS + grp;
-        if (rd + 1 < rounds) {
-            load(st ^ 1, rd + 1);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
-        }
+        const int st = rd % ST, kt = rd * KS + grp;
+        load((rd + ST - 1) % ST, rd + ST - 1);   // into the stage round rd - 1 read (freed by its last barrier)
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 1));   // round rd's group has landed
         __syncthreads();
         if (kt < nkt) {  // (warp-uniform) this key group's tile of the round
-            const bf16 *kb = fa_smem + ((grp * 2 + st) * 2) * TILE, *vb = kb + TILE;
+            const bf16 *kb = fa_smem + ((grp * ST + st) * 2) * TILE, *vb = kb + TILE;
 
             // S = Q K^T: s[n] is keys j0 + 8n .. + 7 (this lane: 2c, 2c + 1) of rows ra (s[n][0..1]), rb ([2..3])
             float s[8][4];
@@ -255,10 +272,12 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
 }
 
 // Grid (n_kv, n_tiles); q float32 [T, n_heads * D]; caches bf16 [num_slots, n_kv * D]; out bf16 [T, n_heads * D];
-// dynamic shared memory KS * 36,864 bytes (2 stages of a K and a V tile per key group).
+// dynamic shared memory KS * ST * 18,432 bytes (ST stages of a K and a V tile per key group).
 //   flash_prefill:    16-token tiles, one key group (ATT_G warps)
 //   flash_prefill_k2: 16-token tiles, two key groups (2 * ATT_G warps): for grids too small to fill the GPU
 //   flash_prefill_64: 64-token tiles, one key group (4 * ATT_G warps)
+// each with two stages (a round's K/V lands while the one before is computed), and as _s3 with three (two
+// rounds in flight: for a latency-bound walk; launchers.Kernels.flash_stages, AOTX_FLASH_STAGES).
 #define FA_ARGS                                                                                                   \
     const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,               \
         const int *__restrict__ tiles, const int *__restrict__ tok_seq, const int *__restrict__ positions,         \
@@ -266,20 +285,16 @@ __device__ __forceinline__ void flash_tile(const float *__restrict__ q, const bf
         float scale, int n_kv, bf16 *__restrict__ out
 #define FA_PASS q, k_cache, v_cache, tiles, tok_seq, positions, context_lens, block_tables, bt_stride, page_size, scale, n_kv, out
 
-extern "C" __global__ void __launch_bounds__(32 * ATT_G) flash_prefill(FA_ARGS) {
-    pdl_wait();
-    pdl_trigger();
-    flash_tile<1, 1>(FA_PASS);
-}
+#define FA_KERNEL(NAME, MW, KS, ST)                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * ATT_G * MW * KS) NAME(FA_ARGS) { \
+        pdl_wait();                                                                  \
+        pdl_trigger();                                                               \
+        flash_tile<MW, KS, ST>(FA_PASS);                                             \
+    }
 
-extern "C" __global__ void __launch_bounds__(32 * ATT_G * 2) flash_prefill_k2(FA_ARGS) {
-    pdl_wait();
-    pdl_trigger();
-    flash_tile<1, 2>(FA_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * ATT_G * 4) flash_prefill_64(FA_ARGS) {
-    pdl_wait();
-    pdl_trigger();
-    flash_tile<4, 1>(FA_PASS);
-}
+FA_KERNEL(flash_prefill, 1, 1, 2)
+FA_KERNEL(flash_prefill_k2, 1, 2, 2)
+FA_KERNEL(flash_prefill_64, 4, 1, 2)
+FA_KERNEL(flash_prefill_s3, 1, 1, 3)
+FA_KERNEL(flash_prefill_k2_s3, 1, 2, 3)
+FA_KERNEL(flash_prefill_64_s3, 4, 1, 3)

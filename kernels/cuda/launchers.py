@@ -6,6 +6,7 @@ sequence of calls can be captured into a CUDA graph unchanged.
 from __future__ import annotations
 
 import ctypes
+import os
 
 from kernels.cuda import build, driver
 from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
@@ -21,10 +22,26 @@ FUSED_MAX_K = 768
 MAX_SPLITS_BUF = 16          # kernels.cuda.backend.MAX_SPLITS: the partial buffers' splits
 LEAN_QKV_WARPS = 4
 LEAN_O_WARPS = 8
+NORM_WARPS, NORM_MAX_PAIRS = 8, 16   # norm.cu add_rmsnorm_warp: rows (warps) a block; float2 a lane at most
 LM_TILE = 16                 # lm_head_argmax: vocab columns per tile (a pair per warp)
 # flash_attention.cu: (query tokens per tile, key groups per block) -> kernel; dynamic shared memory
+# (the _s3 kernels: three K/V stages instead of two, Kernels.flash_stages = 3, AOTX_FLASH_STAGES=3)
 FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1): "flash_prefill_64"}
-FLASH_SMEM_PER_KEY_GROUP = 2 * 2 * 64 * 72 * 2   # 2 stages x (K, V) x 64 keys x 72 padded dims x bf16
+FLASH_STAGES = (2, 3)
+FLASH_SMEM_PER_STAGE = 2 * 64 * 72 * 2           # (K, V) x 64 keys x 72 padded dims x bf16, a key group
+FLASH_SMEM_PER_KEY_GROUP = 2 * FLASH_SMEM_PER_STAGE
+
+
+def flash_kernel(bq: int, ks: int, stages: int) -> str:
+    return FLASH_KERNELS[(bq, ks)] + ("" if stages == 2 else f"_s{stages}")
+
+
+def flash_stages(env) -> int:
+    """AOTX_FLASH_STAGES: 2 (the default: one round of K/V landing while one is computed) or 3."""
+    value = env.get("AOTX_FLASH_STAGES", "2") or "2"
+    if value not in ("2", "3"):
+        raise ValueError(f"AOTX_FLASH_STAGES must be 2 or 3, got {value!r}")
+    return int(value)
 
 
 def mlp_grid(hidden: int, ffn: int) -> int:
@@ -42,18 +59,23 @@ class QkvNext(ctypes.Structure):
 
 
 class Epi(ctypes.Structure):
-    """Mirror of ``struct Epi`` in linear.cu (7 pointers, then 5 ints)."""
+    """Mirror of ``struct Epi`` in epilogue.cuh (7 pointers, 5 ints, then the folded RMSNorm's 4 pointers, an
+    int and a float: linear_wgmma only, zero elsewhere)."""
     _fields_ = [("out_f32", ctypes.c_uint64), ("out_bf16", ctypes.c_uint64),
                 ("positions", ctypes.c_uint64), ("rope", ctypes.c_uint64), ("slots", ctypes.c_uint64),
                 ("k_cache", ctypes.c_uint64), ("v_cache", ctypes.c_uint64),
                 ("mode", ctypes.c_int32), ("ld", ctypes.c_int32), ("head_dim", ctypes.c_int32),
-                ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32)]
+                ("q_size", ctypes.c_int32), ("kv_size", ctypes.c_int32),
+                ("norm_w", ctypes.c_uint64), ("norm_out", ctypes.c_uint64), ("ss_out", ctypes.c_uint64),
+                ("ss_in", ctypes.c_uint64), ("ss_groups", ctypes.c_int32), ("eps", ctypes.c_float)]
 
 
 def epi(mode: int, out_f32: int = 0, out_bf16: int = 0, ld: int = 0, positions: int = 0, rope: int = 0,
         slots: int = 0, k_cache: int = 0, v_cache: int = 0, head_dim: int = 0, q_size: int = 0,
-        kv_size: int = 0) -> Epi:
-    return Epi(out_f32, out_bf16, positions, rope, slots, k_cache, v_cache, mode, ld, head_dim, q_size, kv_size)
+        kv_size: int = 0, norm_w: int = 0, norm_out: int = 0, ss_out: int = 0, ss_in: int = 0, ss_groups: int = 0,
+        eps: float = 0.0) -> Epi:
+    return Epi(out_f32, out_bf16, positions, rope, slots, k_cache, v_cache, mode, ld, head_dim, q_size, kv_size,
+               norm_w, norm_out, ss_out, ss_in, ss_groups, eps)
 
 
 class Kernels:
@@ -64,18 +86,21 @@ class Kernels:
         self.cubins = build.compile_all(device.arch, defines)
         self.modules = {f: driver.Module(c.data) for f, c in self.cubins.items()}
         self.f = {}
-        for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm"],
+        for fam, names in {"embedding": ["embedding_gather"], "norm": ["add_rmsnorm", "add_rmsnorm_warp"],
                            "rope": ["rope_inplace"], "kv_write": ["kv_write"], "swiglu": ["swiglu"],
                            "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
                            "attention": ["paged_attention", "attention_combine"],
                            "sampling": ["sample_rows", "adjust_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
                            "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"],
-                           "flash_attention": list(FLASH_KERNELS.values())}.items():
+                           "flash_attention": [flash_kernel(bq, ks, st) for (bq, ks) in FLASH_KERNELS
+                                               for st in FLASH_STAGES]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
-        for (_, ks), name in FLASH_KERNELS.items():
-            driver.set_max_dynamic_smem(self.f[name], ks * FLASH_SMEM_PER_KEY_GROUP)
+        for bq, ks in FLASH_KERNELS:
+            for st in FLASH_STAGES:
+                driver.set_max_dynamic_smem(self.f[flash_kernel(bq, ks, st)], ks * st * FLASH_SMEM_PER_STAGE)
+        self.flash_stages = flash_stages(os.environ)   # flash_attention's K/V pipeline depth (2 or 3)
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
         self._ao_resident = driver.max_active_blocks(self.f["attn_o_fused"], AO_THREADS) * device.sm_count
@@ -213,7 +238,15 @@ class Kernels:
     def embedding(self, ids, table, out, n_tokens, hidden):
         self._go("embedding_gather", (n_tokens,), 192, (ids, table, out, hidden), "pppi")
 
-    def add_rmsnorm(self, x, residual, weight, out, rows, n_rows, hidden, eps):
+    def add_rmsnorm(self, x, residual, weight, out, rows, n_rows, hidden, eps, per_warp: bool | None = None):
+        """add_rmsnorm_warp (a warp a row) where the shape fits it (``per_warp`` None), else add_rmsnorm (a block
+        a row); ``per_warp`` forces one (the checks run both)."""
+        if per_warp is None:
+            per_warp = hidden % 2 == 0 and hidden <= 64 * NORM_MAX_PAIRS
+        if per_warp:
+            self._go("add_rmsnorm_warp", (-(-n_rows // NORM_WARPS),), 32 * NORM_WARPS,
+                     (x, residual, weight, out, rows, n_rows, hidden, eps), "pppppiif")
+            return
         self._go("add_rmsnorm", (n_rows,), 192, (x, residual, weight, out, rows, hidden, eps), "pppppif")
 
     def rope(self, x, positions, table, n_tokens, n_heads, head_dim):
@@ -236,9 +269,11 @@ class Kernels:
     def mma(self, a, m, w, n, k, e: Epi, tile: int | None = None):
         """64x64 tiles, or 32x32 when 64x64 tiles would leave most of the GPU idle (or ``tile``); with
         linear_wgmma loaded (``self.wgmma``) and no tile asked for, the shapes it wants go there."""
-        if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k):
-            self.wgmma.launch(a, m, w, n, k, e)
+        if tile is None and self.wgmma is not None and self.wgmma.wants(m, n, k, e):
+            self.wgmma.launch(a, m, w, n, k, e, checked=True)
             return
+        if e.norm_out or e.ss_in:
+            raise ValueError("a folded RMSNorm (norm_out / ss_in) runs on linear_wgmma only")
         if tile is None:
             tile = MMA_TILE if (n // MMA_TILE) * -(-m // MMA_TILE) >= self.device.sm_count else 32
         name = "linear_mma" if tile == MMA_TILE else "linear_mma_32"
@@ -267,9 +302,10 @@ class Kernels:
         (flash_attention.cu)."""
         if not 1 <= n_tiles <= 65535:
             raise ValueError(f"flash_attention takes 1..65535 tiles, got {n_tiles}")
-        self._go(FLASH_KERNELS[(bq, ks)], (n_kv, n_tiles), 32 * self.att_g * bq // 16 * ks,
+        st = self.flash_stages
+        self._go(flash_kernel(bq, ks, st), (n_kv, n_tiles), 32 * self.att_g * bq // 16 * ks,
                  (q, k_cache, v_cache, tiles, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
-                  scale, n_kv, out), "pppppppp" + "iifi" + "p", smem=ks * FLASH_SMEM_PER_KEY_GROUP)
+                  scale, n_kv, out), "pppppppp" + "iifi" + "p", smem=ks * st * FLASH_SMEM_PER_STAGE)
 
     def token_mask(self, logits, rows, bits, bit_row, out, vocab, words, n_rows):
         self._go("token_mask_rows", (-(-vocab // 256), n_rows), 256,

@@ -19,6 +19,47 @@
 
 #define WG_BK 64
 #define WG_OUT_PAD 4   // floats of padding per row of the output tile staged in shared memory
+#define WG_EPI_GROUP 4 // chunks of eight columns a thread has in flight at once in the epilogue
+
+// The output tile (float32 [BM, BN + WG_OUT_PAD] in shared memory) through epilogue MODE: thread q takes
+// chunk q, q + THREADS, ... of eight columns (chunk i: row i / (BN / 8), columns 8 (i % (BN / 8)) ..), so a
+// warp covers whole 32-byte sectors of consecutive rows; U chunks at a time, every global read of the U
+// (epi8_fetch: residual, rope) issued before the first store. rows: the tile rows' positions, then slots.
+template <int MODE, int BM, int BN, int THREADS>
+__device__ __forceinline__ void wgmma_epilogue(const float *tile, const int *rows, const Epi &e, int m0, int n0,
+                                               int M, int N) {
+    constexpr int CPR = BN / 8, PER = BM * CPR / THREADS, U = PER < WG_EPI_GROUP ? PER : WG_EPI_GROUP;
+    static_assert(PER * THREADS == BM * CPR && PER % U == 0, "chunks split evenly over threads and groups");
+    static_assert(CPR % 8 == 0 && THREADS % 32 == 0, "eight consecutive lanes hold one row's 64 columns");
+    const float *rstd = reinterpret_cast<const float *>(rows + 2 * BM);
+#pragma unroll 1
+    for (int i0 = 0; i0 < PER; i0 += U) {
+        float v[U][8], x[U][8], w[U][8];
+        int row[U], col[U];
+        bool ok[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int q = threadIdx.x + (i0 + u) * THREADS;
+            row[u] = q / CPR;
+            col[u] = (q % CPR) * 8;
+            ok[u] = m0 + row[u] < M && n0 + col[u] < N;   // N % 8 == 0: a chunk is all in or all out
+            load8(tile + row[u] * (BN + WG_OUT_PAD) + col[u], v[u]);
+            if (ok[u]) epi8_fetch<MODE>(e, m0 + row[u], n0 + col[u], rows[row[u]], x[u], w[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float ss = 0.f;
+            if (ok[u])
+                ss = epi8_put<MODE>(e, m0 + row[u], n0 + col[u], rows[BM + row[u]], v[u], x[u], w[u], rstd[row[u]]);
+            if (MODE == EPI_ADD && e.norm_out) {   // (warp-uniform) the 64-column group's sum: its 8 lanes
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                if (ok[u] && (col[u] & 63) == 0)
+                    e.ss_out[(size_t)(m0 + row[u]) * e.ss_groups + ((n0 + col[u]) >> 6)] = ss;
+            }
+        }
+    }
+}
 
 // TMA = false: every thread copies its 16-byte chunks with cp.async (A, W used). TMA = true: thread 0 has
 // the TMA unit copy each stage's two boxes (amap, wmap used) and every thread waits on the stage's
@@ -81,6 +122,20 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
 
     pdl_wait();   // activations are the previous kernel's output
     pdl_trigger();
+    // EPI_QKV: this block's rows' positions and KV slots, read now and parked in registers (thread r: row
+    // m0 + r) until the epilogue, so their latency hides behind the main loop
+    int row_pos = 0, row_slot = -1;
+    if (e.mode == EPI_QKV && tid < BM && m0 + tid < M) {
+        row_pos = e.positions[m0 + tid];
+        row_slot = e.slots[m0 + tid];
+    }
+    // ss_in: the row's RMSNorm scale from its partial sums of squares (the previous EPI_ADD's ss_out)
+    float row_rstd = 1.f;
+    if (e.ss_in && tid < BM && m0 + tid < M) {
+        float sum = 0.f;
+        for (int g = 0; g < e.ss_groups; g++) sum += e.ss_in[(size_t)(m0 + tid) * e.ss_groups + g];
+        row_rstd = 1.f / sqrtf(sum / (float)(64 * e.ss_groups) + e.eps);
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 2; s++) load(s);
     for (int kt = 0; kt < ktiles; kt++) {
@@ -106,12 +161,14 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
     wgmma_fence_operand<BN / 2>(d);   // the epilogue's reads of d stay after the wait
 
     // Epilogue through shared memory (the stage buffers are free: every wgmma has completed and every
-    // TMA copy was waited for): the fragments to a [BM, BN + WG_OUT_PAD] float32 tile, then each thread
-    // takes adjacent column pairs in row order, so a warp's stores are contiguous and epilogue_pair()
-    // is compiled once, not BN / 4 times.
-    static_assert(BM * (BN + WG_OUT_PAD) * 4 <= STAGES * STAGE_BYTES, "the output tile fits the stage buffers");
+    // TMA copy was waited for): the fragments to a [BM, BN + WG_OUT_PAD] float32 tile (then the rows'
+    // positions and KV slots, for EPI_QKV, and norm scales, for ss_in), then wgmma_epilogue<mode> in chunks of
+    // eight columns.
+    static_assert(BM * (BN + WG_OUT_PAD) * 4 + 3 * BM * 4 <= STAGES * STAGE_BYTES,
+                  "the output tile and the rows' positions / slots / norm scales fit the stage buffers");
     __syncthreads();   // every warpgroup is done reading the stage buffers
     float *tile = reinterpret_cast<float *>(smem);
+    int *rows = reinterpret_cast<int *>(tile + BM * (BN + WG_OUT_PAD));   // [BM] positions, slots, rstd (float)
     const int t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
     const int r0 = wg * 64 + warp * 16 + g;
 #pragma unroll
@@ -121,14 +178,17 @@ __device__ __forceinline__ void wgmma_tile(const bf16 *__restrict__ A, int M, co
             *reinterpret_cast<float2 *>(tile + (r0 + 8 * h) * (BN + WG_OUT_PAD) + 8 * j + 2 * c) =
                 make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
     }
+    if (tid < BM) {
+        rows[tid] = row_pos;
+        rows[BM + tid] = row_slot;
+        reinterpret_cast<float *>(rows)[2 * BM + tid] = row_rstd;
+    }
     __syncthreads();
-#pragma unroll 1
-    for (int q = tid; q < BM * BN / 2; q += THREADS) {
-        const int row = q / (BN / 2), col = 2 * (q % (BN / 2));
-        if (m0 + row < M && n0 + col < N) {
-            const float2 v = *reinterpret_cast<const float2 *>(tile + row * (BN + WG_OUT_PAD) + col);
-            epilogue_pair(e, m0 + row, n0 + col, v.x, v.y);
-        }
+    switch (e.mode) {
+    case EPI_STORE: wgmma_epilogue<EPI_STORE, BM, BN, THREADS>(tile, rows, e, m0, n0, M, N); break;
+    case EPI_ADD: wgmma_epilogue<EPI_ADD, BM, BN, THREADS>(tile, rows, e, m0, n0, M, N); break;
+    case EPI_SWIGLU: wgmma_epilogue<EPI_SWIGLU, BM, BN, THREADS>(tile, rows, e, m0, n0, M, N); break;
+    default: wgmma_epilogue<EPI_QKV, BM, BN, THREADS>(tile, rows, e, m0, n0, M, N); break;
     }
 }
 

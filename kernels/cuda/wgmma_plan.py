@@ -16,10 +16,14 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Mapping
 
 DEFAULT = "tma"
 MIN_T = 64
+# epilogue.cuh's EPI_STORE / EPI_ADD / EPI_SWIGLU / EPI_QKV (launchers.EPI_*; not imported from there: this
+# module must load without the driver, as the CPU tests do)
+EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
 BK = 64
 # name -> (BM, BN, STAGES), as instantiated at the end of linear_wgmma.cu
 VARIANTS = {
@@ -92,6 +96,28 @@ def takes(m: int, n: int, k: int) -> bool:
     return m >= 1 and n >= 8 and n % 8 == 0 and k >= BK and k % BK == 0
 
 
+def epilogue_ok(e, k: int | None = None) -> bool:
+    """linear_wgmma's epilogue (epilogue.cuh epi8_*) writes eight columns at once: float32 rows of ``ld`` (a
+    multiple of 4) from a 16-byte aligned base, bf16 SwiGLU rows of ``ld`` (a multiple of 4) from an 8-byte
+    aligned one; EPI_QKV: head_dim, q_size and kv_size multiples of 8, q out, caches and rope table 16-byte
+    aligned. The folded RMSNorm: norm_out (EPI_ADD only) with ss_out and norm_w, ld = 64 ss_groups, all 16-byte
+    aligned; ss_in with the GEMM's K (``k``, when given) = 64 ss_groups. ``e``: a launchers.Epi. (Every buffer
+    the backend allocates, and the model's shapes, pass.)"""
+    if e.norm_out and not (e.mode == EPI_ADD and e.ss_out and e.norm_w and e.ld == 64 * e.ss_groups
+                           and all(p % 16 == 0 for p in (e.norm_out, e.ss_out, e.norm_w))):
+        return False
+    if e.ss_in and not (e.ss_groups > 0 and e.ss_in % 4 == 0 and (k is None or k == 64 * e.ss_groups)):
+        return False
+    if e.mode in (EPI_STORE, EPI_ADD):
+        return e.ld % 4 == 0 and e.out_f32 % 16 == 0
+    if e.mode == EPI_SWIGLU:
+        return e.ld % 4 == 0 and e.out_bf16 % 8 == 0
+    if e.mode == EPI_QKV:
+        return (e.head_dim % 8 == 0 and e.q_size % 8 == 0 and e.kv_size % 8 == 0
+                and all(p % 16 == 0 for p in (e.out_f32, e.k_cache, e.v_cache, e.rope)))
+    return False
+
+
 def threads(name: str) -> int:
     return 2 * ALL_VARIANTS[name][0]      # one warpgroup (128 threads) per 64 rows
 
@@ -127,6 +153,7 @@ def cost(name: str, m: int, n: int, k: int, sm_count: int) -> float:
     return -(-gx * gy // sm_count) * per_block + LAT_CLK
 
 
+@functools.lru_cache(maxsize=4096)   # (a launch asks once per GEMM: ~10 us of Python a time uncached)
 def choose(m: int, n: int, sm_count: int, k: int = 576) -> str:
     """The variant of least `cost` (ties: the smaller tile, listed first in VARIANTS)."""
     return min(VARIANTS, key=lambda v: cost(v, m, n, k, sm_count))
@@ -148,6 +175,7 @@ class Wgmma:
             kernels.f[name] = self.module.function(name)
             driver.set_max_dynamic_smem(kernels.f[name], smem_bytes(name))
         self._maps: dict[tuple[int, int, int, int], TmaMap] = {}
+        self._shapes: dict[tuple, tuple] = {}
 
     def tensor_map(self, ptr: int, rows: int, k: int, box_rows: int) -> TmaMap:
         """Encoded once per (buffer, rows, K, box): a decode graph keeps the bytes it captured."""
@@ -159,23 +187,38 @@ class Wgmma:
             tmap = self._maps[key] = encode_tensor_map(ptr, rows, k, box_rows)
         return tmap
 
-    def wants(self, m: int, n: int, k: int) -> bool:
-        return m >= MIN_T and takes(m, n, k)
-
-    def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None) -> str:
-        """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used."""
-        if not takes(m, n, k):
-            raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
+    def _shape(self, m: int, n: int, k: int, variant: str | None) -> tuple:
+        """(kernel, grid, threads, dynamic smem, TMA box rows of A and W or 0) of a launch; cached per shape."""
         name = variant or choose(m, n, self.k.device.sm_count, k)
         if variant is None and self.tma:
             name = name.replace("linear_wgmma_", TMA_PREFIX)
         gx, gy = grid(name, m, n)
         if gy > 65535:
             raise ValueError(f"linear_wgmma: {gy} column tiles exceed gridDim.y")
-        if name in TMA_VARIANTS:
-            bm, bn, _ = TMA_VARIANTS[name]
+        bm, bn, _ = TMA_VARIANTS[name] if name in TMA_VARIANTS else (0, 0, 0)
+        return name, (gx, gy), threads(name), smem_bytes(name), bm, bn
+
+    def wants(self, m: int, n: int, k: int, e=None) -> bool:
+        return m >= MIN_T and takes(m, n, k) and (e is None or epilogue_ok(e, k))
+
+    def launch(self, a: int, m: int, w: int, n: int, k: int, e, variant: str | None = None,
+               checked: bool = False) -> str:
+        """bf16 a [m, k] @ W [n, k]^T into epilogue ``e`` (launchers.Epi); returns the variant used. ``checked``:
+        the caller has just asked ``wants`` (launchers.Kernels.mma), so the shape checks are not repeated."""
+        if not checked and not takes(m, n, k):
+            raise ValueError(f"linear_wgmma takes K % {BK} == 0 and N % 8 == 0, got m={m} n={n} k={k}")
+        if not checked and not epilogue_ok(e, k):
+            raise ValueError(f"linear_wgmma's epilogue needs aligned rows and outputs (epilogue_ok), got mode {e.mode} "
+                             f"ld {e.ld}")
+        shape = self._shapes.get((m, n, k, variant, self.tma))
+        if shape is None:
+            if len(self._shapes) >= self.MAX_MAPS:
+                self._shapes.clear()
+            shape = self._shapes[(m, n, k, variant, self.tma)] = self._shape(m, n, k, variant)
+        name, grid_, nthreads, smem, bm, bn = shape
+        if bm:
             args = (self.tensor_map(a, m, k, bm), self.tensor_map(w, n, k, bn), m, n, k, e)
-            self.k._go(name, (gx, gy), threads(name), args, "ssiiis", smem=smem_bytes(name))
+            self.k._go(name, grid_, nthreads, args, "ssiiis", smem=smem)
         else:
-            self.k._go(name, (gx, gy), threads(name), (a, m, w, n, k, e), "pipiis", smem=smem_bytes(name))
+            self.k._go(name, grid_, nthreads, (a, m, w, n, k, e), "pipiis", smem=smem)
         return name

@@ -171,18 +171,80 @@ def emulate(x: np.ndarray, w: np.ndarray, bm: int, bn: int, stages: int, base: i
                         prod = _f32(a) @ _f32(b).T                       # [64, bn]
                         d[wg] += prod[rows_f, cols_f]
             # the epilogue: fragments -> a [BM, BN + OUT_PAD] float32 tile in shared memory (over the stage
-            # buffers), then thread q, q + threads, ... takes the column pair (q % (BN / 2)) of row q / (BN / 2)
+            # buffers, the rows' positions and slots after it), then the chunks of eight columns of
+            # epilogue_chunks, each thread's U at a time (EPI_STORE here: epilogue8 has the other modes)
             tile = np.full((bm, bn + OUT_PAD), np.nan, dtype=np.float32)
-            assert tile.nbytes <= stages * stage_bytes
+            assert tile.nbytes + 2 * bm * 4 <= stages * stage_bytes
             for wg in range(wgs):
                 tile[wg * 64 + rows_f, cols_f] = d[wg]
-            q = np.arange(bm * bn // 2)
-            row, col = q // (bn // 2), 2 * (q % (bn // 2))
+            row, col = epilogue_chunks(bm, bn, threads)
             ok = (m0 + row < m) & (n0 + col < n)
-            for i in (0, 1):
+            for i in range(8):
                 out[m0 + row[ok], n0 + col[ok] + i] = tile[row[ok], col[ok] + i]
     return out
 
 
 def _f32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+EPI_GROUP = 4            # WG_EPI_GROUP
+EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
+
+
+def epilogue_chunks(bm: int, bn: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """wgmma_epilogue's work split: (row, first column) within the tile of the chunks of eight columns
+    thread t takes, in its order: int arrays [threads, BM * BN / 8 / threads] (chunk q = t + i threads)."""
+    cpr = bn // 8
+    per = bm * cpr // threads
+    assert per * threads == bm * cpr and per % min(per, EPI_GROUP) == 0
+    q = np.arange(threads)[:, None] + np.arange(per)[None, :] * threads
+    return q // cpr, (q % cpr) * 8
+
+
+def epilogue8(mode: int, y: np.ndarray, out: np.ndarray | None = None, rope: np.ndarray | None = None,
+              positions: np.ndarray | None = None, slots: np.ndarray | None = None, k_cache=None, v_cache=None,
+              head_dim: int = 0, q_size: int = 0, kv_size: int = 0, norm_w=None, norm_out=None, ss_out=None,
+              ss_in=None, ss_groups: int = 0, eps: float = 0.0) -> None:
+    """epilogue.cuh's epi8_fetch / epi8_put on every chunk of eight columns of y (float32 [M, N], the GEMM's
+    output), index for index: out float32 [M, ld] (EPI_STORE, EPI_ADD: +=; EPI_QKV: q out [M, q_size]) or
+    float32 [M, ld] of the bf16-rounded SwiGLU (EPI_SWIGLU); rope float32 [max_pos, head_dim / 2, 2]; caches
+    float32 [slots, kv_size] holding bf16-rounded values. The folded RMSNorm (launchers.epi's norm fields):
+    ss_in [M, ss_groups] scales each row by its rstd first; EPI_ADD with norm_out (float32 [M, ld], bf16-rounded
+    values) also writes bf16(r * norm_w) and ss_out [M, ld / 64] (each 64 columns' sum of r^2). In place."""
+    from kernels.cuda.twins import round_bf16
+
+    m_rows, n_cols = y.shape
+    assert n_cols % 8 == 0
+    for m in range(m_rows):
+        rstd = np.float32(1)
+        if ss_in is not None:
+            rstd = np.float32(1) / np.sqrt(np.float32(ss_in[m, :ss_groups].sum(dtype=np.float32))
+                                           / np.float32(64 * ss_groups) + np.float32(eps))
+        for n in range(0, n_cols, 8):
+            v = y[m, n:n + 8].astype(np.float32).copy()
+            if ss_in is not None:
+                v *= rstd
+            if mode == EPI_STORE:
+                out[m, n:n + 8] = v
+            elif mode == EPI_ADD:
+                r = out[m, n:n + 8] + v
+                out[m, n:n + 8] = r
+                if norm_out is not None:
+                    norm_out[m, n:n + 8] = round_bf16(r * norm_w[n:n + 8])
+                    ss_out[m, n // 64] += np.float32((r * r).sum(dtype=np.float32))
+            elif mode == EPI_SWIGLU:
+                g, u = v[0::2], v[1::2]
+                out[m, n // 2:n // 2 + 4] = round_bf16(g / (np.float32(1) + np.exp(-g)) * u)
+            else:
+                qk = q_size + kv_size
+                if n < qk:
+                    cs = rope[positions[m], (n % head_dim) // 2:(n % head_dim) // 2 + 4]   # [4, (cos, sin)]
+                    x0, x1 = v[0::2].copy(), v[1::2].copy()
+                    v[0::2] = x0 * cs[:, 0] - x1 * cs[:, 1]
+                    v[1::2] = x0 * cs[:, 1] + x1 * cs[:, 0]
+                if n < q_size:
+                    out[m, n:n + 8] = v
+                elif slots[m] >= 0:
+                    cache, col = (k_cache, n - q_size) if n < qk else (v_cache, n - qk)
+                    cache[slots[m], col:col + 8] = round_bf16(v)

@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     if not gpu_present():
         print("gpu-check needs an NVIDIA GPU (run it on the H200 through the device tool)", file=sys.stderr)
         return 2
-    from ops.gpu import flash_check, kernel_check, lean_check, model_check, overlap_check, penalty_check, wgmma_check
+    from ops.gpu import (flash_check, kernel_check, lean_check, model_check, overlap_check, penalty_check,
+                         step_graphs_check, wgmma_check)
 
     t0 = time.time()
     results = [] if args.skip_kernels else kernel_check.run_all()
@@ -72,6 +73,7 @@ def main(argv=None) -> int:
     guarded("random e2e with AOTX_LEAN=2", lambda: lean_check.e2e(rb, False, record_random, "2"))
     guarded("random e2e with AOTX_LEAN=3", lambda: lean_check.e2e(rb, False, record_random, "3"))
     guarded("random overlap (kernels.cuda.overlap)", lambda: overlap_check.run(rb, False, record_random))
+    guarded("random step graphs (kernels.cuda.step_graphs)", lambda: step_graphs_check.run(rb, record_random))
     guarded("random penalties (ops.gpu.penalty_check)",
             lambda: penalty_check.run(rb, _random_prompts(rb), record, "random "))
     if args.real:

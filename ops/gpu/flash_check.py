@@ -1,10 +1,10 @@
 """gpu-check entries for flash_prefill / flash_prefill_64 (kernels/cuda/flash_attention.cu) against the
 attention twin (kernels.ops_attention.paged_attention), on the model's shapes (9 query heads / 3 KV heads,
-head dim 64, page 16): prompts of 1..4,096 tokens in one chunk (tile multiples and not), chunks of
-2,048 / 1,000 tokens at the end of 8,192 / 5,000-token contexts (the engine's prefill budget is 2,048 tokens
-a step), several prompts in one step, and prefill chunks mixed with decode tokens. Every variant on every
-shape: flash_prefill (16-token tiles), flash_prefill_k2 (the same, two key groups a block),
-flash_prefill_64 (64-token tiles).
+head dim 64, page 16; two shapes also on 12-token pages): prompts of 1..4,096 tokens in one chunk (tile
+multiples and not), chunks of 2,048 / 1,000 tokens at the end of 8,192 / 5,000-token contexts (the engine's
+prefill budget is 2,048 tokens a step), several prompts in one step, and prefill chunks mixed with decode
+tokens. Every variant on every shape: flash_prefill (16-token tiles), flash_prefill_k2 (the same, two key
+groups a block), flash_prefill_64 (64-token tiles), each with two K/V stages and with three (the _s3 kernels).
 
 Tolerance: 8e-3 relative (||out - ref|| / ||ref||, the bf16-output tolerance of kernel_check). The kernel
 rounds q (pre-scaled) and the softmax weights P to bf16 for the tensor cores; a numpy emulation of exactly
@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from kernels.cuda import flash_plan
+from kernels.cuda.launchers import FLASH_STAGES
 from kernels.cuda.twins import from_bf16, round_bf16, to_bf16
 from kernels.ops_attention import paged_attention
 
@@ -39,13 +40,13 @@ CASES = [
 ]
 
 
-def _layout(rng, lens, n_pages):
+def _layout(rng, lens, n_pages, page=PAGE):
     perm = rng.permutation(n_pages)
-    width = int(-(-max(lens) // PAGE))
+    width = int(-(-max(lens) // page))
     tables = np.full((len(lens), width), -1, np.int32)
     used = 0
     for s, ln in enumerate(lens):
-        k = -(-ln // PAGE)
+        k = -(-ln // page)
         tables[s, :k] = perm[used:used + k]
         used += k
     return tables, width
@@ -58,36 +59,41 @@ def check_flash(c, rel) -> None:
     vc = round_bf16(c.rng.standard_normal((n_pages * PAGE, NKV, D)).astype(np.float32))
     dev_k, dev_v = c.up(to_bf16(kc)), c.up(to_bf16(vc))
     scale = 1.0 / 8.0
-    for name, seqs in CASES:
+    # every case on 16-token pages; two also on 12-token pages (the kernel's page lookup without the shift)
+    odd = [(12, f"{name}, page 12", seqs) for name, seqs in CASES if name in ("prompt 1000", "mixed chunk+decode")]
+    for page, name, seqs in [(PAGE, name, seqs) for name, seqs in CASES] + odd:
         lens = np.array([ln for ln, _ in seqs], np.int32)
         nq = np.array([n for _, n in seqs], np.int32)
-        tables, width = _layout(c.rng, lens, n_pages)
+        tables, width = _layout(c.rng, lens, n_pages, page)
         qs = np.concatenate([[0], np.cumsum(nq)]).astype(np.int32)
         positions = np.concatenate([np.arange(ln - n, ln) for ln, n in seqs]).astype(np.int32)
         tok_seq = np.repeat(np.arange(len(seqs)), nq).astype(np.int32)
         t = int(qs[-1])
         q = c.rng.standard_normal((t, NH, D)).astype(np.float32)
-        ref = paged_attention(q, kc, vc, positions, qs, lens, tables, PAGE, scale)
+        ref = paged_attention(q, kc[:n_pages * page], vc[:n_pages * page], positions, qs, lens, tables, page, scale)
         dq, dts, dpos, dlens, dbt = c.up(q), c.up(tok_seq), c.up(positions), c.up(lens), c.up(tables)
-        for bq, ks in flash_plan.VARIANTS:
+        for (bq, ks), stages in [(v, s_) for v in flash_plan.VARIANTS for s_ in FLASH_STAGES]:
             tiles = flash_plan.tiles(qs, positions, lens, bq)
             out = c.zeros(t * NH * D * 2)   # poisoned: a row the kernel never writes reads NaN
+            c.k.flash_stages = stages
             c.k.flash_attention(dq, dev_k, dev_v, c.up(tiles), len(tiles), bq, ks, dts, dpos, dlens, dbt, width,
-                                PAGE, scale, NKV, out)
+                                page, scale, NKV, out)
+            c.k.flash_stages = 2
             got = from_bf16(c.down(out, (t, NH, D), np.uint16))
             err = rel(got, ref)
             ok = err <= TOL
             extra = f"max|d|={np.abs(got - ref).max():.2e}" if ok else _worst(got, ref, qs, positions)
-            c.record(f"flash_prefill bq={bq} ks={ks} {name} (T={t}, tiles={len(tiles)})", err, TOL, extra)
+            c.record(f"flash_prefill bq={bq} ks={ks} stages={stages} {name} (T={t}, tiles={len(tiles)})", err, TOL,
+                     extra)
             if not ok and t <= 512:
-                _dump(name, f"{bq}_{ks}", got=got, ref=ref, q=q, positions=positions, qs=qs, lens=lens, tiles=tiles,
-                      k=kc[_slots(tables, lens)], v=vc[_slots(tables, lens)])
+                _dump(name, f"{bq}_{ks}_{stages}", got=got, ref=ref, q=q, positions=positions, qs=qs, lens=lens,
+                      tiles=tiles, k=kc[_slots(tables, lens, page)], v=vc[_slots(tables, lens, page)])
     c.free()
 
 
-def _slots(tables, lens) -> np.ndarray:
+def _slots(tables, lens, page=PAGE) -> np.ndarray:
     """Every sequence's key slots in order, concatenated."""
-    return np.concatenate([tables[s, np.arange(ln) // PAGE] * PAGE + np.arange(ln) % PAGE
+    return np.concatenate([tables[s, np.arange(ln) // page] * page + np.arange(ln) % page
                            for s, ln in enumerate(lens)])
 
 

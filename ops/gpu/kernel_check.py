@@ -78,11 +78,17 @@ def check_small_ops(c: Ctx):
         res = c.rng.standard_normal((t, H)).astype(np.float32)
         w = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
         rows = c.rng.permutation(t).astype(np.int32)
-        res_d, out = c.up(res), c.zeros(t * H * 2)
-        c.k.add_rmsnorm(c.up(x), res_d, c.up(w), out, c.up(rows), t, H, 1e-5)
         r_ref, h_ref = add_rmsnorm(x, res, w, 1e-5)
-        c.record(f"add_rmsnorm (gather) T={t} residual", rel(c.down(res_d, (t, H), np.float32), r_ref), TOL_F32)
-        c.record(f"add_rmsnorm (gather) T={t} out", rel(from_bf16(c.down(out, (t, H), np.uint16)), h_ref[rows]), TOL_BF16)
+        for kern, per_warp in (("add_rmsnorm_warp", True), ("add_rmsnorm", False)):   # the model's, the fallback
+            res_d, out = c.up(res), c.zeros(t * H * 2)
+            c.k.add_rmsnorm(c.up(x), res_d, c.up(w), out, c.up(rows), t, H, 1e-5, per_warp)
+            c.record(f"{kern} (gather) T={t} residual", rel(c.down(res_d, (t, H), np.float32), r_ref), TOL_F32)
+            c.record(f"{kern} (gather) T={t} out", rel(from_bf16(c.down(out, (t, H), np.uint16)), h_ref[rows]),
+                     TOL_BF16)
+            out = c.zeros(t * H * 2)   # the step's use: no add, no gather (residual unchanged)
+            c.k.add_rmsnorm(0, res_d, c.up(w), out, 0, t, H, 1e-5, per_warp)
+            c.record(f"{kern} T={t} out", rel(from_bf16(c.down(out, (t, H), np.uint16)), rmsnorm(r_ref, w, 1e-5)),
+                     TOL_BF16)
 
         pos = c.rng.integers(0, 8192, t).astype(np.int32)
         cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)

@@ -39,7 +39,7 @@ def _staged(backend, seqs):
 
 
 def kernel_rows(backend) -> list[tuple[str, float, str]]:
-    from kernels.cuda import driver, flash_plan
+    from kernels.cuda import driver, flash_plan, launchers as L
     from kernels.cuda.twins import to_bf16
 
     cfg, k, st, timer = backend.config, backend.k, backend.dev.stream, driver.Timer()
@@ -58,7 +58,9 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
         flops = 4.0 * cfg.head_dim * cfg.n_heads * float((batch.positions.astype(np.int64) + 1).sum())
         qs = np.asarray(batch.query_start)
         picked = flash_plan.variant(qs, cfg.n_kv_heads, backend.dev.sm_count)
-        for bq, ks in flash_plan.VARIANTS:
+        keep = k.flash_stages
+        for (bq, ks), stages in [(v, s_) for v in flash_plan.VARIANTS for s_ in L.FLASH_STAGES]:
+            k.flash_stages = stages
             tiles = flash_plan.tiles(qs, batch.positions, batch.context_lens, bq)
             p = backend._stage(batch.token_ids, batch.positions, batch.slot_mapping,
                                np.repeat(np.arange(batch.num_seqs), np.diff(qs)), batch.context_lens,
@@ -67,8 +69,10 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
                 backend.q, backend.k_cache, backend.v_cache, p["tiles"], len(tiles), bq, ks, p["tok_seq"],
                 p["positions"], p["ctx"], p["bt"], batch.block_tables.shape[1], backend.page_size, backend.scale,
                 cfg.n_kv_heads, backend.attn), reps=20)
-            mark = " (picked)" if (bq, ks) == picked else ""
-            rows.append((f"flash_prefill bq={bq} ks={ks} {name}{mark}", flops / s / 1e12, f"TFLOP/s, {s * 1e6:.1f} us"))
+            mark = " (picked)" if (bq, ks) == picked and stages == keep else ""
+            rows.append((f"flash_prefill bq={bq} ks={ks} stages={stages} {name}{mark}", flops / s / 1e12,
+                         f"TFLOP/s, {s * 1e6:.1f} us"))
+        k.flash_stages = keep
         nsplit = backend._nsplit(t, int(batch.context_lens.max()))
         s = graph_seconds(st, timer, lambda p=p, nsplit=nsplit: k.attention(
             backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"], p["ctx"], p["bt"],
@@ -78,27 +82,31 @@ def kernel_rows(backend) -> list[tuple[str, float, str]]:
     return rows
 
 
-def ttft(backend, step_batch, n: int = 1024, repeats: int = 6) -> dict[bool, float]:
-    """Seconds to the first token of an n-token prompt (prefill + GPU sampling, launched as the engine
-    does), flash on and off alternating; median of repeats - 1 after a warm-up each."""
+def ttft(backend, step_batch, n: int = 1024, repeats: int = 6) -> dict:
+    """Seconds to the first token of an n-token prompt (prefill + GPU sampling, launched as the engine does),
+    median of repeats - 1 after a warm-up each, three ways alternating: True flash_prefill and False
+    paged_attention, each with the backend's step graphs (kernels/cuda/step_graphs.py: from the third step
+    of a shape on, its graph is replayed), and "flash eager" (flash_prefill, step graphs off: every launch
+    from Python, as a shape's first step)."""
     from kernels import SamplingRows
 
     g1 = SamplingRows(np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros(1, np.int32),
                       np.zeros(1, np.uint64), np.zeros(1, np.int64))
     prompt = np.random.default_rng(1).integers(3, backend.config.vocab_size, (1, n)).astype(np.int32)
     npg = -(-n // backend.page_size)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    keep = backend.flash
+    modes = {False: (False, True), True: (True, True), "flash eager": (True, False)}   # (flash, step graphs)
+    times: dict = {m: [] for m in modes}
+    keep = backend.flash, backend.step_graphs.enabled
     try:
         for _ in range(repeats):
-            for flash in (False, True):
-                backend.flash = flash
+            for mode, (flash, graphs) in modes.items():
+                backend.flash, backend.step_graphs.enabled = flash, graphs
                 t0 = time.perf_counter()
                 backend.sample(backend.forward(step_batch([n], backend.page_size, npg, prompt, n)), g1)
-                times[flash].append(time.perf_counter() - t0)
+                times[mode].append(time.perf_counter() - t0)
     finally:
-        backend.flash = keep
-    return {f: float(np.median(v[1:])) for f, v in times.items()}
+        backend.flash, backend.step_graphs.enabled = keep
+    return {m: float(np.median(v[1:])) for m, v in times.items()}
 
 
 def breakdown(backend, n: int = 1024) -> dict[bool, list[tuple[str, int, float]]]:
@@ -119,10 +127,11 @@ def breakdown(backend, n: int = 1024) -> dict[bool, list[tuple[str, int, float]]
     return out
 
 
-def print_all(backend, step_batch) -> dict[bool, float]:
+def print_all(backend, step_batch) -> dict:
     tt = ttft(backend, step_batch)
     print(f"TTFT 1024-token prompt: flash_prefill {tt[True] * 1e3:.2f} ms, paged_attention {tt[False] * 1e3:.2f} ms "
-          f"(same process, alternating, median of 5 after a warm-up)", flush=True)
+          f"(step graphs {'on' if backend.step_graphs.enabled else 'off'}); flash_prefill with every launch eager "
+          f"{tt['flash eager'] * 1e3:.2f} ms (same process, alternating, median of 5 after a warm-up)", flush=True)
     for flash, rows in breakdown(backend).items():
         label = "flash_prefill" if flash else "paged_attention"
         for name, n, us in rows:

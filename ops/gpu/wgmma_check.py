@@ -8,9 +8,12 @@ does for linear_mma.
   (float32 output; accumulation order only: the CPU emulation of the kernel's index logic,
   kernels/cuda/wgmma_twin.py, is exact, so anything above ~1e-6 is a layout or pipeline bug). The output
   is poisoned first (NaN): a tile never written fails.
-* The fused epilogues through the variant the plan picks (cp.async, then TMA), at T = 64, 77, 256: EPI_QKV (RoPE, q out,
-  k / v into the paged caches; 1e-3 / 8e-3 bf16), EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
-* End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1, then =tma, against the numpy backend: 60
+* The fused epilogues through the variant the plan picks (cp.async, then TMA), at T = 64, 77, 256, 1,024
+  (gate/up's 128 x 256 tile): EPI_QKV (RoPE, q out, k / v into the paged caches; 1e-3 / 8e-3 bf16),
+  EPI_SWIGLU (bf16 out, 8e-3), EPI_ADD (residual, 1e-3).
+* The folded RMSNorm (kernels/cuda/norm_fusion.py) at the same T: ``check_folded_norm``.
+* End to end (``e2e``): the CUDA backend with AOTX_WGMMA=1, then =tma, then =tma with the folded norms
+  (AOTX_FUSED_NORM=1), against the numpy backend: 60
   prompts prefilled in one step with logits at every position (every GEMM and the LM head on wgmma),
   then 3 batched decode steps of the 60 sequences (bucket 64: the graphs, on wgmma). cos >= 0.99 per row,
   top-1 >= 95% (on real weights; printed only on random ones).
@@ -66,7 +69,7 @@ def check_wgmma(c, rel) -> None:
     for variant in sorted(failed & set(wgmma_plan.ALL_VARIANTS)):
         probe(c, wg, variant)
     cos, sin = rope_cos_sin(np.arange(8192), D, 100000.0)
-    for t, tma in ((64, False), (77, False), (256, False), (64, True), (77, True), (256, True)):
+    for t, tma in [(t, tma) for tma in (False, True) for t in (64, 77, 256, 1024)]:   # 1,024: gate/up on 128x256
         wg.tma = tma
         tag = "linear_wgmma_tma" if tma else "linear_wgmma"
         rope_d = c.up(np.stack([cos, sin], -1))
@@ -103,8 +106,53 @@ def check_wgmma(c, rel) -> None:
             wg.launch(c.up(to_bf16(a_in)), t, c.up(to_bf16(wo)), H, n_in, L.epi(L.EPI_ADD, out_f32=r_dev, ld=H))
             c.record(f"{tag} EPI_ADD ({label} + residual) T={t}",
                      rel(c.down(r_dev, (t, H), np.float32), res + round_bf16(a_in) @ round_bf16(wo).T), TOL_F32)
+        check_folded_norm(c, rel, wg, t, tag, res, rope_d, cos, sin)
         c.free()
     wg.tma = False
+
+
+def check_folded_norm(c, rel, wg, t, tag, res, rope_d, cos, sin) -> None:
+    """The RMSNorm folded into the projections (kernels/cuda/norm_fusion.py): o's EPI_ADD with norm_out writes
+    the residual, h = bf16(r * w) and each row's sums of r^2 by 64 columns; gate/up (EPI_SWIGLU) and qkv
+    (EPI_QKV, q part) read h and scale their rows by rstd from those sums. Each output against numpy on the
+    device's own inputs: residual 1e-3, h 8e-3, sums 1e-3, the consumers 8e-3 / 1e-3 (and the whole chain
+    against the unfolded add + rmsnorm + GEMM, 1.5e-2: bf16 rounding of r * w instead of r * w * rstd)."""
+    from kernels.ops_norm import rmsnorm
+
+    groups = H // 64
+    w = (1 + 0.1 * c.rng.standard_normal(H)).astype(np.float32)
+    wo = c.rng.standard_normal((H, HQ)).astype(np.float32) / np.sqrt(HQ)
+    a_in = c.rng.standard_normal((t, HQ)).astype(np.float32)
+    r_dev, h_dev, ss_dev = c.up(res), c.zeros(t * H * 2), c.zeros(t * groups * 4)
+    wg.launch(c.up(to_bf16(a_in)), t, c.up(to_bf16(wo)), H, HQ, L.epi(
+        L.EPI_ADD, out_f32=r_dev, ld=H, norm_w=c.up(w), norm_out=h_dev, ss_out=ss_dev, ss_groups=groups, eps=1e-5))
+    r_ref = res + round_bf16(a_in) @ round_bf16(wo).T
+    r_got, h_got = c.down(r_dev, (t, H), np.float32), from_bf16(c.down(h_dev, (t, H), np.uint16))
+    ss_got = c.down(ss_dev, (t, groups), np.float32)
+    c.record(f"{tag} EPI_ADD + folded norm: residual T={t}", rel(r_got, r_ref), TOL_F32)
+    c.record(f"{tag} EPI_ADD + folded norm: h = bf16(r w) T={t}", rel(h_got, round_bf16(r_got * w)), TOL_BF16)
+    c.record(f"{tag} EPI_ADD + folded norm: sums of r^2 by 64 columns T={t}",
+             rel(ss_got, (r_got.astype(np.float64) ** 2).reshape(t, groups, 64).sum(-1)), TOL_F32)
+    rstd = (1.0 / np.sqrt(ss_got.astype(np.float64).sum(1) / H + 1e-5))[:, None]
+    wgu = c.rng.standard_normal((2 * F, H)).astype(np.float32) / 24
+    act = c.zeros(t * F * 2)
+    wg.launch(h_dev, t, c.up(to_bf16(interleave_gate_up(wgu))), 2 * F, H, L.epi(
+        L.EPI_SWIGLU, out_bf16=act, ld=F, ss_in=ss_dev, ss_groups=groups, eps=1e-5))
+    got = from_bf16(c.down(act, (t, F), np.uint16))
+    c.record(f"{tag} EPI_SWIGLU + folded norm (rows x rstd) T={t}",
+             rel(got, swiglu(rstd * (h_got @ round_bf16(wgu).T))), TOL_BF16)
+    c.record(f"{tag} folded chain == add + rmsnorm + gate/up + SwiGLU T={t}",
+             rel(got, swiglu(round_bf16(rmsnorm(r_ref, w, 1e-5)) @ round_bf16(wgu).T)), 1.5e-2)
+    wq = c.rng.standard_normal((960, H)).astype(np.float32) / 24
+    pos = c.rng.integers(0, 8000, t).astype(np.int32)
+    q_out, kc, vc = c.zeros(t * HQ * 4), c.zeros(1024 * KVW * 2, False), c.zeros(1024 * KVW * 2, False)
+    wg.launch(h_dev, t, c.up(to_bf16(wq)), 960, H, L.epi(
+        L.EPI_QKV, out_f32=q_out, positions=c.up(pos), rope=rope_d, slots=c.up(np.arange(t, dtype=np.int32) % 1024),
+        k_cache=kc, v_cache=vc, head_dim=D, q_size=HQ, kv_size=KVW, ss_in=ss_dev, ss_groups=groups, eps=1e-5))
+    y = rstd * (h_got @ round_bf16(wq).T)
+    q_ref = apply_rope(y[:, :HQ].reshape(t, NH, D), cos[pos], sin[pos]).reshape(t, HQ)
+    c.record(f"{tag} EPI_QKV + folded norm (rows x rstd) q T={t}", rel(c.down(q_out, (t, HQ), np.float32), q_ref),
+             TOL_F32)
 
 
 def probe(c, wg, variant: str) -> None:
@@ -181,7 +229,7 @@ def e2e(bundle, real: bool, record, prompts=None) -> None:
         r_np = npb.forward(b)
         steps.append((b, r_np))
         nxt = [int(x) for x in r_np.argmax(-1)]
-    for mode in ("1", "tma"):
+    for mode, fold in (("1", False), ("tma", False), ("tma", True)):   # fold: AOTX_FUSED_NORM=1 (norm_fusion)
         old = os.environ.get("AOTX_WGMMA")
         os.environ["AOTX_WGMMA"] = mode
         try:
@@ -193,12 +241,14 @@ def e2e(bundle, real: bool, record, prompts=None) -> None:
                 os.environ["AOTX_WGMMA"] = old
         if cub.k.wgmma is None or cub.k.wgmma.tma != (mode == "tma"):
             raise RuntimeError(f"AOTX_WGMMA={mode} did not load linear_wgmma as asked")
+        cub.fused_norm = fold
+        name = f"AOTX_WGMMA={mode}" + (" AOTX_FUSED_NORM=1" if fold else "")
         cmin, top1 = compare(ref, np.asarray(cub.forward(pre)))
-        record(f"wgmma e2e AOTX_WGMMA={mode} prefill {len(prompts)} prompts in one step (T={pre.num_tokens}, all rows)"
+        record(f"wgmma e2e {name} prefill {len(prompts)} prompts in one step (T={pre.num_tokens}, all rows)"
                " cos_min", cmin, 0.99, top1)
         for step, (b, r_np) in enumerate(steps):
             cmin, top1 = compare(r_np, np.asarray(cub.forward(b)))
-            record(f"wgmma e2e AOTX_WGMMA={mode} decode batch {len(prompts)} step {step} cos_min", cmin, 0.99, top1)
+            record(f"wgmma e2e {name} decode batch {len(prompts)} step {step} cos_min", cmin, 0.99, top1)
         del cub
 
 

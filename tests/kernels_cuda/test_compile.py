@@ -10,11 +10,13 @@ from kernels.cuda import build
 
 MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}   # SmolLM2-135M: 9 heads / 3 KV heads, head dim 64
 EXPECTED = {
-    "embedding": ["embedding_gather"], "norm": ["add_rmsnorm"], "rope": ["rope_inplace"],
+    "embedding": ["embedding_gather"], "norm": ["add_rmsnorm", "add_rmsnorm_warp"], "rope": ["rope_inplace"],
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
     "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
-    "token_mask": ["token_mask_rows"], "flash_attention": ["flash_prefill", "flash_prefill_k2", "flash_prefill_64"],
+    "token_mask": ["token_mask_rows"], "flash_attention": ["flash_prefill", "flash_prefill_k2", "flash_prefill_64",
+                                                              "flash_prefill_s3", "flash_prefill_k2_s3",
+                                                              "flash_prefill_64_s3"],
     "lean_mlp": ["mlp_lean_t1", "mlp_lean_t8", "omlp_lean_t1", "omlp_lean_t8", "omlpq_lean_t1", "omlpq_lean_t4"],
     "lean": ["qkv_lean_t1", "qkv_lean_t8", "o_lean_t1", "o_lean_t8", "lean_attention",
              "paged_attention_merged"],
@@ -79,9 +81,10 @@ def test_token_mask_kernel_compiles(arch, cache):
 def test_flash_prefill_compiles_without_spills(arch):
     """flash_attention.cu for Hopper: every variant present, no local-memory spills (its fragments are
     register arrays indexed by unrolled constants); the K/V tiles live in dynamic shared memory (the
-    launcher's FLASH_SMEM_PER_KEY_GROUP per key group), the static part is small."""
+    launcher's FLASH_SMEM_PER_STAGE per stage and key group), the static part is small."""
     report = build.ptxas_report("flash_attention", arch, MODEL_DEFINES)
-    for name in ("flash_prefill", "flash_prefill_k2", "flash_prefill_64"):
+    for name in ("flash_prefill", "flash_prefill_k2", "flash_prefill_64", "flash_prefill_s3", "flash_prefill_k2_s3",
+                 "flash_prefill_64_s3"):
         entry = report.split(f"Compiling entry function '{name}'")[1].split("Compile time")[0]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, entry
         smem = int(entry.split(" bytes smem")[0].rsplit(" ", 1)[1])

@@ -4,6 +4,8 @@ fragment, the stage ring) run through the numpy emulation (kernels/cuda/wgmma_tw
 x @ w.T, and the emulation fails when one rule is broken; the plan (kernels/cuda/wgmma_plan.py)."""
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -189,7 +191,7 @@ def test_plan_limits_and_switch():
     src = (build.SOURCE_DIR / "linear_wgmma.cu").read_text()
     for name, (bm, bn, stages) in P.ALL_VARIANTS.items():
         assert P.smem_bytes(name) <= MAX_SMEM and P.threads(name) == 2 * bm
-        assert bm * (bn + T.OUT_PAD) * 4 <= stages * (bm + bn) * 128   # the staged output tile fits
+        assert bm * (bn + T.OUT_PAD) * 4 + 2 * bm * 4 <= stages * (bm + bn) * 128   # output tile + row info fit
         assert f"WG_VARIANT({bm}, {bn}, {stages})" in src
     assert P.TMA_VARIANTS["linear_wgmma_tma_128x256"] == P.VARIANTS["linear_wgmma_128x256"]
     assert P.wgmma_mode({"AOTX_WGMMA": "tma"}) == "tma" and P.wgmma_enabled({"AOTX_WGMMA": "tma"})
@@ -199,3 +201,130 @@ def test_plan_limits_and_switch():
     assert P.wgmma_mode({}) == "tma" and P.wgmma_mode({"AOTX_WGMMA": ""}) == "tma"
     with pytest.raises(ValueError, match="AOTX_WGMMA"):
         P.wgmma_enabled({"AOTX_WGMMA": "yes"})
+
+
+@pytest.mark.parametrize("bm,bn", [(64, 64), (64, 128), (128, 128), (128, 256)])
+def test_epilogue_chunks_cover_the_tile_once(bm, bn):
+    """wgmma_epilogue's split: every eight-column chunk of the tile once, columns 8-aligned, and a warp's
+    32 chunks of one step are consecutive chunks in row order (whole 32-byte sectors of adjacent rows)."""
+    threads = 2 * bm
+    row, col = T.epilogue_chunks(bm, bn, threads)
+    assert row.shape == (threads, bm * bn // 8 // threads) and (col % 8 == 0).all()
+    flat = row * bn + col
+    assert sorted(flat.ravel()) == list(range(0, bm * bn, 8))
+    for i in range(row.shape[1]):
+        for w0 in range(0, threads, 32):
+            assert np.array_equal(np.diff(flat[w0:w0 + 32, i]), np.full(31, 8))
+
+
+def _epi_case(rng, t):
+    from kernels.ops_rope import rope_cos_sin
+    nh, nkv, d = 9, 3, 64
+    y = (rng.standard_normal((t, (nh + 2 * nkv) * d)) * 3).astype(np.float32)
+    pos = rng.integers(0, 8000, t).astype(np.int32)
+    slots = rng.choice(1024, t, replace=False).astype(np.int32)
+    slots[::5] = -1                       # padding rows: no cache write
+    cos, sin = rope_cos_sin(np.arange(8192), d, 100000.0)
+    return y, pos, slots, cos, sin, np.stack([cos, sin], -1)
+
+
+def test_epilogue8_qkv_is_rope_then_kv_write():
+    """epi8_fetch / epi8_put's EPI_QKV index logic (rope row and pair, q / k / v split, cache column, skipped
+    slots) equals the twins it fuses: apply_rope on q and k, then kv_write of bf16-rounded k and v."""
+    from kernels.ops_attention import kv_write
+    from kernels.ops_rope import apply_rope
+    from kernels.cuda.twins import round_bf16
+    rng = np.random.default_rng(11)
+    t, hq, kvw = 77, 576, 192
+    y, pos, slots, cos, sin, table = _epi_case(rng, t)
+    q_out = np.full((t, hq), np.nan, np.float32)
+    kc, vc = np.zeros((1024, kvw), np.float32), np.zeros((1024, kvw), np.float32)
+    T.epilogue8(T.EPI_QKV, y, q_out, table, pos, slots, kc, vc, head_dim=64, q_size=hq, kv_size=kvw)
+    q_ref = apply_rope(y[:, :hq].reshape(t, 9, 64), cos[pos], sin[pos]).reshape(t, hq)
+    k_ref = apply_rope(y[:, hq:hq + kvw].reshape(t, 3, 64), cos[pos], sin[pos]).reshape(t, kvw)
+    kr, vr = np.zeros_like(kc), np.zeros_like(vc)
+    kv_write(kr, vr, round_bf16(k_ref), round_bf16(y[:, hq + kvw:]), slots)
+    assert np.allclose(q_out, q_ref, rtol=1e-6, atol=1e-5)
+    assert np.array_equal(kc != 0, kr != 0) and np.allclose(kc, kr, rtol=8e-3, atol=1e-3)
+    assert np.array_equal(vc, vr)
+
+
+def test_epilogue8_swiglu_add_store():
+    from kernels.ops_mlp import swiglu
+    rng = np.random.default_rng(12)
+    t, f = 9, 48
+    y = rng.standard_normal((t, 2 * f)).astype(np.float32)      # interleaved (gate_j, up_j) columns
+    act = np.zeros((t, f), np.float32)
+    T.epilogue8(T.EPI_SWIGLU, y, act)
+    ref = swiglu(np.concatenate([y[:, 0::2], y[:, 1::2]], 1))
+    assert np.allclose(act, ref, rtol=8e-3, atol=1e-3)
+    res = rng.standard_normal((t, 2 * f)).astype(np.float32)
+    got = res.copy()
+    T.epilogue8(T.EPI_ADD, y, got)
+    assert np.array_equal(got, res + y)
+    out = np.zeros_like(y)
+    T.epilogue8(T.EPI_STORE, y, out)
+    assert np.array_equal(out, y)
+
+
+def _epi(mode, out_f32=0, out_bf16=0, ld=0, rope=0, k_cache=0, v_cache=0, head_dim=0, q_size=0, kv_size=0,
+         norm_w=0, norm_out=0, ss_out=0, ss_in=0, ss_groups=0):
+    """A stand-in for launchers.Epi (not imported: that loads the CUDA driver module, test_cpu_side)."""
+    return types.SimpleNamespace(mode=mode, out_f32=out_f32, out_bf16=out_bf16, ld=ld, rope=rope, k_cache=k_cache,
+                                 v_cache=v_cache, head_dim=head_dim, q_size=q_size, kv_size=kv_size, norm_w=norm_w,
+                                 norm_out=norm_out, ss_out=ss_out, ss_in=ss_in, ss_groups=ss_groups)
+
+
+def test_epilogue_ok_gates_the_wgmma_path():
+    """The eight-column epilogue's alignment needs: the backend's buffers and the model's shapes pass; a row
+    stride or base that is not, or a head / q / kv width not a multiple of 8, keeps the GEMM on linear_mma
+    (``wants``) and is refused by ``launch``."""
+    base = 0x7F0000000000
+    qkv = dict(out_f32=base, rope=base, k_cache=base, v_cache=base)
+    ok = [_epi(P.EPI_STORE, out_f32=base, ld=49152), _epi(P.EPI_ADD, out_f32=base, ld=576),
+          _epi(P.EPI_SWIGLU, out_bf16=base, ld=1536), _epi(P.EPI_QKV, head_dim=64, q_size=576, kv_size=192, **qkv)]
+    bad = [_epi(P.EPI_STORE, out_f32=base, ld=50), _epi(P.EPI_ADD, out_f32=base + 8, ld=576),
+           _epi(P.EPI_SWIGLU, out_bf16=base + 4, ld=1536), _epi(P.EPI_QKV, head_dim=60, q_size=540, kv_size=180, **qkv)]
+    assert all(P.epilogue_ok(e) for e in ok) and not any(P.epilogue_ok(e) for e in bad)
+    # the mode numbers are epilogue.cuh's and launchers.py's
+    assert "EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3" in (build.SOURCE_DIR / "launchers.py").read_text()
+    src = (build.SOURCE_DIR / "epilogue.cuh").read_text()
+    assert (P.EPI_STORE, P.EPI_ADD, P.EPI_SWIGLU, P.EPI_QKV) == (0, 1, 2, 3)
+    assert all(f"#define {name} {v}" in src for name, v in (("EPI_STORE", 0), ("EPI_ADD", 1), ("EPI_SWIGLU", 2),
+                                                             ("EPI_QKV", 3)))
+    # the folded RMSNorm: a producer needs an EPI_ADD with ld = 64 ss_groups, a consumer K = 64 ss_groups
+    fold = dict(norm_w=base, norm_out=base, ss_out=base, ss_groups=9)
+    assert P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **fold))
+    assert not P.epilogue_ok(_epi(P.EPI_STORE, out_f32=base, ld=576, **fold))
+    assert not P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **{**fold, "ss_groups": 8}))
+    assert not P.epilogue_ok(_epi(P.EPI_ADD, out_f32=base, ld=576, **{**fold, "norm_out": base + 8}))
+    consumer = _epi(P.EPI_SWIGLU, out_bf16=base, ld=1536, ss_in=base, ss_groups=9)
+    assert P.epilogue_ok(consumer, 576) and not P.epilogue_ok(consumer, 1536)
+    wg = P.Wgmma.__new__(P.Wgmma)          # wants() needs no device
+    assert wg.wants(1024, 3072, 576, consumer) and not wg.wants(1024, 576, 1536, consumer)
+    assert wg.wants(1024, 960, 576, ok[3]) and not wg.wants(1024, 960, 576, bad[0]) and wg.wants(1024, 960, 576)
+    with pytest.raises(ValueError, match="epilogue"):
+        P.Wgmma.launch(wg, base, 1024, base, 960, 576, bad[1])
+
+
+def test_folded_rmsnorm_equals_the_norm_then_the_gemm():
+    """norm_fusion's identity through the numpy mirror of the epilogue: o's EPI_ADD with norm_out writes
+    r = residual + y, h = bf16(r * w) and each 64 columns' sum of r^2; gate/up's epilogue with ss_in scales its
+    rows by rstd from those sums. Against the unfolded twin (add, rmsnorm, bf16, GEMM): within bf16 rounding;
+    the residual exactly; the sums to float32 accuracy."""
+    from kernels.ops_norm import rmsnorm
+    from kernels.cuda.twins import round_bf16
+    rng = np.random.default_rng(13)
+    t, h, f = 21, 576, 96
+    res, y = rng.standard_normal((t, h)).astype(np.float32), rng.standard_normal((t, h)).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+    wg = (rng.standard_normal((f, h)) / 24).astype(np.float32)
+    r, hb, ss = res.copy(), np.zeros((t, h), np.float32), np.zeros((t, h // 64), np.float32)
+    T.epilogue8(T.EPI_ADD, y, r, norm_w=w, norm_out=hb, ss_out=ss, ss_groups=h // 64, eps=1e-5)
+    assert np.array_equal(r, res + y)
+    assert np.allclose(ss.sum(1), ((res + y).astype(np.float64) ** 2).sum(1), rtol=1e-5)
+    assert np.allclose(ss, ((res + y) ** 2).reshape(t, h // 64, 64).sum(-1), rtol=1e-5)
+    folded = np.zeros((t, f), np.float32)
+    T.epilogue8(T.EPI_STORE, hb @ wg.T, folded, ss_in=ss, ss_groups=h // 64, eps=1e-5)
+    ref = round_bf16(rmsnorm(res + y, w, 1e-5)) @ wg.T
+    assert np.linalg.norm(folded - ref) / np.linalg.norm(ref) < 8e-3
