@@ -166,3 +166,71 @@ async def test_a_runtime_alone_on_a_real_log_keeps_nothing_heard_once_its_rounds
         assert rt.follower.applied == 0
     finally:
         await rt.stop()
+
+
+async def one(depth: int) -> tuple[GatedRecorder, SharedRuntime, list[int]]:
+    rec = GatedRecorder()
+    rt = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
+    rt.commands.follow_depth = depth
+    seen: list[int] = []
+    rt.writer.observers.add(lambda applied: seen.append(applied.seq))
+    return rec, rt, seen
+
+
+async def test_a_pipelined_round_catching_up_applies_the_round_ahead_from_the_log_and_that_round_answers_once():
+    """Pipelined in follow mode (asked for): the round behind catches up with the log, and applies there
+    the round ahead's own message whose ack has not come (the log's bytes, as a replay would). The ack
+    then finds it applied: nothing is applied twice, the round ahead answers 201, and its retry answers
+    the same receipt."""
+    rec, rt, seen = await one(depth=2)
+    try:
+        for who in ("alice", "bob"):
+            await ok(rt, who, M.REGISTER, body(who, 1, 1))
+        alice = rt.spec.subject(lineage_for("alice").hex(), "tick")
+        gate = rec.ack_gates[alice] = asyncio.Event()
+        raw = body("alice", 2, 2, scope="room")
+        first = sub(rt, "alice", M.CREATE_SPACE, raw)
+        at = await wait_until_async(lambda: rec.stored(alice)[-1] if len(rec.stored(alice)) == 2 else 0, "stored")
+        await wait_until_async(lambda: any(m.seq == at for m in rt.follower.heard), "heard before its ack")
+        second = await asyncio.wait_for(sub(rt, "bob", M.CREATE_SPACE, body("bob", 2, 2, scope="room")), 10)
+        assert second.status == 201 and not first.done()   # behind it, answered while its ack waits
+        assert rt.writer.applied_seq() > at and rt.follower.applied == 1   # alice's, applied by bob's catch-up
+        gate.set()
+        out = await first
+        assert out.status == 201, out.body
+        again = await ok(rt, "alice", M.CREATE_SPACE, raw)
+        assert again == out.body   # the retry is exact
+        assert seen == list(range(1, rec._last_seq + 1))
+        await equal_replay(rec, rt)
+    finally:
+        await rt.stop()
+
+
+async def test_a_lost_ack_of_a_message_the_round_behind_applied_from_the_log_is_answered_as_held_and_its_retry_exactly():
+    """The same, but the round ahead's ack is lost (stored, answered unavailable): its command answers
+    the hold (its landing unknown to it), the runtime reads the log back before its next write (the
+    message is applied already: nothing twice), and a retry of the same command answers the receipt of
+    what landed, as any retry of a landed command does."""
+    rec, rt, seen = await one(depth=2)
+    try:
+        for who in ("alice", "bob"):
+            await ok(rt, who, M.REGISTER, body(who, 1, 1))
+        alice = rt.spec.subject(lineage_for("alice").hex(), "tick")
+        gate = rec.ack_gates[alice] = asyncio.Event()
+        rec.outcome[alice] = "lost"
+        raw = body("alice", 2, 2, scope="room")
+        first = sub(rt, "alice", M.CREATE_SPACE, raw)
+        at = await wait_until_async(lambda: rec.stored(alice)[-1] if len(rec.stored(alice)) == 2 else 0, "stored")
+        await wait_until_async(lambda: any(m.seq == at for m in rt.follower.heard), "heard before its ack")
+        second = await asyncio.wait_for(sub(rt, "bob", M.CREATE_SPACE, body("bob", 2, 2, scope="room")), 10)
+        assert second.status == 201 and rt.follower.applied == 1   # alice's, applied by bob's catch-up
+        gate.set()
+        out = await first
+        assert out.status == 429 and out.body["error"]["type"] == "journal_hold", out.body
+        again = await asyncio.wait_for(sub(rt, "alice", M.CREATE_SPACE, raw), 10)
+        assert again.status == 200, again.body   # its receipt: the command had landed
+        await ok(rt, "alice", M.CREATE_SPACE, body("alice", 3, 3, scope="room"))   # the next one goes on
+        assert seen == list(range(1, rec._last_seq + 1))
+        await equal_replay(rec, rt)
+    finally:
+        await rt.stop()
