@@ -206,7 +206,7 @@ async def test_a_pipelined_round_catching_up_applies_the_round_ahead_from_the_lo
         await rt.stop()
 
 
-async def test_a_lost_ack_of_a_message_the_round_behind_applied_from_the_log_is_answered_as_held_and_its_retry_exactly():
+async def test_a_lost_ack_of_a_message_the_round_behind_applied_is_answered_as_held_and_its_retry_exactly():
     """The same, but the round ahead's ack is lost (stored, answered unavailable): its command answers
     the hold (its landing unknown to it), the runtime reads the log back before its next write (the
     message is applied already: nothing twice), and a retry of the same command answers the receipt of

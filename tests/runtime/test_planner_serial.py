@@ -12,8 +12,6 @@ receipts table's free count)."""
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from aotx.runtime.planner import Ahead, Cmd, plan_batch
