@@ -234,3 +234,65 @@ async def test_a_lost_ack_of_a_message_the_round_behind_applied_is_answered_as_h
         await equal_replay(rec, rt)
     finally:
         await rt.stop()
+
+
+async def test_on_a_real_log_consumers_made_again_under_writes_and_catch_ups_apply_each_message_once(nats_url):
+    """Two runtimes on a real nats-server: b writes on while a's consumer is ended under it again and
+    again (made again from the last message applied, what was heard dropped), a catches up to the log's
+    end under its lock in between, and a writes its own. a's observer sees every stream message once, in
+    order; a ends equal to b and to a fresh replay."""
+    from aotx.runtime import submit_body
+    from aotx.state import Actor, Grants
+    from eventlog import StreamSpec
+
+    spec = StreamSpec(name="FOLLOWAGAIN", subject_prefix="followagain.j")
+    a = await SharedRuntime(nats_url, spec, progress=False, follow=True).start()
+    b = await SharedRuntime(nats_url, spec, progress=False, follow=True).start()
+    a.follower.retry = 0.01
+    seen: list[int] = []
+    a.writer.observers.add(lambda applied: seen.append(applied.seq))
+    recorder = await a.writer.connection.ensure()
+    subs: list = []
+    subscribe = recorder.subscribe
+
+    async def kept(*args, **kwargs):
+        subs.append(await subscribe(*args, **kwargs))
+        return subs[-1]
+    recorder.subscribe = kept
+
+    async def writes(rt: SharedRuntime, who: str, n: int) -> None:
+        actor = Actor(who, Grants.all())
+        assert (await submit_body(rt, actor, M.REGISTER, body(who, 1, 1))).status == 201
+        for seq in range(2, n + 1):
+            out = await submit_body(rt, actor, M.CREATE_SPACE, body(who, seq, seq, scope="room"))
+            assert out.status == 201, out.body
+
+    try:
+        await a.follower.stop()   # (made again through `kept`)
+        a.follower.start()
+        await wait_until_async(lambda: subs, "a follows")
+        theirs = asyncio.ensure_future(asyncio.gather(*(writes(b, f"b{i}", 12) for i in range(4))))
+        for i in range(6):
+            mine = asyncio.ensure_future(writes(a, f"a{i}", 3))
+            count, before = len(subs), a.follower.applied
+            await wait_until_async(lambda: a.follower.applied > before or theirs.done(), "a follows b")
+            await subs[-1].close()   # the consumer ends under it: made again from the last message applied
+            async with a.writer.lock:
+                end = (await recorder.stream_info()).last_seq
+                assert await apply_to(a.writer, end) and a.writer.applied_seq() >= end
+            await asyncio.wait_for(mine, 30)
+            await wait_until_async(lambda: len(subs) > count, "a follows again")
+        await asyncio.wait_for(theirs, 60)
+        end = (await recorder.stream_info()).last_seq
+        await wait_until_async(lambda: a.writer.applied_seq() == end, "a follows the log to its end")
+        await wait_until_async(lambda: b.writer.applied_seq() == end, "b follows the log to its end")
+        assert seen == list(range(1, end + 1))
+        assert a.state_hash() == b.state_hash()
+        c = await SharedRuntime(nats_url, spec, progress=False).start()   # a fresh replay
+        try:
+            assert c.state_hash() == a.state_hash()
+        finally:
+            await c.stop()
+    finally:
+        await a.stop()
+        await b.stop()
