@@ -74,21 +74,23 @@ OPS = st.lists(st.one_of(st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 4
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS)
-def test_each_message_is_applied_once_in_stream_order_whoever_applies_it(ops):
+@given(OPS, st.sampled_from([1, 2]))
+def test_each_message_is_applied_once_in_stream_order_whoever_applies_it(ops, depth):
     """Random interleavings of the other runtime's writes, this runtime's own, its writer's lock held
     (the follower's applier waits, its consumer goes on hearing), catch-ups to the log's end or to a
     point of it (aotx.runtime.catch_up.apply_to: what was heard, then read back), and the consumer
     ended under it (made again from the last message applied, `heard` cleared): the runtime applies
     every stream message exactly once, in stream order (its observer sees 1, 2, 3, … with no
-    repeat and no hole), and ends equal to a fresh replay."""
-    asyncio.run(_interleave(ops))
+    repeat and no hole), and ends equal to a fresh replay. Its rounds one at a time (follow mode's
+    default) or pipelined two deep (asked for)."""
+    asyncio.run(_interleave(ops, depth))
 
 
-async def _interleave(ops: list) -> None:
+async def _interleave(ops: list, depth: int) -> None:
     rec = ClosableRecorder()
     a = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
     b = await SharedRuntime(recorder=rec, progress=False, follow=True).start()
+    a.commands.follow_depth = b.commands.follow_depth = depth
     a.follower.retry = 0.001
     seen: list[int] = []
     a.writer.observers.add(lambda applied: seen.append(applied.seq))
