@@ -78,6 +78,7 @@ class Follower:
                     run = [msg] if waiting is None else [msg, *waiting(RUN - 1)]
                     if w.failed:
                         return   # the runtime stopped (its writer says why)
+                    self._drop_applied()
                     if run[-1].seq <= w.applied_seq():
                         continue
                     self.heard.extend(run)
@@ -118,7 +119,18 @@ class Follower:
                 return
 
     def _left(self) -> bool:
+        """Is anything heard not applied yet? (What was applied meanwhile is dropped from `heard`.)"""
+        self._drop_applied()
         return bool(self.heard) and self.heard[-1].seq > self.writer.applied_seq()
+
+    def _drop_applied(self) -> None:
+        """Drop what others applied meanwhile from the front of `heard` (this runtime's own messages from
+        their acks, a read-back): nothing else drops them while no other writer's message comes to be
+        fed — a runtime alone on its journal in lease mode kept each of its own messages the consumer
+        pushed before the ack, bytes and all, for the life of the consumer."""
+        heard, applied = self.heard, self.writer.applied_seq()
+        while heard and heard[0].seq <= applied:
+            heard.popleft()
 
     async def _feed(self, upto: Optional[int], limit: Optional[int] = None) -> None:
         """Under the writer's lock: feed heard messages in order up to stream sequence `upto` (None: all),
