@@ -24,14 +24,27 @@ static_assert(ATT_D == 64, "P.V gives each of 32 lanes two dims");
 
 #define ATT_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free 16-byte reads down a column
 
-// One (query token t, KV head kvh, split) unit: the body of paged_attention, also run by
-// attn_o_fused (attn_fused.cu). Call after pdl_wait; ends with the block's writes issued.
-__device__ __forceinline__ void attention_unit(const float *q, const bf16 *__restrict__ k_cache,
-                                               const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
-                                               const int *__restrict__ positions, const int *__restrict__ context_lens,
-                                               const int *__restrict__ block_tables, int bt_stride, int page_size,
-                                               float scale, int n_kv, int nsplit, bf16 *out, float *part_o,
-                                               float *part_ml, const int t, const int kvh, const int split) {
+#ifndef INT_MAX
+#define INT_MAX 2147483647
+#endif
+
+// One (query token t, KV head kvh, split) unit: the body of paged_attention (PF = false: call after
+// pdl_wait; also run by attn_o_fused, attn_fused.cu) and of lean.cu's kernels (PF = true: call BEFORE
+// pdl_wait: it waits itself, after staging the K/V rows of its first chunk that no kernel of this step
+// writes: keys j < positions[t] - t_step + 1 (a step of t_step tokens writes a sequence's keys at its own
+// tokens' positions, all within t_step - 1 below t's). The sequence arrays and block tables are the
+// step's host-staged constants; q and the newer rows come after the wait. A huge t_step turns the
+// prefetch off (nothing but the slots is read early). PF = false ignores t_step.)
+// Ends with the block's writes issued.
+template <bool PF>
+__device__ __forceinline__ void attention_unit_body(const float *q, const bf16 *__restrict__ k_cache,
+                                                    const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
+                                                    const int *__restrict__ positions,
+                                                    const int *__restrict__ context_lens,
+                                                    const int *__restrict__ block_tables, int bt_stride,
+                                                    int page_size, float scale, int n_kv, int nsplit, bf16 *out,
+                                                    float *part_o, float *part_ml, const int t, const int kvh,
+                                                    const int split, const int t_step) {
     __shared__ __align__(16) bf16 ks[ATT_CHUNK * ATT_ROW];
     __shared__ __align__(16) bf16 vs[ATT_CHUNK * ATT_ROW];
     __shared__ __align__(16) float qs[ATT_G][ATT_D];
@@ -48,6 +61,42 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
     const int per = (nchunks + nsplit - 1) / nsplit;
     const int c_begin = split * per, c_end = min(nchunks, c_begin + per);
     const int *bt = block_tables + (size_t)seq * bt_stride;
+    constexpr int PIECES = ATT_D / 8;                    // 16-byte pieces per K/V row
+    constexpr int ROWS_PER_PASS = ATT_THREADS / PIECES;  // rows staged per pass
+    // (PF) the chunk's K and V rows r with lo <= j0 + r < hi into shared memory:
+    // 8 consecutive threads per 128-byte row, every load issued before the first store
+    auto stage_rows = [&](int j0, int n, int lo, int hi) {
+        const int piece = tid % PIECES;
+        uint4 kr[ATT_CHUNK / ROWS_PER_PASS], vr[ATT_CHUNK / ROWS_PER_PASS];
+#pragma unroll
+        for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+            int row = pass * ROWS_PER_PASS + tid / PIECES;
+            if (row < n && j0 + row >= lo && j0 + row < hi) {
+                size_t off = (size_t)slot_s[row] * kv_width + kvh * ATT_D + piece * 8;
+                kr[pass] = *reinterpret_cast<const uint4 *>(k_cache + off);
+                vr[pass] = *reinterpret_cast<const uint4 *>(v_cache + off);
+            }
+        }
+#pragma unroll
+        for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+            int row = pass * ROWS_PER_PASS + tid / PIECES;
+            if (row < n && j0 + row >= lo && j0 + row < hi) {
+                *reinterpret_cast<uint4 *>(ks + row * ATT_ROW + piece * 8) = kr[pass];
+                *reinterpret_cast<uint4 *>(vs + row * ATT_ROW + piece * 8) = vr[pass];
+            }
+        }
+    };
+    const int j_new = PF ? positions[t] - t_step + 1 : 0;
+    if constexpr (PF) {
+        if (c_begin < c_end) {
+            const int j0 = c_begin * ATT_CHUNK, n = min(ATT_CHUNK, L - j0);
+            if (tid < n) slot_s[tid] = bt[(j0 + tid) / page_size] * page_size + (j0 + tid) % page_size;
+            __syncthreads();
+            stage_rows(j0, n, 0, j_new);
+        }
+        pdl_wait();
+        pdl_trigger();
+    }
 
     for (int i = tid; i < ATT_G * ATT_D; i += ATT_THREADS)
         qs[i / ATT_D][i % ATT_D] = q[(size_t)t * n_heads * ATT_D + (size_t)kvh * ATT_G * ATT_D + i];
@@ -59,34 +108,37 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
 #pragma unroll
     for (int g = 0; g < ATT_G; g++) acc[g][0] = acc[g][1] = 0.f;
 
-    constexpr int PIECES = ATT_D / 8;                    // 16-byte pieces per K/V row
-    constexpr int ROWS_PER_PASS = ATT_THREADS / PIECES;  // rows staged per pass
     for (int ch = c_begin; ch < c_end; ch++) {
         const int j0 = ch * ATT_CHUNK, n = min(ATT_CHUNK, L - j0);
-        if (tid < n) {
-            int j = j0 + tid;
-            slot_s[tid] = bt[j / page_size] * page_size + j % page_size;
-        }
-        __syncthreads();
-        // stage the chunk's K and V rows of this KV head: 8 consecutive threads per 128-byte row
-        {
-            const int piece = tid % PIECES;
-            uint4 kr[ATT_CHUNK / ROWS_PER_PASS], vr[ATT_CHUNK / ROWS_PER_PASS];
-#pragma unroll
-            for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
-                int row = pass * ROWS_PER_PASS + tid / PIECES;
-                if (row < n) {
-                    size_t off = (size_t)slot_s[row] * kv_width + kvh * ATT_D + piece * 8;
-                    kr[pass] = *reinterpret_cast<const uint4 *>(k_cache + off);
-                    vr[pass] = *reinterpret_cast<const uint4 *>(v_cache + off);
-                }
+        if (PF && ch == c_begin) {  // slots and the older rows were staged before the wait
+            stage_rows(j0, n, j_new, INT_MAX);
+        } else {
+            if (tid < n) {
+                int j = j0 + tid;
+                slot_s[tid] = bt[j / page_size] * page_size + j % page_size;
             }
+            __syncthreads();
+            if constexpr (PF) {
+                stage_rows(j0, n, 0, INT_MAX);
+            } else {  // the same staging written out: through the lambda NVVM emits other PTX for this path
+                const int piece = tid % PIECES;
+                uint4 kr[ATT_CHUNK / ROWS_PER_PASS], vr[ATT_CHUNK / ROWS_PER_PASS];
 #pragma unroll
-            for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
-                int row = pass * ROWS_PER_PASS + tid / PIECES;
-                if (row < n) {
-                    *reinterpret_cast<uint4 *>(ks + row * ATT_ROW + piece * 8) = kr[pass];
-                    *reinterpret_cast<uint4 *>(vs + row * ATT_ROW + piece * 8) = vr[pass];
+                for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+                    int row = pass * ROWS_PER_PASS + tid / PIECES;
+                    if (row < n) {
+                        size_t off = (size_t)slot_s[row] * kv_width + kvh * ATT_D + piece * 8;
+                        kr[pass] = *reinterpret_cast<const uint4 *>(k_cache + off);
+                        vr[pass] = *reinterpret_cast<const uint4 *>(v_cache + off);
+                    }
+                }
+#pragma unroll
+                for (int pass = 0; pass < ATT_CHUNK / ROWS_PER_PASS; pass++) {
+                    int row = pass * ROWS_PER_PASS + tid / PIECES;
+                    if (row < n) {
+                        *reinterpret_cast<uint4 *>(ks + row * ATT_ROW + piece * 8) = kr[pass];
+                        *reinterpret_cast<uint4 *>(vs + row * ATT_ROW + piece * 8) = vr[pass];
+                    }
                 }
             }
         }
@@ -168,6 +220,28 @@ __device__ __forceinline__ void attention_unit(const float *q, const bf16 *__res
             }
         }
     }
+}
+
+__device__ __forceinline__ void attention_unit(const float *q, const bf16 *__restrict__ k_cache,
+                                               const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
+                                               const int *__restrict__ positions, const int *__restrict__ context_lens,
+                                               const int *__restrict__ block_tables, int bt_stride, int page_size,
+                                               float scale, int n_kv, int nsplit, bf16 *out, float *part_o,
+                                               float *part_ml, const int t, const int kvh, const int split) {
+    attention_unit_body<false>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                               page_size, scale, n_kv, nsplit, out, part_o, part_ml, t, kvh, split, 0);
+}
+
+__device__ __forceinline__ void attention_unit_pf(const float *q, const bf16 *__restrict__ k_cache,
+                                                  const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
+                                                  const int *__restrict__ positions,
+                                                  const int *__restrict__ context_lens,
+                                                  const int *__restrict__ block_tables, int bt_stride, int page_size,
+                                                  float scale, int n_kv, int nsplit, bf16 *out, float *part_o,
+                                                  float *part_ml, const int t, const int kvh, const int split,
+                                                  const int t_step) {
+    attention_unit_body<true>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,
+                              page_size, scale, n_kv, nsplit, out, part_o, part_ml, t, kvh, split, t_step);
 }
 
 #ifndef ATTENTION_UNIT_ONLY  // (lean.cu takes attention_unit's pieces, not these kernels)

@@ -15,7 +15,7 @@
 //                and takes the sum of squares itself: no shared memory, no __syncthreads. The norm
 //                weight is folded into the prefetched weights (w[k] * nw[k]); rstd scales the dot.
 //   lean_attention: attention.cu's unit with ATT_CHUNK = LEAN_CHUNK keys a chunk (more, shorter splits)
-//                and its first chunk's older K/V rows staged BEFORE the wait (attention_prefetch.cuh);
+//                and its first chunk's older K/V rows staged BEFORE the wait (attention.cu, PF);
 //                it writes partials (o, m, l) and launches no combine.
 //   o_lean_tT:   the split combine (attention_combine) as a prologue of the O projection, then the
 //                residual add: the combine launch is gone. 8 warps, one O column pair each.
@@ -27,7 +27,6 @@
 #define ATT_CHUNK LEAN_CHUNK
 #define ATTENTION_UNIT_ONLY
 #include "attention.cu"
-#include "attention_prefetch.cuh"
 #include "kv_write.cu"
 #include "rope.cu"
 

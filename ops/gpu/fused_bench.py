@@ -22,6 +22,27 @@ def graph_seconds(st, timer, fn, reps=50) -> float:
     return float(np.median(ts)) * 1e-3
 
 
+def step_launches_ms(backend, step_batch, b: int, ctx: int, st, timer) -> tuple[int, float]:
+    """One decode step of batch b at context ctx through backend.forward's graph: (its launches, counting
+    attention_combine after a split attention; milliseconds per replay, median of 5 x 20 replays)."""
+    ps = backend.page_size
+    backend.forward(step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32)))
+    g = backend.last_graph
+    g.launch(st)
+    ts = []
+    for _ in range(5):
+        timer.start(st)
+        for _ in range(20):
+            g.launch(st)
+        ts.append(timer.stop(st) / 20)
+    nsplit = backend._nsplit(b, ctx)
+    p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
+                       np.arange(b), np.zeros((b, 1), np.int32), 1)
+    names = [name for name, _ in backend.plan(b, b, p, 1, nsplit)]
+    n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)   # + attention_combine
+    return n_launch, float(np.median(ts)) * 1e3
+
+
 def kernel_rows(backend) -> list[tuple[str, float, str]]:
     from kernels.cuda import driver
 
@@ -88,22 +109,8 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx: int = 288) -> list
                 ps = backend.page_size
                 if b * (-(-ctx // ps) + 1) > backend.num_pages:
                     continue
-                batch = step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32))
-                backend.forward(batch)
-                g = backend.last_graph
-                g.launch(st)
-                ts = []
-                for _ in range(5):
-                    timer.start(st)
-                    for _ in range(20):
-                        g.launch(st)
-                    ts.append(timer.stop(st) / 20)
-                nsplit = backend._nsplit(b, ctx)
-                p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
-                                   np.arange(b), np.zeros((b, 1), np.int32), 1)
-                names = [name for name, _ in backend.plan(b, b, p, 1, nsplit)]
-                n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)   # + attention_combine
-                out.append((b, label, n_launch, float(np.median(ts)) * 1e3))
+                n_launch, ms = step_launches_ms(backend, step_batch, b, ctx, st, timer)
+                out.append((b, label, n_launch, ms))
     finally:
         backend.fused, backend.fused_attn_min_t, backend.lean = keep
     return out

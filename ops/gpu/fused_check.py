@@ -14,6 +14,21 @@ import numpy as np
 from kernels.cuda.fused_twins import greedy_ids, lm_head_argmax_twin, mlp_fused_twin
 from kernels.cuda.twins import interleave_gate_up, round_bf16, to_bf16
 
+
+def page_tables(rng, lens: np.ndarray, page: int, n_pages: int) -> tuple[int, np.ndarray]:
+    """(width, block tables [len(lens), width]): each sequence's pages drawn from one random permutation
+    of the n_pages pages, -1 past its last page."""
+    width = int(-(-lens.max() // page))
+    perm = rng.permutation(n_pages)
+    tables = np.full((len(lens), width), -1, np.int32)
+    used = 0
+    for s, ln in enumerate(lens):
+        np_ = -(-ln // page)
+        tables[s, :np_] = perm[used:used + np_]
+        used += np_
+    return width, tables
+
+
 H, F, V = 576, 1536, 49152
 TOL = 1e-3
 
@@ -84,14 +99,7 @@ def check_attn_o(c, rel) -> None:
     for lens, nsplit in cases:
         lens = np.array(lens, np.int32)
         b = len(lens)
-        width = int(-(-lens.max() // page))
-        perm = c.rng.permutation(n_pages)
-        tables = np.full((b, width), -1, np.int32)
-        used = 0
-        for s, ln in enumerate(lens):
-            np_ = -(-ln // page)
-            tables[s, :np_] = perm[used:used + np_]
-            used += np_
+        width, tables = page_tables(c.rng, lens, page, n_pages)
         qs = np.arange(b + 1, dtype=np.int32)
         positions = (lens - 1).astype(np.int32)
         q = c.rng.standard_normal((b, nh, d)).astype(np.float32)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ops.gpu.fused_bench import graph_seconds
+from ops.gpu.fused_bench import graph_seconds, step_launches_ms
 
 
 def _per_layer(backend, fn):
@@ -159,23 +159,8 @@ def step_rows(backend, step_batch, batches=(1, 2, 4, 8), ctx=288) -> list[tuple[
             for lean in (0, 1, 2, 3, LEAN_AUTO) * 2:
                 label = "AOTX_LEAN=auto" if lean == LEAN_AUTO else f"AOTX_LEAN={lean}"
                 backend.lean = lean
-                ps = backend.page_size
-                batch = step_batch([ctx] * b, ps, -(-ctx // ps) + 1, np.zeros(b, np.int32))
-                backend.forward(batch)
-                g = backend.last_graph
-                g.launch(st)
-                ts = []
-                for _ in range(5):
-                    timer.start(st)
-                    for _ in range(20):
-                        g.launch(st)
-                    ts.append(timer.stop(st) / 20)
-                nsplit = backend._nsplit(b, ctx)
-                p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
-                                   np.arange(b), np.zeros((b, 1), np.int32), 1)
-                names = [name for name, _ in backend.plan(b, b, p, 1, nsplit)]
-                n_launch = len(names) + (names.count("attention") if nsplit > 1 else 0)
-                out.append((b, label, n_launch, float(np.median(ts)) * 1e3))
+                n_launch, ms = step_launches_ms(backend, step_batch, b, ctx, st, timer)
+                out.append((b, label, n_launch, ms))
     finally:
         backend.lean = keep
     return out

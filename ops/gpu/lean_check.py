@@ -16,6 +16,7 @@ from kernels.cuda.launchers import QkvNext
 from kernels.cuda.lean_twins import qkv_lean_twin
 from kernels.cuda.twins import from_bf16, interleave_gate_up, round_bf16, to_bf16
 from kernels.ops_rope import rope_cos_sin
+from ops.gpu.fused_check import page_tables
 
 H, HQ, KVW, D, NH, NKV, F = 576, 576, 192, 64, 9, 3, 1536
 TOL_F32, TOL_BF16 = 1e-3, 8e-3
@@ -63,14 +64,7 @@ def check_attn_o(c, rel) -> None:
     for lens, nsplit in cases:
         lens = np.array(lens, np.int32)
         b = len(lens)
-        width = int(-(-lens.max() // page))
-        perm = c.rng.permutation(n_pages)
-        tables = np.full((b, width), -1, np.int32)
-        used = 0
-        for s, ln in enumerate(lens):
-            np_ = -(-ln // page)
-            tables[s, :np_] = perm[used:used + np_]
-            used += np_
+        width, tables = page_tables(c.rng, lens, page, n_pages)
         qs = np.arange(b + 1, dtype=np.int32)
         positions = (lens - 1).astype(np.int32)
         q = c.rng.standard_normal((b, NH, D)).astype(np.float32)
@@ -155,13 +149,7 @@ def check_layer_chain(c, rel) -> None:
     for lens in ([1], [60], [65], [288], [3, 700], [64, 1, 129, 40], [5, 66, 300, 2, 128, 17, 90, 450]):
         lens = np.array(lens, np.int32)
         b = len(lens)
-        width = int(-(-lens.max() // page))
-        perm = c.rng.permutation(n_pages)
-        tables = np.full((b, width), -1, np.int32)
-        used = 0
-        for sq, ln in enumerate(lens):
-            tables[sq, :-(-ln // page)] = perm[used:used + -(-ln // page)]
-            used += -(-ln // page)
+        width, tables = page_tables(c.rng, lens, page, n_pages)
         positions = (lens - 1).astype(np.int32)
         slots = (tables[np.arange(b), positions // page] * page + positions % page).astype(np.int32)
         kc = round_bf16(c.rng.standard_normal((n_pages * page, KVW)).astype(np.float32))
