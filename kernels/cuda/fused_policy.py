@@ -43,10 +43,12 @@ def fused_attn_min_t(env: Mapping[str, str]) -> int:
 
 LEAN_DEFAULT = "auto"   # (H100 round 1: 76/76 checks; 1.41-1.54x the fused plan at batch 1-8)
 LEAN_AUTO = -1
-# AOTX_LEAN=auto: the plan per row bound (kernels.cuda.lean_plan.lean_tm), measured on the H100 (round 1,
-# docs/PERFORMANCE.md "the lean T <= 8 kernels"): =1 won at batch 1-2 (549.5 / 690.1 us against =2's
-# 598.0 / 710.4), =2 at batch 4-8 (869.2 / 1,135.7 against 903.2 / 1,378.1).
-LEAN_AUTO_MODES = {1: 1, 2: 1, 4: 2, 8: 2}
+# AOTX_LEAN=auto: the plan per row bound (kernels.cuda.lean_plan.lean_tm), measured on the H100. Round 1
+# (2845b23) had =1 ahead at batch 1-2; after the merged attention's two-round-trip merge (round 2, main
+# f7b0fc4's parent 80f8154, `python3 -m ops.gpu.lean_bench`, decode step at context 288, µs) =2 wins at
+# every row bound: batch 1 / 2 / 4 / 8 = 447 / 540 / 766 / 1,076 against =1's 478 / 602 / 874 / 1,323 and
+# =3's 532 / 651 / 855 / 1,077 (docs/PERFORMANCE.md, session 10).
+LEAN_AUTO_MODES = {1: 2, 2: 2, 4: 2, 8: 2}
 
 
 def lean_mode(env: Mapping[str, str]) -> int:
