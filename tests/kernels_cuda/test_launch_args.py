@@ -39,10 +39,13 @@ def test_bad_values_and_codes_are_refused():
 
 
 def test_each_thread_has_its_own_buffer():
+    """Both threads pack before either reads back (a barrier keeps both buffers alive at once)."""
     seen = {}
+    both_packed = threading.Barrier(2)
 
     def run(name, value):
         addr = launch_args.pack("pi", (value, value))
+        both_packed.wait(timeout=30)
         seen[name] = (addr, _read(addr, "pi"))
 
     threads = [threading.Thread(target=run, args=(n, v)) for n, v in (("a", 11), ("b", 22))]

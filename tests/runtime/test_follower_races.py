@@ -14,6 +14,7 @@ from aotx.runtime import SharedRuntime
 from aotx.runtime.catch_up import apply_to
 from aotx.state import MutationKind, lineage_for
 from tests.runtime.test_follow_pipeline import equal_replay, ok, sub
+from tests.runtime.test_follower_runs import fresh_replay_equals
 from tests.runtime.test_group_commit import body
 from tests.runtime.test_pipeline import GatedRecorder
 from tests.waiting import wait_until_async
@@ -290,11 +291,7 @@ async def test_on_a_real_log_consumers_made_again_under_writes_and_catch_ups_app
         await wait_until_async(lambda: b.writer.applied_seq() == end, "b follows the log to its end")
         assert seen == list(range(1, end + 1))
         assert a.state_hash() == b.state_hash()
-        c = await SharedRuntime(nats_url, spec, progress=False).start()   # a fresh replay
-        try:
-            assert c.state_hash() == a.state_hash()
-        finally:
-            await c.stop()
+        await fresh_replay_equals(nats_url, spec, a)
     finally:
         await a.stop()
         await b.stop()

@@ -2,10 +2,8 @@
 writer's lock, the projector's tables unlocked once: Projector.applying), and ends where a replay ends."""
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-import time
 
 import pytest
 
@@ -13,6 +11,7 @@ from aotx.runtime import SharedRuntime, submit_body
 from aotx.runtime.replay import Projector
 from aotx.state import Actor, Grants, MutationKind, lineage_for
 from eventlog import MemoryRecorder, StreamSpec
+from tests.waiting import wait_until_async
 
 ALL = Grants.all()
 
@@ -71,17 +70,19 @@ async def test_a_follower_behind_applies_what_waits_in_runs_and_equals_a_replay(
                 assert out.status == 201, out.body
             end = b.writer.applied_seq()
             assert a.follower.applied == 0   # (the follower waits for the lock; a's consumer receives meanwhile)
-        deadline = time.monotonic() + 30
-        while a.writer.applied_seq() < end:
-            assert time.monotonic() < deadline, "a did not catch up"
-            await asyncio.sleep(0.01)
+        await wait_until_async(lambda: a.writer.applied_seq() >= end, "a catches up", timeout=30)
         assert a.state_hash() == b.state_hash()
         assert a.follower.applied == end and a.follower.runs < end   # several messages a run
-        c = await SharedRuntime(nats_url, spec, progress=False).start()   # a fresh replay
-        try:
-            assert c.state_hash() == a.state_hash()
-        finally:
-            await c.stop()
+        await fresh_replay_equals(nats_url, spec, a)
     finally:
         await a.stop()
         await b.stop()
+
+
+async def fresh_replay_equals(nats_url: str, spec, rt: SharedRuntime) -> None:
+    """A runtime booted now from the log (a fresh replay) has ``rt``'s state."""
+    fresh = await SharedRuntime(nats_url, spec, progress=False).start()
+    try:
+        assert fresh.state_hash() == rt.state_hash()
+    finally:
+        await fresh.stop()
