@@ -16,10 +16,11 @@ import numpy as np
 from kernels import sampler
 from kernels.cuda import driver, flash_plan, fused_policy, lean_plan, launchers as L, norm_fusion, wgmma_plan
 from kernels.cuda.adjust_buffers import AdjustBuffers
-from kernels.cuda.launchers import Kernels, epi
+from kernels.cuda.launchers import Kernels
 from kernels.cuda.logits import DeviceLogits
 from kernels.cuda.sample_args import sample_args
 from kernels.cuda.step_graphs import StepGraphs, step_graphs_enabled
+from kernels.cuda.step_plan import step_plan
 from kernels.cuda.token_mask import FUSED as FUSED_MASK, DeviceTokenMask, MaskedLogits
 from kernels.cuda.twins import interleave_gate_up, to_bf16
 from kernels.ops_rope import rope_cos_sin
@@ -207,65 +208,9 @@ class CudaBackend:
             self.k.pdl = False
 
     def plan(self, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int) -> list[tuple[str, object]]:
-        """The step as (op name, launch) pairs in order: t tokens, r logits rows, staged arrays p."""
-        cfg, k = self.config, self.k
-        H, F, eps = cfg.hidden, cfg.ffn, cfg.rms_eps
-        gemv, fold = t <= L.GEMV_MAX_T, norm_fusion.applies(self, t)   # fold: the norms in the GEMMs (norm_fusion)
-        ops = [("embedding", lambda: k.embedding(p["tokens"], self.embed, self.residual, t, H))]
-        norm = lambda wn: ("rmsnorm", lambda: k.add_rmsnorm(0, self.residual, wn, self.h, 0, t, H, eps))  # noqa: E731
-        for li, w in enumerate(self.layers):
-            if gemv and self.fused and (mode := lean_plan.mode_for(self.lean, t)):   # lean.cu (lean_plan)
-                ops += lean_plan.layer_ops(self, mode, li, t, p, bt_stride, nsplit)
-                continue
-            kc, vc = self.k_cache + li * self.layer_kv_bytes, self.v_cache + li * self.layer_kv_bytes
-            e_qkv, e_gu, e_add, e_down = norm_fusion.layer_epilogues(self, li, p, kc, vc, fold)
-            if gemv:
-                ops.append(("norm+qkv+rope+kv_write", lambda w=w, e=e_qkv: k.gemv(
-                    self.residual, 1, 0, w["attn_norm"], eps, w["wqkv"], self.qkv_n, H, t, e)))
-            else:
-                ops += [] if fold and li else [norm(w["attn_norm"])]
-                ops.append(("qkv+rope+kv_write", lambda w=w, e=e_qkv: k.mma(self.h, t, w["wqkv"], self.qkv_n, H, e)))
-            if gemv and self.fused and t >= self.fused_attn_min_t:
-                ops.append(("attention+o+residual", lambda w=w, kc=kc, vc=vc: k.attn_o_fused(
-                    self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
-                    self.scale, t, cfg.n_kv_heads, nsplit, self.attn, self.part_o, self.part_ml, w["wo"],
-                    self.residual, H, self.sync + 76, self.sync + 72)))
-            else:
-                if "tiles" in p:   # a prefill chunk: flash_prefill (kernels.cuda.flash_plan)
-                    ops.append(("attention (flash)", lambda kc=kc, vc=vc: k.flash_attention(
-                        self.q, kc, vc, p["tiles"], p["n_tiles"], p["bq"], p["ks"], p["tok_seq"], p["positions"],
-                        p["ctx"], p["bt"], bt_stride, self.page_size, self.scale, cfg.n_kv_heads, self.attn)))
-                else:
-                    ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
-                        self.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, self.page_size,
-                        self.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, self.attn, self.part_o,
-                        self.part_ml)))
-                ops.append(("o+residual", lambda w=w, e=e_add: k.linear(self.attn, t, w["wo"], H, cfg.q_size, e)))
-            if gemv and self.fused:
-                ops.append(("norm+gate_up+swiglu+down+residual", lambda w=w: k.mlp_fused(
-                    self.residual, w["ffn_norm"], eps, w["wgu"], w["wdown"], self.act, H, F, t, self.sync)))
-                continue
-            if gemv:
-                ops.append(("norm+gate_up+swiglu", lambda w=w, e=e_gu: k.gemv(
-                    self.residual, 1, 0, w["ffn_norm"], eps, w["wgu"], 2 * F, H, t, e)))
-            else:
-                ops += [] if fold else [norm(w["ffn_norm"])]
-                ops.append(("gate_up+swiglu", lambda w=w, e=e_gu: k.mma(self.h, t, w["wgu"], 2 * F, H, e)))
-            ops.append(("down+residual", lambda w=w, e=e_down: k.linear(self.act, t, w["wdown"], H, F, e)))
-        e_out = epi(L.EPI_STORE, out_f32=self.logits, ld=cfg.vocab_size)
-        if r == 0:
-            return ops
-        if r <= L.GEMV_MAX_T and self.fused:  # the greedy ids land in sample_out (see sample_enqueue)
-            ops.append(("norm+lm_head+argmax", lambda: k.lm_head_argmax(
-                self.residual, p["rows"], self.out_norm, eps, self.embed, cfg.vocab_size, H, r, self.logits,
-                self.sync + 8, self.sync + 4, self.sample_out)))
-        elif r <= L.GEMV_MAX_T:
-            ops.append(("norm+lm_head", lambda: k.gemv(self.residual, 1, p["rows"], self.out_norm, eps, self.embed,
-                                                       cfg.vocab_size, H, r, e_out)))
-        else:
-            ops.append(("rmsnorm", lambda: k.add_rmsnorm(0, self.residual, self.out_norm, self.hf, p["rows"], r, H, eps)))
-            ops.append(("lm_head", lambda: k.mma(self.hf, r, self.embed, cfg.vocab_size, H, e_out)))
-        return ops
+        """The step as (op name, launch) pairs in order: t tokens, r logits rows, staged arrays p
+        (kernels.cuda.step_plan)."""
+        return step_plan(self, t, r, p, bt_stride, nsplit)
 
     def forward(self, batch: StepBatch, patch=None) -> DeviceLogits:
         """float32 logits [len(batch.logits_rows), vocab], left on the GPU; writes the batch's K/V.
