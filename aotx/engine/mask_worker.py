@@ -72,6 +72,10 @@ class MaskWorker:
         # thread does, in read_back: the A/B)
         self.consumes = self.consumes and os.environ.get("AOTX_MASK_CONSUME", "worker") != "engine"
 
+        # a mask whose worker consumes is handed over at its launch, and the worker waits for the step
+        # before's ids itself (AOTX_MASK_EARLY=1; opt-in until measured on a GPU): no hand-over at read-back
+        self.early = self.consumes and os.environ.get("AOTX_MASK_EARLY", "0") == "1"
+
     consumes = True     # (the matcher processes' worker: False, its consume is the frame it sends)
 
     @staticmethod
@@ -97,7 +101,7 @@ class MaskWorker:
         if self._held is not None:     # (never read back: its launch failed) consumed where it is filled
             self._submit(self._held)
         self._held = None
-        if mask.reads_previous:
+        if mask.reads_previous and not (self.early and getattr(mask, "worker_consumes", False)):
             self._held = mask
         else:
             self._submit(mask)

@@ -171,6 +171,14 @@ class MaskTimes:
                 stamps.pop(id(mask), None)
 
         masks.LateMask.consume, masks.LateMask.run, masks.LateMask._fill = consume, run, fill
+        from aotx.engine.mask_worker import MaskWorker
+        real_submit = MaskWorker._submit
+
+        def submit(worker, mask):       # the hand-over: the worker consumes after it (MaskWorker.consumes)
+            stamps.setdefault(id(mask), {})["submit"] = time.perf_counter()
+            real_submit(worker, mask)
+
+        MaskWorker._submit = submit
         from aotx.engine import mask_procs      # its fill is the wait for the matcher processes' bits
         real_proc_fill = mask_procs.ProcLateMask._fill
 
@@ -187,11 +195,15 @@ class MaskTimes:
         self.done = []
 
     def summary(self) -> dict[str, float]:
-        """ms per mask, mean: consume (engine thread), hand-over (consumed to the worker's start), fill,
-        after the fill (the sampling's enqueue on the worker), and the whole chain (consume start to that)."""
-        parts = {"consume": ("consume0", "consume1"), "hand-over": ("consume1", "run0"), "fill": ("fill0", "fill1"),
-                 "after fill": ("fill1", "run1"), "chain": ("consume0", "run1")}
+        """ms per mask, mean: consume (on the engine thread before the hand-over, or on the worker after it:
+        MaskWorker.consumes), hand-over (handed to the worker's start), fill, after the fill (the sampling's
+        enqueue on the worker), and the whole chain (the first of consume and hand-over to that)."""
+        parts = {"consume": ("consume0", "consume1"), "hand-over": ("submit", "run0"), "fill": ("fill0", "fill1"),
+                 "after fill": ("fill1", "run1"), "chain": ("start", "run1")}
         out = {}
+        for s in self.done:
+            if "consume0" in s or "submit" in s:
+                s["start"] = min(s.get("consume0", float("inf")), s.get("submit", float("inf")))
         for name, (a, b) in parts.items():
             v = [1e3 * (s[b] - s[a]) for s in self.done if a in s and b in s]
             out[name] = sum(v) / len(v) if v else float("nan")
@@ -200,8 +212,8 @@ class MaskTimes:
 
 
 def mask_chain_table(rows: list[tuple[str, dict]]) -> str:
-    lines = ["| run | masks | consume (engine thread) | hand-over to the worker | fill | after the fill (sampling "
-             "enqueued, or its gate opened) | chain: consume start to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| run | masks | consume (engine thread, or worker) | hand-over to the worker | fill | after the fill "
+             "(sampling enqueued, or its gate opened) | chain: consume or hand-over to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, m in rows:
         if m and m.get("masks"):
             lines.append(f"| {name} | {m['masks']} | {m['consume']:.3f} | {m['hand-over']:.3f} | {m['fill']:.3f} | "
