@@ -8,6 +8,8 @@ llguidance's share of a step; all_allowed minus plain is the device's and the pl
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import numpy as np
@@ -219,3 +221,33 @@ def mask_chain_table(rows: list[tuple[str, dict]]) -> str:
             lines.append(f"| {name} | {m['masks']} | {m['consume']:.3f} | {m['hand-over']:.3f} | {m['fill']:.3f} | "
                          f"{m['after fill']:.3f} | {m['chain']:.3f} |")
     return "\n".join(lines) + "\n\n(ms a mask, mean, host clock; masks filled on the mask worker only)"
+
+
+class ThreadCpu:
+    """CPU time of this process's threads by name (/proc/self/task/*/schedstat, ns): what each thread costs,
+    independent of how busy the box is (wall clocks on a loaded 2-core box are not). snapshot() before and
+    after a run; per_step(a, b, steps) gives ms of CPU a step by thread name (threads of one name summed)."""
+
+    @staticmethod
+    def snapshot() -> dict[int, tuple[str, int]]:
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    ns = int(f.read().split()[0])
+            except OSError:     # (a thread that ended meanwhile)
+                continue
+            name = names.get(int(tid)) or f"other ({comm})"
+            out[int(tid)] = ("main (event loop)" if int(tid) == os.getpid() else name, ns)
+        return out
+
+    @staticmethod
+    def per_step(before: dict, after: dict, steps: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for tid, (name, ns) in after.items():
+            got = ns - before.get(tid, (name, 0))[1]
+            out[name] = out.get(name, 0.0) + got / 1e6 / max(steps, 1)
+        return out
