@@ -191,7 +191,7 @@ async def main(argv: list[str] | None = None) -> None:
               f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
               f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads; AOTX_MASK_LEXERS="
               f"{os.environ.get('AOTX_MASK_LEXERS', '')!r} -> {schema.prototypes} lexers (default {lexers()}); "
-              f"consume on the {'worker' if getattr(engine.runner.masks, 'consumes', False) else 'engine thread'}; mask gate "
+              f"the worker (where it runs) consumes: {getattr(engine.runner.masks, 'consumes', False)}; mask gate "
               f"{'on' if getattr(launcher, 'gate', None) is not None else 'off'})")
     if late.calls:
         print(f"engine thread getting a step's mask where its sampling is enqueued: {late.per_call_ms():.3f} ms "
