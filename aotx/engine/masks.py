@@ -48,13 +48,24 @@ class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
     def __init__(self, sampled: Sequence[Seq], previous) -> None:
-        self.rows = [j for j, seq in enumerate(sampled) if seq.matcher is not None]
-        # (seq, the row of the previous launch's ids holding its pending token or -1, the output index
-        # of that token / the tokens the matcher must have consumed): taken now, on the engine thread
-        self._seqs = [(seq, seq.pending_row if seq.pending else -1, len(seq.output_ids) + seq.pending - 1
-                       if seq.pending else len(seq.output_ids)) for seq in (sampled[j] for j in self.rows)]
+        # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
+        # ids holding its pending token or -1, the output index of that token / the tokens the matcher
+        # must have consumed), taken now, on the engine thread (one pass: it runs every step)
+        self.rows: list[int] = []
+        self._seqs: list[tuple] = []
+        vocab, last = 0, None
+        for j, seq in enumerate(sampled):
+            if seq.matcher is None:
+                continue
+            self.rows.append(j)
+            n = len(seq.output_ids)
+            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            constraint = seq.params.constraint
+            if constraint is not last:
+                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        self.words = mask_words(max(int(seq.params.constraint.vocab_size) for seq, _, _ in self._seqs))
+        self.words = mask_words(vocab)
+        self._words: memoryview | None = None   # the bits, flat, for allows (made on its first call)
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
@@ -86,21 +97,31 @@ class LateMask:
         that let it through (``allows``) instead of calling llguidance. Only where every row's matcher
         takes that protocol (not the benches' probes): else the engine thread consumes, as before."""
         self.deferred = True
-        if worker_consumes and all(hasattr(seq.matcher, "expect") for seq, _, _ in self._seqs):
-            for j, (seq, row, index) in enumerate(self._seqs):
-                seq.matcher.expect(self, j, index + 1 if row >= 0 else index, row >= 0)
-            self.worker_consumes = True
+        if not worker_consumes:
+            return
+        matchers = [seq.matcher for seq, _, _ in self._seqs]
+        for m in matchers:
+            if not hasattr(m, "expect"):
+                return
+        for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
+            if row >= 0:
+                m.expect(self, j, index + 1, True)
+            else:
+                m.expect(self, j, index, False)
+        self.worker_consumes = True
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
         mask is not computed, failed, or its memory holds a later mask's bits now."""
-        mask = self._mask
-        if mask is None or self._bits_gone or not self._done.is_set() or self._error is not None:
+        mask = self._mask                 # (set once the bits are written: after the fill)
+        if mask is None or self._bits_gone:
             return None
-        bits = mask.bits
-        if not 0 <= token < 32 * bits.shape[1]:
+        words = self._words
+        if words is None:     # (a flat memoryview: a Python int a read, no numpy scalar)
+            words = self._words = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
+        if not 0 <= token < 32 * self.words:
             return False
-        return bool((int(bits[row, token >> 5]) >> (token & 31)) & 1)
+        return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
 
     def wait_consumed(self) -> None:
         """Until this mask's thread has consumed the rows' pending tokens (or failed to)."""

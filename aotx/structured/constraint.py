@@ -163,7 +163,11 @@ class RowMatcher:
             raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         consumer = self._consumer
         if consumer is not None and consumer[1] == index:
-            allowed = self._allowed_by(index, int(token_id))
+            allowed = None
+            for mark in self._sampled:      # the mask that let token `index` through
+                if mark is not None and mark[2] == index:
+                    allowed = mark[0].allows(mark[1], int(token_id))
+                    break
             if allowed is not None:
                 return allowed and self._bad_at is None
             consumer[0].wait_consumed()
@@ -171,13 +175,6 @@ class RowMatcher:
                 return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
             return False        # its mask failed before it consumed (that step fails too)
         return self.consume(token_id)
-
-    def _allowed_by(self, index: int, token_id: int) -> bool | None:
-        """Whether the mask that let output token `index` through allows `token_id`; None where unknown."""
-        for mark in self._sampled:
-            if mark is not None and mark[2] == index:
-                return mark[0].allows(mark[1], token_id)
-        return None
 
     @property
     def error(self) -> str:
