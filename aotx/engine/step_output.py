@@ -36,7 +36,7 @@ class StepOutput:
 
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
         """Every row of a read step, in the step's order; a plain decode token (no logprobs, no
-        constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
+        refusal by its constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
         no RowResult, the latency figures handed to the stats once per step."""
         now = time.monotonic()
         sample, j, n_sampled = step.plan.sample, 0, len(tids)
@@ -52,7 +52,8 @@ class StepOutput:
             if seq.status is FINISHED:
                 continue
             res = results.get(seq.seq_id) if results else None
-            if res is not None or tid is None or seq.matcher is not None:
+            m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
+            if res is not None or tid is None or (m is not None and not m.sync(len(seq.output_ids), tid)):
                 self._postprocess(seq, res or RowResult(), tid, now)
                 continue
             outs = seq.output_ids
