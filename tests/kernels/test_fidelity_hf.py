@@ -37,8 +37,14 @@ def one_gguf_parse():
     ``load_gguf_checkpoint`` each build a ``gguf.GGUFReader`` (~3.7 s of CPU here: a numpy view of every
     vocabulary string and merge) and the two metadata-only reads each walk every field again (~1 s).
     The reader is shared (read-only, memory-mapped) and a metadata-only result is handed out again as a
-    deep copy, so HF's own loader and converter still produce every value the tests compare against."""
+    deep copy, so HF's own loader and converter still produce every value the tests compare against.
+
+    HF's ``get_gguf_hf_weights_map`` also asks gguf-py for the same ``TensorNameMap(arch, 30 blocks)`` once for
+    every submodule of the model (397 times: each formats every tensor name of every block, ~3.4 M strings,
+    about half of ``load_gguf_checkpoint``'s CPU); one map per (arch, blocks) is handed out again: HF only reads
+    it (``get_name``), and still maps every tensor name itself."""
     import copy
+    import functools
 
     import gguf
     from transformers import modeling_gguf_pytorch_utils as hf_gguf
@@ -65,6 +71,7 @@ def one_gguf_parse():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gguf, "GGUFReader", shared_reader)
+        mp.setattr(gguf, "get_tensor_name_map", functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map))
         mp.setattr(hf_gguf, "load_gguf_checkpoint", metadata_once)
         yield
 
