@@ -81,13 +81,17 @@ def hf_model(bundle):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoConfig, LlamaForCausalLM
+    from transformers.initialization import no_init_weights
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     torch.set_num_threads(max(1, int(os.environ.get("OPENBLAS_NUM_THREADS", "1"))))
     path = bundle.path
     config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
     assert config.tie_word_embeddings
-    model = LlamaForCausalLM(config).eval()
+    # no random init of 135 M weights (~2 s of CPU) that the checkpoint overwrites: from_pretrained builds the
+    # model the same way; a weight left unloaded could only fail the logits check (missing is checked below)
+    with no_init_weights():
+        model = LlamaForCausalLM(config).eval()
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model,
                                    torch_dtype=torch.float32)["tensors"]
     missing, unexpected = model.load_state_dict(tensors, strict=False)
