@@ -65,8 +65,9 @@ async def run_engine(bundle, backend, concurrency: int, max_tokens: int, tempera
                 counts[i] += len(d.token_ids)
 
     try:
-        warm = min(8, concurrency)
-        await asyncio.gather(*(one(i, [[] for _ in range(warm)], [0] * warm, 16) for i in range(warm)))
+        warm = min(8, concurrency)   # (no longer than the measured run: a 3-token smoke run warms with 3)
+        await asyncio.gather(*(one(i, [[] for _ in range(warm)], [0] * warm, min(16, max_tokens))
+                               for i in range(warm)))
         await asyncio.gather(*(one(i, [[] for _ in range(concurrency)], [0] * concurrency, 4)
                                for i in range(concurrency)))              # this width's graphs captured
         stamps = [[] for _ in range(concurrency)]

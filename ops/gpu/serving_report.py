@@ -114,10 +114,10 @@ def main(argv=None) -> int:
     from ops.gpu.latency import set_ignore_eos
     set_ignore_eos(args.ignore_eos)
     streams = [int(x) for x in args.streams.split(",")]
-    from kernels import create_backend, load_model
+    from kernels import create_backend, load_model_cached
 
     t0 = time.time()
-    bundle = load_model(progress=False)
+    bundle = load_model_cached(progress=False)   # read-only here; in the test suite, the worker's loaded model
     backend = create_backend(args.backend, bundle, num_pages=engine_bench.pages_for(max(streams), args.max_tokens),
                              page_size=engine_bench.PAGE)
     device = getattr(getattr(backend, "dev", None), "name", None) or f"CPU ({os.cpu_count()} cores)"

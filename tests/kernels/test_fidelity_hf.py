@@ -37,8 +37,14 @@ def one_gguf_parse():
     ``load_gguf_checkpoint`` each build a ``gguf.GGUFReader`` (~3.7 s of CPU here: a numpy view of every
     vocabulary string and merge) and the two metadata-only reads each walk every field again (~1 s).
     The reader is shared (read-only, memory-mapped) and a metadata-only result is handed out again as a
-    deep copy, so HF's own loader and converter still produce every value the tests compare against."""
+    deep copy, so HF's own loader and converter still produce every value the tests compare against.
+
+    HF's ``get_gguf_hf_weights_map`` also asks gguf-py for the same ``TensorNameMap(arch, 30 blocks)`` once for
+    every submodule of the model (397 times: each formats every tensor name of every block, ~3.4 M strings,
+    about half of ``load_gguf_checkpoint``'s CPU); one map per (arch, blocks) is handed out again: HF only reads
+    it (``get_name``), and still maps every tensor name itself."""
     import copy
+    import functools
 
     import gguf
     from transformers import modeling_gguf_pytorch_utils as hf_gguf
@@ -65,6 +71,7 @@ def one_gguf_parse():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gguf, "GGUFReader", shared_reader)
+        mp.setattr(gguf, "get_tensor_name_map", functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map))
         mp.setattr(hf_gguf, "load_gguf_checkpoint", metadata_once)
         yield
 
@@ -74,13 +81,17 @@ def hf_model(bundle):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoConfig, LlamaForCausalLM
+    from transformers.initialization import no_init_weights
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     torch.set_num_threads(max(1, int(os.environ.get("OPENBLAS_NUM_THREADS", "1"))))
     path = bundle.path
     config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
     assert config.tie_word_embeddings
-    model = LlamaForCausalLM(config).eval()
+    # no random init of 135 M weights (~2 s of CPU) that the checkpoint overwrites: from_pretrained builds the
+    # model the same way; a weight left unloaded could only fail the logits check (missing is checked below)
+    with no_init_weights():
+        model = LlamaForCausalLM(config).eval()
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model,
                                    torch_dtype=torch.float32)["tensors"]
     missing, unexpected = model.load_state_dict(tensors, strict=False)
