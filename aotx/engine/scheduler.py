@@ -168,14 +168,25 @@ class Scheduler:
         out = SchedulerOutput()
         self._drop_cancelled(out)
         budget = self.prefill_token_budget
-        # 1. every running sequence: decodes always, prefills in arrival order
+        # 1. every running sequence: decodes always (first: the runner's short path takes the leading
+        #    one-token rows), then prefills in arrival order
         scheduled, blocks, page = out.scheduled, self.blocks, self.blocks.page_size
+        chunks: list[ScheduledSeq] = []
         for seq in self.running:
             computed, plen = seq.num_computed, len(seq.prompt_ids)
             if computed >= plen:     # decoding: seq.tokens_to_compute and _place, inlined
                 sampled = len(seq.output_ids) + seq.pending
                 need = plen + sampled - computed
                 if need <= 0 or sampled >= seq.params.max_tokens:
+                    continue
+                if need == 1:
+                    # a new page only where the position starts one (the ones before it hold K/V already)
+                    if computed % page == 0 and len(blocks.block_table(seq.seq_id)) * page <= computed:
+                        blocks.ensure_capacity(seq.seq_id, computed + 1)
+                    row = seq.decode_row
+                    if row is None:
+                        row = seq.decode_row = ScheduledSeq(seq, 1, True)
+                    scheduled.append(row)
                     continue
                 if len(blocks.block_table(seq.seq_id)) * page < computed + need:
                     blocks.ensure_capacity(seq.seq_id, computed + need)
@@ -187,7 +198,8 @@ class Scheduler:
             if budget > 0:
                 n = _chunk(seq, budget)
                 budget -= n
-                out.scheduled.append(self._place(seq, n, is_decode=False))
+                chunks.append(self._place(seq, n, is_decode=False))
+        scheduled.extend(chunks)
         # 2. admit in line order while slots, tokens and pages last (beside the claims, and for what
         #    arrived after a claimant on hold, beside its pages too); a sequence that does not fit
         #    leaves the free pages to those behind it that do, until it was passed over HEAD_SKIPS
