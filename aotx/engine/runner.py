@@ -81,6 +81,7 @@ class ModelRunner:
         self._slots = SlotTables()
         self._last: tuple | None = None     # the last build's leading rows (_steady_prefix)
         self._unread: _Plan | None = None   # the last launch's plan while it is not read back
+        self._unconstrained: list[Sequence] | None = None   # the last sampled rows that needed no mask
         self._rows_cache = RowsCache()      # a steady batch's sampling constants (aotx.engine.row_sampling)
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
@@ -111,7 +112,10 @@ class ModelRunner:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
             rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
+            mask = None
+            if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
+                mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
+                self._unconstrained = seqs if mask is None else None
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
             worker = self.launcher.overlaps and self.masks.take(mask)

@@ -41,14 +41,18 @@ class ScheduledSeq:
 class SchedulerOutput:
     scheduled: list[ScheduledSeq] = field(default_factory=list)
     cancelled: list[Sequence] = field(default_factory=list)   # freed this step
+    decodes: int | None = None      # the leading decode rows of `scheduled`, where schedule() counted them
 
     @property
     def num_decode(self) -> int:
+        if self.decodes is not None:
+            return self.decodes
         return sum(1 for s in self.scheduled if s.is_decode)
 
     @property
     def num_prefill_tokens(self) -> int:
-        return sum(s.num_tokens for s in self.scheduled if not s.is_decode)
+        rest = self.scheduled[self.decodes:] if self.decodes is not None else self.scheduled
+        return sum(s.num_tokens for s in rest if not s.is_decode)
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,10 @@ class Scheduler:
                 n = _chunk(seq, budget)
                 budget -= n
                 chunks.append(self._place(seq, n, is_decode=False))
+        out.decodes = len(scheduled)
         scheduled.extend(chunks)
+        if not self.waiting:
+            return out
         # 2. admit in line order while slots, tokens and pages last (beside the claims, and for what
         #    arrived after a claimant on hold, beside its pages too); a sequence that does not fit
         #    leaves the free pages to those behind it that do, until it was passed over HEAD_SKIPS

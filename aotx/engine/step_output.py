@@ -35,25 +35,25 @@ class StepOutput:
     scheduler: Scheduler
 
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
-        """Every row of a read step, in the step's order; a plain decode token (no logprobs, no
-        constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
-        no RowResult, the latency figures handed to the stats once per step."""
+        """Every row of a read step; a plain decode token (no logprobs, no constraint, no stop string or
+        stop/silent id, not the last) takes the short path: its text from the engine's cache of whole
+        tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
         now = time.monotonic()
-        sample, j, n_sampled = step.plan.sample, 0, len(tids)
+        sample = step.plan.sample
+        if len(sample) != len(step.scheduled):   # rows that sampled nothing (prefill chunks): prompt logprobs
+            sampled = {id(q) for _, q in sample}
+            for s in step.scheduled:
+                seq = s.seq
+                if id(seq) not in sampled and seq.status is not FINISHED:
+                    self._postprocess(seq, (results.get(seq.seq_id) if results else None) or RowResult(), None, now)
         ttfts: list[float] = []
         itls: list[float] = []
-        handles, outbox = self._handles, self._outbox
-        for s in step.scheduled:
-            seq = s.seq
-            tid = None
-            if j < n_sampled and sample[j][1] is seq:
-                tid = tids[j]
-                j += 1
+        handles, outbox, texts = self._handles, self._outbox, self._token_texts
+        for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
-            res = results.get(seq.seq_id) if results else None
-            if res is not None or tid is None or seq.matcher is not None:
-                self._postprocess(seq, res or RowResult(), tid, now)
+            if (results and seq.seq_id in results) or seq.matcher is not None:
+                self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids
             if seq.first_token_time is None:
@@ -65,9 +65,18 @@ class StepOutput:
                 first = False
             seq.last_token_time = now
             outs.append(tid)
-            text = seq.detokenizer.plain(tid)
-            if text is None or len(outs) >= seq.params.max_tokens or (
-                    seq.params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
+            det = seq.detokenizer
+            text = None
+            if det.quick and tid not in det.special:   # (Detokenizer.plain, its common case inlined)
+                if det.clean:
+                    text = texts.get(tid)
+                if text is None:
+                    text = det.plain(tid)
+                elif text:
+                    det.parts.append(text)
+            params = seq.params
+            if text is None or len(outs) >= params.max_tokens or (
+                    params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
                 self._finish_token(seq, tid, None, first, text)
                 continue
             handle = handles.get(seq.seq_id)
