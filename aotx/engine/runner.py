@@ -99,8 +99,10 @@ class ModelRunner:
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
         self.sample_ready()
-        plan = self.build(scheduled)
-        self._unread = None
+        try:
+            plan = self.build(scheduled)     # (reads _unread: the step before may feed this one's head)
+        finally:
+            self._unread = None              # until this launch succeeds
         # the rows with more than a token to report (logprobs): a plain row has no RowResult
         results: dict[int, RowResult] = {}
         for s in scheduled[plan.head:]:     # (the leading one-token rows have no prompt logprobs)
