@@ -19,10 +19,13 @@ from aotx.engine.launch import InlineLauncher, Launched, Launcher
 from aotx.engine.mask_procs import mask_worker
 from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
-from aotx.engine.sequence import Sequence
+from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.slots import SlotTables
 from aotx.engine.step_rows import Head, Tail, cat
 from aotx.engine.types import TokenLogprob, TopLogprob
+
+
+FINISHED = SequenceStatus.FINISHED
 
 
 class Backend(Protocol):
@@ -198,8 +201,8 @@ class ModelRunner:
                 raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
             head_slots = st.tables[rows, idx] * page + pos % page
         # the step after this one may take these rows as they are (_steady_prefix)
-        self._last = (scheduled[:k], pos, rows, [q.seq_id for _, q in head.sample] if head.all_sampled() else None,
-                      head.sample, head.logprobs) if k else None
+        self._last = (scheduled[:k], pos, rows, head.left, [q.seq_id for _, q in head.sample], head.sample,
+                      head.logprobs) if k and head.all_sampled() else None
         tail = Tail(k, len(head.sample))
         for s in scheduled[k:]:
             self._tail_row(s, tail, head)
@@ -232,20 +235,32 @@ class ModelRunner:
         input token is the one the step before sampled for it (row i of its ids), at the next position,
         in the same slot: no row is looked at."""
         last = self._last
-        if last is None or last[3] is None or self._unread is None:
+        if last is None or self._unread is None:
             return 0
-        rows_before, pos, slots, seq_ids, sample, logprobs = last
+        rows_before, pos, slots, left, seq_ids, sample, logprobs = last
+        # the rows expected first now: those still running with a token left to sample, in the same order
+        keep = left > 0
+        alive = [r.seq.status is not FINISHED for r in rows_before]
+        if not all(alive):
+            keep &= np.array(alive)
+        prev = None
+        if not keep.all():
+            prev = np.flatnonzero(keep)
+            rows_before = [rows_before[i] for i in prev]
+            pos, slots, left = pos[prev], slots[prev], left[prev]
+            seq_ids = [seq_ids[i] for i in prev]
+            sample = [(j, r.seq) for j, r in enumerate(rows_before)]
         k = len(rows_before)
-        if scheduled[:k] != rows_before:
+        if not k or scheduled[:k] != rows_before:
             return 0
-        head.fast(k, pos + 1, slots, seq_ids, sample, logprobs)
+        head.fast(k, pos + 1, slots, left - 1, seq_ids, sample, logprobs, prev)
         return k
 
     def _head_rows(self, scheduled: list[ScheduledSeq], k0: int, head: Head) -> int:
         """The one-token rows after the steady prefix, one short loop each; returns the head's length."""
         st = self._slots
         owner, n_owner = st.owner, len(st.owner)
-        tokens, positions, slot_of, prev = [], [], [], []
+        tokens, positions, slot_of, prev, left = [], [], [], [], []
         sample, pending_token = head.sample, head.pending_token
         logits_rows: list[int] = []
         logprobs, k = False, k0
@@ -275,11 +290,12 @@ class ModelRunner:
             if start + 1 == known + pend and len(outs) + pend < params.max_tokens:   # wants_sample_after(1)
                 sample.append((k0 + len(logits_rows), seq))
                 logits_rows.append(k)
+                left.append(params.max_tokens - len(outs) - pend - 1)
                 if params.logprobs is not None:
                     logprobs = True
             k += 1
         if k > k0:
-            head.more(tokens, positions, slot_of, prev, logits_rows, logprobs)
+            head.more(tokens, positions, slot_of, prev, logits_rows, logprobs, left)
         return k
 
     def _tail_row(self, s: ScheduledSeq, tail: Tail, head: Head) -> None:

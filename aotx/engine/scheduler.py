@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from aotx.engine.block_manager import BlockManager
+from aotx.engine.decode_prefix import DecodePrefix
 from aotx.engine.sequence import Sequence, SequenceStatus
 
 
@@ -94,6 +95,7 @@ class Scheduler:
         self.claims: dict[int, Claim] = {}
         self.hold: Hold | None = None
         self._cancel: set[int] = set()
+        self.prefix = DecodePrefix()     # the leading decode rows, carried between steps
         self._claim_ids = itertools.count(1)
 
     # -- bookkeeping -------------------------------------------------------
@@ -153,6 +155,11 @@ class Scheduler:
     def clear_hold(self) -> None:
         self.hold = None
 
+    def launched(self) -> None:
+        """The step of the last schedule() was launched: its decode rows each computed and sampled one
+        more token, so the next schedule may carry them on as arrays (aotx.engine.decode_prefix)."""
+        self.prefix.armed = True
+
     def cancel(self, seq_id: int) -> None:
         """Mark for removal; the next schedule() frees it and reports it."""
         self._cancel.add(seq_id)
@@ -176,12 +183,26 @@ class Scheduler:
         #    one-token rows), then prefills in arrival order
         scheduled, blocks, page = out.scheduled, self.blocks, self.blocks.page_size
         chunks: list[ScheduledSeq] = []
-        for seq in self.running:
+        # the leading decode rows as the last schedule left them (aotx.engine.decode_prefix), then the rest
+        m = self.prefix.take(self.running, blocks, scheduled)
+        new_seqs, new_rows, new_computed, new_left = [], [], [], []
+        extending = True     # the rows looked at still continue the prefix
+        for seq in self.running[m:] if m else self.running:
             computed, plen = seq.num_computed, len(seq.prompt_ids)
             if computed >= plen:     # decoding: seq.tokens_to_compute and _place, inlined
                 sampled = len(seq.output_ids) + seq.pending
                 need = plen + sampled - computed
                 if need <= 0 or sampled >= seq.params.max_tokens:
+                    if extending and need == 1:    # (waits for its last token's read-back: stays as it is)
+                        row = seq.decode_row
+                        if row is None:
+                            row = seq.decode_row = ScheduledSeq(seq, 1, True)
+                        new_seqs.append(seq)
+                        new_rows.append(row)
+                        new_computed.append(computed)
+                        new_left.append(0)
+                    else:
+                        extending = False
                     continue
                 if need == 1:
                     # a new page only where the position starts one (the ones before it hold K/V already)
@@ -191,11 +212,18 @@ class Scheduler:
                     if row is None:
                         row = seq.decode_row = ScheduledSeq(seq, 1, True)
                     scheduled.append(row)
+                    if extending:
+                        new_seqs.append(seq)
+                        new_rows.append(row)
+                        new_computed.append(computed + 1)
+                        new_left.append(seq.params.max_tokens - sampled - 1)
                     continue
+                extending = False
                 if len(blocks.block_table(seq.seq_id)) * page < computed + need:
                     blocks.ensure_capacity(seq.seq_id, computed + need)
                 scheduled.append(ScheduledSeq(seq, need, True))
                 continue
+            extending = False
             need = seq.tokens_to_compute
             if need <= 0:
                 continue
@@ -203,6 +231,9 @@ class Scheduler:
                 n = _chunk(seq, budget)
                 budget -= n
                 chunks.append(self._place(seq, n, is_decode=False))
+        if not m:
+            self.prefix.clear()
+        self.prefix.extend(new_seqs, new_rows, new_computed, new_left)
         out.decodes = len(scheduled)
         scheduled.extend(chunks)
         if not self.waiting:

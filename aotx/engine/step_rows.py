@@ -16,27 +16,31 @@ class Head:
     def __init__(self) -> None:
         self.k = 0
         self.tok, self.pos, self.rows, self.prev, self.logits_rows = _I32, _I64, _I64, _I32, _I32
+        self.left = _I64      # each sampled row's tokens left to sample after this step (all sampled: each row's)
         self.sample: list = []
         self.pending_token: dict[int, int] = {}
         self.logprobs = False
         self.placeholders = False
 
-    def fast(self, k: int, pos: np.ndarray, rows: np.ndarray, seq_ids: list[int], sample: list,
-             logprobs: bool) -> None:
-        """The steady prefix: k rows, each sampled by the step before as its row i, fed from it."""
+    def fast(self, k: int, pos: np.ndarray, rows: np.ndarray, left: np.ndarray, seq_ids: list[int], sample: list,
+             logprobs: bool, prev: np.ndarray | None) -> None:
+        """The steady prefix: k rows, each sampled by the step before (as its row prev[i], or i), fed from it."""
         self.k = k
         self.tok = np.full(k, -1, dtype=np.int32)
-        self.pos, self.rows = pos, rows
-        self.prev = self.logits_rows = np.arange(k, dtype=np.int32)
+        self.pos, self.rows, self.left = pos, rows, left
+        self.logits_rows = np.arange(k, dtype=np.int32)
+        self.prev = self.logits_rows if prev is None else prev.astype(np.int32)
         self.sample = list(sample)
         self.pending_token = dict(zip(seq_ids, range(k)))
         self.logprobs = logprobs
         self.placeholders = k > 0
 
     def more(self, tokens: list[int], positions: list[int], slots: list[int], prev: list[int],
-             logits_rows: list[int], logprobs: bool) -> None:
-        """Rows after the prefix, looked at one by one."""
+             logits_rows: list[int], logprobs: bool, left: list[int]) -> None:
+        """Rows after the prefix, looked at one by one (`left`: each sampled one's tokens left to sample
+        after this step)."""
         self.k += len(tokens)
+        self.left = np.concatenate([self.left, np.array(left, dtype=np.int64)])
         prev_a = np.array(prev, dtype=np.int32)
         self.tok = np.concatenate([self.tok, np.array(tokens, dtype=np.int32)])
         self.pos = np.concatenate([self.pos, np.array(positions, dtype=np.int64)])

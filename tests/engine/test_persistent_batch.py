@@ -1,6 +1,7 @@
-"""The persistent batch (aotx.engine.slots, ModelRunner._steady_prefix): a step whose decode rows are the
-rows the step before sampled is built from that step's arrays, not row by row; the batch it gives is the
-one the row-by-row build gives, through arrivals, prefill chunks, page boundaries and finished rows."""
+"""The persistent batch (aotx.engine.slots, ModelRunner._steady_prefix, aotx.engine.decode_prefix): a step
+whose decode rows are the rows the step before sampled is scheduled and built from that step's arrays, not
+row by row; what it gives is what the row-by-row schedule and build give, through arrivals, prefill chunks,
+page boundaries and rows that finished."""
 import numpy as np
 
 from aotx.engine.block_manager import BlockManager
@@ -36,13 +37,24 @@ def test_steady_steps_build_the_batch_the_row_by_row_build_does():
     sched = Scheduler(blocks, max_batch=8, prefill_token_budget=6)
     runner = ModelRunner(backend=None, blocks=blocks, tokenizer=FakeTokenizer())
     arrivals = {0: [_seq(5, 9), _seq(3, 14)], 3: [_seq(9, 6)], 7: [_seq(2, 11), _seq(4, 3)], 12: [_seq(1, 5)]}
-    in_flight, steady, rows_seen = None, 0, 0
+    in_flight, steady, rows_seen, carried = None, 0, 0, 0
+    taken = []
+    take = sched.prefix.take
+    sched.prefix.take = lambda *a: taken.append(take(*a)) or taken[-1]
     for step in range(40):
         for seq in arrivals.get(step, []):
             sched.add(seq)
         out = sched.schedule()
         if not out.scheduled:
             break
+        carried += sched.prefix.seqs != [] and out.decodes > 0 and taken[-1] > 0
+        # the decode rows the row-by-row schedule gives, each with a page for its position
+        want = [q for q in sched.running if q.num_computed >= len(q.prompt_ids)
+                and len(q.prompt_ids) + len(q.output_ids) + q.pending - q.num_computed == 1
+                and len(q.output_ids) + q.pending < q.params.max_tokens]
+        assert [r.seq for r in out.scheduled[:out.decodes]] == want
+        for q in want:
+            assert len(blocks.block_table(q.seq_id)) * 4 > q.num_computed
         took = runner._steady_prefix(out.scheduled, Head())     # (looks only: the build below takes it)
         steady += took > 0
         plan = runner.build(out.scheduled)
@@ -50,6 +62,7 @@ def test_steady_steps_build_the_batch_the_row_by_row_build_does():
         rows_seen = max(rows_seen, plan.head)
         # what launch does, then the step before is read (one step behind)
         runner._unread = plan
+        sched.launched()
         for s in out.scheduled:
             s.seq.num_computed += s.num_tokens
         for i, (_, seq) in enumerate(plan.sample):
@@ -63,7 +76,7 @@ def test_steady_steps_build_the_batch_the_row_by_row_build_does():
                     if len(seq.output_ids) >= seq.params.max_tokens:
                         sched.finish(seq, "length")
         in_flight = plan
-    assert steady >= 10 and rows_seen >= 3, (steady, rows_seen)
+    assert steady >= 10 and rows_seen >= 3 and carried >= 10, (steady, rows_seen, carried)
 
 
 def test_a_slot_is_reused_after_its_sequence_finished_and_holds_only_the_new_pages():
