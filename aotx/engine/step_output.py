@@ -2,8 +2,9 @@
 and a step's deltas handed to each caller's event loop at once (the engine's step thread only).
 
 A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
-no RowResult, ``Detokenizer.plain``, a delta made by ``plain_delta``, the step's latencies handed to the stats
-once (host work per row-step: docs/PERFORMANCE.md, issue 12, session 9).
+no RowResult, ``Detokenizer.plain``'s common case inline, a delta made as ``types.plain_delta`` makes it,
+the step's latencies handed to the stats once (host work per row-step: docs/PERFORMANCE.md, issue 12,
+sessions 9 and 11).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from aotx.engine.runner import InFlight, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.stats import StatsCollector
-from aotx.engine.types import Delta, plain_delta
+from aotx.engine.types import Delta
 
 log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
 FINISHED = SequenceStatus.FINISHED
@@ -49,6 +50,7 @@ class StepOutput:
         ttfts: list[float] = []
         itls: list[float] = []
         handles, outbox, texts = self._handles, self._outbox, self._token_texts
+        new = object.__new__
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
@@ -80,9 +82,12 @@ class StepOutput:
                 self._finish_token(seq, tid, None, first, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:
-                outbox.append((handle, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
-                                                   seq.queued_s if first else None)))
+            if handle is not None:   # plain_delta(...), inlined
+                d = new(Delta)
+                d.__dict__.update(text=text, token_ids=(tid,), logprobs=(), finish_reason=None, stop_sequence=None,
+                                  prompt_tokens=len(seq.prompt_ids), completion_tokens=len(outs), error=None,
+                                  prompt_logprobs=(), queued_s=seq.queued_s if first else None)
+                outbox.append((handle, d))
         self._stats.tokens(ttfts, itls)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:

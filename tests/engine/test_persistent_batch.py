@@ -94,3 +94,42 @@ def test_a_slot_is_reused_after_its_sequence_finished_and_holds_only_the_new_pag
     batch = runner.build([ScheduledSeq(b, 2, False), ScheduledSeq(c, 6, False)]).batch
     assert b.slot == a.slot        # reclaimed; c's slot is a new one (the table grew)
     assert batch.block_tables.tolist() == [blocks.block_table(b.seq_id) + [-1], blocks.block_table(c.seq_id)]
+
+
+async def test_staggered_requests_through_the_steady_path_get_the_reference_tokens():
+    """One step behind with a device thread: requests arrive while others decode (each after an earlier one's
+    third token) and end at different steps; every token is the reference's (the fake backend reads its
+    context back from the paged KV: a wrong slot or table shows), every delta is a whole Delta."""
+    import asyncio
+    import dataclasses
+
+    from aotx.engine import Delta, Engine, EngineConfig
+    from tests.engine.engine_fakes import FakeBackend, reference_greedy
+
+    backend = FakeBackend(num_pages=400, page_size=4)
+    engine = Engine(backend, FakeTokenizer(), EngineConfig(num_pages=400, page_size=4, max_model_len=256,
+                                                           overlap=True))
+    engine.start()
+    prompts = [list(f"request {i} says".encode()) for i in range(10)]
+    budgets = [9, 23, 5, 17, 30, 2, 12, 19, 7, 26]
+    got: dict[int, list[Delta]] = {}
+
+    async def run(i: int, after: asyncio.Event | None, third: asyncio.Event) -> None:
+        if after is not None:
+            await after.wait()
+        got[i] = []
+        async for d in engine.submit(prompts[i], SamplingParams(max_tokens=budgets[i], temperature=0)):
+            got[i].append(d)
+            if sum(len(x.token_ids) for x in got[i]) >= min(3, budgets[i]):
+                third.set()
+    try:
+        thirds = [asyncio.Event() for _ in prompts]
+        await asyncio.gather(*(run(i, thirds[i - 1] if i else None, thirds[i]) for i in range(len(prompts))))
+    finally:
+        await engine.stop()
+    for i, deltas in got.items():
+        assert [t for d in deltas for t in d.token_ids] == reference_greedy(prompts[i], budgets[i])
+        assert deltas[-1].finish_reason == "length" and deltas[-1].completion_tokens == budgets[i]
+        for d in deltas:
+            assert d == Delta(**{f.name: getattr(d, f.name) for f in dataclasses.fields(Delta)})
+    assert engine.stats().max_batch_width >= 3
