@@ -55,6 +55,7 @@ class _Plan:
     pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
     logprobs: bool = False                              # a sampled row wants its token's logprobs
     head: int = 0                                       # the leading one-token rows (no prompt logprobs)
+    head_sampled: bool = False                          # each of them samples (sample[:head] are they)
 
 
 @dataclass
@@ -116,7 +117,9 @@ class ModelRunner:
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
-            rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
+            # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
+            rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
+                    else np.arange(len(seqs), dtype=np.int32))
             mask = None
             if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
                 mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
@@ -129,11 +132,24 @@ class ModelRunner:
             finally:
                 if worker:
                     self.masks.handed(mask)
-        for s in scheduled:
-            s.seq.num_computed += s.num_tokens
-        for i, (_, seq) in enumerate(plan.sample):
-            seq.pending += 1
-            seq.pending_row = i
+        sample, k = plan.sample, plan.head
+        if plan.head_sampled:   # every head row samples (sample[:k] are the head's rows): one pass
+            for i, (_, seq) in enumerate(sample[:k] if len(sample) > k else sample):
+                seq.num_computed += 1
+                seq.pending += 1
+                seq.pending_row = i
+            for s in scheduled[k:]:
+                s.seq.num_computed += s.num_tokens
+            for i in range(k, len(sample)):
+                seq = sample[i][1]
+                seq.pending += 1
+                seq.pending_row = i
+        else:
+            for s in scheduled:
+                s.seq.num_computed += s.num_tokens
+            for i, (_, seq) in enumerate(sample):
+                seq.pending += 1
+                seq.pending_row = i
         if launched is not None:
             self._unread = plan
         return InFlight(scheduled, plan, launched, results)
@@ -227,7 +243,7 @@ class ModelRunner:
             if tail.ph_token:
                 prev_rows[np.array(tail.ph_token, dtype=np.int64)] = tail.ph_row
         return _Plan(batch, head.sample + tail.sample, tail.prompt, prev_rows, head.pending_token,
-                     head.logprobs or tail.logprobs, k)
+                     head.logprobs or tail.logprobs, k, head.all_sampled())
 
     def _steady_prefix(self, scheduled: list[ScheduledSeq], head: Head) -> int:
         """The persistent batch's steady state: the step before (launched, not read yet) sampled each of
