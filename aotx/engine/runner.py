@@ -217,7 +217,7 @@ class ModelRunner:
                 raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
             head_slots = st.tables[rows, idx] * page + pos % page
         # the step after this one may take these rows as they are (_steady_prefix)
-        self._last = (scheduled[:k], pos, rows, head.left, [q.seq_id for _, q in head.sample], head.sample,
+        self._last = (scheduled[:k], pos, rows, head.left, head.seq_ids, head.sample,
                       head.logprobs) if k and head.all_sampled() else None
         tail = Tail(k, len(head.sample))
         for s in scheduled[k:]:
@@ -276,7 +276,7 @@ class ModelRunner:
         """The one-token rows after the steady prefix, one short loop each; returns the head's length."""
         st = self._slots
         owner, n_owner = st.owner, len(st.owner)
-        tokens, positions, slot_of, prev, left = [], [], [], [], []
+        tokens, positions, slot_of, prev, left, seq_ids = [], [], [], [], [], []
         sample, pending_token = head.sample, head.pending_token
         logits_rows: list[int] = []
         logprobs, k = False, k0
@@ -307,11 +307,12 @@ class ModelRunner:
                 sample.append((k0 + len(logits_rows), seq))
                 logits_rows.append(k)
                 left.append(params.max_tokens - len(outs) - pend - 1)
+                seq_ids.append(seq.seq_id)
                 if params.logprobs is not None:
                     logprobs = True
             k += 1
         if k > k0:
-            head.more(tokens, positions, slot_of, prev, logits_rows, logprobs, left)
+            head.more(tokens, positions, slot_of, prev, logits_rows, logprobs, left, seq_ids)
         return k
 
     def _tail_row(self, s: ScheduledSeq, tail: Tail, head: Head) -> None:

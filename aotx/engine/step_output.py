@@ -19,10 +19,12 @@ from aotx.engine.runner import InFlight, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.stats import StatsCollector
-from aotx.engine.types import Delta
+from aotx.engine.types import Delta, plain_delta
 
 log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
 FINISHED = SequenceStatus.FINISHED
+# a plain token's Delta fields (aotx.engine.types.plain_delta) before its text, id and counts are set
+_PLAIN = dict(vars(plain_delta("", 0, 0, 0, None)))
 
 
 class StepOutput:
@@ -50,7 +52,7 @@ class StepOutput:
         ttfts: list[float] = []
         itls: list[float] = []
         handles, outbox, texts = self._handles, self._outbox, self._token_texts
-        new = object.__new__
+        new, set_dict, template = object.__new__, object.__setattr__, _PLAIN.copy
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
@@ -82,11 +84,16 @@ class StepOutput:
                 self._finish_token(seq, tid, None, first, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:   # plain_delta(...), inlined
+            if handle is not None:   # plain_delta(...), inlined: a copy of the template's dict, five keys set
+                fields = template()
+                fields["text"] = text
+                fields["token_ids"] = (tid,)
+                fields["prompt_tokens"] = len(seq.prompt_ids)
+                fields["completion_tokens"] = len(outs)
+                if first:
+                    fields["queued_s"] = seq.queued_s
                 d = new(Delta)
-                d.__dict__.update(text=text, token_ids=(tid,), logprobs=(), finish_reason=None, stop_sequence=None,
-                                  prompt_tokens=len(seq.prompt_ids), completion_tokens=len(outs), error=None,
-                                  prompt_logprobs=(), queued_s=seq.queued_s if first else None)
+                set_dict(d, "__dict__", fields)
                 outbox.append((handle, d))
         self._stats.tokens(ttfts, itls)
 

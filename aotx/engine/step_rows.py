@@ -17,6 +17,7 @@ class Head:
         self.k = 0
         self.tok, self.pos, self.rows, self.prev, self.logits_rows = _I32, _I64, _I64, _I32, _I32
         self.left = _I64      # each sampled row's tokens left to sample after this step (all sampled: each row's)
+        self.seq_ids: list[int] = []    # each sampled row's seq_id
         self.sample: list = []
         self.pending_token: dict[int, int] = {}
         self.logprobs = False
@@ -27,7 +28,7 @@ class Head:
         """The steady prefix: k rows, each sampled by the step before (as its row prev[i], or i), fed from it."""
         self.k = k
         self.tok = np.full(k, -1, dtype=np.int32)
-        self.pos, self.rows, self.left = pos, rows, left
+        self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
         self.logits_rows = np.arange(k, dtype=np.int32)
         self.prev = self.logits_rows if prev is None else prev.astype(np.int32)
         self.sample = list(sample)
@@ -36,10 +37,11 @@ class Head:
         self.placeholders = k > 0
 
     def more(self, tokens: list[int], positions: list[int], slots: list[int], prev: list[int],
-             logits_rows: list[int], logprobs: bool, left: list[int]) -> None:
-        """Rows after the prefix, looked at one by one (`left`: each sampled one's tokens left to sample
-        after this step)."""
+             logits_rows: list[int], logprobs: bool, left: list[int], seq_ids: list[int]) -> None:
+        """Rows after the prefix, looked at one by one (`left`, `seq_ids`: each sampled one's tokens left to
+        sample after this step, and its seq_id)."""
         self.k += len(tokens)
+        self.seq_ids = self.seq_ids + seq_ids
         self.left = np.concatenate([self.left, np.array(left, dtype=np.int64)])
         prev_a = np.array(prev, dtype=np.int32)
         self.tok = np.concatenate([self.tok, np.array(tokens, dtype=np.int32)])
