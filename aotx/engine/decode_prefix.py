@@ -39,18 +39,22 @@ class DecodePrefix:
         if not m or running[:m] != seqs:
             self.clear()
             return 0
-        go = left > 0
         page = blocks.page_size
-        for i in np.flatnonzero(go & (computed % page == 0)).tolist():   # a position that starts a page
+        starts = computed % page == 0            # a position that starts a page: it may need one
+        if left.min() > 0:     # every one samples again (the common case)
+            hits = np.flatnonzero(starts)
+            scheduled.extend(rows)
+            self.computed, self.left = computed + 1, left - 1
+        else:
+            go = left > 0
+            hits = np.flatnonzero(starts & go)
+            scheduled.extend([rows[i] for i in np.flatnonzero(go)])
+            self.computed, self.left = computed + go, left - go
+        for i in hits.tolist():
             c = int(computed[i])
             if len(blocks.block_table(seqs[i].seq_id)) * page <= c:
                 blocks.ensure_capacity(seqs[i].seq_id, c + 1)
-        if go.all():
-            scheduled.extend(rows)
-        else:
-            scheduled.extend([rows[i] for i in np.flatnonzero(go)])
         self.seqs, self.rows = seqs, rows
-        self.computed, self.left = computed + go, left - go
         return m
 
     def clear(self) -> None:

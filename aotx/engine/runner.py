@@ -206,37 +206,55 @@ class ModelRunner:
         st, page = self._slots, self.blocks.page_size
         pos, rows = head.pos, head.rows
         head_slots = pos
+        npg = None
         if k:
-            idx = pos // page
-            # a row whose position is past its slot's pages (a page every page_size steps) catches up
-            for i in np.flatnonzero(idx >= st.npages[rows]).tolist():
-                st.sync(int(rows[i]), self.blocks.block_table(scheduled[i].seq.seq_id))
-            bad = (pos < 0) | (idx >= st.npages[rows])
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
-            head_slots = st.tables[rows, idx] * page + pos % page
+            npg = st.npages[rows]
+            idx, off = np.divmod(pos, page)
+            late = idx >= npg
+            if k > k0 and pos[k0:].min() < 0:     # (the steady prefix's positions only grow)
+                late |= pos < 0
+            if late.any():
+                # a row whose position is past its slot's pages (a page every page_size steps) catches up
+                for i in np.flatnonzero(late).tolist():
+                    if pos[i] < 0:
+                        raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
+                    st.sync(int(rows[i]), self.blocks.block_table(scheduled[i].seq.seq_id))
+                npg = st.npages[rows]
+                bad = idx >= npg
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
+            head_slots = st.tables[rows, idx]     # (int32: a fresh array)
+            head_slots *= page
+            head_slots += off.astype(np.int32)
         # the step after this one may take these rows as they are (_steady_prefix)
         self._last = (scheduled[:k], pos, rows, head.left, head.seq_ids, head.sample,
                       head.logprobs) if k and head.all_sampled() else None
         tail = Tail(k, len(head.sample))
         for s in scheduled[k:]:
             self._tail_row(s, tail, head)
-        slot_of = np.concatenate([rows, np.array(tail.slots, dtype=np.int64)]) if tail.slots else rows
-        width = int(st.npages[slot_of].max()) if len(slot_of) else 0
-        batch = StepBatch(
+        if tail.slots:
+            slot_of = np.concatenate([rows, np.array(tail.slots, dtype=np.int64)])
+            width = int(st.npages[slot_of].max())
+        else:
+            slot_of = rows
+            width = int(npg.max()) if k else 0
+        positions = cat(pos, tail.positions, np.int32)
+        batch = StepBatch(   # (every array a fresh one, not shared with the carried state: a launched step keeps them)
             token_ids=cat(head.tok, tail.tokens, np.int32),
-            positions=cat(pos, tail.positions, np.int32),
-            query_start=np.concatenate([np.arange(k + 1, dtype=np.int32),
-                                        np.array(tail.query_start, dtype=np.int32)]),
-            context_lens=cat(pos + 1, tail.context_lens, np.int32),
-            block_tables=st.tables[slot_of, :width],      # (a copy: the launched step keeps it)
+            positions=positions,
+            query_start=(np.concatenate([np.arange(k + 1, dtype=np.int32), np.array(tail.query_start, dtype=np.int32)])
+                         if tail.query_start else np.arange(k + 1, dtype=np.int32)),
+            context_lens=cat(pos + 1, tail.context_lens, np.int32) if tail.context_lens else positions + 1,
+            block_tables=st.tables[slot_of, :width],
             slot_mapping=cat(head_slots, tail.slot_map, np.int32),
             logits_rows=cat(head.logits_rows, tail.logits_rows, np.int32),
         )
         n = batch.num_tokens
         prev_rows = None
-        if head.placeholders or tail.ph_token:
+        if not tail.tokens and head.placeholders:
+            prev_rows = head.prev
+        elif head.placeholders or tail.ph_token:
             prev_rows = np.full(n, -1, dtype=np.int32)
             if k:
                 prev_rows[:k] = head.prev
@@ -255,12 +273,14 @@ class ModelRunner:
             return 0
         rows_before, pos, slots, left, seq_ids, sample, logprobs = last
         # the rows expected first now: those still running with a token left to sample, in the same order
-        keep = left > 0
         alive = [r.seq.status is not FINISHED for r in rows_before]
+        keep = None
         if not all(alive):
-            keep &= np.array(alive)
+            keep = np.array(alive) & (left > 0)
+        elif left.min() <= 0:
+            keep = left > 0
         prev = None
-        if not keep.all():
+        if keep is not None:
             prev = np.flatnonzero(keep)
             rows_before = [rows_before[i] for i in prev]
             pos, slots, left = pos[prev], slots[prev], left[prev]

@@ -30,7 +30,7 @@ class Head:
         self.tok = np.full(k, -1, dtype=np.int32)
         self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
         self.logits_rows = np.arange(k, dtype=np.int32)
-        self.prev = self.logits_rows if prev is None else prev.astype(np.int32)
+        self.prev = np.arange(k, dtype=np.int32) if prev is None else prev.astype(np.int32)   # (its own array)
         self.sample = list(sample)
         self.pending_token = dict(zip(seq_ids, range(k)))
         self.logprobs = logprobs
@@ -78,8 +78,9 @@ class Tail:
 
 
 def cat(head: np.ndarray, tail: list, dtype) -> np.ndarray:
-    """A head array and the tail's list (of numbers, or of arrays) as one new array of `dtype`."""
+    """A head array (a fresh one: returned as it is when it has `dtype` and the tail is empty) and the tail's
+    list (of numbers, or of arrays) as one array of `dtype`."""
     if not tail:
-        return np.array(head, dtype=dtype)
+        return head.astype(dtype, copy=False)
     rest = np.concatenate(tail) if isinstance(tail[0], np.ndarray) else np.array(tail, dtype=np.int64)
     return np.concatenate([head, rest]).astype(dtype, copy=False)
