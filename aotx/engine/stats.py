@@ -5,8 +5,6 @@ import bisect
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
-
 # Prometheus-style latency buckets, seconds (le=...; +Inf is implied by count)
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0,
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
@@ -25,7 +23,6 @@ class HistogramSnapshot:
 class Histogram:
     def __init__(self, buckets: tuple[float, ...]) -> None:
         self.buckets = tuple(sorted(buckets))
-        self._edges = np.array(self.buckets, dtype=np.float64)
         self._counts = [0] * len(self.buckets)
         self._sum = 0.0
         self._count = 0
@@ -38,17 +35,7 @@ class Histogram:
         self._count += 1
 
     def observe_all(self, values: list[float]) -> None:
-        """``observe`` each of `values`, in order (many at once: one numpy bucketing; the sum still
-        added in order, so it is the same float)."""
-        if len(values) > 32:
-            n = len(self._counts)
-            hits = np.bincount(np.searchsorted(self._edges, values, side="left"), minlength=n + 1)
-            counts = self._counts
-            for i in np.flatnonzero(hits[:n]).tolist():
-                counts[i] += int(hits[i])
-            self._sum = sum(values, self._sum)
-            self._count += len(values)
-            return
+        """``observe`` each of `values`, in order."""
         buckets, counts, left = self.buckets, self._counts, bisect.bisect_left
         n, total = len(counts), self._sum
         for value in values:

@@ -52,7 +52,7 @@ class StepOutput:
         ttfts: list[float] = []
         itls: list[float] = []
         handles, outbox, texts = self._handles, self._outbox, self._token_texts
-        new, set_dict, template = object.__new__, object.__setattr__, _PLAIN.copy
+        new, plain = object.__new__, _PLAIN
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
@@ -84,16 +84,16 @@ class StepOutput:
                 self._finish_token(seq, tid, None, first, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:   # plain_delta(...), inlined: a copy of the template's dict, five keys set
-                fields = template()
+            if handle is not None:   # plain_delta(...), inlined: the template's fields, then four or five set
+                d = new(Delta)
+                fields = d.__dict__
+                fields.update(plain)
                 fields["text"] = text
                 fields["token_ids"] = (tid,)
                 fields["prompt_tokens"] = len(seq.prompt_ids)
                 fields["completion_tokens"] = len(outs)
                 if first:
                     fields["queued_s"] = seq.queued_s
-                d = new(Delta)
-                set_dict(d, "__dict__", fields)
                 outbox.append((handle, d))
         self._stats.tokens(ttfts, itls)
 
