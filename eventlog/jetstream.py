@@ -58,6 +58,9 @@ class JetStreamSubscription:
 
     def __init__(self, sub) -> None:
         self._sub = sub
+        # the nats-py Subscription under the PushSubscription: its pending bytes (which PushSubscription's
+        # `_pending_size` property forwards to) set directly
+        self._core = getattr(sub, "_sub", sub)
         self._messages = sub.messages
         self._queue = sub._pending_queue   # what nats-py's message iterator takes its messages from
         # nats-py's iterator ends once the subscription is unsubscribed (its future, set then): here a
@@ -85,21 +88,21 @@ class JetStreamSubscription:
         queue.task_done()
         if msg is _CLOSED or sub._closed:
             raise StopAsyncIteration
-        sub._pending_size -= len(msg.data)
-        return _stored(msg)
+        self._core._pending_size -= len(msg.data)
+        return msg if msg.__class__ is StoredMessage else _stored(msg)   # (queued as one: Client.deliver_stored)
 
     def take_waiting(self, limit: int) -> list[StoredMessage]:
         """Up to `limit` messages already waiting, in order, taken as `__anext__` takes one (none once
         closed): a follower that fell behind applies them as one run."""
-        queue, sub = self._queue, self._sub
+        queue, sub, core = self._queue, self._sub, self._core
         out: list[StoredMessage] = []
         while len(out) < limit and not queue.empty() and not sub._closed:
             msg = queue.get_nowait()
             queue.task_done()
             if msg is _CLOSED:
                 break
-            sub._pending_size -= len(msg.data)
-            out.append(_stored(msg))
+            core._pending_size -= len(msg.data)
+            out.append(msg if msg.__class__ is StoredMessage else _stored(msg))
         return out
 
     async def close(self) -> None:
@@ -293,12 +296,18 @@ class JetStreamRecorder:
                                                   max(from_seq, st.first_seq), timeout=self.timeout, dense=dense):
             yield messages
 
-    async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> JetStreamSubscription:
+    async def subscribe(self, from_seq: int = 1, subject: str | None = None, *,
+                        headers: bool = True) -> JetStreamSubscription:
+        """`headers=False`: its messages' `headers` are left empty (a reader of subject, seq and data only:
+        the follower), which our Client then need not parse."""
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_seq))
         sub = await self.js.subscribe(
             subject or self.spec.subjects[0], stream=self.spec.name, ordered_consumer=True, config=config,
             idle_heartbeat=FOLLOW_HEARTBEAT,
         )
+        deliver = getattr(self.nc, "deliver_stored", None)   # our Client (eventlog.nats_client): StoredMessages queued
+        if deliver is not None:
+            deliver(sub._sub, headers)
         return JetStreamSubscription(sub)
 
     async def last_subject_seq(self, subject: str) -> int:

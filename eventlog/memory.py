@@ -189,7 +189,7 @@ class MemoryRecorder:
         for i in range(0, len(messages), READ_BATCH):
             yield messages[i:i + READ_BATCH]
 
-    async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> MemorySubscription:
+    async def subscribe(self, from_seq: int = 1, subject: str | None = None, *, headers: bool = True) -> MemorySubscription:
         return MemorySubscription(self, from_seq, subject)
 
     async def stream_info(self) -> StreamStatus:

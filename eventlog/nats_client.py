@@ -16,6 +16,15 @@ per message (eventlog.direct_read) and nothing more; `handler` must not raise.
 `subscribe_replies(subject, handler)`: the same with the message's subject (bytes) as well,
 `handler(subject, data, headers)`: one wildcard inbox whose replies are told apart by their subject
 (eventlog.publish: JetStream acks).
+
+`deliver_stored(sub, headers)`: the data messages of a JetStream ordered push consumer's subscription
+(the follower's) are queued as `StoredMessage`s straight from the parser (`_stored_msg`): nats-py's
+ordered-consumer bookkeeping for a data message (its consumer and stream sequences, the flow-control
+count and last reply, the pending bytes) done inline, without the header dict (unless asked for), the
+`Msg`, its status check and the reply's token list twice. Anything else — a status message (idle
+heartbeat, flow control), an empty or reply-less message, a reply that is not a v1 `$JS.ACK` subject, a
+consumer sequence out of order (nats-py makes the consumer again), a full queue or byte limit (nats-py's
+slow-consumer error) — takes nats-py's own path, unchanged.
 """
 
 from __future__ import annotations
@@ -26,8 +35,13 @@ from typing import Callable, Dict, Optional
 from nats.aio.client import Client as _NatsClient
 from nats.aio.subscription import Subscription
 
+from .recorder import StoredMessage
+
 _SPACE = re.compile(r"\s")
 _CRLF = b"\r\n"
+_HEADER_LINE = b"NATS/1.0\r\n"   # a header block without an inline status (a status has " 100 …" after NATS/1.0)
+_ACK_V1_TOKENS = 9   # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+_new = object.__new__
 
 
 # a name's verdict (its str key, or None: skipped), per raw name bytes: the same few names head every
@@ -89,6 +103,47 @@ class Client(_NatsClient):
         self._replies[sub._id] = handler
         return sub
 
+    @staticmethod
+    def deliver_stored(sub: Subscription, headers: bool = True) -> None:
+        """Queue the data messages of `sub` (the nats-py Subscription under a JetStream ordered push
+        consumer; it keeps its identity when nats-py makes the consumer again) as StoredMessages (see the
+        module's note); `headers`: parse each message's headers (else an empty dict)."""
+        sub._aotx_stored = bool(headers)   # (read by _process_msg)
+
+    def _stored_msg(self, sub: Subscription, subject: bytes, reply: bytes, data: bytes,
+                    headers: Optional[bytes], with_headers: bool) -> bool:
+        """nats-py's `_process_msg` for a data message of an ordered consumer, queuing a StoredMessage;
+        False (nothing changed) where nats-py's own path must take the message."""
+        jsi = sub._jsi
+        if not data or not reply or jsi is None or not jsi._ordered or sub._future is not None \
+                or sub._max_msgs > 0 or (headers is not None and not headers.startswith(_HEADER_LINE)):
+            return False
+        tokens = reply.split(b".")
+        if len(tokens) != _ACK_V1_TOKENS or tokens[0] != b"$JS" or tokens[1] != b"ACK":
+            return False
+        dseq = int(tokens[6])
+        size = len(data)
+        queue = sub._pending_queue
+        if dseq != jsi._dseq or queue.full() or \
+                (sub._pending_bytes_limit > 0 and sub._pending_size + size >= sub._pending_bytes_limit):
+            return False   # (nats-py: a reset of the ordered consumer, or its slow-consumer error)
+        sseq = int(tokens[5])
+        stats = self.stats
+        stats["in_msgs"] += 1
+        stats["in_bytes"] += size
+        sub._received += 1
+        jsi._active = True
+        jsi._dseq, jsi._sseq = dseq + 1, sseq
+        sub._pending_size += size
+        msg = _new(StoredMessage)   # (a frozen dataclass: its fields set directly, as its __init__ would)
+        msg.__dict__.update(seq=sseq, subject=subject.decode(), data=data,
+                            headers=parse_header_lines(headers[len(_HEADER_LINE):])
+                            if with_headers and headers is not None and len(headers) > len(_HEADER_LINE) else {})
+        queue.put_nowait(msg)
+        jsi._fciseq += 1   # (jsi.track_sequences: the flow-control count and the last reply)
+        jsi._cmeta = reply.decode()
+        return True
+
     def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
         self._raw.pop(sid, None)
         self._replies.pop(sid, None)
@@ -99,6 +154,10 @@ class Client(_NatsClient):
         if handler is None:
             replies = self._replies.get(sid)
             if replies is None:
+                sub = self._subs.get(sid)
+                stored = getattr(sub, "_aotx_stored", None)
+                if stored is not None and self._stored_msg(sub, subject, reply, data, headers, stored):
+                    return None
                 return await super()._process_msg(sid, subject, reply, data, headers)
             stats = self.stats
             stats["in_msgs"] += 1

@@ -101,8 +101,9 @@ class Recorder(Protocol):
         the bulk read of a replay."""
         ...
 
-    async def subscribe(self, from_seq: int = 1, subject: str | None = None) -> Subscription:
-        """Like read, then keeps following new messages until closed."""
+    async def subscribe(self, from_seq: int = 1, subject: str | None = None, *, headers: bool = True) -> Subscription:
+        """Like read, then keeps following new messages until closed. `headers=False`: the reader needs
+        none (a recorder may then leave each message's `headers` empty)."""
         ...
 
     async def stream_info(self) -> StreamStatus: ...

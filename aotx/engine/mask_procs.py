@@ -80,6 +80,8 @@ class ProcMaskWorker(MaskWorker):
     worker thread only collecting the processes' replies. A row whose matcher cannot move to a
     process (a matcher of another kind: the benches' all-allowed probe) makes its step a LateMask."""
 
+    consumes = False    # (read_back sends the step's tokens to the processes, on the engine thread)
+
     def __init__(self, size: int, tokenizer=None) -> None:
         """`tokenizer` (the engine's; one with hf_json()): the processes start now and build it, so the
         first constrained request waits for neither; without it they start at the first constrained step."""

@@ -2,12 +2,15 @@
 while the launch's forward runs on the device and the engine thread does the rest of its step.
 
 A mask the runner gives it (``take``, before the launch: the launcher then defers the sampling, and
-CUDA's has this thread enqueue it right after the fill: ``LateMask.when_ready``) is filled once its rows have consumed the previous launch's tokens: at once when no
-row has one pending (``handed``), else when the engine thread reads that launch back (``read_back``:
-the engine thread consumes them, a Python call a row, then hands the fill over). One mask at a time,
-in launch order, so a matcher is never touched by two threads at once. Started by the first
-constrained step; ``AOTX_MASK_WORKER=0`` turns it off (the launcher computes every mask on the engine
-thread, after the forward is enqueued and before the sampling: the A/B).
+CUDA's has this thread enqueue it right after the fill: ``LateMask.when_ready``) is filled once its rows
+have consumed the previous launch's tokens: at once when no row has one pending (``handed``), else once
+the engine thread has read that launch back (``read_back``: one hand-over a step). The worker consumes
+those tokens itself, a Python call a row, right before it fills (``consumes``; ``AOTX_MASK_CONSUME=engine``
+has the engine thread consume them in read_back instead, the A/B): the engine thread's own check of each
+token it reads back is then a bit of the mask that let it through (RowMatcher.sync), never an llguidance
+call. One mask at a time, in launch order, so a matcher is never touched by two threads at once. Started
+by the first constrained step; ``AOTX_MASK_WORKER=0`` turns it off (the launcher computes every mask on the
+engine thread, after the forward is enqueued and before the sampling: the A/B).
 
 The worker needs the GIL twice a step for short stretches (taking the mask and building the list it
 hands llguidance; the result after llguidance's GIL-free fill); with Python's default switch interval
@@ -65,6 +68,15 @@ class MaskWorker:
         self._held = None                  # a mask waiting for its previous launch to be read back
         self.started = 0                   # masks handed to the thread (tests, benches)
         self.enabled = os.environ.get("AOTX_MASK_WORKER", "1") != "0"
+        # the worker consumes the tokens read back, before it fills (AOTX_MASK_CONSUME=engine: the engine
+        # thread does, in read_back: the A/B)
+        self.consumes = self.consumes and os.environ.get("AOTX_MASK_CONSUME", "worker") != "engine"
+
+        # a mask whose worker consumes is handed over at its launch, and the worker waits for the step
+        # before's ids itself (AOTX_MASK_EARLY=1; opt-in until measured on a GPU): no hand-over at read-back
+        self.early = self.consumes and os.environ.get("AOTX_MASK_EARLY", "0") == "1"
+
+    consumes = True     # (the matcher processes' worker: False, its consume is the frame it sends)
 
     @staticmethod
     def step_mask(sampled, previous=None):
@@ -77,7 +89,11 @@ class MaskWorker:
         the worker is off (the launcher computes it)."""
         if mask is None or not self.enabled:
             return False
-        mask.deferred = True
+        defer = getattr(mask, "defer", None)
+        if defer is not None:
+            defer(self.consumes)
+        else:
+            mask.deferred = True
         return True
 
     def handed(self, mask) -> None:
@@ -85,18 +101,20 @@ class MaskWorker:
         if self._held is not None:     # (never read back: its launch failed) consumed where it is filled
             self._submit(self._held)
         self._held = None
-        if mask.reads_previous:
+        if mask.reads_previous and not (self.early and getattr(mask, "worker_consumes", False)):
             self._held = mask
         else:
             self._submit(mask)
 
     def read_back(self, launched) -> None:
-        """The engine thread has read `launched`'s ids: the held mask consumes them here, then is filled."""
+        """The engine thread has read `launched`'s ids: the held mask is handed to the worker, which
+        consumes them, then fills (``consumes``; else they are consumed here, on the engine thread)."""
         mask = self._held
         if mask is not None and mask.previous is launched:
             self._held = None
             try:
-                mask.consume()
+                if not getattr(mask, "worker_consumes", False):
+                    mask.consume()
             finally:
                 self._submit(mask)
 

@@ -11,22 +11,25 @@ thread that fills the mask, right after the fill (``when_ready``: CUDA's launche
 when the launcher needs it (at the next launch, before that launch's forward, or when it reads step k's
 ids: kernels/cuda/overlap.py). Where CUDA's stream can wait on host memory, step k's sampling is enqueued
 at its launch behind a gate, and the fill writes the bits into the page-locked memory that the stream
-copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it feeds step k-1's tokens to the
-matchers (``consume``: ~2 µs a row, one Python call each) and hands the mask to the mask worker, which
-fills the bitmasks (one llguidance call, its own threads, the GIL released) while the GPU computes
-step k's forward and the engine thread delivers step k-1, schedules and builds step k+1. Without a
-worker (the classic loop, the inline launcher, ``AOTX_MASK_WORKER=0``) the launcher calls the mask
-itself, after the forward is enqueued and before the sampling, on the engine thread.
+copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it hands the mask to the mask worker, which feeds step
+k-1's tokens to the matchers (``consume``: ~2 µs a row, one Python call each; on the engine thread before
+the hand-over with ``AOTX_MASK_CONSUME=engine``) and fills the bitmasks (one llguidance call, its own
+threads, the GIL released) while the GPU computes step k's forward and the engine thread delivers step
+k-1, schedules and builds step k+1. Without a worker (the classic loop, the inline launcher,
+``AOTX_MASK_WORKER=0``) the launcher calls the mask itself, after the forward is enqueued and before the
+sampling, on the engine thread.
 
-Matchers are touched by one thread at a time: the engine thread consumes (or the thread computing the
-mask, when it is not deferred), the worker fills only after that, one mask at a time, in launch order;
-meanwhile the engine thread's own check of each token it reads back is a comparison
-(RowMatcher.sync of a token consumed already).
+Matchers are touched by one thread at a time: the worker consumes and fills one mask at a time, in
+launch order (or the thread computing the mask, when it is not deferred); meanwhile the engine thread's
+own check of each token it reads back never calls llguidance: a token the worker consumes is checked
+against the bit of the mask that let it through (``defer``, ``allows``: RowMatcher.sync), one consumed
+already is a comparison.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,15 +48,29 @@ class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
     def __init__(self, sampled: Sequence[Seq], previous) -> None:
-        self.rows = [j for j, seq in enumerate(sampled) if seq.matcher is not None]
-        # (seq, the row of the previous launch's ids holding its pending token or -1, the output index
-        # of that token / the tokens the matcher must have consumed): taken now, on the engine thread
-        self._seqs = [(seq, seq.pending_row if seq.pending else -1, len(seq.output_ids) + seq.pending - 1
-                       if seq.pending else len(seq.output_ids)) for seq in (sampled[j] for j in self.rows)]
+        # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
+        # ids holding its pending token or -1, the output index of that token / the tokens the matcher
+        # must have consumed), taken now, on the engine thread (one pass: it runs every step)
+        self.rows: list[int] = []
+        self._seqs: list[tuple] = []
+        vocab, last = 0, None
+        for j, seq in enumerate(sampled):
+            if seq.matcher is None:
+                continue
+            self.rows.append(j)
+            n = len(seq.output_ids)
+            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            constraint = seq.params.constraint
+            if constraint is not last:
+                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        self.words = mask_words(max(int(seq.params.constraint.vocab_size) for seq, _, _ in self._seqs))
+        self.words = mask_words(vocab)
+        self._words: memoryview | None = None   # the bits, flat, for allows (made on its first call)
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
+        self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
+        self._bits_gone = False       # `into`'s memory was given to a later mask (allows)
+        self._consumed = threading.Event()
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()
         self._claimed = False
@@ -72,11 +89,55 @@ class LateMask:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
         return any(row >= 0 for _, row, _ in self._seqs)
 
+    def defer(self, worker_consumes: bool = False) -> None:
+        """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
+        also consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing
+        it on the engine thread): each row's matcher is told so here, on the engine thread, before the
+        hand-over (RowMatcher.expect), and checks the token it reads back against the bit of the mask
+        that let it through (``allows``) instead of calling llguidance. Only where every row's matcher
+        takes that protocol (not the benches' probes): else the engine thread consumes, as before."""
+        self.deferred = True
+        if not worker_consumes:
+            return
+        matchers = [seq.matcher for seq, _, _ in self._seqs]
+        for m in matchers:
+            if not hasattr(m, "expect"):
+                return
+        for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
+            if row >= 0:
+                m.expect(self, j, index + 1, True)
+            else:
+                m.expect(self, j, index, False)
+        self.worker_consumes = True
+
+    def allows(self, row: int, token: int) -> bool | None:
+        """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
+        mask is not computed, failed, or its memory holds a later mask's bits now."""
+        mask = self._mask                 # (set once the bits are written: after the fill)
+        if mask is None or self._bits_gone:
+            return None
+        words = self._words
+        if words is None:     # (a flat memoryview: a Python int a read, no numpy scalar)
+            words = self._words = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
+        if not 0 <= token < 32 * self.words:
+            return False
+        return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
+
+    def wait_consumed(self) -> None:
+        """Until this mask's thread has consumed the rows' pending tokens (or failed to)."""
+        self._consumed.wait()
+
     def into(self, bits: np.ndarray) -> None:
         """Fill into `bits` (uint32 [len(rows), words], C-contiguous; CUDA's launcher gives page-locked
-        memory that its stream copies once the mask is ready: kernels/cuda/mask_gate.py). Before it runs."""
+        memory that its stream copies once the mask is ready: kernels/cuda/mask_gate.py). Before it runs.
+        The mask that had that memory before no longer answers ``allows``."""
         if bits.dtype != np.uint32 or bits.shape != (len(self.rows), self.words) or not bits.flags["C_CONTIGUOUS"]:
             raise ValueError(f"a mask's bits are uint32 [{len(self.rows)}, {self.words}], C-contiguous")
+        address = bits.ctypes.data
+        before = _HOLDERS.get(address)
+        if before is not None and before is not self:
+            before._bits_gone = True
+        _HOLDERS[address] = self
         self._out = bits
 
     def ready(self) -> bool:
@@ -110,6 +171,8 @@ class LateMask:
             self._ok = self._consume()
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
+        finally:
+            self._consumed.set()
 
     def run(self) -> None:
         """Consume (if not done yet) and fill; the result is what __call__ returns."""
@@ -126,6 +189,7 @@ class LateMask:
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
+            self._consumed.set()
             with self._lock:
                 self._done.set()
                 ready, self._on_ready = self._on_ready, []
@@ -172,6 +236,10 @@ class LateMask:
                 bits[fill] = sub
         bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
         return TokenMask(np.array(self.rows, dtype=np.int32), bits)
+
+
+# the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering
+_HOLDERS: "weakref.WeakValueDictionary[int, LateMask]" = weakref.WeakValueDictionary()
 
 
 def step_mask(sampled: Sequence[Seq], previous=None) -> LateMask | None:

@@ -38,9 +38,9 @@ class StepOutput:
     scheduler: Scheduler
 
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
-        """Every row of a read step; a plain decode token (no logprobs, no constraint, no stop string or
-        stop/silent id, not the last) takes the short path: its text from the engine's cache of whole
-        tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
+        """Every row of a read step; a plain decode token (no logprobs, no refusal by its constraint, no
+        stop string or stop/silent id, not the last) takes the short path: its text from the engine's cache
+        of whole tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
         now = time.monotonic()
         sample = step.plan.sample
         if len(sample) != len(step.scheduled):   # rows that sampled nothing (prefill chunks): prompt logprobs
@@ -56,7 +56,8 @@ class StepOutput:
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
-            if (results and seq.seq_id in results) or seq.matcher is not None:
+            m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
+            if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
                 self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids

@@ -71,7 +71,7 @@ class Follower:
             sub = None
             try:
                 recorder = await w.connection.ensure()
-                sub = await recorder.subscribe(w.applied_seq() + 1)
+                sub = await recorder.subscribe(w.applied_seq() + 1, headers=False)   # (subject, seq, data read)
                 self.heard.clear()   # (a new consumer starts where the state stands)
                 waiting = getattr(sub, "take_waiting", None)   # (a subscription without it: one at a time)
                 async for msg in sub:

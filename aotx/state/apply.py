@@ -31,7 +31,7 @@ from .execution import ExecutionRecord, input_slot
 from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
 from .state import Index, Save, State
-from .tables import MEMBER, PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
+from .tables import CONVERSATION, MEMBER, PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -49,7 +49,7 @@ _RECEIPT_SIZE = RECEIPT.itemsize   # a row written in place (pack_into the table
 _zero_row = struct.Struct(f"{_RECEIPT_SIZE}x").pack_into   # pad bytes pack as zeros: a freed row's bytes
 # single fields read straight from a table's buffer (rows are C-contiguous): one unpack instead of a
 # structured array's field view, its indexing and the scalar's conversion (~2× the cost)
-_PSIZE, _SSIZE = PARTICIPANT.itemsize, SPACE.itemsize
+_PSIZE, _SSIZE, _CSIZE = PARTICIPANT.itemsize, SPACE.itemsize, CONVERSATION.itemsize
 _NEXT_AT, _FLOOR_AT = PARTICIPANT.fields["next_sequence"][1], PARTICIPANT.fields["retry_floor"][1]
 _IDENT_AT, _OWNER_AT = PARTICIPANT.fields["ident"][1], SPACE.fields["owner"][1]
 _u64_at, _u32_at, _b16_at = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from, struct.Struct("16s").unpack_from
@@ -60,6 +60,11 @@ _MEMBER_ROW = struct.Struct("<IIB")
 assert [(n, MEMBER.fields[n][0].str) for n in MEMBER.names] == [("space", "<u4"), ("participant", "<u4"),
                                                                ("rights", "|u1")] and MEMBER.itemsize == _MEMBER_ROW.size
 _MSIZE = MEMBER.itemsize
+# a conversation's, a space's, a participant's row written in place likewise (tables.CONVERSATION, SPACE, PARTICIPANT)
+_CONVERSATION_ROW, _SPACE_ROW, _PARTICIPANT_ROW = (struct.Struct(f) for f in ("<16s16sII", "<16s16sIB", "<16s16sQQ"))
+assert [(t.names, t.itemsize) for t in (CONVERSATION, SPACE, PARTICIPANT)] == [(("lineage", "ident", "space", "creator"),
+    _CONVERSATION_ROW.size), (("lineage", "ident", "owner", "scope"), _SPACE_ROW.size), (("lineage", "ident",
+    "next_sequence", "retry_floor"), _PARTICIPANT_ROW.size)]
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
@@ -127,7 +132,7 @@ def apply_into(state: State, event: Event) -> int:
     # ---- checks: each returns the write to do once every check has passed ----
     freed: list[int] = []
     if registers:
-        write, resource = _register(state, event), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
+        write, resource = _register(state, event, where), (ResourceKind.PARTICIPANT, op.lineage, event.participant)
     elif isinstance(event, ReceiptsRetired):
         assert prow is not None
         write, freed = _retire(state, event, prow, where)
@@ -265,25 +270,16 @@ class _Where:
         return format(str(self), spec)
 
 
-def _u8(value: bytes) -> np.ndarray:
-    return np.frombuffer(value, dtype=np.uint8)
-
-
-def _set(state: State, **fields: int) -> None:
-    for name, value in fields.items():
-        object.__setattr__(state, name, value)
-
-
-def _register(state: State, e: ParticipantRegistered) -> Callable[[], int]:
+def _register(state: State, e: ParticipantRegistered, where: str) -> Callable[[], int]:
+    _sixteen(e.op.lineage, where, "lineage")
+    _sixteen(e.participant, where, "participant")
     i = state.n_participants
 
     def write() -> int:
         ensure_row(state, "participants", i)
-        row = state.participants[i]
-        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.participant)
-        row["next_sequence"], row["retry_floor"] = 1, 1
+        _PARTICIPANT_ROW.pack_into(state.participants, i * _PSIZE, e.op.lineage, e.participant, 1, 1)   # (the row)
         state.index.participants.setdefault(e.op.lineage, i)
-        _set(state, n_participants=i + 1)
+        object.__setattr__(state, "n_participants", i + 1)
         return i
     return write
 
@@ -331,15 +327,16 @@ def _space(state: State, lineage: bytes, ident: bytes, where: str) -> int:
 def _create_space(state: State, e: SpaceCreated, prow: int, where: str) -> Callable[[], None]:
     if state.space_row(e.op.lineage, e.space) is not None:
         raise ApplyError(f"{where}: space {format_id(IdKind.SPACE, e.op.lineage, e.space)} already exists")
-    i = state.n_spaces
+    _sixteen(e.space, where, "space")
+    i, scope = state.n_spaces, int(e.scope)
+    if not 0 <= scope <= 0xFF:
+        raise ApplyError(f"{where}: scope {scope} does not fit the table")
 
     def write() -> None:
         ensure_row(state, "spaces", i)
-        row = state.spaces[i]
-        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.space)
-        row["owner"], row["scope"] = prow, int(e.scope)
+        _SPACE_ROW.pack_into(state.spaces, i * _SSIZE, e.op.lineage, e.space, prow, scope)   # (the whole row)
         state.index.spaces.setdefault(e.op.lineage + e.space, i)
-        _set(state, n_spaces=i + 1)
+        object.__setattr__(state, "n_spaces", i + 1)
     return write
 
 
@@ -362,16 +359,21 @@ def _create_conversation(state: State, e: ConversationCreated, prow: int, where:
     space = _space(state, e.space_lineage, e.space, where)
     if state.conversation_row(e.op.lineage, e.conversation) is not None:
         raise ApplyError(f"{where}: conversation already exists")
+    _sixteen(e.conversation, where, "conversation")
     i = state.n_conversations
 
     def write() -> None:
         ensure_row(state, "conversations", i)
-        row = state.conversations[i]
-        row["lineage"], row["ident"] = _u8(e.op.lineage), _u8(e.conversation)
-        row["space"], row["creator"] = space, prow
+        _CONVERSATION_ROW.pack_into(state.conversations, i * _CSIZE, e.op.lineage, e.conversation, space, prow)
         state.index.conversations.setdefault(e.op.lineage + e.conversation, i)
-        _set(state, n_conversations=i + 1)
+        object.__setattr__(state, "n_conversations", i + 1)
     return write
+
+
+def _sixteen(ident: bytes, where: str, what: str) -> None:
+    """An id packed into a row is 16 bytes (checked before any write: a numpy row write raised at the write)."""
+    if len(ident) != 16:
+        raise ApplyError(f"{where}: {what} id of {len(ident)} bytes")
 
 
 def _noop() -> None:

@@ -29,15 +29,17 @@ def threads() -> int:
 
 
 def lexers() -> int:
-    """How many prototypes (lexers) a constraint spreads its sequences over (Constraint.start):
-    AOTX_MASK_LEXERS, else 1. Rows of one lexer fill one at a time (its mutex), so more lexers let the
-    executor's threads fill in parallel; but each lexer builds its own DFA states, which one shared
-    lexer builds once for every row (a counted repetition such as the bench schema's minLength 4096
-    keeps adding states): ops.bench.mask_lexers measures both (docs/PERFORMANCE.md, session 7)."""
+    """How many prototypes (lexers) a constraint spreads its sequences over (Constraint.prepare, at
+    compile time): AOTX_MASK_LEXERS, else as many as the executor's threads (``threads()``: 1 on a
+    2-core box, 2 on 16 CPUs). Rows of one lexer fill one at a time (its mutex), so a lexer per thread
+    lets the threads fill in parallel (H100 host, 64 rows: 1 lexer 2 threads 858 µs a step, 2 lexers
+    558); more lexers than threads only cost, since each lexer builds its own DFA states, which one
+    shared lexer builds once for every row (2-core box, 1 thread: 1 lexer 393 µs, 2 lexers 511):
+    ops.bench.mask_lexers measures both (docs/PERFORMANCE.md, session 7 and session 11)."""
     env = os.environ.get("AOTX_MASK_LEXERS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return 1
+    return threads()
 
 
 def _pool() -> llguidance.LLExecutor:

@@ -171,7 +171,7 @@ class ConstraintCompiler:
         if error:
             raise ConstraintError(_short(error))
         constraint = Constraint(kind, digest, grammar, tok, source=self._ll_source)
-        constraint.start()          # builds its prototype matcher here, at parse time, once
+        constraint.prepare()        # its prototypes (one lexer each) built here, at parse time, once
         return constraint
 
     def cached(self) -> int:

@@ -3,12 +3,14 @@ against the writer's own CPU per mutation, in one run (issue 15 part 5: every ru
 runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/SCALE.md, "Part 5,
 session 10").
 
-    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60]
+    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members]
 
 One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
 lineages, each registering, creating a space and then `--mutations` conversations one after the other
-(every 8th a retirement). Each process reports its CPU (all threads) over its work; the follower also
+(every 8th a retirement); with `--members`, member-rights changes instead of conversations (the
+mutations of ops.bench.cluster_scale: each participant sets the rights of one other participant in its own
+space, read and read+write in turn). Each process reports its CPU (all threads) over its work; the follower also
 its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
 mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
 deployed runtime adds to each own mutation).
@@ -43,21 +45,34 @@ async def _runtime(url: str):
                                follow=True).start()
 
 
-async def writer(url: str, participants: int, mutations: int) -> dict:
+async def writer(url: str, participants: int, mutations: int, members: bool = False) -> dict:
     from aotx.runtime import submit_body
     from aotx.state import Actor, Grants, MutationKind as M
     rt = await _runtime(url)
     c0 = time.process_time()
+    ids: dict[int, str] = {}
+    registered = asyncio.Event()
 
     async def one(i: int) -> None:
         name = f"w{i}"
         actor = Actor(name, Grants.all())
-        assert (await submit_body(rt, actor, M.REGISTER, _body(name, 1))).status == 201
+        out = await submit_body(rt, actor, M.REGISTER, _body(name, 1))
+        assert out.status == 201, out.body
+        ids[i] = out.body["resource"]
+        if len(ids) == participants:
+            registered.set()
         space = (await submit_body(rt, actor, M.CREATE_SPACE, _body(name, 2, scope="private"))).body["resource"]
+        await registered.wait()
+        other = ids[(i + 1) % participants]
         for seq in range(3, 3 + mutations):
-            raw = _body(name, seq, retry_floor=str(seq)) if seq % 8 == 0 else _body(name, seq)
-            out = await submit_body(rt, actor, M.RETIRE if seq % 8 == 0 else M.CREATE_CONVERSATION, raw,
-                                    None if seq % 8 == 0 else space)
+            if seq % 8 == 0:
+                kind, raw, where = M.RETIRE, _body(name, seq, retry_floor=str(seq)), None
+            elif members:
+                kind, where = M.SET_MEMBER, space
+                raw = _body(name, seq, participant=other, permissions=["read"] if seq % 2 else ["read", "write"])
+            else:
+                kind, raw, where = M.CREATE_CONVERSATION, _body(name, seq), space
+            out = await submit_body(rt, actor, kind, raw, where)
             assert out.status == 201, out.body
     await asyncio.gather(*(one(i) for i in range(participants)))
     cpu = time.process_time() - c0
@@ -84,12 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ops.bench.follow_cost")
     ap.add_argument("--participants", type=int, default=40)
     ap.add_argument("--mutations", type=int, default=60)
+    ap.add_argument("--members", action="store_true", help="member-rights changes instead of conversations")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--files", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.role == "w":
-        print(json.dumps(asyncio.run(writer(args.url, args.participants, args.mutations))))
+        print(json.dumps(asyncio.run(writer(args.url, args.participants, args.mutations, args.members))))
         return 0
     if args.role == "f":
         ready, done = (Path(p) for p in args.files.split(","))
@@ -108,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError("the follower did not start")
             time.sleep(0.05)
         w = subprocess.run(me + ["--role", "w", "--participants", str(args.participants), "--mutations",
-                                 str(args.mutations)], stdout=subprocess.PIPE, env=env, check=True)
+                                 str(args.mutations)] + (["--members"] if args.members else []),
+                           stdout=subprocess.PIPE, env=env, check=True)
         wrote = json.loads(w.stdout)
 
         async def end() -> int:
@@ -123,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     a = wrote["cpu"] / wrote["mutations"]
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
-    print(f"load {os.getloadavg()[0]:.2f}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
+    print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
           f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
     return 0

@@ -45,10 +45,19 @@ def _source(args) -> dict:
             "prefix": tok.encode('{"story": "'), "story": tok.encode(STORY * 4)}
 
 
-def run(src: dict, ll_tok, rows: int, steps: int, warmup: int, lexers: int, threads: int) -> tuple[float, float, list]:
-    """(fill µs a step after warm-up, during warm-up, the masks of the last step's rows)."""
-    os.environ["AOTX_MASK_LEXERS"] = str(lexers)
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run(src: dict, ll_tok, rows: int, steps: int, warmup: int, lexers: int, threads: int) -> tuple:
+    """(fill µs a step after warm-up, during warm-up, the masks of the last step's rows, ms to build the
+    prototypes, MB the process's RSS grew by over the run)."""
+    rss = _rss_mb()
     constraint = Constraint("json_schema", f"bench-{lexers}-{threads}", src["grammar"], ll_tok)
+    built = time.perf_counter()
+    constraint.prepare(lexers)              # what the compiler does (Constraint.start builds none)
+    built = 1e3 * (time.perf_counter() - built)
     batch._executor = llguidance.LLExecutor(num_threads=threads)
     matchers = [constraint.start() for _ in range(rows)]
     prefix, story = src["prefix"], src["story"]
@@ -66,7 +75,7 @@ def run(src: dict, ll_tok, rows: int, steps: int, warmup: int, lexers: int, thre
             tok = prefix[p] if p < len(prefix) else story[(p - len(prefix) + 37 * j) % len(story)]
             if not m.consume(tok):
                 raise RuntimeError(f"row {j}: token {tok} refused at {p}")
-    return 1e6 * steady / steps, 1e6 * warm / max(warmup, 1), bits.copy()
+    return 1e6 * steady / steps, 1e6 * warm / max(warmup, 1), bits.copy(), built, _rss_mb() - rss
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,17 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## Mask fill over several lexers: {args.rows} rows, story schema, {args.steps} steps after "
           f"{args.warmup} of warm-up ({os.cpu_count()} CPUs, affinity {len(os.sched_getaffinity(0))}; "
           f"load {open('/proc/loadavg').read().split()[0]})\n")
-    print("| lexers | threads | fill µs/step | µs/row | during warm-up µs/step | masks == first |")
-    print("|---:|---:|---:|---:|---:|---|")
+    print("| lexers | threads | fill µs/step | µs/row | during warm-up µs/step | prototypes built ms "
+          "| RSS growth MB | masks == first |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
     first = None
     bad = 0
     for t in [int(x) for x in args.threads.split(",")]:
         for lx in [int(x) for x in args.lexers.split(",")]:
-            us, warm_us, masks = run(src, ll_tok, args.rows, args.steps, args.warmup, lx, t)
+            us, warm_us, masks, built_ms, rss_mb = run(src, ll_tok, args.rows, args.steps, args.warmup, lx, t)
             first = masks if first is None else first
             same = bool(np.array_equal(first, masks))
             bad += not same
-            print(f"| {lx} | {t} | {us:.0f} | {us / args.rows:.1f} | {warm_us:.0f} | {same} |", flush=True)
+            print(f"| {lx} | {t} | {us:.0f} | {us / args.rows:.1f} | {warm_us:.0f} | {built_ms:.1f} | {rss_mb:.1f} "
+                  f"| {same} |", flush=True)
     return 1 if bad else 0
 
 

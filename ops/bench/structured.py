@@ -34,7 +34,7 @@ import time
 from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
 from aotx.engine.mask_procs import ProcMaskWorker, procs
-from aotx.structured.batch import threads
+from aotx.structured.batch import lexers, threads
 from kernels import create_backend, load_model
 from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
                                         mask_chain_table)
@@ -189,13 +189,16 @@ async def main(argv: list[str] | None = None) -> None:
         print(f"\nmask fill on the host: {1e3 * clock.seconds / clock.calls:.3f} ms per call "
               f"({clock.rows / clock.calls:.1f} rows per call, {clock.calls} calls, all_allowed's included; {worker}; "
               f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
-              f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads; mask gate "
+              f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads; AOTX_MASK_LEXERS="
+              f"{os.environ.get('AOTX_MASK_LEXERS', '')!r} -> {schema.prototypes} lexers (default {lexers()}); "
+              f"the worker (where it runs) consumes: {getattr(engine.runner.masks, 'consumes', False)}; mask gate "
               f"{'on' if getattr(launcher, 'gate', None) is not None else 'off'})")
     if late.calls:
         print(f"engine thread getting a step's mask where its sampling is enqueued: {late.per_call_ms():.3f} ms "
               f"per step ({late.calls} steps)")
     if consume.calls:
-        print(f"engine thread consuming the tokens it reads back: {consume.per_call_ms():.3f} ms per step "
+        print(f"engine thread's read-back hand-over (with the consume where AOTX_MASK_CONSUME=engine): "
+              f"{consume.per_call_ms():.3f} ms per step "
               f"({consume.calls} steps, plain ones included)")
 
 def _pool_snapshot(pool) -> tuple[int, float, float]:

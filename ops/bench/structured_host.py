@@ -30,6 +30,7 @@ import asyncio
 import ctypes
 import importlib
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -256,6 +257,9 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sample-ms", type=float, default=0.0, help="the simulated sampling's time")
     ap.add_argument("--dump", help="write the tokenizer and the prompt here (for a host without the GGUF) and stop")
     ap.add_argument("--load", help="read them from here instead of loading the GGUF")
+    ap.add_argument("--kinds", default="", help="comma-separated runs to make (plain and any of json_schema, "
+                    "all_allowed, json_schema_worker, all_allowed_worker, json_schema_engine, all_allowed_engine); all "
+                    "by default")
     args = ap.parse_args(argv)
 
     from aotx.engine import Engine, EngineConfig, SamplingParams
@@ -267,6 +271,7 @@ async def main(argv: list[str] | None = None) -> None:
         HostClocks,
         MaskClock,
         MaskTimes,
+        ThreadCpu,
         breakdown_table,
         mask_chain_table,
     )
@@ -296,7 +301,13 @@ async def main(argv: list[str] | None = None) -> None:
     # (the session-6 way); *_engine: by the engine thread (the session-5 way)
     kinds = {"plain": None, "json_schema": schema, "all_allowed": allowed, "json_schema_worker": schema,
              "all_allowed_worker": allowed, "json_schema_engine": schema, "all_allowed_engine": allowed}
+    if args.kinds:
+        want = ["plain"] + [k for k in args.kinds.split(",") if k and k != "plain"]
+        if not set(want) <= set(kinds):
+            ap.error(f"--kinds: of {', '.join(kinds)}")
+        kinds = {k: kinds[k] for k in want}
     clock, host, chain = MaskClock(eos), HostClocks(), MaskTimes()
+    cpu: dict[str, list] = {k: [{}, 0] for k in kinds}     # CPU ms by thread summed over the rounds, steps
     engine.start()
     best: dict[str, tuple[float, dict]] = {}
     try:
@@ -309,6 +320,11 @@ async def main(argv: list[str] | None = None) -> None:
                 launcher.gated = launcher.gate is not None and not kind.endswith(("_engine", "_worker"))
                 host.start()
                 chain.reset()
+                cpu0 = ThreadCpu.snapshot()
+                counted = i and kind == os.environ.get("AOTX_CALLGRIND_KIND")   # (instructions: under callgrind)
+                if counted:
+                    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True,
+                                   stdout=subprocess.DEVNULL)
                 start = time.perf_counter()
                 handles = [engine.submit(prompt, p) for p in params]
                 for h in handles:
@@ -316,6 +332,14 @@ async def main(argv: list[str] | None = None) -> None:
                         pass
                 wall = time.perf_counter() - start
                 steps = launcher.timing()["steps"]
+                if counted:
+                    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=True,
+                                   stdout=subprocess.DEVNULL)
+                    print(f"[structured_host] {kind}: {steps} steps counted", file=sys.stderr)
+                if i:
+                    for name, ms_ in ThreadCpu.per_step(cpu0, ThreadCpu.snapshot(), 1).items():
+                        cpu[kind][0][name] = cpu[kind][0].get(name, 0.0) + ms_
+                    cpu[kind][1] += steps
                 ms = 1e3 * wall / max(steps, 1)
                 if i and (kind not in best or ms < best[kind][0]):
                     parts = launcher.timeline.summary()
@@ -338,6 +362,12 @@ async def main(argv: list[str] | None = None) -> None:
     print(breakdown_table([(kind, parts, host_ms) for kind, (_, host_ms, parts, _) in best.items()]))
     print()
     print(mask_chain_table([(kind, m) for kind, (_, _, _, m) in best.items()]))
+    names = sorted({n for by, _ in cpu.values() for n in by})
+    print("\n| run | " + " | ".join(f"CPU ms a step: {n}" for n in names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for kind, (by, steps) in cpu.items():
+        print(f"| {kind} | " + " | ".join(f"{by.get(n, 0.0) / max(steps, 1):.3f}" for n in names) + " |")
+    print("\n(each thread's CPU time over every measured round ÷ their steps: /proc/self/task/*/schedstat)")
     if clock.calls:
         print(f"\nmask fill: {1e3 * clock.seconds / clock.calls:.3f} ms per call ({clock.rows / clock.calls:.1f} rows)")
 

@@ -8,6 +8,8 @@ llguidance's share of a step; all_allowed minus plain is the device's and the pl
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import numpy as np
@@ -171,6 +173,14 @@ class MaskTimes:
                 stamps.pop(id(mask), None)
 
         masks.LateMask.consume, masks.LateMask.run, masks.LateMask._fill = consume, run, fill
+        from aotx.engine.mask_worker import MaskWorker
+        real_submit = MaskWorker._submit
+
+        def submit(worker, mask):       # the hand-over: the worker consumes after it (MaskWorker.consumes)
+            stamps.setdefault(id(mask), {})["submit"] = time.perf_counter()
+            real_submit(worker, mask)
+
+        MaskWorker._submit = submit
         from aotx.engine import mask_procs      # its fill is the wait for the matcher processes' bits
         real_proc_fill = mask_procs.ProcLateMask._fill
 
@@ -187,11 +197,15 @@ class MaskTimes:
         self.done = []
 
     def summary(self) -> dict[str, float]:
-        """ms per mask, mean: consume (engine thread), hand-over (consumed to the worker's start), fill,
-        after the fill (the sampling's enqueue on the worker), and the whole chain (consume start to that)."""
-        parts = {"consume": ("consume0", "consume1"), "hand-over": ("consume1", "run0"), "fill": ("fill0", "fill1"),
-                 "after fill": ("fill1", "run1"), "chain": ("consume0", "run1")}
+        """ms per mask, mean: consume (on the engine thread before the hand-over, or on the worker after it:
+        MaskWorker.consumes), hand-over (handed to the worker's start), fill, after the fill (the sampling's
+        enqueue on the worker), and the whole chain (the first of consume and hand-over to that)."""
+        parts = {"consume": ("consume0", "consume1"), "hand-over": ("submit", "run0"), "fill": ("fill0", "fill1"),
+                 "after fill": ("fill1", "run1"), "chain": ("start", "run1")}
         out = {}
+        for s in self.done:
+            if "consume0" in s or "submit" in s:
+                s["start"] = min(s.get("consume0", float("inf")), s.get("submit", float("inf")))
         for name, (a, b) in parts.items():
             v = [1e3 * (s[b] - s[a]) for s in self.done if a in s and b in s]
             out[name] = sum(v) / len(v) if v else float("nan")
@@ -200,10 +214,40 @@ class MaskTimes:
 
 
 def mask_chain_table(rows: list[tuple[str, dict]]) -> str:
-    lines = ["| run | masks | consume (engine thread) | hand-over to the worker | fill | after the fill (sampling "
-             "enqueued, or its gate opened) | chain: consume start to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| run | masks | consume (engine thread, or worker) | hand-over to the worker | fill | after the fill "
+             "(sampling enqueued, or its gate opened) | chain: consume or hand-over to sampling enqueued |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, m in rows:
         if m and m.get("masks"):
             lines.append(f"| {name} | {m['masks']} | {m['consume']:.3f} | {m['hand-over']:.3f} | {m['fill']:.3f} | "
                          f"{m['after fill']:.3f} | {m['chain']:.3f} |")
     return "\n".join(lines) + "\n\n(ms a mask, mean, host clock; masks filled on the mask worker only)"
+
+
+class ThreadCpu:
+    """CPU time of this process's threads by name (/proc/self/task/*/schedstat, ns): what each thread costs,
+    independent of how busy the box is (wall clocks on a loaded 2-core box are not). snapshot() before and
+    after a run; per_step(a, b, steps) gives ms of CPU a step by thread name (threads of one name summed)."""
+
+    @staticmethod
+    def snapshot() -> dict[int, tuple[str, int]]:
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    ns = int(f.read().split()[0])
+            except OSError:     # (a thread that ended meanwhile)
+                continue
+            name = names.get(int(tid)) or f"other ({comm})"
+            out[int(tid)] = ("main (event loop)" if int(tid) == os.getpid() else name, ns)
+        return out
+
+    @staticmethod
+    def per_step(before: dict, after: dict, steps: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for tid, (name, ns) in after.items():
+            got = ns - before.get(tid, (name, 0))[1]
+            out[name] = out.get(name, 0.0) + got / 1e6 / max(steps, 1)
+        return out

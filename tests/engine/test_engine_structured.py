@@ -311,11 +311,14 @@ class _StreamedNumpy:
         return logits.rows
 
 
+@pytest.mark.parametrize("early", ["0", "1"])
 async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engine, numpy_backend, chat_prompt,
-                                                                 compiler, monkeypatch):
+                                                                 compiler, monkeypatch, early):
     """Each constrained step's sampling is enqueued at its launch behind a gate (kernels/cuda/mask_gate.py):
     the stream waits until the mask worker has written the bits into page-locked memory and opened it;
-    every token id, greedy and seeded, with an unconstrained row beside them, is the classic loop's."""
+    every token id, greedy and seeded, with an unconstrained row beside them, is the classic loop's. So
+    too where each mask is handed to the worker at its launch and the worker waits for the step before's
+    ids itself (AOTX_MASK_EARLY=1)."""
     import ctypes
     import importlib
     import sys
@@ -323,6 +326,7 @@ async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engin
 
     from ops.bench.structured_host import HostPinned, SimStream, SimWord, _Event
     monkeypatch.setenv("AOTX_MASK_GATE", "1")   # the default; set against an outer AOTX_MASK_GATE=0
+    monkeypatch.setenv("AOTX_MASK_EARLY", early)
     prompt, params = chat_prompt(QUESTION), _worker_params(compiler)
     classic = await _classic_ids(make_real_engine, prompt, params)
     threads = _mask_threads(monkeypatch)
@@ -350,6 +354,7 @@ async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engin
         launcher = module.CudaStepLauncher(_StreamedNumpy(numpy_backend, memory, stream))
         assert launcher.gate is not None
         engine = make_real_engine(backend=launcher.backend, launcher=launcher)
+        assert engine.runner.masks.early is (early == "1")
         assert await _token_ids(engine, prompt, params) == classic
         assert threads == {"aotx-mask-fill"} and launcher.backend.gated > 10
         assert launcher.gate.issued == launcher.backend.gated

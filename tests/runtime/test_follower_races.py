@@ -63,8 +63,8 @@ class ClosableRecorder(GatedRecorder):
         super().__init__()
         self.subs: list = []
 
-    async def subscribe(self, from_seq: int = 1, subject: str | None = None):
-        sub = await super().subscribe(from_seq, subject)
+    async def subscribe(self, from_seq: int = 1, subject: str | None = None, *, headers: bool = True):
+        sub = await super().subscribe(from_seq, subject, headers=headers)
         self.subs.append(sub)
         return sub
 

@@ -19,9 +19,30 @@ def test_the_environment_sets_the_pool(monkeypatch):
     assert batch.threads() == 12
 
 
-def test_one_lexer_by_default(monkeypatch):
+@pytest.mark.parametrize("cpus, want", [(2, 1), (16, 2), (32, 4)])
+def test_a_lexer_per_pool_thread_by_default(monkeypatch, cpus, want):
     monkeypatch.delenv("AOTX_MASK_LEXERS", raising=False)
-    assert batch.lexers() == 1
+    monkeypatch.delenv("AOTX_MASK_THREADS", raising=False)
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: cpus)
+    assert batch.lexers() == want
+    monkeypatch.setenv("AOTX_MASK_THREADS", "3")
+    assert batch.lexers() == 3
+    monkeypatch.setenv("AOTX_MASK_LEXERS", "5")
+    assert batch.lexers() == 5
+
+
+def test_the_compiler_builds_every_prototype_and_start_builds_none(monkeypatch, compiler):
+    """The lexers' prototypes are built where the constraint is compiled (off the event loop), never by
+    ``start`` (called on the event loop when a request is submitted)."""
+    monkeypatch.setenv("AOTX_MASK_LEXERS", "3")
+    constraint = compiler.json_schema({"type": "object", "properties": {"lexers": {"type": "integer"}}})
+    assert constraint.prototypes == 3
+    protos = list(constraint._proto)
+    rows = [constraint.start() for _ in range(7)]
+    assert constraint._proto == protos and sorted({m.group for m in rows}) == [0, 1, 2]
+    monkeypatch.setenv("AOTX_MASK_LEXERS", "4")      # a later setting: start still builds none
+    constraint.start()
+    assert constraint._proto == protos
 
 
 def test_rows_over_several_lexers_fill_the_same_masks(monkeypatch, compiler):
@@ -39,6 +60,7 @@ def test_rows_over_several_lexers_fill_the_same_masks(monkeypatch, compiler):
         constraint = compiler.json_schema(schema)
         constraint._proto.clear()          # (cached by digest: start again from no prototype)
         constraint._starts[0] = 0
+        constraint.prepare()
         rows = [constraint.start() for _ in range(4)]
         assert [m.group for m in rows] == [j % lexers for j in range(4)] and len(constraint._proto) == lexers
         bits = np.zeros((4, mask_words(constraint.vocab_size)), np.uint32)
