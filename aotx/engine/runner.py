@@ -132,24 +132,18 @@ class ModelRunner:
             finally:
                 if worker:
                     self.masks.handed(mask)
-        sample, k = plan.sample, plan.head
-        if plan.head_sampled:   # every head row samples (sample[:k] are the head's rows): one pass
-            for i, (_, seq) in enumerate(sample[:k] if len(sample) > k else sample):
-                seq.num_computed += 1
-                seq.pending += 1
-                seq.pending_row = i
-            for s in scheduled[k:]:
-                s.seq.num_computed += s.num_tokens
-            for i in range(k, len(sample)):
-                seq = sample[i][1]
-                seq.pending += 1
-                seq.pending_row = i
-        else:
-            for s in scheduled:
-                s.seq.num_computed += s.num_tokens
-            for i, (_, seq) in enumerate(sample):
-                seq.pending += 1
-                seq.pending_row = i
+        sample = plan.sample
+        head = plan.head if plan.head_sampled else 0    # sample[:head] are the head's rows: one pass for them
+        for i, (_, seq) in enumerate(sample[:head]):
+            seq.num_computed += 1
+            seq.pending += 1
+            seq.pending_row = i
+        for s in scheduled[head:]:
+            s.seq.num_computed += s.num_tokens
+        for i in range(head, len(sample)):
+            seq = sample[i][1]
+            seq.pending += 1
+            seq.pending_row = i
         if launched is not None:
             self._unread = plan
         return InFlight(scheduled, plan, launched, results)
