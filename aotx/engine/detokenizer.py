@@ -32,21 +32,25 @@ class Detokenizer:
         # token id -> its text when its bytes are whole UTF-8, else None (shared by an engine's requests);
         # with nothing held in the decoder such a token's text is exactly what the decoder would release
         self._texts = texts if texts is not None else {}
-        self._clean = True    # the decoder holds no partial character
+        self.clean = True     # the decoder holds no partial character
         self._stops = tuple(s for s in stop if s)
         self._stop_ids = frozenset(stop_token_ids)
         self._silent = silent_ids     # tokens that neither end the output nor add text (EOS under ignore_eos)
+        # the engine's short path (aotx.engine.step_output): with no stop string, a token not in `special`
+        # whose text is cached as whole while `clean` is released as it is (appended to `parts`), as `plain` would
+        self.quick = not self._stops
+        self.special = self._stop_ids | frozenset(silent_ids)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""       # decoded text not yet released (possible stop prefix)
-        self._parts: list[str] = []   # everything released so far (joined on demand: `text`)
+        self.parts: list[str] = []    # everything released so far (joined on demand: `text`)
         self.done = False
 
     @property
     def text(self) -> str:
         """Everything released so far."""
-        if len(self._parts) > 1:
-            self._parts[:] = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
 
     def add(self, token_id: int) -> DetokStep:
         """Feed one sampled token. After a finishing step, further calls raise."""
@@ -57,10 +61,10 @@ class Detokenizer:
         if token_id in self._silent:
             return DetokStep("")
         piece = self._decoder.decode(self._tok.token_bytes(token_id), final=False)
-        self._clean = not self._decoder.getstate()[0]
+        self.clean = not self._decoder.getstate()[0]
         if not self._stops:           # the common case: nothing to hold back
             if piece:
-                self._parts.append(piece)
+                self.parts.append(piece)
             return DetokStep(piece)
         self._held += piece
         hit = self._find_stop(self._held)
@@ -70,7 +74,7 @@ class Detokenizer:
         keep = self._stop_prefix_len(self._held)
         out, self._held = self._held[: len(self._held) - keep], self._held[len(self._held) - keep:]
         if out:
-            self._parts.append(out)
+            self.parts.append(out)
         return DetokStep(out)
 
     def plain(self, token_id: int) -> str | None:
@@ -79,18 +83,18 @@ class Detokenizer:
         nothing done: call ``add``."""
         if self._stops or self.done or token_id in self._stop_ids or token_id in self._silent:
             return None
-        if self._clean:
+        if self.clean:
             piece = self._texts.get(token_id, False)
             if piece is False:
                 piece = self._texts[token_id] = _whole_text(self._tok.token_bytes(token_id))
             if piece is not None:
                 if piece:
-                    self._parts.append(piece)
+                    self.parts.append(piece)
                 return piece
         piece = self._decoder.decode(self._tok.token_bytes(token_id), False)
-        self._clean = not self._decoder.getstate()[0]
+        self.clean = not self._decoder.getstate()[0]
         if piece:
-            self._parts.append(piece)
+            self.parts.append(piece)
         return piece
 
     def flush(self) -> DetokStep:
@@ -107,7 +111,7 @@ class Detokenizer:
     def _finish(self, text: str, reason: str | None, stop: str | None) -> DetokStep:
         self._held = ""
         if text:
-            self._parts.append(text)
+            self.parts.append(text)
         self.done = True
         return DetokStep(text, reason, stop)
 

@@ -255,6 +255,7 @@ class Engine(StepOutput):
         except Exception as exc:  # a failing backend must not take the engine down
             self._step_failed(out.scheduled, exc)
             return None
+        self.scheduler.launched()
         self._stats.step(out.num_decode, out.num_prefill_tokens)
         return step
 

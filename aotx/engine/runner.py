@@ -19,8 +19,13 @@ from aotx.engine.launch import InlineLauncher, Launched, Launcher
 from aotx.engine.mask_procs import mask_worker
 from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
-from aotx.engine.sequence import Sequence
+from aotx.engine.sequence import Sequence, SequenceStatus
+from aotx.engine.slots import SlotTables
+from aotx.engine.step_rows import Head, Tail, cat
 from aotx.engine.types import TokenLogprob, TopLogprob
+
+
+FINISHED = SequenceStatus.FINISHED
 
 
 class Backend(Protocol):
@@ -49,6 +54,8 @@ class _Plan:
     prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
     pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
     logprobs: bool = False                              # a sampled row wants its token's logprobs
+    head: int = 0                                       # the leading one-token rows (no prompt logprobs)
+    head_sampled: bool = False                          # each of them samples (sample[:head] are they)
 
 
 @dataclass
@@ -73,10 +80,12 @@ class ModelRunner:
         self.tokenizer = tokenizer
         self.launcher = launcher or InlineLauncher(backend)
         self.masks = mask_worker(tokenizer) # constrained steps' masks, computed while the step runs
-        # seq_id -> (int32 pages, how many are valid, the view of those, the last page): block tables only
-        # grow, so a step copies an array instead of converting a page list (no host work proportional
-        # to the context), and an unchanged table costs a lookup
-        self._tables: dict[int, tuple[np.ndarray, int, np.ndarray, int]] = {}
+        # each sequence's block table as a row of one array, kept up to date in place (block tables only
+        # grow): a step gathers rows, no host work proportional to the context (aotx.engine.slots)
+        self._slots = SlotTables()
+        self._last: tuple | None = None     # the last build's leading rows (_steady_prefix)
+        self._unread: _Plan | None = None   # the last launch's plan while it is not read back
+        self._unconstrained: list[Sequence] | None = None   # the last sampled rows that needed no mask
         self._rows_cache = RowsCache()      # a steady batch's sampling constants (aotx.engine.row_sampling)
 
     def run(self, scheduled: list[ScheduledSeq]) -> dict[int, RowResult]:
@@ -94,10 +103,13 @@ class ModelRunner:
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
         self.sample_ready()
-        plan = self.build(scheduled)
+        try:
+            plan = self.build(scheduled)     # (reads _unread: the step before may feed this one's head)
+        finally:
+            self._unread = None              # until this launch succeeds
         # the rows with more than a token to report (logprobs): a plain row has no RowResult
         results: dict[int, RowResult] = {}
-        for s in scheduled:
+        for s in scheduled[plan.head:]:     # (the leading one-token rows have no prompt logprobs)
             if s.seq.num_computed == 0 and s.seq.params.prompt_logprobs is not None:
                 first = s.seq.prompt_ids[0]
                 results[s.seq.seq_id] = RowResult(prompt_logprobs=[self._token_lp(first, None, ())])
@@ -105,8 +117,13 @@ class ModelRunner:
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
-            rows = np.array([r for r, _ in plan.sample], dtype=np.int32)
-            mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
+            # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
+            rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
+                    else np.arange(len(seqs), dtype=np.int32))
+            mask = None
+            if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
+                mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
+                self._unconstrained = seqs if mask is None else None
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
             worker = self.launcher.overlaps and self.masks.take(mask)
@@ -115,11 +132,20 @@ class ModelRunner:
             finally:
                 if worker:
                     self.masks.handed(mask)
-        for s in scheduled:
-            s.seq.num_computed += s.num_tokens
-        for i, (_, seq) in enumerate(plan.sample):
+        sample = plan.sample
+        head = plan.head if plan.head_sampled else 0    # sample[:head] are the head's rows: one pass for them
+        for i, (_, seq) in enumerate(sample[:head]):
+            seq.num_computed += 1
             seq.pending += 1
             seq.pending_row = i
+        for s in scheduled[head:]:
+            s.seq.num_computed += s.num_tokens
+        for i in range(head, len(sample)):
+            seq = sample[i][1]
+            seq.pending += 1
+            seq.pending_row = i
+        if launched is not None:
+            self._unread = plan
         return InFlight(scheduled, plan, launched, results)
 
     def sample_ready(self) -> None:
@@ -134,6 +160,8 @@ class ModelRunner:
         """Wait for a launched step: its sampled ids (one array read: a list in the order of
         ``plan.sample``), and by seq_id the rows with logprobs (their RowResult's token_id unset)."""
         results, plan = step.results, step.plan
+        if plan is self._unread:
+            self._unread = None
         if step.launched is None:
             return [], results
         try:
@@ -164,106 +192,182 @@ class ModelRunner:
 
     # -- batch construction ---------------------------------------------------
     def build(self, scheduled: list[ScheduledSeq]) -> _Plan:
-        tokens: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
-        query_start = [0]
-        context_lens: list[int] = []
-        tables: list[list[int]] = []
+        """The step's flattened batch: the leading one-token rows (the decode rows: the scheduler puts
+        them first) as arrays, then the other rows (prefill chunks, prompt logprobs) one by one."""
+        head = Head()
+        k0 = self._steady_prefix(scheduled, head)
+        k = self._head_rows(scheduled, k0, head)
+        st, page = self._slots, self.blocks.page_size
+        pos, rows = head.pos, head.rows
+        head_slots = pos
+        npg = None
+        if k:
+            npg = st.npages[rows]
+            idx, off = np.divmod(pos, page)
+            late = idx >= npg
+            if k > k0 and pos[k0:].min() < 0:     # (the steady prefix's positions only grow)
+                late |= pos < 0
+            if late.any():
+                # a row whose position is past its slot's pages (a page every page_size steps) catches up
+                for i in np.flatnonzero(late).tolist():
+                    if pos[i] < 0:
+                        raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
+                    st.sync(int(rows[i]), self.blocks.block_table(scheduled[i].seq.seq_id))
+                npg = st.npages[rows]
+                bad = idx >= npg
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise IndexError(f"sequence {scheduled[i].seq.seq_id} has no page for position {int(pos[i])}")
+            head_slots = st.tables[rows, idx]     # (int32: a fresh array)
+            head_slots *= page
+            head_slots += off.astype(np.int32)
+        # the step after this one may take these rows as they are (_steady_prefix)
+        self._last = (scheduled[:k], pos, rows, head.left, head.seq_ids, head.sample,
+                      head.logprobs) if k and head.all_sampled() else None
+        tail = Tail(k, len(head.sample))
+        for s in scheduled[k:]:
+            self._tail_row(s, tail, head)
+        if tail.slots:
+            slot_of = np.concatenate([rows, np.array(tail.slots, dtype=np.int64)])
+            width = int(st.npages[slot_of].max())
+        else:
+            slot_of = rows
+            width = int(npg.max()) if k else 0
+        positions = cat(pos, tail.positions, np.int32)
+        batch = StepBatch(   # (every array a fresh one, not shared with the carried state: a launched step keeps them)
+            token_ids=cat(head.tok, tail.tokens, np.int32),
+            positions=positions,
+            query_start=(np.concatenate([np.arange(k + 1, dtype=np.int32), np.array(tail.query_start, dtype=np.int32)])
+                         if tail.query_start else np.arange(k + 1, dtype=np.int32)),
+            context_lens=cat(pos + 1, tail.context_lens, np.int32) if tail.context_lens else positions + 1,
+            block_tables=st.tables[slot_of, :width],
+            slot_mapping=cat(head_slots, tail.slot_map, np.int32),
+            logits_rows=cat(head.logits_rows, tail.logits_rows, np.int32),
+        )
+        n = batch.num_tokens
+        prev_rows = None
+        if not tail.tokens and head.placeholders:
+            prev_rows = head.prev
+        elif head.placeholders or tail.ph_token:
+            prev_rows = np.full(n, -1, dtype=np.int32)
+            if k:
+                prev_rows[:k] = head.prev
+            if tail.ph_token:
+                prev_rows[np.array(tail.ph_token, dtype=np.int64)] = tail.ph_row
+        return _Plan(batch, head.sample + tail.sample, tail.prompt, prev_rows, head.pending_token,
+                     head.logprobs or tail.logprobs, k, head.all_sampled())
+
+    def _steady_prefix(self, scheduled: list[ScheduledSeq], head: Head) -> int:
+        """The persistent batch's steady state: the step before (launched, not read yet) sampled each of
+        its leading rows, and this step schedules the same rows first, in the same order. Then each one's
+        input token is the one the step before sampled for it (row i of its ids), at the next position,
+        in the same slot: no row is looked at."""
+        last = self._last
+        if last is None or self._unread is None:
+            return 0
+        rows_before, pos, slots, left, seq_ids, sample, logprobs = last
+        # the rows expected first now: those still running with a token left to sample, in the same order
+        alive = [r.seq.status is not FINISHED for r in rows_before]
+        keep = None
+        if not all(alive):
+            keep = np.array(alive) & (left > 0)
+        elif left.min() <= 0:
+            keep = left > 0
+        prev = None
+        if keep is not None:
+            prev = np.flatnonzero(keep)
+            rows_before = [rows_before[i] for i in prev]
+            pos, slots, left = pos[prev], slots[prev], left[prev]
+            seq_ids = [seq_ids[i] for i in prev]
+            sample = [(j, r.seq) for j, r in enumerate(rows_before)]
+        k = len(rows_before)
+        if not k or scheduled[:k] != rows_before:
+            return 0
+        head.fast(k, pos + 1, slots, left - 1, seq_ids, sample, logprobs, prev)
+        return k
+
+    def _head_rows(self, scheduled: list[ScheduledSeq], k0: int, head: Head) -> int:
+        """The one-token rows after the steady prefix, one short loop each; returns the head's length."""
+        st = self._slots
+        owner, n_owner = st.owner, len(st.owner)
+        tokens, positions, slot_of, prev, left, seq_ids = [], [], [], [], [], []
+        sample, pending_token = head.sample, head.pending_token
         logits_rows: list[int] = []
-        sample: list[tuple[int, Sequence]] = []
-        prompt: list[tuple[int, Sequence, int]] = []
-        ph_token: list[int] = []      # placeholders: their token index, and the previous step's row
-        ph_row: list[int] = []
-        pending_token: dict[int, int] = {}
-        logprobs = False
-        page = self.blocks.page_size
-        block_table, table_of = self.blocks.block_table, self._table
-        for s in scheduled:
-            seq, n = s.seq, s.num_tokens
-            start, plen, outs, pend, params = (seq.num_computed, len(seq.prompt_ids), seq.output_ids, seq.pending,
-                                               seq.params)
-            offset = len(tokens)
-            known = plen + len(outs)
-            pages = block_table(seq.seq_id)
-            if n == 1:    # a decode row (or a one-token chunk): no per-token lists, no method calls
-                if start >= known:   # its last token was sampled by the step in flight: the device has it
-                    pending_token[seq.seq_id] = offset
-                    ph_token.append(offset)
-                    ph_row.append(seq.pending_row)
-                    tokens.append(-1)
-                else:
-                    tokens.append(seq.prompt_ids[start] if start < plen else outs[start - plen])
-                positions.append(start)
-                if start < 0:
-                    raise IndexError(f"sequence {seq.seq_id} has no page for position {start}")
-                slots.append(pages[start // page] * page + start % page)
-            else:
-                if start + n > known:   # the last token was sampled by the step in flight: the device has it
-                    tokens.extend(_token_slice(seq, start, known))
-                    pending_token[seq.seq_id] = len(tokens)
-                    ph_token.append(len(tokens))
-                    ph_row.append(seq.pending_row)
-                    tokens.append(-1)
-                else:
-                    tokens.extend(_token_slice(seq, start, start + n))
-                positions.extend(range(start, start + n))
-                slots.extend(self.blocks.slot_mapping(seq.seq_id, start, start + n))
-            query_start.append(len(tokens))
-            context_lens.append(start + n)
-            tables.append(table_of(seq.seq_id, pages))
+        logprobs, k = False, k0
+        for s in scheduled[k0:]:
+            if s.num_tokens != 1:
+                break
+            seq = s.seq
+            params = seq.params
             if params.prompt_logprobs is not None:
-                # logits at position p score prompt token p + 1
-                for p in range(start, min(start + n, plen - 1)):
-                    prompt.append((len(logits_rows), seq, seq.prompt_ids[p + 1]))
-                    logits_rows.append(offset + p - start)
-            # seq.wants_sample_after(n), inlined
-            if start + n == known + pend and len(outs) + pend < params.max_tokens:
-                sample.append((len(logits_rows), seq))
-                logits_rows.append(offset + n - 1)
+                break
+            start, outs, plen = seq.num_computed, seq.output_ids, len(seq.prompt_ids)
+            known = plen + len(outs)
+            if start >= known:   # its last token was sampled by the step in flight: the device has it
+                pending_token[seq.seq_id] = k
+                prev.append(seq.pending_row)
+                tokens.append(-1)
+            else:
+                prev.append(-1)
+                tokens.append(seq.prompt_ids[start] if start < plen else outs[start - plen])
+            positions.append(start)
+            slot = seq.slot
+            if not (0 <= slot < n_owner and owner[slot] is seq):
+                slot = st.slot(seq)
+                owner, n_owner = st.owner, len(st.owner)
+            slot_of.append(slot)
+            pend = seq.pending
+            if start + 1 == known + pend and len(outs) + pend < params.max_tokens:   # wants_sample_after(1)
+                sample.append((k0 + len(logits_rows), seq))
+                logits_rows.append(k)
+                left.append(params.max_tokens - len(outs) - pend - 1)
+                seq_ids.append(seq.seq_id)
                 if params.logprobs is not None:
                     logprobs = True
-        lens = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
-        width = int(lens.max()) if len(tables) else 0
-        block_tables = np.full((len(tables), width), -1, dtype=np.int32)
-        if len(tables):   # one masked write of every row's pages (row-major: each row's in order)
-            block_tables[np.arange(width) < lens[:, None]] = np.concatenate(tables)
-        if len(self._tables) > 2 * len(scheduled) + 64:   # forget sequences that ended
-            live = {s.seq.seq_id for s in scheduled}
-            self._tables = {k: v for k, v in self._tables.items() if k in live}
-        batch = StepBatch(
-            token_ids=np.array(tokens, dtype=np.int32),
-            positions=np.array(positions, dtype=np.int32),
-            query_start=np.array(query_start, dtype=np.int32),
-            context_lens=np.array(context_lens, dtype=np.int32),
-            block_tables=block_tables,
-            slot_mapping=np.array(slots, dtype=np.int32),
-            logits_rows=np.array(logits_rows, dtype=np.int32),
-        )
-        prev_rows = None
-        if ph_token:
-            prev_rows = np.full(len(tokens), -1, dtype=np.int32)
-            prev_rows[np.array(ph_token, dtype=np.int64)] = ph_row
-        return _Plan(batch, sample, prompt, prev_rows, pending_token, logprobs)
+            k += 1
+        if k > k0:
+            head.more(tokens, positions, slot_of, prev, logits_rows, logprobs, left, seq_ids)
+        return k
 
-    def _table(self, seq_id: int, pages: list[int]) -> np.ndarray:
-        """`pages`: the block manager's table of `seq_id`."""
-        cached = self._tables.get(seq_id)
-        if cached is not None:   # unchanged since the last step (the common case): its view again
-            arr, n, view, last = cached
-            if n == len(pages) and n and last == pages[n - 1]:
-                return view
-        arr, n = (None, 0) if cached is None else cached[:2]
-        if arr is None or n > len(pages) or (n and arr[n - 1] != pages[n - 1]):
-            arr, n = np.empty(max(16, 2 * len(pages)), dtype=np.int32), 0   # new (or not the one cached)
-        if len(pages) > n:
-            if len(pages) > len(arr):
-                arr = np.concatenate([arr[:n], np.empty(len(pages), dtype=np.int32)])
-            arr[n:len(pages)] = pages[n:]
-            n = len(pages)
-        view = arr[:n]
-        self._tables[seq_id] = (arr, n, view, int(arr[n - 1]) if n else -1)
-        return view
+    def _tail_row(self, s: ScheduledSeq, tail: Tail, head: Head) -> None:
+        """A row of several tokens (a prefill chunk) or one with prompt logprobs."""
+        seq, n = s.seq, s.num_tokens
+        start, plen, outs, pend, params = (seq.num_computed, len(seq.prompt_ids), seq.output_ids, seq.pending,
+                                           seq.params)
+        tokens = tail.tokens
+        offset = tail.base + len(tokens)
+        known = plen + len(outs)
+        if start < 0:
+            raise IndexError(f"sequence {seq.seq_id} has no page for position {start}")
+        if start + n > known:   # the last token was sampled by the step in flight: the device has it
+            tokens.extend(_token_slice(seq, start, known))
+            head.pending_token[seq.seq_id] = tail.base + len(tokens)
+            tail.ph_token.append(tail.base + len(tokens))
+            tail.ph_row.append(seq.pending_row)
+            tokens.append(-1)
+        else:
+            tokens.extend(_token_slice(seq, start, start + n))
+        st, page = self._slots, self.blocks.page_size
+        slot = st.slot(seq)
+        st.sync(slot, self.blocks.block_table(seq.seq_id))
+        if (start + n - 1) // page >= st.npages[slot]:
+            raise IndexError(f"sequence {seq.seq_id} has no page for position {start + n - 1}")
+        p = np.arange(start, start + n, dtype=np.int64)
+        tail.slot_map.append(st.tables[slot, p // page] * page + p % page)
+        tail.positions.append(p)
+        tail.slots.append(slot)
+        tail.query_start.append(tail.base + len(tokens))
+        tail.context_lens.append(start + n)
+        if params.prompt_logprobs is not None:
+            # logits at position p score prompt token p + 1
+            for q in range(start, min(start + n, plen - 1)):
+                tail.prompt.append((tail.rows_base + len(tail.logits_rows), seq, seq.prompt_ids[q + 1]))
+                tail.logits_rows.append(offset + q - start)
+        if start + n == known + pend and len(outs) + pend < params.max_tokens:   # wants_sample_after(n)
+            tail.sample.append((tail.rows_base + len(tail.logits_rows), seq))
+            tail.logits_rows.append(offset + n - 1)
+            if params.logprobs is not None:
+                tail.logprobs = True
 
     # -- sampling and logprobs ------------------------------------------------
     def _logprobs(self, logits: np.ndarray, chosen: np.ndarray, ks: list[int]) -> list[TokenLogprob]:

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from aotx.engine.block_manager import BlockManager
+from aotx.engine.decode_prefix import DecodePrefix
 from aotx.engine.sequence import Sequence, SequenceStatus
 
 
@@ -41,14 +42,18 @@ class ScheduledSeq:
 class SchedulerOutput:
     scheduled: list[ScheduledSeq] = field(default_factory=list)
     cancelled: list[Sequence] = field(default_factory=list)   # freed this step
+    decodes: int | None = None      # the leading decode rows of `scheduled`, where schedule() counted them
 
     @property
     def num_decode(self) -> int:
+        if self.decodes is not None:
+            return self.decodes
         return sum(1 for s in self.scheduled if s.is_decode)
 
     @property
     def num_prefill_tokens(self) -> int:
-        return sum(s.num_tokens for s in self.scheduled if not s.is_decode)
+        rest = self.scheduled[self.decodes:] if self.decodes is not None else self.scheduled
+        return sum(s.num_tokens for s in rest if not s.is_decode)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class Scheduler:
         self.claims: dict[int, Claim] = {}
         self.hold: Hold | None = None
         self._cancel: set[int] = set()
+        self.prefix = DecodePrefix()     # the leading decode rows, carried between steps
         self._claim_ids = itertools.count(1)
 
     # -- bookkeeping -------------------------------------------------------
@@ -149,6 +155,11 @@ class Scheduler:
     def clear_hold(self) -> None:
         self.hold = None
 
+    def launched(self) -> None:
+        """The step of the last schedule() was launched: its decode rows each computed and sampled one
+        more token, so the next schedule may carry them on as arrays (aotx.engine.decode_prefix)."""
+        self.prefix.armed = True
+
     def cancel(self, seq_id: int) -> None:
         """Mark for removal; the next schedule() frees it and reports it."""
         self._cancel.add(seq_id)
@@ -168,26 +179,65 @@ class Scheduler:
         out = SchedulerOutput()
         self._drop_cancelled(out)
         budget = self.prefill_token_budget
-        # 1. every running sequence: decodes always, prefills in arrival order
+        # 1. every running sequence: decodes always (first: the runner's short path takes the leading
+        #    one-token rows), then prefills in arrival order
         scheduled, blocks, page = out.scheduled, self.blocks, self.blocks.page_size
-        for seq in self.running:
+        chunks: list[ScheduledSeq] = []
+        # the leading decode rows as the last schedule left them (aotx.engine.decode_prefix), then the rest
+        m = self.prefix.take(self.running, blocks, scheduled)
+        new_seqs, new_rows, new_computed, new_left = [], [], [], []
+        extending = True     # the rows looked at still continue the prefix
+        for seq in self.running[m:] if m else self.running:
             computed, plen = seq.num_computed, len(seq.prompt_ids)
             if computed >= plen:     # decoding: seq.tokens_to_compute and _place, inlined
                 sampled = len(seq.output_ids) + seq.pending
                 need = plen + sampled - computed
                 if need <= 0 or sampled >= seq.params.max_tokens:
+                    if extending and need == 1:    # (waits for its last token's read-back: stays as it is)
+                        row = seq.decode_row
+                        if row is None:
+                            row = seq.decode_row = ScheduledSeq(seq, 1, True)
+                        new_seqs.append(seq)
+                        new_rows.append(row)
+                        new_computed.append(computed)
+                        new_left.append(0)
+                    else:
+                        extending = False
                     continue
+                if need == 1:
+                    # a new page only where the position starts one (the ones before it hold K/V already)
+                    if computed % page == 0 and len(blocks.block_table(seq.seq_id)) * page <= computed:
+                        blocks.ensure_capacity(seq.seq_id, computed + 1)
+                    row = seq.decode_row
+                    if row is None:
+                        row = seq.decode_row = ScheduledSeq(seq, 1, True)
+                    scheduled.append(row)
+                    if extending:
+                        new_seqs.append(seq)
+                        new_rows.append(row)
+                        new_computed.append(computed + 1)
+                        new_left.append(seq.params.max_tokens - sampled - 1)
+                    continue
+                extending = False
                 if len(blocks.block_table(seq.seq_id)) * page < computed + need:
                     blocks.ensure_capacity(seq.seq_id, computed + need)
                 scheduled.append(ScheduledSeq(seq, need, True))
                 continue
+            extending = False
             need = seq.tokens_to_compute
             if need <= 0:
                 continue
             if budget > 0:
                 n = _chunk(seq, budget)
                 budget -= n
-                out.scheduled.append(self._place(seq, n, is_decode=False))
+                chunks.append(self._place(seq, n, is_decode=False))
+        if not m:
+            self.prefix.clear()
+        self.prefix.extend(new_seqs, new_rows, new_computed, new_left)
+        out.decodes = len(scheduled)
+        scheduled.extend(chunks)
+        if not self.waiting:
+            return out
         # 2. admit in line order while slots, tokens and pages last (beside the claims, and for what
         #    arrived after a claimant on hold, beside its pages too); a sequence that does not fit
         #    leaves the free pages to those behind it that do, until it was passed over HEAD_SKIPS

@@ -53,6 +53,10 @@ class Sequence:
     matcher: Any = None
     # penalties / logit_bias entries (aotx.engine.row_sampling.RowEntries): made on first use
     entries: Any = None
+    # its row of the runner's persistent block tables (aotx.engine.slots), -1 before its first step
+    slot: int = -1
+    # its decode row (aotx.engine.scheduler.ScheduledSeq(self, 1, True)), made once and scheduled every step
+    decode_row: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

@@ -2,8 +2,9 @@
 and a step's deltas handed to each caller's event loop at once (the engine's step thread only).
 
 A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
-no RowResult, ``Detokenizer.plain``, a delta made by ``plain_delta``, the step's latencies handed to the stats
-once (host work per row-step: docs/PERFORMANCE.md, issue 12, session 9).
+no RowResult, ``Detokenizer.plain``'s common case inline, a delta made as ``types.plain_delta`` makes it,
+the step's latencies handed to the stats once (host work per row-step: docs/PERFORMANCE.md, issue 12,
+sessions 9 and 11).
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from aotx.engine.types import Delta, plain_delta
 
 log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
 FINISHED = SequenceStatus.FINISHED
+# a plain token's Delta fields (aotx.engine.types.plain_delta) before its text, id and counts are set
+_PLAIN = dict(vars(plain_delta("", 0, 0, 0, None)))
 
 
 class StepOutput:
@@ -35,26 +38,27 @@ class StepOutput:
     scheduler: Scheduler
 
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
-        """Every row of a read step, in the step's order; a plain decode token (no logprobs, no
-        refusal by its constraint, no stop string or stop/silent id, not the last) takes the short path: one Delta,
-        no RowResult, the latency figures handed to the stats once per step."""
+        """Every row of a read step; a plain decode token (no logprobs, no refusal by its constraint, no
+        stop string or stop/silent id, not the last) takes the short path: its text from the engine's cache
+        of whole tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
         now = time.monotonic()
-        sample, j, n_sampled = step.plan.sample, 0, len(tids)
+        sample = step.plan.sample
+        if len(sample) != len(step.scheduled):   # rows that sampled nothing (prefill chunks): prompt logprobs
+            sampled = {id(q) for _, q in sample}
+            for s in step.scheduled:
+                seq = s.seq
+                if id(seq) not in sampled and seq.status is not FINISHED:
+                    self._postprocess(seq, (results.get(seq.seq_id) if results else None) or RowResult(), None, now)
         ttfts: list[float] = []
         itls: list[float] = []
-        handles, outbox = self._handles, self._outbox
-        for s in step.scheduled:
-            seq = s.seq
-            tid = None
-            if j < n_sampled and sample[j][1] is seq:
-                tid = tids[j]
-                j += 1
+        handles, outbox, texts = self._handles, self._outbox, self._token_texts
+        new, plain = object.__new__, _PLAIN
+        for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
-            res = results.get(seq.seq_id) if results else None
             m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
-            if res is not None or tid is None or (m is not None and not m.sync(len(seq.output_ids), tid)):
-                self._postprocess(seq, res or RowResult(), tid, now)
+            if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
+                self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids
             if seq.first_token_time is None:
@@ -66,15 +70,32 @@ class StepOutput:
                 first = False
             seq.last_token_time = now
             outs.append(tid)
-            text = seq.detokenizer.plain(tid)
-            if text is None or len(outs) >= seq.params.max_tokens or (
-                    seq.params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
+            det = seq.detokenizer
+            text = None
+            if det.quick and tid not in det.special:   # (Detokenizer.plain, its common case inlined)
+                if det.clean:
+                    text = texts.get(tid)
+                if text is None:
+                    text = det.plain(tid)
+                elif text:
+                    det.parts.append(text)
+            params = seq.params
+            if text is None or len(outs) >= params.max_tokens or (
+                    params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
                 self._finish_token(seq, tid, None, first, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:
-                outbox.append((handle, plain_delta(text, tid, len(seq.prompt_ids), len(outs),
-                                                   seq.queued_s if first else None)))
+            if handle is not None:   # plain_delta(...), inlined: the template's fields, then four or five set
+                d = new(Delta)
+                fields = d.__dict__
+                fields.update(plain)
+                fields["text"] = text
+                fields["token_ids"] = (tid,)
+                fields["prompt_tokens"] = len(seq.prompt_ids)
+                fields["completion_tokens"] = len(outs)
+                if first:
+                    fields["queued_s"] = seq.queued_s
+                outbox.append((handle, d))
         self._stats.tokens(ttfts, itls)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:

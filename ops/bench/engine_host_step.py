@@ -6,12 +6,13 @@ next tokens of an English text, no compute. The one-step-behind loop runs the sl
 device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
-                                         [--loop behind|classic] [--profile] [--callgrind] [--isolated]
+                                         [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
 of a step; `--profile`: the engine thread's CPU per row-step by stage (cProfile on the thread's CPU
-clock, which inflates every figure: read the split, not the sum); `--callgrind`: run under
+clock, which inflates every figure: read the split, not the sum); `--split`: the same stages timed by the
+engine thread's CPU clock around each method, no profiler (µs per row-step in place); `--callgrind`: run under
 `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes` and count instructions only over the
 measured phase (callgrind_control -i on/off): per step and per token, all threads and the engine thread
 alone (the busiest thread after the main one), stable where this box's timings swing 2x with load;
@@ -55,7 +56,47 @@ def _callgrind(on: bool) -> None:
                        check=True, stdout=subprocess.DEVNULL)
 
 
-async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool) -> dict:
+# --split: the engine thread's CPU clock read around each of these methods (no profiler; launch's own
+# figure is without the build inside it). Either tree's names (before session 11: no split of launch).
+SPLIT = [
+    ("schedule", "aotx.engine.scheduler", "Scheduler", "schedule"),
+    ("build batch", "aotx.engine.runner", "ModelRunner", "build"),
+    ("launch (rest: sampling rows, launcher, bookkeeping)", "aotx.engine.runner", "ModelRunner", "launch"),
+    ("read back", "aotx.engine.runner", "ModelRunner", "complete"),
+    ("postprocess (detok, stops, stats, deltas)", "aotx.engine.step_output", "StepOutput", "_postprocess_step"),
+    ("hand-over to the loop (flush)", "aotx.engine.step_output", "StepOutput", "_flush"),
+    ("gauges", "aotx.engine.engine", "Engine", "_sync_gauges"),
+]
+
+
+def _split_clocks(engine) -> dict[str, float]:
+    """Wrap the SPLIT methods of `engine`'s parts (instance attributes) with the thread's CPU clock; the
+    totals (seconds) accumulate in the returned dict while `on` is set in it."""
+    import importlib
+
+    sums: dict[str, float] = {name: 0.0 for name, *_ in SPLIT}
+    sums["on"] = 0.0
+    owners = {"Scheduler": engine.scheduler, "ModelRunner": engine.runner, "StepOutput": engine, "Engine": engine}
+    for name, module, cls, meth in SPLIT:
+        importlib.import_module(module)
+        obj = owners[cls]
+        inner = getattr(obj, meth)
+        nested = name.startswith("launch")
+
+        def wrapped(*a, _inner=inner, _name=name, _nested=nested, **k):
+            t0 = time.thread_time()
+            b0 = sums["build batch"]
+            try:
+                return _inner(*a, **k)
+            finally:
+                if sums["on"]:
+                    sums[_name] += time.thread_time() - t0 - ((sums["build batch"] - b0) if _nested else 0.0)
+        setattr(obj, meth, wrapped)
+    return sums
+
+
+async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool,
+              split: bool = False) -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
     from aotx.engine.launch import make_launcher
     from ops.bench.paced_serve import PacedBackend
@@ -75,6 +116,7 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
             finally:
                 prof.disable()
         engine._loop = profiled
+    sums = _split_clocks(engine) if split else None
     engine.start()
     tok = bundle.tokenizer
 
@@ -95,7 +137,11 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         main0, eng0 = time.thread_time(), _thread_cpu(engine._thread)
         t0 = time.perf_counter()
         _callgrind(True)
+        if sums is not None:
+            sums["on"] = 1.0
         await asyncio.gather(*(one(i, max_tokens, counts) for i in range(streams)))
+        if sums is not None:
+            sums["on"] = 0.0
         _callgrind(False)
         wall = time.perf_counter() - t0
         eng1, main1 = _thread_cpu(engine._thread), time.thread_time()
@@ -108,6 +154,8 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
            "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0]}
     if prof is not None:
         out["stages"] = _stages(prof)
+    if sums is not None:
+        out["split"] = [(name, sums[name]) for name, *_ in SPLIT]
     return out
 
 
@@ -136,6 +184,8 @@ def report(r: dict, profile: bool) -> str:
              f"in {r['wall_s']:.2f} s = {r['tokens'] / r['wall_s']:,.0f} tok/s; engine thread CPU "
              f"{r['engine_cpu_s'] * 1e6 / steps:,.0f} µs/step = {r['engine_cpu_s'] * 1e6 / rows:.1f} µs/row-step; "
              f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.1f} µs/row-step; load {r['load']}"]
+    for name, s in r.get("split", []):
+        lines.append(f"      {name:<52} {s * 1e6 / steps:>7,.0f} µs/step {s * 1e6 / rows:>6.2f} µs/row-step")
     if profile:
         for name, s in r["stages"]:
             lines.append(f"      {name:<36} {s * 1e6 / steps:>9,.0f} µs/step {s * 1e6 / rows:>7.2f} µs/row-step")
@@ -190,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-ms", type=float, default=2.6)
     ap.add_argument("--loop", choices=("behind", "classic"), default="behind")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--split", action="store_true",
+                    help="the engine thread's CPU clock around each stage (no profiler): µs per row-step")
     ap.add_argument("--isolated", action="store_true",
                     help="time schedule, build and sampling_rows alone over a steady batch, no engine")
     ap.add_argument("--callgrind", action="store_true",
@@ -206,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             print(isolated(bundle, n), flush=True)
         return 0
     for n in levels:
-        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile))
+        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split))
         print(report(r, args.profile), flush=True)
     return 0
 

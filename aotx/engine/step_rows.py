@@ -1,0 +1,86 @@
+"""The parts of one step's batch as the runner builds it (aotx.engine.runner.ModelRunner.build): the head
+(the leading one-token rows, the decode rows, as arrays) and the tail (prefill chunks and rows with prompt
+logprobs, row by row), joined into a StepBatch by `cat`."""
+from __future__ import annotations
+
+import numpy as np
+
+_I64 = np.empty(0, dtype=np.int64)
+_I32 = np.empty(0, dtype=np.int32)
+
+
+class Head:
+    """The leading one-token rows: token (-1: a placeholder), position, slot and previous-step row (-1:
+    none) of each; the sampled ones (logits row, seq), and seq_id -> token index of each placeholder."""
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.tok, self.pos, self.rows, self.prev, self.logits_rows = _I32, _I64, _I64, _I32, _I32
+        self.left = _I64      # each sampled row's tokens left to sample after this step (all sampled: each row's)
+        self.seq_ids: list[int] = []    # each sampled row's seq_id
+        self.sample: list = []
+        self.pending_token: dict[int, int] = {}
+        self.logprobs = False
+        self.placeholders = False
+
+    def fast(self, k: int, pos: np.ndarray, rows: np.ndarray, left: np.ndarray, seq_ids: list[int], sample: list,
+             logprobs: bool, prev: np.ndarray | None) -> None:
+        """The steady prefix: k rows, each sampled by the step before (as its row prev[i], or i), fed from it."""
+        self.k = k
+        self.tok = np.full(k, -1, dtype=np.int32)
+        self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
+        self.logits_rows = np.arange(k, dtype=np.int32)
+        self.prev = np.arange(k, dtype=np.int32) if prev is None else prev.astype(np.int32)   # (its own array)
+        self.sample = list(sample)
+        self.pending_token = dict(zip(seq_ids, range(k)))
+        self.logprobs = logprobs
+        self.placeholders = k > 0
+
+    def more(self, tokens: list[int], positions: list[int], slots: list[int], prev: list[int],
+             logits_rows: list[int], logprobs: bool, left: list[int], seq_ids: list[int]) -> None:
+        """Rows after the prefix, looked at one by one (`left`, `seq_ids`: each sampled one's tokens left to
+        sample after this step, and its seq_id)."""
+        self.k += len(tokens)
+        self.seq_ids = self.seq_ids + seq_ids
+        self.left = np.concatenate([self.left, np.array(left, dtype=np.int64)])
+        prev_a = np.array(prev, dtype=np.int32)
+        self.tok = np.concatenate([self.tok, np.array(tokens, dtype=np.int32)])
+        self.pos = np.concatenate([self.pos, np.array(positions, dtype=np.int64)])
+        self.rows = np.concatenate([self.rows, np.array(slots, dtype=np.int64)])
+        self.prev = np.concatenate([self.prev, prev_a])
+        self.logits_rows = np.concatenate([self.logits_rows, np.array(logits_rows, dtype=np.int32)])
+        self.logprobs = self.logprobs or logprobs
+        self.placeholders = self.placeholders or bool((prev_a >= 0).any())
+
+    def all_sampled(self) -> bool:
+        """Every row samples (then row i's sampled id is row i of the step's ids)."""
+        return len(self.sample) == self.k
+
+
+class Tail:
+    """The rows after the head, in lists (positions and KV slots as one array a row)."""
+
+    def __init__(self, base: int, rows_base: int) -> None:
+        self.base = base              # tokens before the tail (the head's)
+        self.rows_base = rows_base    # logits rows before the tail (the head's sampled rows)
+        self.tokens: list[int] = []
+        self.positions: list[np.ndarray] = []
+        self.slot_map: list[np.ndarray] = []
+        self.slots: list[int] = []
+        self.query_start: list[int] = []
+        self.context_lens: list[int] = []
+        self.logits_rows: list[int] = []
+        self.sample: list = []
+        self.prompt: list = []
+        self.ph_token: list[int] = []
+        self.ph_row: list[int] = []
+        self.logprobs = False
+
+
+def cat(head: np.ndarray, tail: list, dtype) -> np.ndarray:
+    """A head array (a fresh one: returned as it is when it has `dtype` and the tail is empty) and the tail's
+    list (of numbers, or of arrays) as one array of `dtype`."""
+    if not tail:
+        return head.astype(dtype, copy=False)
+    rest = np.concatenate(tail) if isinstance(tail[0], np.ndarray) else np.array(tail, dtype=np.int64)
+    return np.concatenate([head, rest]).astype(dtype, copy=False)
