@@ -157,23 +157,29 @@ class RowMatcher:
         at its next token at the latest), or, where that mask's bits are gone, after the worker's
         consume."""
         n = len(self._tokens)
-        if index < n:      # consumed already: a comparison (no llguidance call)
-            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
         if index > n:
             raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         consumer = self._consumer
         if consumer is not None and consumer[1] == index:
+            # the mask's own bit first, also where the worker has consumed the token already: its
+            # consume (llguidance's) may accept a token that mask left out (another tokenisation of
+            # forced bytes), and this check must not depend on which thread came first
             allowed = None
             for mark in self._sampled:      # the mask that let token `index` through
                 if mark is not None and mark[2] == index:
                     allowed = mark[0].allows(mark[1], int(token_id))
                     break
-            if allowed is not None:
-                return allowed and self._bad_at is None
-            consumer[0].wait_consumed()
-            if index < len(self._tokens):
-                return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
-            return False        # its mask failed before it consumed (that step fails too)
+            if allowed is False:
+                return False
+            if allowed and index == n:
+                return self._bad_at is None
+            if index == n:
+                consumer[0].wait_consumed()
+                if index >= len(self._tokens):
+                    return False        # its mask failed before it consumed (that step fails too)
+            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
+        if index < n:      # consumed already: a comparison (no llguidance call)
+            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
         return self.consume(token_id)
 
     @property
