@@ -128,19 +128,3 @@ def _hex16(text: object) -> bytes | None:
 def canonical_json(fields: Mapping[str, Any]) -> bytes:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
-
-
-def plain_canonical_json(fields: Mapping[str, Any]) -> bytes:
-    """canonical_json of fields whose values are all strings, or lists of strings, that JSON writes as they
-    are (no quote, backslash or control character: hex, IDs, labels, decimal strings) — the same bytes,
-    without building a JSON encoder (json.dumps with arguments makes one a call)."""
-    parts = []
-    for k in sorted(fields):
-        v = fields[k]
-        if type(v) is str:
-            parts.append(f'"{k}":"{v}"')
-        elif type(v) is list and all(type(x) is str for x in v):
-            parts.append(f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
-        else:   # a value of another type (a number, null, an object): json writes it
-            return canonical_json(fields)
-    return ("{" + ",".join(parts) + "}").encode("utf-8")
