@@ -16,7 +16,7 @@ from .errors import StateError
 from .ids import IdKind, ResourceId, format_id
 from .mutations import (CancelInput, CreateConversation, CreateSpace, PublishMemory, RegisterParticipant,
                         RetireReceipts, SetMemberRights, SubmitInput, canonical_bytes, legacy_bytes)
-from .rights import effective_rights, membership_rights
+from .rights import effective_rights, membership_bits
 from .state import State
 from .tables import raw
 from .vocab import MutationKind, Rights, Terminal
@@ -138,7 +138,7 @@ def _create_space(state: State, m: CreateSpace, header: OpHeader):
 def _visible_space(state: State, space: ResourceId, prow: int, grants, need: Rights, grant: str):
     """(space row, None) when the actor has `need` in it; else (None, 404 or 403)."""
     row = state.space_row(space.lineage, space.ident)
-    bits = 0 if row is None else int(membership_rights(state, row, prow)) & int(grants.rights())
+    bits = 0 if row is None else membership_bits(state, row, prow) & int(grants.rights())
     if row is None or not bits & _READ:   # (effective_rights, in ints)
         return None, not_found(f"space {space} not found")
     if not bits & int(need):
