@@ -201,6 +201,7 @@ _BODY_FIELDS = {
 }
 _PATH_SPACE = (MutationKind.SET_MEMBER, MutationKind.CREATE_CONVERSATION, MutationKind.PUBLISH)
 _PATH_CONVERSATION = (MutationKind.INPUT, MutationKind.CANCEL)
+_PATH_RESOURCE = _PATH_SPACE + _PATH_CONVERSATION   # kinds whose route names a space or conversation
 
 
 # the labels of each rights value (Rights.labels: Flag arithmetic per call, ~3 µs), and the rights of
@@ -370,7 +371,7 @@ def parse_mutation(kind: MutationKind, body: Mapping[str, Any], space: str | Non
     into a mutation; MalformedMutation → 400."""
     kind = kind if type(kind) is MutationKind else MutationKind(kind)
     check_fields(body, _BODY_FIELDS[kind], kind.label)
-    if (space is not None) != (kind in _PATH_SPACE + _PATH_CONVERSATION):
+    if (space is not None) != (kind in _PATH_RESOURCE):
         raise MalformedMutation(f"{kind.label}: the route's {'conversation' if kind in _PATH_CONVERSATION else 'space'}"
                                 f" is {'required' if space is None else 'not used'}")
     env = parse_envelope(body)
