@@ -75,7 +75,7 @@ def decide(state: State, command: Command) -> Decision:
         return conflict(f"operation key is in use by sequence {int(state.receipts[other]['sequence'])} "
                         "until that receipt is retired")
     opid = operation_id(lineage, seq, env.operation_key)
-    header = OpHeader(lineage, seq, opid, env.operation_key, canon)
+    header = _op_header(lineage, seq, opid, env.operation_key, canon)
     if isinstance(m, RetireReceipts):
         return _retire(state, m, header, floor)
     if state.free_receipts() == 0:
@@ -98,6 +98,19 @@ def decide(state: State, command: Command) -> Decision:
         return decision
     return Accepted((decision,), format_id(IdKind.OPERATION, lineage, opid),
                     202 if isinstance(decision, InputAdmitted) else 201)
+
+
+_new = object.__new__
+
+
+def _op_header(lineage: bytes, sequence: int, operation: bytes, operation_key: bytes, command: bytes) -> OpHeader:
+    """OpHeader(...) (a frozen dataclass with no checks of its own) with its fields set directly: the same
+    value, one decision at a time without the dataclass __init__'s five object.__setattr__ calls."""
+    header = _new(OpHeader)
+    f = header.__dict__
+    f["lineage"], f["sequence"], f["operation"], f["operation_key"], f["command"] = \
+        lineage, sequence, operation, operation_key, command
+    return header
 
 
 def _register(state: State, header: OpHeader, prow: int | None):
