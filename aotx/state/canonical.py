@@ -23,6 +23,7 @@ SCHEMA = "aotx.shared.mutation.v1"
 ENVELOPE_FIELDS = ("schema", "lineage", "operation_key", "sequence")
 MAX_SEQUENCE = (1 << 64) - 1
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_new = object.__new__
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,16 @@ def parse_envelope(body: Mapping[str, Any]) -> Envelope:
         key = _hex16(key) or parse_hex16(key, "operation_key", nonzero=True)
     except IdError as exc:
         raise MalformedMutation(str(exc)) from None
-    return Envelope(lineage, key, parse_counter(body.get("sequence"), "sequence"))
+    return _checked_envelope(lineage, key, parse_counter(body.get("sequence"), "sequence"))
+
+
+def _checked_envelope(lineage: bytes, operation_key: bytes, sequence: int) -> Envelope:
+    """Envelope(...) of parts parse_envelope has checked as its __post_init__ checks them (16 bytes each,
+    a nonzero key, a sequence in 1..MAX_SEQUENCE): the frozen fields set directly, not checked twice."""
+    env = _new(Envelope)
+    fields = env.__dict__
+    fields["lineage"], fields["operation_key"], fields["sequence"] = lineage, operation_key, sequence
+    return env
 
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -128,19 +138,3 @@ def _hex16(text: object) -> bytes | None:
 def canonical_json(fields: Mapping[str, Any]) -> bytes:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
-
-
-def plain_canonical_json(fields: Mapping[str, Any]) -> bytes:
-    """canonical_json of fields whose values are all strings, or lists of strings, that JSON writes as they
-    are (no quote, backslash or control character: hex, IDs, labels, decimal strings) — the same bytes,
-    without building a JSON encoder (json.dumps with arguments makes one a call)."""
-    parts = []
-    for k in sorted(fields):
-        v = fields[k]
-        if type(v) is str:
-            parts.append(f'"{k}":"{v}"')
-        elif type(v) is list and all(type(x) is str for x in v):
-            parts.append(f'"{k}":["' + '","'.join(v) + '"]' if v else f'"{k}":[]')
-        else:   # a value of another type (a number, null, an object): json writes it
-            return canonical_json(fields)
-    return ("{" + ",".join(parts) + "}").encode("utf-8")

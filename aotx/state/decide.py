@@ -16,7 +16,7 @@ from .errors import StateError
 from .ids import IdKind, ResourceId, format_id
 from .mutations import (CancelInput, CreateConversation, CreateSpace, PublishMemory, RegisterParticipant,
                         RetireReceipts, SetMemberRights, SubmitInput, canonical_bytes, legacy_bytes)
-from .rights import effective_rights, membership_rights
+from .rights import effective_rights, membership_bits
 from .state import State
 from .tables import raw
 from .vocab import MutationKind, Rights, Terminal
@@ -75,7 +75,7 @@ def decide(state: State, command: Command) -> Decision:
         return conflict(f"operation key is in use by sequence {int(state.receipts[other]['sequence'])} "
                         "until that receipt is retired")
     opid = operation_id(lineage, seq, env.operation_key)
-    header = OpHeader(lineage, seq, opid, env.operation_key, canon)
+    header = _op_header(lineage, seq, opid, env.operation_key, canon)
     if isinstance(m, RetireReceipts):
         return _retire(state, m, header, floor)
     if state.free_receipts() == 0:
@@ -98,6 +98,19 @@ def decide(state: State, command: Command) -> Decision:
         return decision
     return Accepted((decision,), format_id(IdKind.OPERATION, lineage, opid),
                     202 if isinstance(decision, InputAdmitted) else 201)
+
+
+_new = object.__new__
+
+
+def _op_header(lineage: bytes, sequence: int, operation: bytes, operation_key: bytes, command: bytes) -> OpHeader:
+    """OpHeader(...) (a frozen dataclass with no checks of its own) with its fields set directly: the same
+    value, one decision at a time without the dataclass __init__'s five object.__setattr__ calls."""
+    header = _new(OpHeader)
+    f = header.__dict__
+    f["lineage"], f["sequence"], f["operation"], f["operation_key"], f["command"] = \
+        lineage, sequence, operation, operation_key, command
+    return header
 
 
 def _register(state: State, header: OpHeader, prow: int | None):
@@ -138,7 +151,7 @@ def _create_space(state: State, m: CreateSpace, header: OpHeader):
 def _visible_space(state: State, space: ResourceId, prow: int, grants, need: Rights, grant: str):
     """(space row, None) when the actor has `need` in it; else (None, 404 or 403)."""
     row = state.space_row(space.lineage, space.ident)
-    bits = 0 if row is None else int(membership_rights(state, row, prow)) & int(grants.rights())
+    bits = 0 if row is None else membership_bits(state, row, prow) & int(grants.rights())
     if row is None or not bits & _READ:   # (effective_rights, in ints)
         return None, not_found(f"space {space} not found")
     if not bits & int(need):

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, Mapping, Optional, Union
 
-from .canonical import Envelope, canonical_json, check_fields, parse_counter, parse_envelope, plain_canonical_json
+from .canonical import SCHEMA, Envelope, canonical_json, check_fields, parse_counter, parse_envelope
 from .errors import IdError, MalformedMutation
 from .ids import IdKind, ResourceId, parse_hex16, parse_id
 from .vocab import RIGHT_LABELS, MutationKind, Rights, Scope
@@ -29,6 +29,11 @@ class RegisterParticipant:
     def body(self) -> dict[str, Any]:
         return {}
 
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"lineage":"{e.lineage.hex()}","mutation":"participant.register","operation_key":'
+                f'"{e.operation_key.hex()}","schema":"{SCHEMA}","sequence":"{e.sequence}"}}').encode()
+
 
 @dataclass(frozen=True)
 class RetireReceipts:
@@ -38,6 +43,12 @@ class RetireReceipts:
 
     def body(self) -> dict[str, Any]:
         return {"retry_floor": str(self.retry_floor)}
+
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"lineage":"{e.lineage.hex()}","mutation":"participant.retire","operation_key":'
+                f'"{e.operation_key.hex()}","retry_floor":"{self.retry_floor}","schema":"{SCHEMA}",'
+                f'"sequence":"{e.sequence}"}}').encode()
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,12 @@ class CreateSpace:
 
     def body(self) -> dict[str, Any]:
         return {"id": self.ident.hex(), "scope": self.scope.label}
+
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"id":"{self.ident.hex()}","lineage":"{e.lineage.hex()}","mutation":"space.create",'
+                f'"operation_key":"{e.operation_key.hex()}","schema":"{SCHEMA}","scope":"{self.scope.label}",'
+                f'"sequence":"{e.sequence}"}}').encode()
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,13 @@ class SetMemberRights:
         return {"space": _text(self.space), "participant": _text(self.participant),
                 "permissions": list(_LABELS_OF[int(self.rights)])}
 
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"lineage":"{e.lineage.hex()}","mutation":"space.members.set","operation_key":'
+                f'"{e.operation_key.hex()}","participant":"{_text(self.participant)}","permissions":'
+                f'{_PERMISSIONS_JSON[int(self.rights)]},"schema":"{SCHEMA}","sequence":"{e.sequence}",'
+                f'"space":"{_text(self.space)}"}}').encode()
+
 
 @dataclass(frozen=True)
 class CreateConversation:
@@ -73,6 +97,12 @@ class CreateConversation:
 
     def body(self) -> dict[str, Any]:
         return {"space": str(self.space), "id": self.ident.hex()}
+
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"id":"{self.ident.hex()}","lineage":"{e.lineage.hex()}","mutation":"conversation.create",'
+                f'"operation_key":"{e.operation_key.hex()}","schema":"{SCHEMA}","sequence":"{e.sequence}",'
+                f'"space":"{_text(self.space)}"}}').encode()
 
 
 # the input limits and media syntax, here and for aotx.memory (which builds on this package)
@@ -132,6 +162,12 @@ class CancelInput:
     def body(self) -> dict[str, Any]:
         return {"conversation": str(self.conversation), "target_sequence": str(self.target_sequence)}
 
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"conversation":"{_text(self.conversation)}","lineage":"{e.lineage.hex()}",'
+                f'"mutation":"conversation.cancel","operation_key":"{e.operation_key.hex()}","schema":"{SCHEMA}",'
+                f'"sequence":"{e.sequence}","target_sequence":"{self.target_sequence}"}}').encode()
+
 
 @dataclass(frozen=True)
 class PublishMemory:
@@ -146,6 +182,12 @@ class PublishMemory:
     def body(self) -> dict[str, Any]:
         return {"space": str(self.space), "object": self.object.hex(), "source_version": str(self.source_version)}
 
+    def canonical(self) -> bytes:
+        e = self.envelope
+        return (f'{{"lineage":"{e.lineage.hex()}","mutation":"space.publish","object":"{self.object.hex()}",'
+                f'"operation_key":"{e.operation_key.hex()}","schema":"{SCHEMA}","sequence":"{e.sequence}",'
+                f'"source_version":"{self.source_version}","space":"{_text(self.space)}"}}').encode()
+
 
 Mutation = Union[RegisterParticipant, RetireReceipts, CreateSpace, SetMemberRights, CreateConversation,
                  SubmitInput, CancelInput, PublishMemory]
@@ -159,6 +201,7 @@ _BODY_FIELDS = {
 }
 _PATH_SPACE = (MutationKind.SET_MEMBER, MutationKind.CREATE_CONVERSATION, MutationKind.PUBLISH)
 _PATH_CONVERSATION = (MutationKind.INPUT, MutationKind.CANCEL)
+_PATH_RESOURCE = _PATH_SPACE + _PATH_CONVERSATION   # kinds whose route names a space or conversation
 
 
 # the labels of each rights value (Rights.labels: Flag arithmetic per call, ~3 µs), and the rights of
@@ -166,21 +209,25 @@ _PATH_CONVERSATION = (MutationKind.INPUT, MutationKind.CANCEL)
 _LABELS_OF = {int(r): tuple(Rights(r).labels()) for r in range(int(Rights.ALL) + 1)}
 _RIGHTS_OF = {order: Rights.from_labels(order) for n in range(len(RIGHT_LABELS) + 1)
               for order in permutations(RIGHT_LABELS, n)}
+_PERMISSIONS_JSON = {r: "[" + ",".join(f'"{label}"' for label in labels) + "]" for r, labels in _LABELS_OF.items()}
 
 
 def _text(rid: ResourceId) -> str:
     """str(rid) (ids.format_id; a ResourceId's parts are 16 bytes by construction)."""
-    return f"{rid.kind.value}-{rid.lineage.hex()}-{rid.ident.hex()}"
+    return f"{rid.kind._value_}-{rid.lineage.hex()}-{rid.ident.hex()}"
 
 
 def canonical_bytes(mutation: Mutation) -> bytes:
     """The complete canonical operation bytes the runtime compares for retries."""
-    fields = mutation.envelope.fields()
+    if mutation.kind is not MutationKind.INPUT:
+        # every field of a mutation but an input's is a hex, ID, label or decimal string (or a list of
+        # labels), which JSON writes as it is: its class writes the sorted fields in one f-string (tested
+        # byte for byte against canonical_json of envelope.fields() + kind + body(), every kind)
+        return mutation.canonical()
+    fields = mutation.envelope.fields()   # an input's text, model and numbers go through json
     fields["mutation"] = mutation.kind.label
     fields.update(mutation.body())
-    # every field of a mutation but an input's is a validated hex, ID, label or decimal string (or a list of
-    # labels), which JSON writes as it is; an input's text, model and numbers go through json
-    return canonical_json(fields) if mutation.kind is MutationKind.INPUT else plain_canonical_json(fields)
+    return canonical_json(fields)
 
 
 # revision 1 of the input's bytes: an absent temperature / top_p was written as these values
@@ -324,7 +371,7 @@ def parse_mutation(kind: MutationKind, body: Mapping[str, Any], space: str | Non
     into a mutation; MalformedMutation → 400."""
     kind = kind if type(kind) is MutationKind else MutationKind(kind)
     check_fields(body, _BODY_FIELDS[kind], kind.label)
-    if (space is not None) != (kind in _PATH_SPACE + _PATH_CONVERSATION):
+    if (space is not None) != (kind in _PATH_RESOURCE):
         raise MalformedMutation(f"{kind.label}: the route's {'conversation' if kind in _PATH_CONVERSATION else 'space'}"
                                 f" is {'required' if space is None else 'not used'}")
     env = parse_envelope(body)

@@ -47,17 +47,24 @@ class Actor:
 
 def membership_rights(state: State, space: int, participant: int | None) -> Rights:
     """Stored rights of a participant row (None = not registered) in a space row, before grants."""
+    return Rights(membership_bits(state, space, participant))
+
+
+_ALL, _IMPLICIT, _INSTANCE = int(Rights.ALL), int(IMPLICIT_INSTANCE_RIGHTS), int(Scope.INSTANCE)
+
+
+def membership_bits(state: State, space: int, participant: int | None) -> int:
+    """membership_rights as its int (decide compares rights in ints: no Flag or Scope made a call)."""
     if participant is None:
-        return Rights.NONE
-    row = state.spaces[space]
-    if int(row["owner"]) == participant:
-        return Rights.ALL
+        return 0
+    if int(state.spaces["owner"][space]) == participant:
+        return _ALL
     member = state.member_row(space, participant)
     if member is not None:
-        return Rights(int(state.members[member]["rights"]))
-    if Scope(int(row["scope"])) is Scope.INSTANCE:
-        return IMPLICIT_INSTANCE_RIGHTS
-    return Rights.NONE
+        return int(state.members["rights"][member])
+    if int(state.spaces["scope"][space]) == _INSTANCE:
+        return _IMPLICIT
+    return 0
 
 
 def effective_rights(state: State, space: int, participant: int | None, grants: Grants) -> Rights:

@@ -110,3 +110,23 @@ def test_json_body_is_strict(raw, message):
 
 def test_json_body_ok():
     assert parse_json_body('{"a": "é"}'.encode()) == {"a": "é"}
+
+
+@pytest.mark.parametrize("lineage, key, seq", [("00" * 16, "01" * 16, "1"), ("ab" * 16, "ff" * 16, str((1 << 64) - 1))])
+def test_parsed_envelope_is_the_checked_dataclass(lineage, key, seq):
+    """parse_envelope sets the frozen fields it checked directly: the same value, hash and repr as Envelope(...)."""
+    from aotx.state.canonical import Envelope, parse_envelope
+    env = parse_envelope({"schema": SCHEMA, "lineage": lineage, "operation_key": key, "sequence": seq})
+    made = Envelope(bytes.fromhex(lineage), bytes.fromhex(key), int(seq))
+    assert env == made and hash(env) == hash(made) and repr(env) == repr(made) and type(env) is Envelope
+    with pytest.raises(AttributeError):
+        env.sequence = 2
+
+
+def test_decided_op_header_is_the_dataclass():
+    """decide sets the OpHeader's frozen fields directly: the same value, hash and repr as OpHeader(...)."""
+    from aotx.state.decide import _op_header
+    from aotx.state.events import OpHeader
+    parts = (b"l" * 16, 7, b"o" * 16, b"k" * 16, b'{"x":1}')
+    header, made = _op_header(*parts), OpHeader(*parts)
+    assert header == made and hash(header) == hash(made) and repr(header) == repr(made) and type(header) is OpHeader

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from aotx.state import MalformedMutation, MutationKind, canonical_bytes, canonical_json, lineage_for, parse_mutation
-from aotx.state.canonical import plain_canonical_json
 from aotx.state.mutation_forms import from_canonical, request_body
 
 from .helpers import body
@@ -22,6 +21,9 @@ CASES = [
     (M.CREATE_SPACE, None, {}),
     (M.CREATE_SPACE, None, {"id": f"{9:032x}", "scope": "room"}),
     (M.SET_MEMBER, SPC, {"participant": PAR, "permissions": ["write", "read"]}),
+    (M.SET_MEMBER, SPC, {"participant": PAR, "permissions": []}),
+    (M.SET_MEMBER, SPC, {"participant": PAR, "permissions": ["manage", "read", "write"]}),
+    (M.SET_MEMBER, SPC, {"participant": PAR, "permissions": ["manage"]}),
     (M.CREATE_CONVERSATION, SPC, {}),
     (M.INPUT, CON, {"text": "héllo", "model": "m"}),
     (M.INPUT, CON, {"text": "", "model": "m", "max_output_tokens": 7, "temperature": 1, "top_p": 0.5, "pages": 3,
@@ -49,16 +51,10 @@ def test_bytes_that_are_no_mutations_canonical_form_are_refused(raw):
 
 @pytest.mark.parametrize("kind, resource, fields", CASES)
 def test_canonical_bytes_are_the_json_encoders(kind, resource, fields):
-    """Every kind but an input writes its canonical bytes without json (canonical.plain_canonical_json):
-    byte for byte what canonical_json (json.dumps, sorted keys) writes of the same fields."""
+    """Every kind but an input writes its canonical bytes without json (its class's `canonical`, one
+    f-string): byte for byte what canonical_json (json.dumps, sorted keys) writes of the same fields."""
     m = parse_mutation(kind, body("alice", 5, 5, **fields), resource)
     resolved = {**m.envelope.fields(), "mutation": m.kind.label, **m.body()}
     assert canonical_bytes(m) == canonical_json(resolved)
     if kind is not M.INPUT:
-        assert plain_canonical_json(resolved) == canonical_json(resolved)
-
-
-def test_plain_canonical_json_hands_other_values_to_json():
-    fields = {"b": "x", "a": ["read", "write"], "c": [], "n": None, "i": 7, "f": 0.5}
-    assert plain_canonical_json(fields) == canonical_json(fields)
-    assert plain_canonical_json({"b": "x", "a": []}) == canonical_json({"b": "x", "a": []}) == b'{"a":[],"b":"x"}'
+        assert m.canonical() == canonical_json(resolved)
