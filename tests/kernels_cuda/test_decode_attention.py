@@ -1,0 +1,109 @@
+"""decode_attention (kernels/cuda/decode_attention.cu) on the CPU: its numpy twin against the attention
+reference (kernels.ops_attention.paged_attention) on the walks that matter (splits with no tiles, warps with
+none, a last tile past the context, empty padded rows, 12-token pages, multi-token chunks), and its plan
+(kernels.cuda.decode_plan). The kernel itself: NVRTC compile in test_compile.py, GPU check in
+ops/gpu/decode_attention_check.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.cuda import decode_plan
+from kernels.cuda.decode_attention_twin import _split_range, decode_attention, kv_bytes
+from kernels.cuda.twins import round_bf16
+from kernels.ops_attention import paged_attention
+
+NH, NKV, D = 9, 3, 64
+TOL = 8e-3   # ops/gpu/decode_attention_check.py's bound against the reference
+
+
+def _case(rng, lens, nq, page, n_pages=64):
+    lens, nq = np.array(lens, np.int32), np.array(nq, np.int32)
+    kc = round_bf16(rng.standard_normal((n_pages * page, NKV, D)).astype(np.float32))
+    vc = round_bf16(rng.standard_normal((n_pages * page, NKV, D)).astype(np.float32))
+    width = int(-(-max(int(lens.max()), 1) // page))
+    perm, used = rng.permutation(n_pages), 0
+    tables = np.full((len(lens), width), -1, np.int32)
+    for s, ln in enumerate(lens):
+        k = -(-int(ln) // page)
+        tables[s, :k] = perm[used:used + k]
+        used += k
+    qs = np.concatenate([[0], np.cumsum(nq)]).astype(np.int32)
+    positions = np.concatenate([np.arange(ln - n, ln) for ln, n in zip(lens, nq)]).astype(np.int32)
+    tok_seq = np.repeat(np.arange(len(lens)), nq).astype(np.int32)
+    q = rng.standard_normal((int(qs[-1]), NH, D)).astype(np.float32)
+    return q, kc, vc, tok_seq, positions, lens, tables, qs
+
+
+@pytest.mark.parametrize("lens,nq,page,warps,keys,nsplit", [
+    ([1, 17, 33, 300], [1] * 4, 16, 4, 16, 1),
+    ([1, 17, 33, 300], [1] * 4, 16, 4, 16, 3),     # split 2 of the 1-key row: no tiles
+    ([300, 5], [1, 1], 16, 4, 32, 2),
+    ([160, 70], [1, 1], 12, 2, 16, 4),           # pages of 12: tiles cross pages
+    ([100, 40], [20, 1], 16, 8, 16, 1),          # a chunk of 20 tokens: causal limits per token
+    ([257], [1], 16, 1, 16, 16),
+    ([129], [1], 16, 4, 64, 1),
+])
+def test_twin_matches_the_reference(lens, nq, page, warps, keys, nsplit):
+    rng = np.random.default_rng(7)
+    q, kc, vc, tok_seq, positions, lens, tables, qs = _case(rng, lens, nq, page)
+    ref = paged_attention(q, kc, vc, positions, qs, lens, tables, page, 0.125)
+    got = decode_attention(q, kc, vc, tok_seq, positions, lens, tables, page, 0.125, warps, keys, nsplit)
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert got.dtype == np.float32
+    assert err < TOL / 2, err      # bf16 q, P and output: ~2-3e-3 on these inputs
+
+
+def test_twin_padded_row_is_zero():
+    """A decode graph's padding row (context 0, table -1) reads nothing and writes zeros."""
+    rng = np.random.default_rng(1)
+    q, kc, vc, tok_seq, positions, lens, tables, _ = _case(rng, [20], [1], 16)
+    lens2 = np.array([20, 0], np.int32)
+    tables2 = np.concatenate([tables, np.full((1, tables.shape[1]), -1, np.int32)])
+    q2 = np.concatenate([q, q])
+    got = decode_attention(q2, kc, vc, np.array([0, 1], np.int32), np.array([19, 0], np.int32), lens2, tables2,
+                           16, 0.125, 4, 16, 2)
+    assert np.all(got[1] == 0) and np.all(np.isfinite(got[0])) and np.abs(got[0]).max() > 0
+
+
+def test_split_ranges_cover_the_tiles_once():
+    for length in (0, 1, 16, 17, 288, 1000):
+        for nsplit in (1, 2, 3, 7, 16):
+            ranges = [_split_range(length, 16, nsplit, s) for s in range(nsplit)]
+            covered = [kt for tb, te in ranges for kt in range(tb, te)]
+            assert covered == list(range(-(-length // 16)))
+
+
+def test_variants_match_the_kernel_file():
+    src = (decode_plan.__file__.rsplit("/", 1)[0]) + "/decode_attention.cu"
+    text = open(src).read()
+    for v in decode_plan.VARIANTS.values():
+        assert f"DA_KERNEL({v.warps}, {v.keys}, {v.stages})" in text
+        assert v.smem_bytes <= 227 * 1024
+    assert decode_plan.VARIANTS["w4_k16_s4"].smem_bytes == 4 * 4 * 2 * 16 * 144
+
+
+def test_env_switch_is_off_by_default():
+    assert decode_plan.variant_from_env({}) is None
+    assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "0"}) is None
+    assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "1"}).name == decode_plan.DEFAULT_VARIANT
+    assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "w4_k32_s3"}).keys == 32
+    with pytest.raises(ValueError, match="AOTX_DECODE_MMA"):
+        decode_plan.variant_from_env({"AOTX_DECODE_MMA": "yes"})
+    v = decode_plan.VARIANTS["w4_k16_s4"]
+    assert not decode_plan.applies(None, 256)
+    assert not decode_plan.applies(v, decode_plan.MIN_TOKENS - 1) and decode_plan.applies(v, 256)
+
+
+def test_nsplit_fills_the_resident_slots_once():
+    v = decode_plan.VARIANTS["w4_k16_s4"]
+    assert decode_plan.nsplit(v, 256, 288, 3, 396) == 1        # 768 blocks >= 396 resident
+    assert decode_plan.nsplit(v, 64, 1024, 3, 396) == 2        # 192 -> 384
+    assert decode_plan.nsplit(v, 16, 288, 3, 396) == 2         # 18 tiles: each warp keeps >= 2
+    assert decode_plan.nsplit(v, 16, 8192, 3, 396) == 8
+    assert decode_plan.nsplit(v, 1, 8192, 3, 396) == decode_plan.MAX_SPLITS
+    assert decode_plan.nsplit(v, 16, 1, 3, 396) == 1
+
+
+def test_kv_bytes():
+    assert kv_bytes([288] * 256, 3, 64) == 256 * 288 * 3 * 64 * 2 * 2
