@@ -91,6 +91,9 @@ class CudaBackend:
         # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
         driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
+        # decode_attention's per-(token, KV head) split counters (decode_plan: the splits merged in the kernel)
+        self.att_counters = self._alloc(BUCKETS[-1] * cfg.n_kv_heads * 4)
+        driver.memset0(self.att_counters, BUCKETS[-1] * cfg.n_kv_heads * 4, self.dev.stream)
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
         # a mask whose bits come later (kernels/cuda/mask_gate.py) is copied inside sample_enqueue: fused only

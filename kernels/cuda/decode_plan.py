@@ -8,7 +8,8 @@ warp per key group, each KV row loaded once for its query heads), which variant,
   checks run each).
 * Splits along the context: one block per (KV head, token) fills the GPU at batch 256 (768 blocks against
   ~400 resident); smaller grids split each token's keys so that the blocks about fill the resident slots once,
-  leaving every warp at least ``MIN_TILES_PER_WARP`` key tiles (a split costs attention_combine's launch).
+  leaving every warp at least ``MIN_TILES_PER_WARP`` key tiles. The last split of each (token, KV head) to
+  finish merges the partials (``MERGE_IN_KERNEL``; else attention_combine, a second launch).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ DEFAULT = "0"
 MIN_TOKENS = 16
 MAX_SPLITS = 16            # kernels.cuda.backend.MAX_SPLITS: the partial buffers
 MIN_TILES_PER_WARP = 2
+MERGE_IN_KERNEL = True     # splits merged by each (token, KV head)'s last split (no attention_combine launch)
 ROW_BYTES = (64 + 8) * 2   # a padded shared K/V row (head dim 64)
 
 

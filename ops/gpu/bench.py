@@ -134,7 +134,7 @@ def kernel_table(backend) -> list[tuple[str, float, str]]:
         s = timed(lambda: k.decode_attention(v, backend.q, backend.k_cache, backend.v_cache, p["tok_seq"],
                                              p["positions"], p["ctx"], p["bt"], npg, ps, backend.scale, b,
                                              cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, ns, backend.attn,
-                                             backend.part_o, backend.part_ml), 20)
+                                             backend.part_o, backend.part_ml, backend.att_counters), 20)
         rows.append((f"decode_attention {v.name} B={b} ctx={ctx} splits={ns}",
                      b * ctx * cfg.kv_size * 2 * 2 / s / 1e9, "GB/s (K+V)"))
     for r in (1, 64):

@@ -63,7 +63,7 @@ def kernel_rows(shapes, sweep: bool = True) -> list[str]:
         q = c.up(rng.standard_normal((b, NH * D)).astype(np.float32))
         ts, pos, lens, bt = (c.up(np.arange(b, dtype=np.int32)), c.up(np.full(b, ctx - 1, np.int32)),
                              c.up(np.full(b, ctx, np.int32)), c.up(tables))
-        out = c.zeros(b * NH * D * 2)
+        out, counters = c.zeros(b * NH * D * 2), c.zeros(b * NKV * 4, poison=False)
         po, pm = c.zeros(b * NH * 16 * D * 4), c.zeros(b * NH * 16 * 2 * 4)
         nbytes = kv_bytes([ctx] * b, NKV, D)
         it = [0]
@@ -76,9 +76,10 @@ def kernel_rows(shapes, sweep: bool = True) -> list[str]:
             kc, vc = nxt()
             k.attention(q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm)
 
-        def run_new(v, ns):
+        def run_new(v, ns, merged=True):
             kc, vc = nxt()
-            k.decode_attention(v, q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm)
+            k.decode_attention(v, q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm,
+                               counters if merged else 0)
 
         ns_old = _old_nsplit(b, ctx, sm)
         base = graph_seconds(st, timer, lambda: run_old(ns_old), 20)
@@ -90,9 +91,11 @@ def kernel_rows(shapes, sweep: bool = True) -> list[str]:
             for ns in tries:
                 if ns > -(-ctx // v.keys):
                     continue
-                s = graph_seconds(st, timer, lambda v=v, ns=ns: run_new(v, ns), 20)
-                emit(f"B={b} ctx={ctx} decode_attention {v.name} splits={ns}{' (plan)' if ns == plan else ''}: "
-                             f"{s * 1e6:7.1f} us {nbytes / s / 1e9:7.1f} GB/s (K+V) {base / s:4.2f}x")
+                for merged in (True, False) if ns > 1 and ns == plan and sweep else (True,):
+                    s = graph_seconds(st, timer, lambda v=v, ns=ns, m=merged: run_new(v, ns, m), 20)
+                    emit(f"B={b} ctx={ctx} decode_attention {v.name} splits={ns}{' (plan)' if ns == plan else ''}"
+                         f"{'' if merged else ' +combine launch'}: {s * 1e6:7.1f} us {nbytes / s / 1e9:7.1f} GB/s "
+                         f"(K+V) {base / s:4.2f}x")
     c.free()
     return lines
 
