@@ -107,3 +107,48 @@ def test_nsplit_fills_the_resident_slots_once():
 
 def test_kv_bytes():
     assert kv_bytes([288] * 256, 3, 64) == 256 * 288 * 3 * 64 * 2 * 2
+
+
+def _mock_backend(decode_mma):
+    """Just what kernels.cuda.step_plan reads, with a kernel table that records its calls."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    class Kernels:
+        wgmma = None
+
+        def __getattr__(self, name):
+            return lambda *args: calls.append((name, args))
+
+    cfg = SimpleNamespace(hidden=576, ffn=1536, rms_eps=1e-5, n_kv_heads=3, n_heads=9, head_dim=64, q_size=576,
+                          kv_size=192, vocab_size=49152)
+    layer = {"attn_norm": 1, "ffn_norm": 2, "wqkv": 3, "wo": 4, "wgu": 5, "wdown": 6}
+    be = SimpleNamespace(config=cfg, k=Kernels(), layers=[layer] * 3, fused=True, fused_norm=False, lean=None,
+                         fused_attn_min_t=1, decode_mma=decode_mma, embed=10, residual=11, h=12, q=13, attn=14,
+                         act=15, part_o=16, part_ml=17, att_counters=18, k_cache=1 << 20, v_cache=1 << 30,
+                         layer_kv_bytes=1000, page_size=16, scale=0.125, rope=19, qkv_n=960, logits=20)
+    return be, calls
+
+
+@pytest.mark.parametrize("t,on,expect", [(256, True, "attention (mma)"), (16, True, "attention (mma)"),
+                                         (15, True, "attention"), (256, False, "attention")])
+def test_step_plan_routes_attention_by_the_plan(t, on, expect):
+    from kernels.cuda.step_plan import step_plan
+
+    v = decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT] if on else None
+    be, calls = _mock_backend(v)
+    p = {k: 100 + i for i, k in enumerate(("tokens", "positions", "slots", "tok_seq", "ctx", "rows", "bt"))}
+    ops = step_plan(be, t, 0, p, 18, 2)
+    names = [n for n, _ in ops]
+    assert names.count(expect) == 3
+    assert ("attention" in names) != ("attention (mma)" in names)
+    for _, launch in ops:
+        launch()
+    kernel = "decode_attention" if expect == "attention (mma)" else "attention"
+    att = [args for name, args in calls if name == kernel]
+    assert len(att) == 3
+    # each layer's own cache; the splits, and (mma) the variant and the in-kernel merge's counters
+    assert [a[2 if kernel == "decode_attention" else 1] for a in att] == [1 << 20, (1 << 20) + 1000, (1 << 20) + 2000]
+    if kernel == "decode_attention":
+        assert all(a[0] is v and a[15] == 2 and a[-1] == 18 for a in att)
