@@ -99,6 +99,13 @@ def check_decode_attention(c, rel) -> None:
                         extra += f"; counters left nonzero: {left}"
                         err = err if left == 0 else float("inf")
                     label = f"decode_attention {v.name} {name} splits={nsplit}" + ("" if merged else " +combine")
+                    if default and merged:   # deterministic: a second launch gives the same bits
+                        again = c.zeros(t * NH * D * 2)
+                        c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV,
+                                             NH, D, nsplit, again, po, pm, counters)
+                        same = bool(np.array_equal(c.down(again, (t, NH, D), np.uint16), to_bf16(got)))
+                        extra += f"; bitwise repeatable: {same}"
+                        err = err if same else float("inf")
                     if with_twin:
                         tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit)
                         c.record(label + " vs twin", rel(got, tw), TOL_TWIN)
