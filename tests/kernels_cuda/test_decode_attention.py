@@ -152,3 +152,18 @@ def test_step_plan_routes_attention_by_the_plan(t, on, expect):
     assert [a[2 if kernel == "decode_attention" else 1] for a in att] == [1 << 20, (1 << 20) + 1000, (1 << 20) + 2000]
     if kernel == "decode_attention":
         assert all(a[0] is v and a[15] == 2 and a[-1] == 18 for a in att)
+
+
+def test_kernel_compiles_for_sm90_without_spills():
+    """Every variant in the sm_90 cubin; no local-memory spills (the fragments are register arrays indexed by
+    unrolled constants); the K/V stages are all dynamic shared memory (decode_plan's smem_bytes)."""
+    from kernels.cuda import build
+
+    report, cubin = build.ptxas_report("decode_attention", "sm_90", {"ATT_G": 3, "ATT_D": 64}, with_cubin=True)
+    assert cubin[:4] == b"\x7fELF"
+    for v in decode_plan.VARIANTS.values():
+        assert v.kernel.encode() in cubin
+        entry = report.split(f"Compiling entry function '{v.kernel}'")[1].split("Compile time")[0]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, entry
+        assert " bytes smem" not in entry, entry   # no static shared memory
+        assert int(entry.split("Used ")[1].split(" registers")[0]) <= 128, entry
