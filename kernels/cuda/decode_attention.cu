@@ -31,8 +31,20 @@ __device__ __forceinline__ float da_exp2(float x) {  // ex2.approx(-inf) = +0
     return y;
 }
 
+// cp_async16 (mma.cuh) with an L2 prefetch-size hint (PF = 256: the DRAM fetch of a 128-byte K/V row also
+// brings the next 128 bytes, the same slot's next KV head, which the neighbouring block reads)
+template <int PF>
+__device__ __forceinline__ void da_cp_async16(void *smem, const void *gmem, int src_bytes) {
+    if constexpr (PF == 256) {
+        unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+    } else {
+        cp_async16(smem, gmem, src_bytes);
+    }
+}
+
 // dynamic shared memory: NW warps x ST stages x (K, V) x BK rows x DA_ROW bf16 (decode_plan.smem_bytes)
-template <int NW, int BK, int ST>
+template <int NW, int BK, int ST, int PF>
 __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const bf16 *__restrict__ k_cache,
                                             const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
                                             const int *__restrict__ positions, const int *__restrict__ context_lens,
@@ -78,8 +90,8 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
                 const int row = (lane >> 3) + 4 * u, piece = lane & 7;
                 const size_t off = slot[u] >= 0 ? (size_t)slot[u] * kv_width + kvh * ATT_D + piece * 8 : 0;
                 bf16 *kdst = wsm + st * 2 * TILE + row * DA_ROW + piece * 8;
-                cp_async16(kdst, k_cache + off, slot[u] >= 0 ? 16 : 0);
-                cp_async16(kdst + TILE, v_cache + off, slot[u] >= 0 ? 16 : 0);
+                da_cp_async16<PF>(kdst, k_cache + off, slot[u] >= 0 ? 16 : 0);
+                da_cp_async16<PF>(kdst + TILE, v_cache + off, slot[u] >= 0 ? 16 : 0);
             }
         }
         asm volatile("cp.async.commit_group;\n" ::);
@@ -268,25 +280,26 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
 }
 
 // Grid (n_kv, T, nsplit), 32 NW threads, dynamic shared memory NW * ST * 2 * BK * 144 bytes.
-//   decode_attention_w<NW>_k<BK>_s<ST>   (kernels.cuda.decode_plan.VARIANTS)
+//   decode_attention_w<NW>_k<BK>_s<ST>[_l2]   (kernels.cuda.decode_plan.VARIANTS; _l2: the L2::256B hint)
 #define DA_ARGS                                                                                                  \
     const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,              \
         const int *__restrict__ tok_seq, const int *__restrict__ positions, const int *__restrict__ context_lens, \
         const int *__restrict__ block_tables, int bt_stride, int page_size, float scale, int n_kv, int nsplit,    \
         bf16 *__restrict__ out, float *part_o, float *part_ml, unsigned *counters
-#define DA_KERNEL(NW, BK, ST)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * NW) decode_attention_w##NW##_k##BK##_s##ST(DA_ARGS) {         \
+#define DA_KERNEL(NAME, NW, BK, ST, PF)                                                                             \
+    extern "C" __global__ void __launch_bounds__(32 * NW) NAME(DA_ARGS) {                                           \
         pdl_wait();                                                                                                 \
         pdl_trigger();                                                                                              \
-        decode_unit<NW, BK, ST>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride,     \
-                                page_size, scale, n_kv, nsplit, out, part_o, part_ml, counters, blockIdx.x,         \
-                                blockIdx.y, blockIdx.z);                                                            \
+        decode_unit<NW, BK, ST, PF>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, \
+                                    page_size, scale, n_kv, nsplit, out, part_o, part_ml, counters, blockIdx.x,     \
+                                    blockIdx.y, blockIdx.z);                                                        \
     }
 
-DA_KERNEL(4, 16, 4)
-DA_KERNEL(4, 16, 3)
-DA_KERNEL(4, 32, 3)
-DA_KERNEL(4, 64, 2)
-DA_KERNEL(2, 16, 4)
-DA_KERNEL(8, 16, 3)
-DA_KERNEL(1, 16, 6)
+DA_KERNEL(decode_attention_w4_k16_s4, 4, 16, 4, 0)
+DA_KERNEL(decode_attention_w4_k16_s3, 4, 16, 3, 0)
+DA_KERNEL(decode_attention_w4_k32_s3, 4, 32, 3, 0)
+DA_KERNEL(decode_attention_w4_k64_s2, 4, 64, 2, 0)
+DA_KERNEL(decode_attention_w2_k16_s4, 2, 16, 4, 0)
+DA_KERNEL(decode_attention_w8_k16_s3, 8, 16, 3, 0)
+DA_KERNEL(decode_attention_w1_k16_s6, 1, 16, 6, 0)
+DA_KERNEL(decode_attention_w4_k16_s4_l2, 4, 16, 4, 256)

@@ -28,10 +28,11 @@ class Variant(NamedTuple):
     warps: int     # key groups (warps) a block
     keys: int      # keys a tile (BK)
     stages: int    # cp.async stages a warp
+    l2_hint: bool = False   # the copies ask L2 for 256 bytes (the slot's next KV head too)
 
     @property
     def name(self) -> str:
-        return f"w{self.warps}_k{self.keys}_s{self.stages}"
+        return f"w{self.warps}_k{self.keys}_s{self.stages}" + ("_l2" if self.l2_hint else "")
 
     @property
     def kernel(self) -> str:
@@ -48,7 +49,8 @@ class Variant(NamedTuple):
 
 # every variant decode_attention.cu compiles (DA_KERNEL lines)
 VARIANTS = {v.name: v for v in (Variant(4, 16, 4), Variant(4, 16, 3), Variant(4, 32, 3), Variant(4, 64, 2),
-                                 Variant(2, 16, 4), Variant(8, 16, 3), Variant(1, 16, 6))}
+                                 Variant(2, 16, 4), Variant(8, 16, 3), Variant(1, 16, 6),
+                                 Variant(4, 16, 4, True))}
 DEFAULT_VARIANT = "w4_k16_s4"
 
 

@@ -5,7 +5,7 @@ pool): microseconds a launch and achieved GB/s of K+V read once (the bandwidth f
 no copy stays in L2 between its launches, like a step's 30 layers). Then, with --model, a random-weights decode
 step's op classes and generate tok/s at each batch with AOTX_DECODE_MMA off and on (the same backend).
 
-    python -m ops.gpu.decode_attention_bench [--shapes 256x288,64x1024] [--model] [--batches 64,256]
+    python -m ops.gpu.decode_attention_bench [--shapes 256x288,64x1024] [--model] [--batches 64,256] [--once]
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _old_nsplit(b: int, ctx: int, sm: int) -> int:
     return max(1, min(p2(want), p2(chunks), 16))
 
 
-def kernel_rows(shapes, sweep: bool = True) -> list[str]:
+def kernel_rows(shapes, sweep: bool = True, once: bool = False) -> list[str]:
+    """The kernel lines; ``once``: each kernel launched once, untimed (for ncu)."""
     from kernels.cuda import decode_plan, driver
     from kernels.cuda.decode_attention_twin import kv_bytes
     from ops.gpu.fused_bench import graph_seconds
@@ -82,6 +83,12 @@ def kernel_rows(shapes, sweep: bool = True) -> list[str]:
                                counters if merged else 0)
 
         ns_old = _old_nsplit(b, ctx, sm)
+        if once:
+            run_old(ns_old)
+            for v in decode_plan.VARIANTS.values():
+                run_new(v, decode_plan.nsplit(v, b, ctx, NKV, k.decode_resident[v.name]))
+            c.dev.synchronize()
+            continue
         base = graph_seconds(st, timer, lambda: run_old(ns_old), 20)
         emit(f"B={b} ctx={ctx} paged_attention splits={ns_old}: {base * 1e6:7.1f} us "
                      f"{nbytes / base / 1e9:7.1f} GB/s (K+V) 1.00x")
@@ -136,6 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", action="store_true")
     ap.add_argument("--batches", default="64,256")
     ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--once", action="store_true", help="each kernel once, untimed (under ncu)")
     args = ap.parse_args(argv)
     from kernels.cuda.probe import gpu_present
 
@@ -143,7 +151,7 @@ def main(argv=None) -> int:
         print("decode_attention_bench needs an NVIDIA GPU", file=sys.stderr)
         return 2
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
-    kernel_rows(shapes, not args.no_sweep)
+    kernel_rows(shapes, not args.no_sweep, args.once)
     if args.model:
         model_rows([int(x) for x in args.batches.split(",")])
     return 0
