@@ -91,9 +91,6 @@ class CudaBackend:
         # grid barrier, [76:] its per-(token, KV head) counters; all zero, and every kernel leaves them so
         self.sync = self._alloc(76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads)
         driver.memset0(self.sync, 76 + 4 * L.GEMV_MAX_T * cfg.n_kv_heads, self.dev.stream)
-        # decode_attention's per-(token, KV head) split counters (decode_plan: the splits merged in the kernel)
-        self.att_counters = self._alloc(BUCKETS[-1] * cfg.n_kv_heads * 4)
-        driver.memset0(self.att_counters, BUCKETS[-1] * cfg.n_kv_heads * 4, self.dev.stream)
         self._greedy_gen = None        # the generation whose greedy ids lm_head_argmax left in sample_out
         self.token_mask = None  # kernels.cuda.token_mask.DeviceTokenMask, made by the first constrained step
         # a mask whose bits come later (kernels/cuda/mask_gate.py) is copied inside sample_enqueue: fused only
@@ -197,7 +194,7 @@ class CudaBackend:
             return lean_plan.lean_nsplit(n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         if decode_plan.applies(self.decode_mma, n_tokens):
             v = self.decode_mma
-            return decode_plan.nsplit(v, n_tokens, max_len, self.config.n_kv_heads, self.k.decode_resident[v.name])
+            return decode_plan.nsplit(v, n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         chunks = -(-max_len // L.ATT_CHUNK)
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
         return max(1, min(_pow2ceil(want), _pow2ceil(chunks), MAX_SPLITS))

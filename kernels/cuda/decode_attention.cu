@@ -15,9 +15,9 @@
 //   O += P V:   A = P (the S accumulators rounded to bf16; its row sums use the rounded values),
 //               B = V rows (ldmatrix.trans).
 // The warps' (o, m, l) merge through shared memory at the end; with nsplit == 1 the block writes the
-// normalised bf16 output, else unnormalised partials (m in natural-log units): with counters (u32 [T * n_kv],
-// zero) the last split of each (token, KV head) to finish merges them into out as attention_combine does and
-// leaves its counter zero; with counters null, attention_combine (a second launch) merges them.
+// normalised bf16 output, else unnormalised partials (m in natural-log units) that attention_combine (a second
+// launch) merges. (Merging them in the kernel by each group's last split, through an atomic counter, measured
+// slower on an H100 in every shape: docs/PERFORMANCE.md, session 11.)
 // Cache layout bf16 [num_slots, n_kv * D]; q float32 [T, n_heads * D]; out bf16 [T, n_heads * D].
 #include "mma.cuh"
 
@@ -50,7 +50,7 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
                                             const int *__restrict__ positions, const int *__restrict__ context_lens,
                                             const int *__restrict__ block_tables, int bt_stride, int page_size,
                                             float scale, int n_kv, int nsplit, bf16 *__restrict__ out,
-                                            float *part_o, float *part_ml, unsigned *counters, const int kvh,
+                                            float *__restrict__ part_o, float *__restrict__ part_ml, const int kvh,
                                             const int t, const int split) {
     static_assert(BK % 16 == 0 && BK >= 16, "key tiles of whole mma k-steps");
     static_assert(ST >= 2, "one stage computed while the next lands");
@@ -229,17 +229,15 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
     }
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    const int h = kvh * ATT_G + min(g, ATT_G - 1);
+    if (g >= ATT_G) return;
+    const int h = kvh * ATT_G + g;
     if (nsplit == 1) {
-        if (g >= ATT_G) return;
         const float inv = l_a > 0.f ? 1.f / l_a : 0.f;
         bf16 *oh = out + ((size_t)t * n_heads + h) * ATT_D;
 #pragma unroll
         for (int n = 0; n < 8; n++)
             *reinterpret_cast<__nv_bfloat162 *>(oh + n * 8 + 2 * c) = __floats2bfloat162_rn(o[n][0] * inv, o[n][1] * inv);
-        return;
-    }
-    if (g < ATT_G) {
+    } else {
         const size_t p = ((size_t)t * n_heads + h) * nsplit + split;
 #pragma unroll
         for (int n = 0; n < 8; n++)
@@ -249,34 +247,6 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
             part_ml[2 * p + 1] = l_a;
         }
     }
-    if (counters == nullptr) return;   // attention_combine merges the partials
-    // the (token, KV head)'s last split to finish merges every split's partials into bf16 out, as
-    // attention_combine does, and resets the counter (attn_fused.cu's scheme; u32 [T * n_kv], zero, left so)
-    __threadfence();
-    __syncwarp();
-    unsigned prev = 0;
-    if (lane == 0) prev = atomicAdd(counters + (size_t)t * n_kv + kvh, 1u);
-    prev = __shfl_sync(0xffffffffu, prev, 0);
-    if (prev != (unsigned)nsplit - 1) return;
-    if (lane == 0) counters[(size_t)t * n_kv + kvh] = 0u;
-    __threadfence();
-    for (int i = lane; i < ATT_G * ATT_D; i += 32) {
-        const int hh = kvh * ATT_G + i / ATT_D, d = i % ATT_D;
-        const size_t base = ((size_t)t * n_heads + hh) * nsplit;
-        float m = -INFINITY;
-        for (int sp = 0; sp < nsplit; sp++) m = fmaxf(m, __ldcg(part_ml + 2 * (base + sp)));
-        float l = 0.f, acc = 0.f;
-        if (m > -INFINITY) {
-            for (int sp = 0; sp < nsplit; sp++) {
-                const float ms = __ldcg(part_ml + 2 * (base + sp));
-                if (ms == -INFINITY) continue;
-                const float wgt = expf(ms - m);
-                l += __ldcg(part_ml + 2 * (base + sp) + 1) * wgt;
-                acc += __ldcg(part_o + (base + sp) * ATT_D + d) * wgt;
-            }
-        }
-        out[((size_t)t * n_heads + hh) * ATT_D + d] = f2bf(l > 0.f ? acc / l : 0.f);
-    }
 }
 
 // Grid (n_kv, T, nsplit), 32 NW threads, dynamic shared memory NW * ST * 2 * BK * 144 bytes.
@@ -285,21 +255,18 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
     const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,              \
         const int *__restrict__ tok_seq, const int *__restrict__ positions, const int *__restrict__ context_lens, \
         const int *__restrict__ block_tables, int bt_stride, int page_size, float scale, int n_kv, int nsplit,    \
-        bf16 *__restrict__ out, float *part_o, float *part_ml, unsigned *counters
+        bf16 *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml
 #define DA_KERNEL(NAME, NW, BK, ST, PF)                                                                             \
     extern "C" __global__ void __launch_bounds__(32 * NW) NAME(DA_ARGS) {                                           \
         pdl_wait();                                                                                                 \
         pdl_trigger();                                                                                              \
         decode_unit<NW, BK, ST, PF>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, \
-                                    page_size, scale, n_kv, nsplit, out, part_o, part_ml, counters, blockIdx.x,     \
-                                    blockIdx.y, blockIdx.z);                                                        \
+                                    page_size, scale, n_kv, nsplit, out, part_o, part_ml, blockIdx.x, blockIdx.y,   \
+                                    blockIdx.z);                                                                    \
     }
 
 DA_KERNEL(decode_attention_w4_k16_s4, 4, 16, 4, 0)
 DA_KERNEL(decode_attention_w4_k16_s3, 4, 16, 3, 0)
-DA_KERNEL(decode_attention_w4_k32_s3, 4, 32, 3, 0)
-DA_KERNEL(decode_attention_w4_k64_s2, 4, 64, 2, 0)
 DA_KERNEL(decode_attention_w2_k16_s4, 2, 16, 4, 0)
 DA_KERNEL(decode_attention_w8_k16_s3, 8, 16, 3, 0)
-DA_KERNEL(decode_attention_w1_k16_s6, 1, 16, 6, 0)
 DA_KERNEL(decode_attention_w4_k16_s4_l2, 4, 16, 4, 256)

@@ -6,10 +6,12 @@ warp per key group, each KV row loaded once for its query heads), which variant,
   attention path (decode steps above the lean/fused bound, small prefill chunks without flash) run
   ``DEFAULT_VARIANT``; a variant name (``w4_k16_s4``, see ``VARIANTS``) picks that one (the bench and the
   checks run each).
-* Splits along the context: one block per (KV head, token) fills the GPU at batch 256 (768 blocks against
-  ~400 resident); smaller grids split each token's keys so that the blocks about fill the resident slots once,
-  leaving every warp at least ``MIN_TILES_PER_WARP`` key tiles. The last split of each (token, KV head) to
-  finish merges the partials (``MERGE_IN_KERNEL``; else attention_combine, a second launch).
+* Splits along the context (each costs attention_combine's launch and the partials' round trip): none, but
+  for a small grid over long contexts: fewer than ``SPLIT_MAX_UNITS`` (token, KV head) units a multiprocessor
+  and at least ``SPLIT_MIN_KEYS`` keys; then about 2 blocks a multiprocessor, every warp keeping at least
+  ``MIN_TILES_PER_WARP`` key tiles. Measured on an H100 (docs/PERFORMANCE.md, session 11): the unsplit grid
+  won at batch 16..256 for contexts 288..1,024 (2 or 4 splits + the combine launch took 1.03-1.21x as long);
+  at batch 16 with 2,048 keys 8 splits + combine took 15.5 us against 22.5 unsplit.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ DEFAULT = "0"
 MIN_TOKENS = 16
 MAX_SPLITS = 16            # kernels.cuda.backend.MAX_SPLITS: the partial buffers
 MIN_TILES_PER_WARP = 2
-MERGE_IN_KERNEL = True     # splits merged by each (token, KV head)'s last split (no attention_combine launch)
+SPLIT_MAX_UNITS = 0.5      # (token, KV head) units a multiprocessor below which a long context splits
+SPLIT_MIN_KEYS = 1024
 ROW_BYTES = (64 + 8) * 2   # a padded shared K/V row (head dim 64)
 
 
@@ -48,10 +51,12 @@ class Variant(NamedTuple):
 
 
 # every variant decode_attention.cu compiles (DA_KERNEL lines)
-VARIANTS = {v.name: v for v in (Variant(4, 16, 4), Variant(4, 16, 3), Variant(4, 32, 3), Variant(4, 64, 2),
-                                 Variant(2, 16, 4), Variant(8, 16, 3), Variant(1, 16, 6),
+# (H100, session 11 round 1, B=256 ctx=288: w2_k16_s4 25.1-26.0 us, w4_k16_s3 25.7-26.6, w4_k16_s4_l2 25.9-26.5,
+# w4_k16_s4 26.1-26.8, w8_k16_s3 28.7-29.1; dropped: w4_k32_s3 28.6-28.9, w4_k64_s2 39.5, w1_k16_s6 25.7-26.7
+# but its 8 blocks a multiprocessor of one warp each only win split)
+VARIANTS = {v.name: v for v in (Variant(4, 16, 4), Variant(4, 16, 3), Variant(2, 16, 4), Variant(8, 16, 3),
                                  Variant(4, 16, 4, True))}
-DEFAULT_VARIANT = "w4_k16_s4"
+DEFAULT_VARIANT = "w2_k16_s4"
 
 
 def variant_from_env(env: Mapping[str, str]) -> Variant | None:
@@ -70,12 +75,12 @@ def applies(variant: Variant | None, n_tokens: int) -> bool:
     return variant is not None and n_tokens >= MIN_TOKENS
 
 
-def nsplit(variant: Variant, n_tokens: int, max_len: int, n_kv: int, resident_blocks: int) -> int:
-    """Splits along the context for ``n_tokens`` query tokens of at most ``max_len`` keys, with
-    ``resident_blocks`` blocks of ``variant`` resident on the whole GPU at once."""
+def nsplit(variant: Variant, n_tokens: int, max_len: int, n_kv: int, sm_count: int) -> int:
+    """Splits along the context for ``n_tokens`` query tokens of at most ``max_len`` keys on ``sm_count``
+    multiprocessors (see the module doc)."""
     units = n_tokens * n_kv
-    if units >= resident_blocks:
+    if units >= SPLIT_MAX_UNITS * sm_count or max_len < SPLIT_MIN_KEYS:
         return 1
-    tiles = -(-max(max_len, 1) // variant.keys)
+    tiles = -(-max_len // variant.keys)
     cap = max(1, tiles // (variant.warps * MIN_TILES_PER_WARP))
-    return max(1, min(MAX_SPLITS, cap, round(resident_blocks / units)))
+    return max(1, min(MAX_SPLITS, cap, -(-2 * sm_count // units)))

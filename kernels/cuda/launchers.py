@@ -101,7 +101,7 @@ class Kernels:
         for bq, ks in FLASH_KERNELS:
             for st in FLASH_STAGES:
                 driver.set_max_dynamic_smem(self.f[flash_kernel(bq, ks, st)], ks * st * FLASH_SMEM_PER_STAGE)
-        # decode_attention.cu (kernels.cuda.decode_plan): each variant's shared memory and resident blocks (GPU)
+        # decode_attention.cu (kernels.cuda.decode_plan): each variant's shared memory; its resident blocks (the bench)
         self.decode_resident = {}
         for v in decode_plan.VARIANTS.values():
             driver.set_max_dynamic_smem(self.f[v.kernel], v.smem_bytes)
@@ -303,17 +303,15 @@ class Kernels:
                      (part_o, part_ml, n_heads, nsplit, out), "ppiip")
 
     def decode_attention(self, variant, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables,
-                         bt_stride, page_size, scale, n_tokens, n_kv, n_heads, head_dim, nsplit, out, part_o, part_ml,
-                         counters=0):
-        """paged_attention's result (same arguments, same split partials) from decode_attention.cu's ``variant``
-        (a kernels.cuda.decode_plan.Variant): grid (n_kv, tokens, splits). With nsplit > 1 the splits merge in
-        the kernel when ``counters`` (u32 [tokens * n_kv], zero; left zero) is given, else attention_combine."""
+                         bt_stride, page_size, scale, n_tokens, n_kv, n_heads, head_dim, nsplit, out, part_o, part_ml):
+        """paged_attention's result (same arguments, same split partials, attention_combine after a split) from
+        decode_attention.cu's ``variant`` (a kernels.cuda.decode_plan.Variant): grid (n_kv, tokens, splits)."""
         if not 1 <= n_tokens <= 65535 or not 1 <= nsplit <= decode_plan.MAX_SPLITS:
             raise ValueError(f"decode_attention takes 1..65535 tokens, 1..{decode_plan.MAX_SPLITS} splits")
         self._go(variant.kernel, (n_kv, n_tokens, nsplit), variant.threads,
                  (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
-                  scale, n_kv, nsplit, out, part_o, part_ml, counters), "pppppppiifiipppp", smem=variant.smem_bytes)
-        if nsplit > 1 and not counters:
+                  scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp", smem=variant.smem_bytes)
+        if nsplit > 1:
             self._go("attention_combine", (n_tokens, n_heads), head_dim,
                      (part_o, part_ml, n_heads, nsplit, out), "ppiip")
 

@@ -45,7 +45,7 @@ def step_plan(be, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int
                 ops.append(("attention (mma)", lambda kc=kc, vc=vc: k.decode_attention(
                     be.decode_mma, be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride,
                     be.page_size, be.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, be.attn,
-                    be.part_o, be.part_ml, be.att_counters if decode_plan.MERGE_IN_KERNEL else 0)))
+                    be.part_o, be.part_ml)))
             else:
                 ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
                     be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size,

@@ -130,11 +130,11 @@ def kernel_table(backend) -> list[tuple[str, float, str]]:
         rows.append((f"paged_attention decode B={b} ctx={ctx} splits={nsplit}",
                      b * ctx * cfg.kv_size * 2 * 2 / s / 1e9, "GB/s (K+V)"))
         v = decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT]   # AOTX_DECODE_MMA's kernel beside it
-        ns = decode_plan.nsplit(v, b, ctx, cfg.n_kv_heads, k.decode_resident[v.name])
+        ns = decode_plan.nsplit(v, b, ctx, cfg.n_kv_heads, backend.dev.sm_count)
         s = timed(lambda: k.decode_attention(v, backend.q, backend.k_cache, backend.v_cache, p["tok_seq"],
                                              p["positions"], p["ctx"], p["bt"], npg, ps, backend.scale, b,
                                              cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, ns, backend.attn,
-                                             backend.part_o, backend.part_ml, backend.att_counters), 20)
+                                             backend.part_o, backend.part_ml), 20)
         rows.append((f"decode_attention {v.name} B={b} ctx={ctx} splits={ns}",
                      b * ctx * cfg.kv_size * 2 * 2 / s / 1e9, "GB/s (K+V)"))
     for r in (1, 64):

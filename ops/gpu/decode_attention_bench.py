@@ -64,7 +64,7 @@ def kernel_rows(shapes, sweep: bool = True, once: bool = False) -> list[str]:
         q = c.up(rng.standard_normal((b, NH * D)).astype(np.float32))
         ts, pos, lens, bt = (c.up(np.arange(b, dtype=np.int32)), c.up(np.full(b, ctx - 1, np.int32)),
                              c.up(np.full(b, ctx, np.int32)), c.up(tables))
-        out, counters = c.zeros(b * NH * D * 2), c.zeros(b * NKV * 4, poison=False)
+        out = c.zeros(b * NH * D * 2)
         po, pm = c.zeros(b * NH * 16 * D * 4), c.zeros(b * NH * 16 * 2 * 4)
         nbytes = kv_bytes([ctx] * b, NKV, D)
         it = [0]
@@ -77,32 +77,29 @@ def kernel_rows(shapes, sweep: bool = True, once: bool = False) -> list[str]:
             kc, vc = nxt()
             k.attention(q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm)
 
-        def run_new(v, ns, merged=True):
+        def run_new(v, ns):
             kc, vc = nxt()
-            k.decode_attention(v, q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm,
-                               counters if merged else 0)
+            k.decode_attention(v, q, kc, vc, ts, pos, lens, bt, npg, PAGE, 0.125, b, NKV, NH, D, ns, out, po, pm)
 
         ns_old = _old_nsplit(b, ctx, sm)
         if once:
             run_old(ns_old)
             for v in decode_plan.VARIANTS.values():
-                run_new(v, decode_plan.nsplit(v, b, ctx, NKV, k.decode_resident[v.name]))
+                run_new(v, decode_plan.nsplit(v, b, ctx, NKV, sm))
             c.dev.synchronize()
             continue
         base = graph_seconds(st, timer, lambda: run_old(ns_old), 20)
         emit(f"B={b} ctx={ctx} paged_attention splits={ns_old}: {base * 1e6:7.1f} us "
                      f"{nbytes / base / 1e9:7.1f} GB/s (K+V) 1.00x")
         for v in decode_plan.VARIANTS.values():
-            plan = decode_plan.nsplit(v, b, ctx, NKV, k.decode_resident[v.name])
-            tries = sorted({plan, 1, 2, 4, 8} if sweep and v.name == decode_plan.DEFAULT_VARIANT else {plan})
+            plan = decode_plan.nsplit(v, b, ctx, NKV, sm)
+            tries = sorted({plan, 1, 2, 4, 8} if sweep and v.name == decode_plan.DEFAULT_VARIANT else {plan, 1})
             for ns in tries:
                 if ns > -(-ctx // v.keys):
                     continue
-                for merged in (True, False) if ns > 1 and ns == plan and sweep else (True,):
-                    s = graph_seconds(st, timer, lambda v=v, ns=ns, m=merged: run_new(v, ns, m), 20)
-                    emit(f"B={b} ctx={ctx} decode_attention {v.name} splits={ns}{' (plan)' if ns == plan else ''}"
-                         f"{'' if merged else ' +combine launch'}: {s * 1e6:7.1f} us {nbytes / s / 1e9:7.1f} GB/s "
-                         f"(K+V) {base / s:4.2f}x")
+                s = graph_seconds(st, timer, lambda v=v, ns=ns: run_new(v, ns), 20)
+                emit(f"B={b} ctx={ctx} decode_attention {v.name} splits={ns}{' (plan)' if ns == plan else ''}: "
+                     f"{s * 1e6:7.1f} us {nbytes / s / 1e9:7.1f} GB/s (K+V) {base / s:4.2f}x")
     c.free()
     return lines
 

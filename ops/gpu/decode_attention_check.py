@@ -4,8 +4,7 @@ and against its numpy twin (kernels.cuda.decode_attention_twin), on the model's 
 heads, head dim 64, pages of 16; one case on pages of 12): decode at batch 256 (context 288) and 64 (context
 1,024), mixed context lengths 1..4,000 with 1..16 splits, a decode graph's padded rows (context 0: must be
 exactly zero), and a 20-token chunk beside decode tokens (per-token causal limits). Splits: 1, the plan's
-(decode_plan.nsplit), and 5; with more than one, the splits merged in the kernel (its counters must be left
-zero) and, for the default variant, also by attention_combine.
+(decode_plan.nsplit), and 5 for the default variant (whose results must also repeat bitwise).
 
 Tolerance: 8e-3 relative (||out - ref|| / ||ref||), kernel_check's bf16-output bound, against the reference.
 The kernel rounds q (pre-scaled) and P to bf16 for the tensor cores; the twin, which does the same, is 1e-3 to
@@ -77,39 +76,32 @@ def check_decode_attention(c, rel) -> None:
                               qs[:len(seqs) + 1], lens[:len(seqs)], tables[:len(seqs)], page, SCALE)
         dq, dts, dpos, dlens, dbt = c.up(q), c.up(tok_seq), c.up(positions), c.up(lens), c.up(tables)
         po, pm = c.zeros(t * NH * decode_plan.MAX_SPLITS * D * 4), c.zeros(t * NH * decode_plan.MAX_SPLITS * 2 * 4)
-        counters = c.zeros(t * NKV * 4, poison=False)
         for v in decode_plan.VARIANTS.values():
-            plan = decode_plan.nsplit(v, t, int(lens.max()), NKV, c.k.decode_resident[v.name])
+            plan = decode_plan.nsplit(v, t, int(lens.max()), NKV, c.dev.sm_count)
             default = v.name == decode_plan.DEFAULT_VARIANT
             for nsplit in sorted({1, plan, 5 if default else 1}):
-                # splits merged in the kernel (counters), and for the default variant also by attention_combine
-                for merged in (True, False) if default and nsplit > 1 else (True,):
-                    out = c.zeros(t * NH * D * 2)   # poisoned: a row the kernel never writes reads NaN
+                out = c.zeros(t * NH * D * 2)   # poisoned: a row the kernel never writes reads NaN
+                c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV, NH, D,
+                                     nsplit, out, po, pm)
+                got = from_bf16(c.down(out, (t, NH, D), np.uint16))
+                err = rel(got[:real], ref)
+                extra = f"max|d|={np.abs(got[:real] - ref).max():.2e}" if np.isfinite(err) else "non-finite"
+                if pad:
+                    zero = bool(np.all(got[real:] == 0))
+                    extra += f"; padded rows zero: {zero}"
+                    err = err if zero else float("inf")
+                label = f"decode_attention {v.name} {name} splits={nsplit}"
+                if default:   # deterministic: a second launch gives the same bits
+                    again = c.zeros(t * NH * D * 2)
                     c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV, NH,
-                                         D, nsplit, out, po, pm, counters if merged else 0)
-                    got = from_bf16(c.down(out, (t, NH, D), np.uint16))
-                    err = rel(got[:real], ref)
-                    extra = f"max|d|={np.abs(got[:real] - ref).max():.2e}" if np.isfinite(err) else "non-finite"
-                    if pad:
-                        zero = bool(np.all(got[real:] == 0))
-                        extra += f"; padded rows zero: {zero}"
-                        err = err if zero else float("inf")
-                    if nsplit > 1 and merged:
-                        left = int(np.count_nonzero(c.down(counters, (t * NKV,), np.uint32)))
-                        extra += f"; counters left nonzero: {left}"
-                        err = err if left == 0 else float("inf")
-                    label = f"decode_attention {v.name} {name} splits={nsplit}" + ("" if merged else " +combine")
-                    if default and merged:   # deterministic: a second launch gives the same bits
-                        again = c.zeros(t * NH * D * 2)
-                        c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV,
-                                             NH, D, nsplit, again, po, pm, counters)
-                        same = bool(np.array_equal(c.down(again, (t, NH, D), np.uint16), to_bf16(got)))
-                        extra += f"; bitwise repeatable: {same}"
-                        err = err if same else float("inf")
-                    if with_twin:
-                        tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit)
-                        c.record(label + " vs twin", rel(got, tw), TOL_TWIN)
-                    c.record(label, err, TOL, extra)
+                                         D, nsplit, again, po, pm)
+                    same = bool(np.array_equal(c.down(again, (t, NH, D), np.uint16), to_bf16(got)))
+                    extra += f"; bitwise repeatable: {same}"
+                    err = err if same else float("inf")
+                if with_twin:
+                    tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit)
+                    c.record(label + " vs twin", rel(got, tw), TOL_TWIN)
+                c.record(label, err, TOL, extra)
     c.free()
 
 
@@ -146,7 +138,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.time()
     c = Ctx()
-    print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count} resident blocks {c.k.decode_resident}", flush=True)
+    print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     check_decode_attention(c, rel)
     if args.e2e or args.real:
         from ops.gpu.model_check import random_bundle

@@ -20,7 +20,7 @@ EXPECTED = {
     "lean_mlp": ["mlp_lean_t1", "mlp_lean_t8", "omlp_lean_t1", "omlp_lean_t8", "omlpq_lean_t1", "omlpq_lean_t4"],
     "lean": ["qkv_lean_t1", "qkv_lean_t8", "o_lean_t1", "o_lean_t8", "lean_attention",
              "paged_attention_merged"],
-    "decode_attention": ["decode_attention_w4_k16_s4", "decode_attention_w4_k32_s3", "decode_attention_w1_k16_s6"],
+    "decode_attention": ["decode_attention_w4_k16_s4", "decode_attention_w2_k16_s4", "decode_attention_w4_k16_s4_l2"],
     "linear_wgmma": ["linear_wgmma_64x64", "linear_wgmma_64x128", "linear_wgmma_128x128", "linear_wgmma_128x256"],
 }
 

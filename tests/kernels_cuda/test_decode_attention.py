@@ -87,7 +87,7 @@ def test_env_switch_is_off_by_default():
     assert decode_plan.variant_from_env({}) is None
     assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "0"}) is None
     assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "1"}).name == decode_plan.DEFAULT_VARIANT
-    assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "w4_k32_s3"}).keys == 32
+    assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "w8_k16_s3"}).warps == 8
     with pytest.raises(ValueError, match="AOTX_DECODE_MMA"):
         decode_plan.variant_from_env({"AOTX_DECODE_MMA": "yes"})
     v = decode_plan.VARIANTS["w4_k16_s4"]
@@ -95,14 +95,16 @@ def test_env_switch_is_off_by_default():
     assert not decode_plan.applies(v, decode_plan.MIN_TOKENS - 1) and decode_plan.applies(v, 256)
 
 
-def test_nsplit_fills_the_resident_slots_once():
+def test_nsplit_only_for_a_small_grid_over_a_long_context():
     v = decode_plan.VARIANTS["w4_k16_s4"]
-    assert decode_plan.nsplit(v, 256, 288, 3, 396) == 1        # 768 blocks >= 396 resident
-    assert decode_plan.nsplit(v, 64, 1024, 3, 396) == 2        # 192 -> 384
-    assert decode_plan.nsplit(v, 16, 288, 3, 396) == 2         # 18 tiles: each warp keeps >= 2
-    assert decode_plan.nsplit(v, 16, 8192, 3, 396) == 8
-    assert decode_plan.nsplit(v, 1, 8192, 3, 396) == decode_plan.MAX_SPLITS
-    assert decode_plan.nsplit(v, 16, 1, 3, 396) == 1
+    assert decode_plan.nsplit(v, 256, 288, 3, 132) == 1
+    assert decode_plan.nsplit(v, 64, 1024, 3, 132) == 1        # measured: unsplit won
+    assert decode_plan.nsplit(v, 32, 1024, 3, 132) == 1        # 96 units >= 66
+    assert decode_plan.nsplit(v, 16, 288, 3, 132) == 1         # short context
+    assert decode_plan.nsplit(v, 16, 2048, 3, 132) == 6        # 48 units: ~2 blocks an SM
+    assert decode_plan.nsplit(v, 16, 1024, 3, 132) == 6
+    assert decode_plan.nsplit(v, 1, 8192, 3, 132) == decode_plan.MAX_SPLITS
+    assert decode_plan.nsplit(decode_plan.VARIANTS["w8_k16_s3"], 16, 1024, 3, 132) == 4   # 64 tiles / (8 x 2)
 
 
 def test_kv_bytes():
@@ -126,7 +128,7 @@ def _mock_backend(decode_mma):
     layer = {"attn_norm": 1, "ffn_norm": 2, "wqkv": 3, "wo": 4, "wgu": 5, "wdown": 6}
     be = SimpleNamespace(config=cfg, k=Kernels(), layers=[layer] * 3, fused=True, fused_norm=False, lean=None,
                          fused_attn_min_t=1, decode_mma=decode_mma, embed=10, residual=11, h=12, q=13, attn=14,
-                         act=15, part_o=16, part_ml=17, att_counters=18, k_cache=1 << 20, v_cache=1 << 30,
+                         act=15, part_o=16, part_ml=17, k_cache=1 << 20, v_cache=1 << 30,
                          layer_kv_bytes=1000, page_size=16, scale=0.125, rope=19, qkv_n=960, logits=20)
     return be, calls
 
@@ -148,10 +150,10 @@ def test_step_plan_routes_attention_by_the_plan(t, on, expect):
     kernel = "decode_attention" if expect == "attention (mma)" else "attention"
     att = [args for name, args in calls if name == kernel]
     assert len(att) == 3
-    # each layer's own cache; the splits, and (mma) the variant and the in-kernel merge's counters
+    # each layer's own cache; the splits, and (mma) the variant
     assert [a[2 if kernel == "decode_attention" else 1] for a in att] == [1 << 20, (1 << 20) + 1000, (1 << 20) + 2000]
     if kernel == "decode_attention":
-        assert all(a[0] is v and a[15] == 2 and a[-1] == 18 for a in att)
+        assert all(a[0] is v and a[15] == 2 and a[-1] == 17 for a in att)   # ..., part_o, part_ml
 
 
 def test_kernel_compiles_for_sm90_without_spills():
