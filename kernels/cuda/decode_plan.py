@@ -1,11 +1,11 @@
 """When a step's paged attention runs on decode_attention (kernels/cuda/decode_attention.cu: tensor cores, a
 warp per key group, each KV row loaded once for its query heads), which variant, and how many splits.
 
-* ``AOTX_DECODE_MMA``: ``0`` (the default until ``make gpu-check`` passes with it on a GPU): every step keeps
-  paged_attention (attention.cu). ``1``: steps of at least ``MIN_TOKENS`` tokens that take the paged
+* ``AOTX_DECODE_MMA``: ``1`` (the default since its checks passed on an H100, session 11: 175/175 kernel
+  lines, the random-weights end to end): steps of at least ``MIN_TOKENS`` tokens that take the paged
   attention path (decode steps above the lean/fused bound, small prefill chunks without flash) run
   ``DEFAULT_VARIANT``; a variant name (``w4_k16_s4``, see ``VARIANTS``) picks that one (the bench and the
-  checks run each).
+  checks run each). ``0``: every step keeps paged_attention (attention.cu).
 * Splits along the context (each costs attention_combine's launch and the partials' round trip): none, but
   for a small grid over long contexts: fewer than ``SPLIT_MAX_UNITS`` (token, KV head) units a multiprocessor
   and at least ``SPLIT_MIN_KEYS`` keys; then about 2 blocks a multiprocessor, every warp keeping at least
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-DEFAULT = "0"
+DEFAULT = "1"
 MIN_TOKENS = 16
 MAX_SPLITS = 16            # kernels.cuda.backend.MAX_SPLITS: the partial buffers
 MIN_TILES_PER_WARP = 2

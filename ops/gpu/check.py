@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     rb = bundles["random"]
     guarded("random e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(rb, False, record_random))
     guarded("random e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(rb, False, record_random))
-    guarded("random e2e with AOTX_DECODE_MMA=1", lambda: decode_attention_check.e2e(rb, False, record_random))
+    guarded("random e2e with AOTX_DECODE_MMA=0", lambda: decode_attention_check.e2e(rb, False, record_random, "0"))
     guarded("random e2e with AOTX_LEAN=1", lambda: lean_check.e2e(rb, False, record_random))
     guarded("random e2e with AOTX_LEAN=2", lambda: lean_check.e2e(rb, False, record_random, "2"))
     guarded("random e2e with AOTX_LEAN=3", lambda: lean_check.e2e(rb, False, record_random, "3"))
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         guarded("real e2e", lambda: model_check.run(bundle, True, record), "exception")
         guarded("real e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
-        guarded("real e2e with AOTX_DECODE_MMA=1", lambda: decode_attention_check.e2e(bundle, True, record))
+        guarded("real e2e with AOTX_DECODE_MMA=0", lambda: decode_attention_check.e2e(bundle, True, record, "0"))
         guarded("real e2e with AOTX_LEAN=1", lambda: lean_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_LEAN=2", lambda: lean_check.e2e(bundle, True, record, "2"))
         guarded("real e2e with AOTX_LEAN=3", lambda: lean_check.e2e(bundle, True, record, "3"))

@@ -105,17 +105,19 @@ def check_decode_attention(c, rel) -> None:
     c.free()
 
 
-def e2e(bundle, real: bool, record) -> None:
-    """ops.gpu.model_check end to end with AOTX_DECODE_MMA=1 (decode steps of >= decode_plan.MIN_TOKENS rows
-    on decode_attention). Names get the prefix "decode_mma "."""
+def e2e(bundle, real: bool, record, mode: str = "1") -> None:
+    """ops.gpu.model_check end to end with AOTX_DECODE_MMA=mode (1: decode steps of >= decode_plan.MIN_TOKENS
+    rows on decode_attention; 0: on paged_attention). Names get the prefix "decode_mma " (mode 1) or
+    "decode_mma=<mode> "."""
     import os
 
     from ops.gpu import model_check
 
+    prefix = "decode_mma " if mode == "1" else f"decode_mma={mode} "
     old = os.environ.get("AOTX_DECODE_MMA")
-    os.environ["AOTX_DECODE_MMA"] = "1"
+    os.environ["AOTX_DECODE_MMA"] = mode
     try:
-        model_check.run(bundle, real, lambda name, value, thr, extra="": record("decode_mma " + name, value, thr, extra))
+        model_check.run(bundle, real, lambda name, value, thr, extra="": record(prefix + name, value, thr, extra))
     finally:
         if old is None:
             del os.environ["AOTX_DECODE_MMA"]

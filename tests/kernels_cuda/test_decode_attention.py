@@ -83,8 +83,8 @@ def test_variants_match_the_kernel_file():
     assert decode_plan.VARIANTS["w4_k16_s4"].smem_bytes == 4 * 4 * 2 * 16 * 144
 
 
-def test_env_switch_is_off_by_default():
-    assert decode_plan.variant_from_env({}) is None
+def test_env_switch_is_on_by_default():
+    assert decode_plan.variant_from_env({}).name == decode_plan.DEFAULT_VARIANT
     assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "0"}) is None
     assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "1"}).name == decode_plan.DEFAULT_VARIANT
     assert decode_plan.variant_from_env({"AOTX_DECODE_MMA": "w8_k16_s3"}).warps == 8
