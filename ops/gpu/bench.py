@@ -123,7 +123,9 @@ def kernel_table(backend) -> list[tuple[str, float, str]]:
         tables = (np.arange(b)[:, None] * npg + np.arange(npg)[None, :]).astype(np.int32)
         p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
                            np.arange(b), tables, npg)
+        keep, backend.decode_mma = backend.decode_mma, None   # paged_attention's own splits (AOTX_DECODE_MMA=0)
         nsplit = backend._nsplit(b, ctx)
+        backend.decode_mma = keep
         s = timed(lambda: k.attention(backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"],
                                       p["ctx"], p["bt"], npg, ps, backend.scale, b, cfg.n_kv_heads, cfg.n_heads,
                                       cfg.head_dim, nsplit, backend.attn, backend.part_o, backend.part_ml), 20)
