@@ -133,11 +133,34 @@ def _mock_backend(decode_mma):
     return be, calls
 
 
+@pytest.fixture
+def step_plan(monkeypatch):
+    """kernels.cuda.step_plan imported afresh over a stand-in driver (the real one is never imported here: the
+    CPU tests must not load it, tests/kernels_cuda/test_cpu_side.py)."""
+    import importlib
+    import sys
+    import types
+
+    import kernels.cuda as pkg
+
+    names = ("step_plan", "launchers", "driver")
+    before = {n: pkg.__dict__.get(n) for n in names}   # the package's attributes come back as they were
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace())
+    for n in names:
+        pkg.__dict__.pop(n, None)
+        if n != "driver":
+            monkeypatch.delitem(sys.modules, f"kernels.cuda.{n}", raising=False)
+    yield importlib.import_module("kernels.cuda.step_plan").step_plan
+    for n in names:
+        sys.modules.pop(f"kernels.cuda.{n}", None)
+        pkg.__dict__.pop(n, None)
+        if before[n] is not None:
+            setattr(pkg, n, before[n])
+
+
 @pytest.mark.parametrize("t,on,expect", [(256, True, "attention (mma)"), (16, True, "attention (mma)"),
                                          (15, True, "attention"), (256, False, "attention")])
-def test_step_plan_routes_attention_by_the_plan(t, on, expect):
-    from kernels.cuda.step_plan import step_plan
-
+def test_step_plan_routes_attention_by_the_plan(step_plan, t, on, expect):
     v = decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT] if on else None
     be, calls = _mock_backend(v)
     p = {k: 100 + i for i, k in enumerate(("tokens", "positions", "slots", "tok_seq", "ctx", "rows", "bt"))}
