@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from kernels import sampler
-from kernels.cuda import driver, flash_plan, fused_policy, lean_plan, launchers as L, norm_fusion, wgmma_plan
+from kernels.cuda import decode_plan, driver, flash_plan, fused_policy, lean_plan, launchers as L, norm_fusion, wgmma_plan
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels
 from kernels.cuda.logits import DeviceLogits
@@ -84,6 +84,7 @@ class CudaBackend:
         lean_plan.configure(self, os.environ)   # self.lean: the lean kernels at T <= 8 (AOTX_LEAN)
         self.flash = flash_plan.flash_enabled(os.environ)   # prefill chunks on flash_prefill (flash_plan)
         self.fused_norm = norm_fusion.fused_norm_enabled(os.environ)   # norms folded into the GEMMs (norm_fusion)
+        self.decode_mma = decode_plan.variant_from_env(os.environ)   # paged attention on decode_attention.cu
         if wgmma_plan.wgmma_enabled(os.environ):   # projections of >= 64 rows on linear_wgmma (wgmma_plan)
             self.k.wgmma = wgmma_plan.Wgmma(self.k, tma=wgmma_plan.wgmma_mode(os.environ) == "tma")
         # [0] mlp_fused's grid barrier, [4] lm_head_argmax's counter, [8:72] its keys, [72] attn_o_fused's
@@ -191,6 +192,9 @@ class CudaBackend:
             return 1
         if self.fused and lean_plan.mode_for(self.lean, n_tokens):
             return lean_plan.lean_nsplit(n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
+        if decode_plan.applies(self.decode_mma, n_tokens):
+            v = self.decode_mma
+            return decode_plan.nsplit(v, n_tokens, max_len, self.config.n_kv_heads, self.dev.sm_count)
         chunks = -(-max_len // L.ATT_CHUNK)
         want = -(-2 * self.dev.sm_count // (n_tokens * self.config.n_kv_heads))
         return max(1, min(_pow2ceil(want), _pow2ceil(chunks), MAX_SPLITS))
@@ -268,7 +272,7 @@ class CudaBackend:
                         np.concatenate([tables, np.full((pad, tables.shape[1]), -1, np.int32)]), width)
         if patch is not None:
             patch(p)
-        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t, self.lean, self.fused_norm)
+        key = (b, nsplit, width, self.fused, b >= self.fused_attn_min_t, self.lean, self.fused_norm, self.decode_mma)
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = driver.Graph(self.dev.stream, lambda: self._record(b, b, p, width, nsplit))

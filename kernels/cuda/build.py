@@ -14,7 +14,8 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
 FAMILIES = ("embedding", "norm", "rope", "kv_write", "swiglu", "linear", "attention", "sampling", "fused",
-            "attn_fused", "token_mask", "flash_attention", "linear_wgmma", "lean", "lean_mlp")
+            "attn_fused", "token_mask", "flash_attention", "linear_wgmma", "lean", "lean_mlp",
+            "decode_attention")
 # Families that use arch-specific instructions (wgmma): compiled for the "a" target of the arch asked for.
 ARCH_SPECIFIC = ("linear_wgmma",)
 # Families a Kernels object loads only when asked (kernels.cuda.wgmma_plan): compile_all skips them.

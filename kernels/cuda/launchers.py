@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from kernels.cuda import build, driver
+from kernels.cuda import build, decode_plan, driver
 from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
@@ -93,13 +93,20 @@ class Kernels:
                            "sampling": ["sample_rows", "adjust_rows"], "fused": ["mlp_fused", "lm_head_argmax"],
                            "attn_fused": ["attn_o_fused"], "token_mask": ["token_mask_rows"],
                            "flash_attention": [flash_kernel(bq, ks, st) for (bq, ks) in FLASH_KERNELS
-                                               for st in FLASH_STAGES]}.items():
+                                               for st in FLASH_STAGES],
+                           "decode_attention": [v.kernel for v in decode_plan.VARIANTS.values()]}.items():
             for n in names:
                 self.f[n] = self.modules[fam].function(n)
         driver.set_max_dynamic_smem(self.f["linear_gemv"], 96 * 1024)
         for bq, ks in FLASH_KERNELS:
             for st in FLASH_STAGES:
                 driver.set_max_dynamic_smem(self.f[flash_kernel(bq, ks, st)], ks * st * FLASH_SMEM_PER_STAGE)
+        # decode_attention.cu (kernels.cuda.decode_plan): each variant's shared memory; its resident blocks (the bench)
+        self.decode_resident = {}
+        for v in decode_plan.VARIANTS.values():
+            driver.set_max_dynamic_smem(self.f[v.kernel], v.smem_bytes)
+            self.decode_resident[v.name] = driver.max_active_blocks(
+                self.f[v.kernel], v.threads, v.smem_bytes) * device.sm_count
         self.flash_stages = flash_stages(os.environ)   # flash_attention's K/V pipeline depth (2 or 3)
         # lm_head_argmax is persistent: as many blocks as are resident at once
         self._lm_grid = driver.max_active_blocks(self.f["lm_head_argmax"], FUSED_THREADS) * device.sm_count
@@ -291,6 +298,19 @@ class Kernels:
         self._go("paged_attention", (n_tokens, n_kv, nsplit), 128,
                  (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
                   scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp")
+        if nsplit > 1:
+            self._go("attention_combine", (n_tokens, n_heads), head_dim,
+                     (part_o, part_ml, n_heads, nsplit, out), "ppiip")
+
+    def decode_attention(self, variant, q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables,
+                         bt_stride, page_size, scale, n_tokens, n_kv, n_heads, head_dim, nsplit, out, part_o, part_ml):
+        """paged_attention's result (same arguments, same split partials, attention_combine after a split) from
+        decode_attention.cu's ``variant`` (a kernels.cuda.decode_plan.Variant): grid (n_kv, tokens, splits)."""
+        if not 1 <= n_tokens <= 65535 or not 1 <= nsplit <= decode_plan.MAX_SPLITS:
+            raise ValueError(f"decode_attention takes 1..65535 tokens, 1..{decode_plan.MAX_SPLITS} splits")
+        self._go(variant.kernel, (n_kv, n_tokens, nsplit), variant.threads,
+                 (q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, page_size,
+                  scale, n_kv, nsplit, out, part_o, part_ml), "pppppppiifiippp", smem=variant.smem_bytes)
         if nsplit > 1:
             self._go("attention_combine", (n_tokens, n_heads), head_dim,
                      (part_o, part_ml, n_heads, nsplit, out), "ppiip")

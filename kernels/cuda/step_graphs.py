@@ -48,7 +48,8 @@ class StepGraphs:
         b = self.b
         wg = b.k.wgmma
         return (t, r, tuple(sorted(p.items())), width, nsplit, b.fused, b.fused_attn_min_t, b.flash, id(wg),
-                getattr(wg, "tma", None), getattr(b.k, "flash_stages", 2), getattr(b, "fused_norm", False))
+                getattr(wg, "tma", None), getattr(b.k, "flash_stages", 2), getattr(b, "fused_norm", False),
+                getattr(b, "decode_mma", None))
 
     def run(self, t: int, r: int, p: Mapping[str, int], width: int, nsplit: int) -> None:
         b = self.b

@@ -3,11 +3,11 @@
 
 Per layer: the lean T <= 8 kernels where their plan applies (kernels.cuda.lean_plan), else the fused small-step
 kernels (gemv, attn_o_fused, mlp_fused) or the GEMM path (linear_mma / linear_wgmma, flash_prefill or the paged
-attention) with the RMSNorms folded into the projections where norm_fusion applies; then the LM head.
+attention, or decode_attention by decode_plan) with the RMSNorms folded into the projections where norm_fusion applies; then the LM head.
 """
 from __future__ import annotations
 
-from kernels.cuda import launchers as L, lean_plan, norm_fusion
+from kernels.cuda import decode_plan, launchers as L, lean_plan, norm_fusion
 from kernels.cuda.launchers import epi
 
 
@@ -41,6 +41,11 @@ def step_plan(be, t: int, r: int, p: dict[str, int], bt_stride: int, nsplit: int
                 ops.append(("attention (flash)", lambda kc=kc, vc=vc: k.flash_attention(
                     be.q, kc, vc, p["tiles"], p["n_tiles"], p["bq"], p["ks"], p["tok_seq"], p["positions"],
                     p["ctx"], p["bt"], bt_stride, be.page_size, be.scale, cfg.n_kv_heads, be.attn)))
+            elif decode_plan.applies(getattr(be, "decode_mma", None), t):   # decode_attention.cu (decode_plan)
+                ops.append(("attention (mma)", lambda kc=kc, vc=vc: k.decode_attention(
+                    be.decode_mma, be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride,
+                    be.page_size, be.scale, t, cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, nsplit, be.attn,
+                    be.part_o, be.part_ml)))
             else:
                 ops.append(("attention", lambda kc=kc, vc=vc: k.attention(
                     be.q, kc, vc, p["tok_seq"], p["positions"], p["ctx"], p["bt"], bt_stride, be.page_size,

@@ -95,7 +95,7 @@ def hf_generate(model, prompts: np.ndarray, new: int, static: bool) -> float:
 
 def kernel_table(backend) -> list[tuple[str, float, str]]:
     """Per-kernel achieved rates at model shapes (median of repeats, CUDA events)."""
-    from kernels.cuda import driver, launchers as L
+    from kernels.cuda import decode_plan, driver, launchers as L
 
     cfg, k, st = backend.config, backend.k, backend.dev.stream
     H, F, V = cfg.hidden, cfg.ffn, cfg.vocab_size
@@ -123,11 +123,21 @@ def kernel_table(backend) -> list[tuple[str, float, str]]:
         tables = (np.arange(b)[:, None] * npg + np.arange(npg)[None, :]).astype(np.int32)
         p = backend._stage(np.zeros(b), np.full(b, ctx - 1), np.full(b, -1), np.arange(b), np.full(b, ctx),
                            np.arange(b), tables, npg)
+        keep, backend.decode_mma = backend.decode_mma, None   # paged_attention's own splits (AOTX_DECODE_MMA=0)
         nsplit = backend._nsplit(b, ctx)
+        backend.decode_mma = keep
         s = timed(lambda: k.attention(backend.q, backend.k_cache, backend.v_cache, p["tok_seq"], p["positions"],
                                       p["ctx"], p["bt"], npg, ps, backend.scale, b, cfg.n_kv_heads, cfg.n_heads,
                                       cfg.head_dim, nsplit, backend.attn, backend.part_o, backend.part_ml), 20)
         rows.append((f"paged_attention decode B={b} ctx={ctx} splits={nsplit}",
+                     b * ctx * cfg.kv_size * 2 * 2 / s / 1e9, "GB/s (K+V)"))
+        v = decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT]   # AOTX_DECODE_MMA's kernel beside it
+        ns = decode_plan.nsplit(v, b, ctx, cfg.n_kv_heads, backend.dev.sm_count)
+        s = timed(lambda: k.decode_attention(v, backend.q, backend.k_cache, backend.v_cache, p["tok_seq"],
+                                             p["positions"], p["ctx"], p["bt"], npg, ps, backend.scale, b,
+                                             cfg.n_kv_heads, cfg.n_heads, cfg.head_dim, ns, backend.attn,
+                                             backend.part_o, backend.part_ml), 20)
+        rows.append((f"decode_attention {v.name} B={b} ctx={ctx} splits={ns}",
                      b * ctx * cfg.kv_size * 2 * 2 / s / 1e9, "GB/s (K+V)"))
     for r in (1, 64):
         s = timed(lambda: k.add_rmsnorm(0, backend.residual, backend.out_norm, backend.h, 0, r, H, cfg.rms_eps))

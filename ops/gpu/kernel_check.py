@@ -355,6 +355,7 @@ def check_fused_mask(c: Ctx, logits: np.ndarray, sampled: np.ndarray, mask):
 def run_all() -> list:
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
+    from ops.gpu.decode_attention_check import check_decode_attention
     from ops.gpu.flash_check import check_flash
     from ops.gpu.fused_check import check_attn_o, check_fused
     from ops.gpu.lean_check import check_lean
@@ -362,7 +363,8 @@ def run_all() -> list:
 
     for fn in (check_small_ops, check_linear, check_attention, check_sampling, check_token_mask,
                lambda c: check_fused(c, rel), lambda c: check_attn_o(c, rel), lambda c: check_flash(c, rel),
-               lambda c: check_wgmma(c, rel), lambda c: check_lean(c, rel)):
+               lambda c: check_wgmma(c, rel), lambda c: check_lean(c, rel),
+               lambda c: check_decode_attention(c, rel)):
         try:
             fn(c)
         except Exception as exc:  # report and continue: one broken kernel must not hide the others

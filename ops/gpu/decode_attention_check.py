@@ -1,0 +1,168 @@
+"""gpu-check entries for decode_attention (kernels/cuda/decode_attention.cu), every variant
+(kernels.cuda.decode_plan.VARIANTS), against the attention reference (kernels.ops_attention.paged_attention)
+and against its numpy twin (kernels.cuda.decode_attention_twin), on the model's shapes (9 query heads / 3 KV
+heads, head dim 64, pages of 16; one case on pages of 12): decode at batch 256 (context 288) and 64 (context
+1,024), mixed context lengths 1..4,000 with 1..16 splits, a decode graph's padded rows (context 0: must be
+exactly zero), and a 20-token chunk beside decode tokens (per-token causal limits). Splits: 1, the plan's
+(decode_plan.nsplit), and 5 for the default variant (whose results must also repeat bitwise).
+
+Tolerance: 8e-3 relative (||out - ref|| / ||ref||), kernel_check's bf16-output bound, against the reference.
+The kernel rounds q (pre-scaled) and P to bf16 for the tensor cores; the twin, which does the same, is 1e-3 to
+2.6e-3 from the reference on these inputs (tests/kernels_cuda/test_decode_attention.py). Against the twin
+(the same roundings; only mma's sum order and ex2.approx differ): 4e-3.
+
+    python -m ops.gpu.decode_attention_check [--e2e] [--real]
+
+--e2e also runs ops.gpu.model_check end to end with AOTX_DECODE_MMA=1 (random weights; with --real the GGUF
+too: $AOTX_MODEL_PATH, README "GPU"), as `make gpu-check` does.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from kernels.cuda import decode_plan
+from kernels.cuda.decode_attention_twin import decode_attention as twin
+from kernels.cuda.twins import from_bf16, round_bf16, to_bf16
+from kernels.ops_attention import paged_attention
+
+NH, NKV, D, PAGE = 9, 3, 64, 16
+TOL, TOL_TWIN = 8e-3, 4e-3
+SCALE = 0.125
+
+# (name, [(context length, query tokens this step), ...], padded rows, page size, twin?)
+CASES = [
+    ("decode B=256 ctx=288", [(288, 1)] * 256, 0, PAGE, False),
+    ("decode B=64 ctx=1024", [(1024, 1)] * 64, 0, PAGE, False),
+    ("decode mixed", [(1, 1), (17, 1), (128, 1), (129, 1), (300, 1), (2000, 1), (4000, 1), (33, 1)], 0, PAGE, True),
+    ("decode 13 + 3 padded", [(int(x), 1) for x in (5, 64, 65, 100, 288, 289, 511, 700, 16, 15, 1, 2, 999)], 3,
+     PAGE, True),
+    ("decode page 12", [(1, 1), (160, 1), (70, 1), (300, 1), (12, 1), (13, 1)], 0, 12, True),
+    ("chunk 20 + decode", [(100, 20), (40, 1), (288, 1), (7, 7)], 0, PAGE, True),
+]
+
+
+def _layout(rng, lens, n_pages, page):
+    perm = rng.permutation(n_pages)
+    width = int(-(-max(max(lens), 1) // page))
+    tables = np.full((len(lens), width), -1, np.int32)
+    used = 0
+    for s, ln in enumerate(lens):
+        k = -(-ln // page)
+        tables[s, :k] = perm[used:used + k]
+        used += k
+    assert used <= n_pages
+    return tables, width
+
+
+def check_decode_attention(c, rel) -> None:
+    """c: kernel_check.Ctx; rel: its relative-error measure."""
+    n_slots = 300_000   # 18,750 pages of 16 (B=256 x 288 needs 4,608; B=64 x 1,024 needs 4,096)
+    kc = round_bf16(c.rng.standard_normal((n_slots, NKV, D)).astype(np.float32))
+    vc = round_bf16(c.rng.standard_normal((n_slots, NKV, D)).astype(np.float32))
+    dev_k, dev_v = c.up(to_bf16(kc)), c.up(to_bf16(vc))
+    for name, seqs, pad, page, with_twin in CASES:
+        lens = np.array([ln for ln, _ in seqs] + [0] * pad, np.int32)
+        nq = np.array([n for _, n in seqs] + [1] * pad, np.int32)
+        tables, width = _layout(c.rng, lens, n_slots // page, page)
+        qs = np.concatenate([[0], np.cumsum(nq)]).astype(np.int32)
+        positions = np.concatenate([np.arange(ln - n, ln) for ln, n in seqs] + [np.zeros(pad)]).astype(np.int32)
+        tok_seq = np.repeat(np.arange(len(lens)), nq).astype(np.int32)
+        t, real = int(qs[-1]), int(qs[-1]) - pad
+        q = c.rng.standard_normal((t, NH, D)).astype(np.float32)
+        ref = paged_attention(q[:real], kc[:n_slots // page * page], vc[:n_slots // page * page], positions[:real],
+                              qs[:len(seqs) + 1], lens[:len(seqs)], tables[:len(seqs)], page, SCALE)
+        dq, dts, dpos, dlens, dbt = c.up(q), c.up(tok_seq), c.up(positions), c.up(lens), c.up(tables)
+        po, pm = c.zeros(t * NH * decode_plan.MAX_SPLITS * D * 4), c.zeros(t * NH * decode_plan.MAX_SPLITS * 2 * 4)
+        for v in decode_plan.VARIANTS.values():
+            plan = decode_plan.nsplit(v, t, int(lens.max()), NKV, c.dev.sm_count)
+            default = v.name == decode_plan.DEFAULT_VARIANT
+            for nsplit in sorted({1, plan, 5 if default else 1}):
+                out = c.zeros(t * NH * D * 2)   # poisoned: a row the kernel never writes reads NaN
+                c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV, NH, D,
+                                     nsplit, out, po, pm)
+                got = from_bf16(c.down(out, (t, NH, D), np.uint16))
+                err = rel(got[:real], ref)
+                extra = f"max|d|={np.abs(got[:real] - ref).max():.2e}" if np.isfinite(err) else "non-finite"
+                if pad:
+                    zero = bool(np.all(got[real:] == 0))
+                    extra += f"; padded rows zero: {zero}"
+                    err = err if zero else float("inf")
+                label = f"decode_attention {v.name} {name} splits={nsplit}"
+                if default:   # deterministic: a second launch gives the same bits
+                    again = c.zeros(t * NH * D * 2)
+                    c.k.decode_attention(v, dq, dev_k, dev_v, dts, dpos, dlens, dbt, width, page, SCALE, t, NKV, NH,
+                                         D, nsplit, again, po, pm)
+                    same = bool(np.array_equal(c.down(again, (t, NH, D), np.uint16), to_bf16(got)))
+                    extra += f"; bitwise repeatable: {same}"
+                    err = err if same else float("inf")
+                if with_twin:
+                    tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit)
+                    c.record(label + " vs twin", rel(got, tw), TOL_TWIN)
+                c.record(label, err, TOL, extra)
+    c.free()
+
+
+def e2e(bundle, real: bool, record, mode: str = "1") -> None:
+    """ops.gpu.model_check end to end with AOTX_DECODE_MMA=mode (1: decode steps of >= decode_plan.MIN_TOKENS
+    rows on decode_attention; 0: on paged_attention). Names get the prefix "decode_mma " (mode 1) or
+    "decode_mma=<mode> "."""
+    import os
+
+    from ops.gpu import model_check
+
+    prefix = "decode_mma " if mode == "1" else f"decode_mma={mode} "
+    old = os.environ.get("AOTX_DECODE_MMA")
+    os.environ["AOTX_DECODE_MMA"] = mode
+    try:
+        model_check.run(bundle, real, lambda name, value, thr, extra="": record(prefix + name, value, thr, extra))
+    finally:
+        if old is None:
+            del os.environ["AOTX_DECODE_MMA"]
+        else:
+            os.environ["AOTX_DECODE_MMA"] = old
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from kernels.cuda.probe import gpu_present
+    from ops.gpu.kernel_check import Ctx, rel
+
+    if not gpu_present():
+        print("decode_attention_check needs an NVIDIA GPU", file=sys.stderr)
+        return 2
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--e2e", action="store_true")
+    ap.add_argument("--real", action="store_true")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    c = Ctx()
+    print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
+    check_decode_attention(c, rel)
+    if args.e2e or args.real:
+        from ops.gpu.model_check import random_bundle
+
+        def record(name, value, thr, extra=""):   # as ops.gpu.check records the end-to-end lines
+            ok = value <= thr if "greedy" in name else value >= thr
+            if isinstance(extra, float):
+                ok, extra = ok and extra >= 0.95, f"top1={extra:.3f} (>= 0.95)"
+            c.results.append((name, value, thr, ok, extra))
+            print(f"{'PASS' if ok else 'FAIL'} {name:<52} {value:.5f} thr={thr} {extra}", flush=True)
+
+        def record_random(name, value, thr, extra=""):   # random weights: the cosine only (ops.gpu.check)
+            record("random " + name, value, thr, f"top1={extra:.3f} (info)" if isinstance(extra, float) else extra)
+
+        e2e(random_bundle(), False, record_random)
+        if args.real:
+            from kernels import load_model
+            e2e(load_model(progress=False), True, record)
+    failed = [r for r in c.results if not r[3]]
+    print(f"{len(c.results) - len(failed)}/{len(c.results)} decode_attention checks passed in {time.time() - t0:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
