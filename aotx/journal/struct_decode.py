@@ -42,7 +42,9 @@ def _field_type(leaf: Any) -> tuple[Any, Optional[str]]:
         return str, None
     if what == "bool":
         return bool, None
-    if what == "members":
+    if what == "members":   # exactly the members' values (ints: msgspec checks the Literal inline)
+        if arg and all(type(v) is int for v in arg):
+            return Literal[tuple(sorted(arg))], "members"   # type: ignore[misc]
         return int, "members"
     return Any, "decode"
 
@@ -69,7 +71,8 @@ def compile_struct(cls: type, tag: str, version: int,
         if check == "members":
             ns[f"m{i}"] = leaf.decode.inline[1]
             reads.append([f"{x} = m{i}.get(s.{f})", f"if {x} is None: raise _Refused"])
-            checks.append(f"if m{i}.get(s.{f}) is None: raise _Refused")
+            if hint is int:   # (a Literal of the members' values is checked by msgspec itself)
+                checks.append(f"if m{i}.get(s.{f}) is None: raise _Refused")
         elif check == "decode":
             ns[f"d{i}"] = leaf.decode
             reads.append([f"{x} = d{i}(s.{f})"])
@@ -85,7 +88,12 @@ def compile_struct(cls: type, tag: str, version: int,
         src = "def check(s):\n" + "".join(f"    {line}\n" for line in checks) + "    return None\n"
         exec(src, ns)   # noqa: S102 — generated from the class's own leaves, at registration
         check_only = ns["check"]
+        check_only.nothing = not checks   # msgspec checked every leaf already: the feed need not call it
     return struct, compile_builder(cls, leaves, reads, ns, "s"), check_only
+
+
+def _CHECKED(s: Any) -> None:
+    """The check of a deferred kind whose every leaf msgspec checked while decoding: nothing left to call."""
 
 
 class PayloadDecoder:
@@ -99,7 +107,8 @@ class PayloadDecoder:
         structs = tuple(k[0] for k in kinds)
         decode = msgspec.msgpack.Decoder(Union[structs] if len(structs) > 1 else structs[0]).decode
         # the map header msgpack writes for each Struct's number of keys: exactly its keys, none twice
-        builds = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big"), c) for s, b, n, c in kinds}
+        builds = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big"),
+                      _CHECKED if c is not None and getattr(c, "nothing", False) else c) for s, b, n, c in kinds}
 
         def payload_event(payload: bytes) -> Any:
             try:
@@ -110,8 +119,9 @@ class PayloadDecoder:
                 build, head, check = builds[s.__class__]
                 if not payload.startswith(head):
                     return None
-                if check is not None:   # deferred: checked now, built when read
-                    check(s)
+                if check is not None:   # deferred: checked now (where msgspec left a check), built when read
+                    if check is not _CHECKED:
+                        check(s)
                     return s
                 return build(s)
             except _DecodeErrors:

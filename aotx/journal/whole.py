@@ -21,11 +21,12 @@ from typing import Any, Callable, Optional
 
 from .crc32c import _EXTEND, crc32c
 from .record import HEADER, HEADER_SIZE, MAX_BODY, RECORD_CLASS, RECORD_TYPE
+from .whole_parts import parts_checker as _checker
 from .transfer import _DIGEST_PERSON, _DIGEST_PREFIX, DIGEST_SIZE, WIRE_BUILDERS, Transfer, unpack_body
 
 _unpack_header = HEADER.unpack_from
-_pack_header = HEADER.pack
 _u16_at = struct.Struct("<H").unpack_from
+_RECORD = HEADER_SIZE + MAX_BODY
 _DIGEST_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_DIGEST_PERSON)   # copied per transfer
 _pack_prefix = _DIGEST_PREFIX.pack
 _new = object.__new__
@@ -68,36 +69,19 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             whole = data[start:off]
             if _crc_extend(0, whole) != crc:
                 return None
-        else:            # part 0 of several: full (160 bytes), then parts 1..count-1, in order
-            if blen != MAX_BODY or off > size:
+        else:            # part 0 of several: full (160 bytes), then parts 1..count-1, in order, the final one
+            fin = start + (count - 1) * _RECORD - HEADER_SIZE   # 1..160 bytes long, its length read from its header
+            if blen != MAX_BODY or size - fin < HEADER_SIZE:
                 return None
-            body = data[start:off]
-            if _crc_extend(0, body) != crc:
+            blen = _u16_at(data, fin + 2)[0]
+            off = fin + HEADER_SIZE + blen
+            if not 0 < blen <= MAX_BODY or off > size:
                 return None
-            parts = [body]
-            final = count - 1
-            for i in range(1, final):   # the full parts: each header must be the one packed from part 0's
-                start = off + HEADER_SIZE   # fields, its index, 160 and its body's crc32c (every field checked)
-                body = data[start:start + MAX_BODY]
-                if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, MAX_BODY, kind, tid, i, count,
-                                                   _crc_extend(0, body), lh):
-                    return None
-                parts.append(body)
-                off = start + MAX_BODY   # (a body cut short leaves the next header short: refused below)
-            if size - off < HEADER_SIZE:   # the final part: 1..160 bytes, its length read from its header
+            # every part's header is the one packed from part 0's fields, its index, its length and its body's
+            # crc32c (part 0's own crc32c included): checked in one go (aotx.journal.whole_parts)
+            whole = _checker(count)(data, start - HEADER_SIZE, kind, tid, lh, blen, off)
+            if whole is None:
                 return None
-            blen = _u16_at(data, off + 2)[0]
-            start = off + HEADER_SIZE
-            end = start + blen
-            if not 0 < blen <= MAX_BODY or end > size:
-                return None
-            body = data[start:end]
-            if data[off:start] != _pack_header(RECORD_TYPE, RECORD_CLASS, blen, kind, tid, final, count,
-                                               _crc_extend(0, body), lh):
-                return None
-            parts.append(body)
-            off = end
-            whole = b"".join(parts)
         if len(whole) < DIGEST_SIZE:
             return None
         payload, digest = whole[:-DIGEST_SIZE], whole[-DIGEST_SIZE:]

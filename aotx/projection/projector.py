@@ -148,7 +148,7 @@ class Projector:
             done = list(own)
         else:
             try:
-                done = self.reassembler.feed_message(data, position=seq)
+                done = self.reassembler.feed_message(data, seq)
             except ValueError as exc:  # RecordError / TransferError: fail closed
                 raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
         self.last_subject_seq[subject] = seq
@@ -215,7 +215,12 @@ class Projector:
             slot = None
             if wire is not None and wire.__class__ is MEMBER_WIRE and kind == _MUTATION:
                 boot = self.boots.get(lh)   # the checks below, made on the Struct's fields
-                if boot is not None and _subject_lineage_hash(subject) == (wire.op_lineage, lh):
+                named = _SUBJECTS.get(subject)   # (the subject's lineage and hash: a plain dict, not lru_cache's call)
+                if named is None:
+                    if len(_SUBJECTS) >= 65536:   # (bounded as the lru_cache is)
+                        _SUBJECTS.clear()
+                    named = _SUBJECTS[subject] = _subject_lineage_hash(subject)
+                if boot is not None and named is not None and named[0] == wire.op_lineage and named[1] == lh:
                     slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
             if slot is None:    # any other event, or one refused above: the event's path names the fault
                 slot, boot = self._apply_event(t, kind, lh, subject, seq)
@@ -297,6 +302,8 @@ def _subject_lineage_hash(subject: str) -> tuple[bytes, int] | None:
 
 
 _new = object.__new__
+# journal subject → (lineage, its hash) or None, as `_subject_lineage_hash` answers (the hot path's lookup)
+_SUBJECTS: dict[str, tuple[bytes, int] | None] = {}
 
 
 def _save(source: str, incarnation: str, generation: int, boot: str, commit_digest: str) -> Save:

@@ -206,7 +206,7 @@ def apply_member_fields(state: State, lineage: bytes, sequence: int, operation: 
     for a reader that has them without the event (aotx.state.member_wire): the same checks and writes;
     returns the receipt slot written, or None — nothing written — where the event does not apply (its
     error is `apply_into`'s of the event: build it and apply that to name the fault)."""
-    ix = state.index
+    ix = state._index or state.index   # (an owned state's index is built: the property's call saved)
     prow = ix.participants.get(lineage)
     if prow is None or sequence != _u64_at(state.participants, prow * _PSIZE + _NEXT_AT)[0] \
             or operation != operation_id(lineage, sequence, operation_key) \
@@ -232,7 +232,8 @@ def _member_into(state: State, ix: Index, prow: int, lineage: bytes, sequence: i
     free = ix.free
 
     # ---- writes: nothing below raises ----
-    _next_sequence_into(state.participants, prow, sequence + 1)   # first: the one write that could fail
+    _u64_into(state.participants, prow * _PSIZE + _NEXT_AT, sequence + 1) if sequence < _U64_MAX else \
+        _next_sequence_into(state.participants, prow, sequence + 1)   # first: the one write that could fail
     row = ix.members.get((space, target))
     if row is None:
         row = state.n_members
