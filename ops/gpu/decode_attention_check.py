@@ -27,6 +27,7 @@ from kernels.cuda import decode_plan
 from kernels.cuda.decode_attention_twin import decode_attention as twin
 from kernels.cuda.twins import from_bf16, round_bf16, to_bf16
 from kernels.ops_attention import paged_attention
+from ops.gpu.flash_check import paged_layout
 
 NH, NKV, D, PAGE = 9, 3, 64, 16
 TOL, TOL_TWIN = 8e-3, 4e-3
@@ -44,19 +45,6 @@ CASES = [
 ]
 
 
-def _layout(rng, lens, n_pages, page):
-    perm = rng.permutation(n_pages)
-    width = int(-(-max(max(lens), 1) // page))
-    tables = np.full((len(lens), width), -1, np.int32)
-    used = 0
-    for s, ln in enumerate(lens):
-        k = -(-ln // page)
-        tables[s, :k] = perm[used:used + k]
-        used += k
-    assert used <= n_pages
-    return tables, width
-
-
 def check_decode_attention(c, rel) -> None:
     """c: kernel_check.Ctx; rel: its relative-error measure."""
     n_slots = 300_000   # 18,750 pages of 16 (B=256 x 288 needs 4,608; B=64 x 1,024 needs 4,096)
@@ -66,7 +54,7 @@ def check_decode_attention(c, rel) -> None:
     for name, seqs, pad, page, with_twin in CASES:
         lens = np.array([ln for ln, _ in seqs] + [0] * pad, np.int32)
         nq = np.array([n for _, n in seqs] + [1] * pad, np.int32)
-        tables, width = _layout(c.rng, lens, n_slots // page, page)
+        tables, width = paged_layout(c.rng, lens, n_slots // page, page)
         qs = np.concatenate([[0], np.cumsum(nq)]).astype(np.int32)
         positions = np.concatenate([np.arange(ln - n, ln) for ln, n in seqs] + [np.zeros(pad)]).astype(np.int32)
         tok_seq = np.repeat(np.arange(len(lens)), nq).astype(np.int32)

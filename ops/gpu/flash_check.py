@@ -40,15 +40,17 @@ CASES = [
 ]
 
 
-def _layout(rng, lens, n_pages, page=PAGE):
+def paged_layout(rng, lens, n_pages, page=PAGE):
+    """Block tables [len(lens), width] for sequences of `lens` tokens over `n_pages` pages drawn at random."""
     perm = rng.permutation(n_pages)
-    width = int(-(-max(lens) // page))
+    width = int(-(-max(max(lens), 1) // page))
     tables = np.full((len(lens), width), -1, np.int32)
     used = 0
     for s, ln in enumerate(lens):
         k = -(-ln // page)
         tables[s, :k] = perm[used:used + k]
         used += k
+    assert used <= n_pages
     return tables, width
 
 
@@ -64,7 +66,7 @@ def check_flash(c, rel) -> None:
     for page, name, seqs in [(PAGE, name, seqs) for name, seqs in CASES] + odd:
         lens = np.array([ln for ln, _ in seqs], np.int32)
         nq = np.array([n for _, n in seqs], np.int32)
-        tables, width = _layout(c.rng, lens, n_pages, page)
+        tables, width = paged_layout(c.rng, lens, n_pages, page)
         qs = np.concatenate([[0], np.cumsum(nq)]).astype(np.int32)
         positions = np.concatenate([np.arange(ln - n, ln) for ln, n in seqs]).astype(np.int32)
         tok_seq = np.repeat(np.arange(len(seqs)), nq).astype(np.int32)
