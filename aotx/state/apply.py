@@ -31,7 +31,8 @@ from .execution import ExecutionRecord, input_slot
 from .growth import add_receipt_slot, ensure_row
 from .ids import IdKind, format_id
 from .state import Index, Save, State
-from .tables import CONVERSATION, MEMBER, PARTICIPANT, RECEIPT, RECEIPT_ROW, SPACE
+from .tables import (CONVERSATION, CONVERSATION_ROW as _CONVERSATION_ROW, MEMBER, MEMBER_ROW as _MEMBER_ROW,
+                     PARTICIPANT, PARTICIPANT_ROW as _PARTICIPANT_ROW, RECEIPT, RECEIPT_ROW, SPACE, SPACE_ROW as _SPACE_ROW)
 from .vocab import Admission, Commit, MutationKind, ResourceKind, Terminal, Transport
 
 _KIND = {ParticipantRegistered: MutationKind.REGISTER, ReceiptsRetired: MutationKind.RETIRE,
@@ -55,16 +56,7 @@ _IDENT_AT, _OWNER_AT = PARTICIPANT.fields["ident"][1], SPACE.fields["owner"][1]
 _u64_at, _u32_at, _b16_at = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from, struct.Struct("16s").unpack_from
 _u64_into = struct.Struct("<Q").pack_into
 _U64_MAX = (1 << 64) - 1
-# a member row written in place: (space, participant, rights), the fields and widths of tables.MEMBER
-_MEMBER_ROW = struct.Struct("<IIB")
-assert [(n, MEMBER.fields[n][0].str) for n in MEMBER.names] == [("space", "<u4"), ("participant", "<u4"),
-                                                               ("rights", "|u1")] and MEMBER.itemsize == _MEMBER_ROW.size
 _MSIZE = MEMBER.itemsize
-# a conversation's, a space's, a participant's row written in place likewise (tables.CONVERSATION, SPACE, PARTICIPANT)
-_CONVERSATION_ROW, _SPACE_ROW, _PARTICIPANT_ROW = (struct.Struct(f) for f in ("<16s16sII", "<16s16sIB", "<16s16sQQ"))
-assert [(t.names, t.itemsize) for t in (CONVERSATION, SPACE, PARTICIPANT)] == [(("lineage", "ident", "space", "creator"),
-    _CONVERSATION_ROW.size), (("lineage", "ident", "owner", "scope"), _SPACE_ROW.size), (("lineage", "ident",
-    "next_sequence", "retry_floor"), _PARTICIPANT_ROW.size)]
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)

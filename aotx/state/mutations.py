@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import permutations
-import math
 import re
 from typing import Any, Mapping, Optional, Union
 
 from .canonical import SCHEMA, Envelope, canonical_json, check_fields, parse_counter, parse_envelope
+from .body_numbers import bounded_int as _int_field, bounded_number as _number
 from .errors import IdError, MalformedMutation
 from .ids import IdKind, ResourceId, parse_hex16, parse_id
 from .vocab import RIGHT_LABELS, MutationKind, Rights, Scope
@@ -291,30 +291,6 @@ def _rights(value: object) -> Rights:
     if rights is None:   # (every array of distinct labels is in the table)
         raise MalformedMutation("permissions must not repeat an entry")
     return rights
-
-
-def _int_field(body: Mapping[str, Any], name: str, default: Optional[int], lo: int, hi: int) -> Optional[int]:
-    value = body.get(name, default)
-    if value is None and default is None:
-        return None
-    if type(value) is not int or not lo <= value <= hi:
-        raise MalformedMutation(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
-    return value
-
-
-def _number(body: Mapping[str, Any], name: str, default: Optional[float], lo: float, hi: float, *,
-            open_low: bool) -> Optional[float]:
-    value = body.get(name, default)
-    if value is None and default is None:       # absent or null: the default, resolved later
-        return None
-    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-        raise MalformedMutation(f"{name} must be a number, got {value!r}")
-    if not lo <= value <= hi:  # compared exactly: an int too large for a float must not reach float()
-        raise MalformedMutation(f"{name} must be in {'(' if open_low else '['}{lo:g}, {hi:g}]")
-    value = float(value)
-    if value > hi or value < lo or (open_low and value == lo):
-        raise MalformedMutation(f"{name} must be in {'(' if open_low else '['}{lo:g}, {hi:g}], got {value:g}")
-    return value
 
 
 def _media(value: object) -> tuple[MediaRef, ...]:

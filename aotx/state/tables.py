@@ -53,6 +53,14 @@ RECEIPT_ROW = struct.Struct("<B16sQ16s16sBHBBBBB16s16sII")
 assert RECEIPT_ROW.size == RECEIPT.itemsize and RECEIPT.names == (
     "used", "lineage", "sequence", "operation", "operation_key", "kind", "http_status", "transport", "commit",
     "admission", "terminal", "resource_kind", "resource_lineage", "resource_ident", "command_len", "result_len")
+# the member, conversation, space and participant rows likewise (apply writes a new row with one pack_into)
+MEMBER_ROW = struct.Struct("<IIB")    # space, participant, rights
+CONVERSATION_ROW, SPACE_ROW, PARTICIPANT_ROW = (struct.Struct(f) for f in ("<16s16sII", "<16s16sIB", "<16s16sQQ"))
+assert [(n, MEMBER.fields[n][0].str) for n in MEMBER.names] == [("space", "<u4"), ("participant", "<u4"),
+                                                               ("rights", "|u1")] and MEMBER.itemsize == MEMBER_ROW.size
+assert [(t.names, t.itemsize) for t in (CONVERSATION, SPACE, PARTICIPANT)] == [(("lineage", "ident", "space", "creator"),
+    CONVERSATION_ROW.size), (("lineage", "ident", "owner", "scope"), SPACE_ROW.size), (("lineage", "ident",
+    "next_sequence", "retry_floor"), PARTICIPANT_ROW.size)]
 
 TABLES = ("participants", "spaces", "conversations", "members", "receipts")
 DTYPES = {"participants": PARTICIPANT, "spaces": SPACE, "conversations": CONVERSATION,
