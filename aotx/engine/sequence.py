@@ -1,4 +1,7 @@
-"""One request's state inside the engine (owned by the step thread)."""
+"""One request's state inside the engine (owned by the step thread).
+
+A slotted dataclass: the step thread reads and writes a few of its fields for every row of every step
+(docs/PERFORMANCE.md, issue 12, session 12: slot access instead of the instance dict's)."""
 from __future__ import annotations
 
 import enum
@@ -19,7 +22,7 @@ class SequenceStatus(enum.Enum):
     FINISHED = "finished"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     prompt_ids: list[int]
     params: SamplingParams             # max_tokens already clipped to the context window

@@ -19,18 +19,18 @@ from aotx.engine.runner import InFlight, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.stats import StatsCollector
-from aotx.engine.types import Delta, plain_delta
+from aotx.engine.types import Delta
 
 log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
 FINISHED = SequenceStatus.FINISHED
-# a plain token's Delta fields (aotx.engine.types.plain_delta) before its text, id and counts are set
-_PLAIN = dict(vars(plain_delta("", 0, 0, 0, None)))
 
 
 class StepOutput:
     """The Engine's output side (a mixin: aotx.engine.engine.Engine has the state)."""
 
     _handles: dict[int, RequestHandle]
+    _token_texts: dict[int, str | None]
+    _token_ones: dict[int, tuple[int]]
     _outbox: list[tuple[RequestHandle, Delta]]
     _stats: StatsCollector
     _cond: threading.Condition
@@ -50,9 +50,9 @@ class StepOutput:
                 if id(seq) not in sampled and seq.status is not FINISHED:
                     self._postprocess(seq, (results.get(seq.seq_id) if results else None) or RowResult(), None, now)
         ttfts: list[float] = []
-        itls: list[float] = []
-        handles, outbox, texts = self._handles, self._outbox, self._token_texts
-        new, plain = object.__new__, _PLAIN
+        lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
+        handles, outbox, texts, ones = self._handles, self._outbox, self._token_texts, self._token_ones
+        new = object.__new__
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
@@ -61,13 +61,12 @@ class StepOutput:
                 self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids
-            if seq.first_token_time is None:
+            last = seq.last_token_time
+            if last is None:
                 ttfts.append(now - seq.arrival_time)
                 seq.first_token_time = now
-                first = True
             else:
-                itls.append(now - seq.last_token_time)
-                first = False
+                lasts.append(last)
             seq.last_token_time = now
             outs.append(tid)
             det = seq.detokenizer
@@ -82,21 +81,26 @@ class StepOutput:
             params = seq.params
             if text is None or len(outs) >= params.max_tokens or (
                     params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
-                self._finish_token(seq, tid, None, first, text)
+                self._finish_token(seq, tid, None, last is None, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:   # plain_delta(...), inlined: the template's fields, then four or five set
+            if handle is not None:
+                # plain_delta(...), inlined: only the fields that differ from Delta's class defaults are set
+                # in the instance (a dataclass keeps each default as a class attribute, so the others read,
+                # compare, hash, copy and pickle the same as in a constructed Delta: tests/engine)
                 d = new(Delta)
                 fields = d.__dict__
-                fields.update(plain)
                 fields["text"] = text
-                fields["token_ids"] = (tid,)
+                ids = ones.get(tid)
+                if ids is None:
+                    ids = ones[tid] = (tid,)
+                fields["token_ids"] = ids
                 fields["prompt_tokens"] = len(seq.prompt_ids)
                 fields["completion_tokens"] = len(outs)
-                if first:
+                if last is None:
                     fields["queued_s"] = seq.queued_s
                 outbox.append((handle, d))
-        self._stats.tokens(ttfts, itls)
+        self._stats.tokens_at(now, ttfts, lasts)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
         seq.prompt_logprobs.extend(res.prompt_logprobs)
