@@ -60,6 +60,10 @@ class Sequence:
     slot: int = -1
     # its decode row (aotx.engine.scheduler.ScheduledSeq(self, 1, True)), made once and scheduled every step
     decode_row: Any = None
+    # once a token of it went out as a plain delta (no constraint, no stop string, no logprobs, nothing left
+    # to release first): (its handle, its detokenizer, the ids its detokenizer must see, max_tokens) for the
+    # engine's quiet path (aotx.engine.step_output); None before, and for a sequence that never qualifies
+    quiet: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

@@ -135,7 +135,10 @@ class StatsCollector:
         few such times (the steps before), so the ITLs are observed once per distinct time."""
         if not ttfts and not lasts:
             return
-        grouped = Counter(lasts).items() if lasts else ()
+        grouped: object = ()
+        if lasts:
+            same = lasts.count(lasts[0])      # (a steady batch: every row's is the step before's time, one object)
+            grouped = ((lasts[0], same),) if same == len(lasts) else Counter(lasts).items()
         with self._lock:
             self._gen += len(ttfts) + len(lasts)
             self._ttft.observe_all(ttfts)

@@ -56,6 +56,38 @@ class StepOutput:
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
+            quiet = seq.quiet
+            if quiet is not None and not (results and seq.seq_id in results):
+                # the quiet path: a sequence whose earlier token went out as a plain delta (set below)
+                handle, det, special, budget = quiet
+                outs = seq.output_ids
+                outs.append(tid)
+                lasts.append(seq.last_token_time)
+                seq.last_token_time = now
+                n = len(outs)
+                if det.clean and n < budget and tid not in special:
+                    text = texts.get(tid)
+                    if text is None:
+                        text = det.plain(tid)
+                    elif text:
+                        det.parts.append(text)
+                    d = new(Delta)    # (as below)
+                    fields = d.__dict__
+                    fields["text"] = text
+                    ids = ones.get(tid)
+                    if ids is None:
+                        ids = ones[tid] = (tid,)
+                    fields["token_ids"] = ids
+                    fields["prompt_tokens"] = len(seq.prompt_ids)
+                    fields["completion_tokens"] = n
+                    outbox.append((handle, d))
+                    continue
+                text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
+                if text is None:
+                    self._finish_token(seq, tid, None, False, None)
+                    continue
+                self._send(seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), n))
+                continue
             m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
             if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
                 self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
@@ -100,6 +132,8 @@ class StepOutput:
                 if last is None:
                     fields["queued_s"] = seq.queued_s
                 outbox.append((handle, d))
+                if m is None and params.logprobs is None:   # (a logprobs row has a RowResult each step: never quiet)
+                    seq.quiet = (handle, det, det.special, params.max_tokens)
         self._stats.tokens_at(now, ttfts, lasts)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
