@@ -63,7 +63,7 @@ class Engine(StepOutput):
         self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
         self._committed = 0               # pages reserved by every request not yet ended (guarded by _cond)
         self._handles: dict[int, RequestHandle] = {}   # step thread only
-        self._outbox: list[tuple[RequestHandle, Delta]] = []  # delivered after gauges sync
+        self._outbox: list[tuple] = []  # delivered after gauges sync (aotx.engine.request.deliver's items)
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._stalled = False             # the last step admitted and ran nothing: wait for a change

@@ -31,7 +31,7 @@ class StepOutput:
     _handles: dict[int, RequestHandle]
     _token_texts: dict[int, str | None]
     _token_ones: dict[int, tuple[int]]
-    _outbox: list[tuple[RequestHandle, Delta]]
+    _outbox: list[tuple]   # (handle, Delta), or a plain token's (handle, text, token_ids, completion_tokens)
     _stats: StatsCollector
     _cond: threading.Condition
     _committed: int
@@ -71,16 +71,10 @@ class StepOutput:
                         text = det.plain(tid)
                     elif text:
                         det.parts.append(text)
-                    d = new(Delta)    # (as below)
-                    fields = d.__dict__
-                    fields["text"] = text
                     ids = ones.get(tid)
                     if ids is None:
                         ids = ones[tid] = (tid,)
-                    fields["token_ids"] = ids
-                    fields["prompt_tokens"] = len(seq.prompt_ids)
-                    fields["completion_tokens"] = n
-                    outbox.append((handle, d))
+                    outbox.append((handle, text, ids, n))   # its Delta's parts (RequestHandle.put_plain)
                     continue
                 text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
                 if text is None:
@@ -202,14 +196,14 @@ class StepOutput:
         if not outbox:
             return
         loop = outbox[0][0]._loop
-        for handle, _ in outbox:
-            if handle._loop is not loop:
+        for item in outbox:
+            if item[0]._loop is not loop:
                 break
         else:
             if not deliver(loop, outbox):
                 self._cancel_undelivered(outbox)
             return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
         for item in outbox:
             group = by_loop.get(item[0]._loop)
             if group is None:
@@ -219,10 +213,10 @@ class StepOutput:
             if not deliver(loop, items):
                 self._cancel_undelivered(items)
 
-    def _cancel_undelivered(self, items: list[tuple[RequestHandle, Delta]]) -> None:
+    def _cancel_undelivered(self, items: list[tuple]) -> None:
         """Their loop is closed: nobody is listening any more, so their sequences stop (a finished one's
         handle has left `_handles` already)."""
-        dead = {id(handle) for handle, _ in items}
+        dead = {id(item[0]) for item in items}
         for seq_id, handle in list(self._handles.items()):
             if id(handle) in dead:
                 self.scheduler.cancel(seq_id)
