@@ -56,7 +56,8 @@ class Engine(StepOutput):
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
         self._token_texts: dict[int, str | None] = {}   # the detokenizers' shared cache of whole-UTF-8 token texts
-        self._token_ones: dict[int, tuple[int]] = {}      # each token id's (id,): a plain delta's token_ids, shared
+        # a whole-UTF-8 token's (text, (id,)): the quiet path's text and token_ids, shared (aotx.engine.step_output)
+        self._whole_tokens: dict[int, tuple[str, tuple[int]]] = {}
         self._cond = threading.Condition()
         # (kind, sequence or seq id, handle, the page claim an added sequence takes over or borrows, borrows?)
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None, Claim | None, bool]] = []

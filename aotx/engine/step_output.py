@@ -3,8 +3,12 @@ and a step's deltas handed to each caller's event loop at once (the engine's ste
 
 A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
 no RowResult, ``Detokenizer.plain``'s common case inline, a delta made as ``types.plain_delta`` makes it,
-the step's latencies handed to the stats once (host work per row-step: docs/PERFORMANCE.md, issue 12,
-sessions 9 and 11).
+the step's latencies handed to the stats once. Once a sequence's token went out that way it is quiet
+(``Sequence.quiet``: its handle, detokenizer, special ids and budget): its later plain tokens are recorded
+and handed to the loop as their parts, (handle, text, (id,), completion tokens), no Delta made on this
+thread (``RequestHandle.put_plain`` makes it on the loop, or none for the engine service's sink); a token
+that is special, ends the budget or meets an open character leaves the quiet path for the full one (host
+work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12).
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ class StepOutput:
 
     _handles: dict[int, RequestHandle]
     _token_texts: dict[int, str | None]
-    _token_ones: dict[int, tuple[int]]
+    _whole_tokens: dict[int, tuple[str, tuple[int]]]
     _outbox: list[tuple]   # (handle, Delta), or a plain token's (handle, text, token_ids, completion_tokens)
     _stats: StatsCollector
     _cond: threading.Condition
@@ -40,7 +44,8 @@ class StepOutput:
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
         """Every row of a read step; a plain decode token (no logprobs, no refusal by its constraint, no
         stop string or stop/silent id, not the last) takes the short path: its text from the engine's cache
-        of whole tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
+        of whole tokens, one Delta (a quiet sequence's: its parts), no RowResult, the latency figures handed
+        to the stats once per step."""
         now = time.monotonic()
         sample = step.plan.sample
         if len(sample) != len(step.scheduled):   # rows that sampled nothing (prefill chunks): prompt logprobs
@@ -51,7 +56,7 @@ class StepOutput:
                     self._postprocess(seq, (results.get(seq.seq_id) if results else None) or RowResult(), None, now)
         ttfts: list[float] = []
         lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
-        handles, outbox, texts, ones = self._handles, self._outbox, self._token_texts, self._token_ones
+        handles, outbox, texts, whole = self._handles, self._outbox, self._token_texts, self._whole_tokens
         new = object.__new__
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
@@ -66,14 +71,16 @@ class StepOutput:
                 seq.last_token_time = now
                 n = len(outs)
                 if det.clean and n < budget and tid not in special:
-                    text = texts.get(tid)
-                    if text is None:
-                        text = det.plain(tid)
-                    elif text:
-                        det.parts.append(text)
-                    ids = ones.get(tid)
-                    if ids is None:
-                        ids = ones[tid] = (tid,)
+                    hit = whole.get(tid)     # a whole-UTF-8 token: (its text, (its id,)), shared
+                    if hit is None:
+                        ids = (tid,)
+                        text = det.plain(tid)   # (fills the detokenizer's cache; a split character: decoded)
+                        if texts.get(tid) is not None:
+                            whole[tid] = (text, ids)
+                    else:
+                        text, ids = hit
+                        if text:
+                            det.parts.append(text)
                     outbox.append((handle, text, ids, n))   # its Delta's parts (RequestHandle.put_plain)
                     continue
                 text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
@@ -117,10 +124,7 @@ class StepOutput:
                 d = new(Delta)
                 fields = d.__dict__
                 fields["text"] = text
-                ids = ones.get(tid)
-                if ids is None:
-                    ids = ones[tid] = (tid,)
-                fields["token_ids"] = ids
+                fields["token_ids"] = (tid,)
                 fields["prompt_tokens"] = len(seq.prompt_ids)
                 fields["completion_tokens"] = len(outs)
                 if last is None:
