@@ -237,7 +237,15 @@ class RequestHandle(DeltaStream):
         fields["token_ids"] = token_ids
         fields["prompt_tokens"] = self.prompt_tokens
         fields["completion_tokens"] = completion_tokens
-        self.put(d)
+        if self._observer is not None:     # (put, inlined: this delta never finishes the stream)
+            if self._plain_observer is not None:
+                self._plain_observer()
+            else:
+                self._observer(d)
+        if self._sink is not None:
+            self._sink(d)
+        else:
+            self._push(d)
 
     def redirect(self, sink: Callable[[Delta], None],
                  plain: Callable[[str, tuple[int, ...], int], None] | None = None) -> None:
