@@ -230,5 +230,6 @@ class StepOutput:
         self._stats.finished(delta.finish_reason)
         self._send(seq, delta)
         self._handles.pop(seq.seq_id, None)
+        seq.quiet = None    # (an ended sequence keeps no handle)
         with self._cond:
             self._committed -= seq.reserved_pages

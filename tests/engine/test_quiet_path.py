@@ -108,3 +108,4 @@ async def test_put_plain_makes_the_delta_or_hands_its_parts_to_plain_hooks():
     no_plain_sink.redirect(sunk.append)
     no_plain_sink.put_plain("ab", (7,), 4)
     assert sunk == [made]
+
