@@ -2,7 +2,7 @@
 and a step's deltas handed to each caller's event loop at once (the engine's step thread only).
 
 A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
-no RowResult, ``Detokenizer.plain``'s common case inline, a delta made as ``types.plain_delta`` makes it,
+no RowResult, ``Detokenizer.plain``'s common case inline, a Delta with only its non-default fields set,
 the step's latencies handed to the stats once. Once a sequence's token went out that way it is quiet
 (``Sequence.quiet``: its handle, detokenizer, special ids and budget): its later plain tokens are recorded
 and handed to the loop as their parts, (handle, text, (id,), completion tokens), no Delta made on this
