@@ -177,16 +177,17 @@ class EngineService:
         for (rid, _, _), handle in zip(items, handles):
             key = (worker, int(rid))
             self._gens[key] = handle
-            handle.redirect(self._sink(outbox, key[1]))
+            handle.redirect(*self._sink(outbox, key[1], handle.prompt_tokens))
             out.append([handle.request_id, handle.prompt_tokens, handle.max_tokens])
             if self._early.pop(key, 0) is None:   # its worker cancelled it before it got here
                 handle.cancel()
         return {"ok": out}
 
-    def _sink(self, outbox: _Outbox, rid: int):
+    def _sink(self, outbox: _Outbox, rid: int, prompt_tokens: int):
         """The delta sink of one generation: on the loop, one call per delta, every delta of one engine
         step in one loop callback; the flush after that callback sends them. A plain token's wire item is
-        made here, inline (item_to_wire's first case)."""
+        made here, inline (item_to_wire's first case); with the plain sink (RequestHandle.redirect's
+        `plain`) for the engine's quiet tokens, from their parts."""
         items, dirty = outbox.items, self._dirty
 
         def sink(d) -> None:
@@ -201,7 +202,15 @@ class EngineService:
             items.append(item_to_wire(rid, d))
             if d.finish_reason is not None:
                 outbox.ended.append(rid)
-        return sink
+
+        def plain(text: str, token_ids: tuple[int, ...], completion_tokens: int) -> None:
+            """A plain token given by its parts (RequestHandle.put_plain): its wire item, no Delta."""
+            if not items:
+                dirty.append(outbox)
+                if self._flushing is None:
+                    self._flushing = asyncio.get_running_loop().create_task(self._flush())
+            items.append((rid, text, token_ids, prompt_tokens, completion_tokens))
+        return sink, plain
 
     async def _flush(self) -> None:
         dirty, self._flushing = self._dirty.copy(), None   # the sinks hold this list: emptied, never replaced

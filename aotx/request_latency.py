@@ -140,6 +140,19 @@ class RequestLatency:
                 last[0] = now
             if delta.finish_reason is not None:
                 duration.observe(now - began)
+
+        def plain() -> None:
+            """A plain token's delta (RequestHandle.put_plain: one token, no queue time, not the last):
+            what `on` does with it, without the Delta."""
+            now = clock()
+            if last[0] is None:
+                ttft.observe(now - began)
+            else:
+                itl_add(now - last[0])
+                if len(itl_pending) >= fold_at:
+                    itl.fold()
+            last[0] = now
+        on.plain = plain   # type: ignore[attr-defined]
         return on
 
     def collect(self) -> Iterable[Metric]:

@@ -56,13 +56,15 @@ class Engine(StepOutput):
         self.max_model_len = min(config.max_model_len, config.num_pages * config.page_size)
         self._stats = StatsCollector(config.num_pages)
         self._token_texts: dict[int, str | None] = {}   # the detokenizers' shared cache of whole-UTF-8 token texts
+        # a whole-UTF-8 token's (text, (id,)): the quiet path's text and token_ids, shared (aotx.engine.step_output)
+        self._whole_tokens: dict[int, tuple[str, tuple[int]]] = {}
         self._cond = threading.Condition()
         # (kind, sequence or seq id, handle, the page claim an added sequence takes over or borrows, borrows?)
         self._inbox: list[tuple[str, Sequence | int, RequestHandle | None, Claim | None, bool]] = []
         self._queued = 0                  # submitted and not yet admitted (guarded by _cond)
         self._committed = 0               # pages reserved by every request not yet ended (guarded by _cond)
         self._handles: dict[int, RequestHandle] = {}   # step thread only
-        self._outbox: list[tuple[RequestHandle, Delta]] = []  # delivered after gauges sync
+        self._outbox: list[tuple] = []  # delivered after gauges sync (aotx.engine.request.deliver's items)
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._stalled = False             # the last step admitted and ran nothing: wait for a change

@@ -7,6 +7,8 @@ from typing import Callable
 
 from aotx.engine.types import Delta, SamplingParams
 
+_new = object.__new__
+
 
 class RequestRejected(Exception):
     """submit() refused a request before it was queued.
@@ -179,6 +181,10 @@ class RequestHandle(DeltaStream):
         self.finish_reason: str | None = None
         self._sink: Callable[[Delta], None] | None = None
         self._observer: Callable[[Delta], None] | None = None
+        # a plain token given by its parts (put_plain): the sink's and the observer's own hooks, when they
+        # have them (then no Delta is made for it at all)
+        self._plain_sink: Callable[[str, tuple[int, ...], int], None] | None = None
+        self._plain_observer: Callable[[], None] | None = None
 
     def cancel(self) -> None:
         """Ask the engine to stop this request (idempotent; no-op once finished).
@@ -197,8 +203,10 @@ class RequestHandle(DeltaStream):
 
     def observe(self, observer: Callable[[Delta], None]) -> None:
         """On the handle's loop, before its first delta: `observer` sees every delta first (the request
-        latency histograms: aotx.request_latency), wherever the delta then goes."""
+        latency histograms: aotx.request_latency), wherever the delta then goes. An observer with a
+        `plain` attribute (a callable of no argument) is told of a plain token (put_plain) by that call."""
         self._observer = observer
+        self._plain_observer = getattr(observer, "plain", None)
 
     def put(self, delta: Delta) -> None:
         """On the handle's loop: queue one delta for the iterator (or hand it to the sink of `redirect`)."""
@@ -212,21 +220,56 @@ class RequestHandle(DeltaStream):
             return
         self._push(delta)
 
-    def redirect(self, sink: Callable[[Delta], None]) -> None:
+    def put_plain(self, text: str, token_ids: tuple[int, ...], completion_tokens: int) -> None:
+        """On the handle's loop: a plain token's delta given by its parts, equal to ``Delta(text, token_ids,
+        prompt_tokens=self.prompt_tokens, completion_tokens=completion_tokens)`` (the engine's quiet path
+        hands these over without making the Delta on its thread, aotx.engine.step_output). With a plain
+        sink (`redirect`) and an observer that takes plain tokens (or none), no Delta is made at all."""
+        sink = self._plain_sink
+        if sink is not None and (self._observer is None or self._plain_observer is not None):
+            if self._plain_observer is not None:
+                self._plain_observer()
+            sink(text, token_ids, completion_tokens)
+            return
+        d = _new(Delta)    # (the fields that differ from Delta's class defaults: aotx.engine.step_output)
+        fields = d.__dict__
+        fields["text"] = text
+        fields["token_ids"] = token_ids
+        fields["prompt_tokens"] = self.prompt_tokens
+        fields["completion_tokens"] = completion_tokens
+        if self._observer is not None:     # (put, inlined: this delta never finishes the stream)
+            if self._plain_observer is not None:
+                self._plain_observer()
+            else:
+                self._observer(d)
+        if self._sink is not None:
+            self._sink(d)
+        else:
+            self._push(d)
+
+    def redirect(self, sink: Callable[[Delta], None],
+                 plain: Callable[[str, tuple[int, ...], int], None] | None = None) -> None:
         """On the handle's loop, before its first delta: every delta goes to `sink` (called on the loop,
-        once per delta, all of one engine step in one loop callback) instead of the iterator. The NATS
-        engine service (aotx.engine_service) forwards a step's deltas as one message this way."""
+        once per delta, all of one engine step in one loop callback) instead of the iterator; a plain token
+        (put_plain) to `plain(text, token_ids, completion_tokens)` when given. The NATS engine service
+        (aotx.engine_service) forwards a step's deltas as one message this way."""
         self._sink = sink
+        self._plain_sink = plain
 
 
-def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple[RequestHandle, Delta]]) -> bool:
-    """Engine thread: hand a step's deltas to one event loop with a single wake-up.
+def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple]) -> bool:
+    """Engine thread: hand a step's deltas to one event loop with a single wake-up. An item is
+    (handle, delta), or a plain token's (handle, text, token_ids, completion_tokens) (put_plain).
 
     Returns False when that loop is closed (nobody will read them).
     """
     def put_all() -> None:
-        for handle, delta in items:
-            handle.put(delta)
+        for item in items:
+            if len(item) == 2:
+                item[0].put(item[1])
+            else:
+                handle, text, ids, n = item
+                handle.put_plain(text, ids, n)
     try:
         loop.call_soon_threadsafe(put_all)
     except RuntimeError:

@@ -1,4 +1,7 @@
-"""One request's state inside the engine (owned by the step thread)."""
+"""One request's state inside the engine (owned by the step thread).
+
+A slotted dataclass: the step thread reads and writes a few of its fields for every row of every step
+(docs/PERFORMANCE.md, issue 12, session 12: slot access instead of the instance dict's)."""
 from __future__ import annotations
 
 import enum
@@ -19,7 +22,7 @@ class SequenceStatus(enum.Enum):
     FINISHED = "finished"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     prompt_ids: list[int]
     params: SamplingParams             # max_tokens already clipped to the context window
@@ -57,6 +60,10 @@ class Sequence:
     slot: int = -1
     # its decode row (aotx.engine.scheduler.ScheduledSeq(self, 1, True)), made once and scheduled every step
     decode_row: Any = None
+    # once a token of it went out as a plain delta (no constraint, no stop string, no logprobs, nothing left
+    # to release first): (its handle, its detokenizer, the ids its detokenizer must see, max_tokens) for the
+    # engine's quiet path (aotx.engine.step_output); None before, and for a sequence that never qualifies
+    quiet: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 # Prometheus-style latency buckets, seconds (le=...; +Inf is implied by count)
@@ -45,6 +46,14 @@ class Histogram:
             total += value
         self._sum = total
         self._count += len(values)
+
+    def observe_times(self, value: float, times: int) -> None:
+        """``observe(value)`` `times` times (the sum grows by value * times)."""
+        i = bisect.bisect_left(self.buckets, value)
+        if i < len(self._counts):
+            self._counts[i] += times
+        self._sum += value * times
+        self._count += times
 
     def snapshot(self) -> HistogramSnapshot:
         cumulative, total = [], 0
@@ -119,6 +128,22 @@ class StatsCollector:
             self._gen += len(ttfts) + len(itls)
             self._ttft.observe_all(ttfts)
             self._itl.observe_all(itls)
+
+    def tokens_at(self, now: float, ttfts: list[float], lasts: list[float]) -> None:
+        """One step's tokens read at `now`: a first token's TTFT each, and for each later one the time of
+        its sequence's token before (its inter-token latency is now - that). A steady batch's rows share a
+        few such times (the steps before), so the ITLs are observed once per distinct time."""
+        if not ttfts and not lasts:
+            return
+        grouped: object = ()
+        if lasts:
+            same = lasts.count(lasts[0])      # (a steady batch: every row's is the step before's time, one object)
+            grouped = ((lasts[0], same),) if same == len(lasts) else Counter(lasts).items()
+        with self._lock:
+            self._gen += len(ttfts) + len(lasts)
+            self._ttft.observe_all(ttfts)
+            for last, times in grouped:
+                self._itl.observe_times(now - last, times)
 
     def finished(self, reason: str) -> None:
         with self._lock:

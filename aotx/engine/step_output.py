@@ -2,9 +2,13 @@
 and a step's deltas handed to each caller's event loop at once (the engine's step thread only).
 
 A plain token (no logprobs, constraint, stop string or stop/silent id, not the last) takes the short path:
-no RowResult, ``Detokenizer.plain``'s common case inline, a delta made as ``types.plain_delta`` makes it,
-the step's latencies handed to the stats once (host work per row-step: docs/PERFORMANCE.md, issue 12,
-sessions 9 and 11).
+no RowResult, ``Detokenizer.plain``'s common case inline, a Delta with only its non-default fields set,
+the step's latencies handed to the stats once. Once a sequence's token went out that way it is quiet
+(``Sequence.quiet``: its handle, detokenizer, special ids and budget): its later plain tokens are recorded
+and handed to the loop as their parts, (handle, text, (id,), completion tokens), no Delta made on this
+thread (``RequestHandle.put_plain`` makes it on the loop, or none for the engine service's sink); a token
+that is special, ends the budget or meets an open character leaves the quiet path for the full one (host
+work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12).
 """
 from __future__ import annotations
 
@@ -19,19 +23,19 @@ from aotx.engine.runner import InFlight, RowResult
 from aotx.engine.scheduler import Scheduler
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.stats import StatsCollector
-from aotx.engine.types import Delta, plain_delta
+from aotx.engine.types import Delta
 
 log = logging.getLogger("aotx.engine.engine")   # the engine's own logger (moved out of engine.py, same name)
 FINISHED = SequenceStatus.FINISHED
-# a plain token's Delta fields (aotx.engine.types.plain_delta) before its text, id and counts are set
-_PLAIN = dict(vars(plain_delta("", 0, 0, 0, None)))
 
 
 class StepOutput:
     """The Engine's output side (a mixin: aotx.engine.engine.Engine has the state)."""
 
     _handles: dict[int, RequestHandle]
-    _outbox: list[tuple[RequestHandle, Delta]]
+    _token_texts: dict[int, str | None]
+    _whole_tokens: dict[int, tuple[str, tuple[int]]]
+    _outbox: list[tuple]   # (handle, Delta), or a plain token's (handle, text, token_ids, completion_tokens)
     _stats: StatsCollector
     _cond: threading.Condition
     _committed: int
@@ -40,7 +44,8 @@ class StepOutput:
     def _postprocess_step(self, step: InFlight, tids: list[int], results: dict[int, RowResult]) -> None:
         """Every row of a read step; a plain decode token (no logprobs, no refusal by its constraint, no
         stop string or stop/silent id, not the last) takes the short path: its text from the engine's cache
-        of whole tokens, one Delta, no RowResult, the latency figures handed to the stats once per step."""
+        of whole tokens, one Delta (a quiet sequence's: its parts), no RowResult, the latency figures handed
+        to the stats once per step."""
         now = time.monotonic()
         sample = step.plan.sample
         if len(sample) != len(step.scheduled):   # rows that sampled nothing (prefill chunks): prompt logprobs
@@ -50,24 +55,51 @@ class StepOutput:
                 if id(seq) not in sampled and seq.status is not FINISHED:
                     self._postprocess(seq, (results.get(seq.seq_id) if results else None) or RowResult(), None, now)
         ttfts: list[float] = []
-        itls: list[float] = []
-        handles, outbox, texts = self._handles, self._outbox, self._token_texts
-        new, plain = object.__new__, _PLAIN
+        lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
+        handles, outbox, texts, whole = self._handles, self._outbox, self._token_texts, self._whole_tokens
+        new = object.__new__
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
+                continue
+            quiet = seq.quiet
+            if quiet is not None and not (results and seq.seq_id in results):
+                # the quiet path: a sequence whose earlier token went out as a plain delta (set below)
+                handle, det, special, budget = quiet
+                outs = seq.output_ids
+                outs.append(tid)
+                lasts.append(seq.last_token_time)
+                seq.last_token_time = now
+                n = len(outs)
+                if det.clean and n < budget and tid not in special:
+                    hit = whole.get(tid)     # a whole-UTF-8 token: (its text, (its id,)), shared
+                    if hit is None:
+                        ids = (tid,)
+                        text = det.plain(tid)   # (fills the detokenizer's cache; a split character: decoded)
+                        if texts.get(tid) is not None:
+                            whole[tid] = (text, ids)
+                    else:
+                        text, ids = hit
+                        if text:
+                            det.parts.append(text)
+                    outbox.append((handle, text, ids, n))   # its Delta's parts (RequestHandle.put_plain)
+                    continue
+                text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
+                if text is None:
+                    self._finish_token(seq, tid, None, False, None)
+                    continue
+                self._send(seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), n))
                 continue
             m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
             if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
                 self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids
-            if seq.first_token_time is None:
+            last = seq.last_token_time
+            if last is None:
                 ttfts.append(now - seq.arrival_time)
                 seq.first_token_time = now
-                first = True
             else:
-                itls.append(now - seq.last_token_time)
-                first = False
+                lasts.append(last)
             seq.last_token_time = now
             outs.append(tid)
             det = seq.detokenizer
@@ -82,21 +114,25 @@ class StepOutput:
             params = seq.params
             if text is None or len(outs) >= params.max_tokens or (
                     params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
-                self._finish_token(seq, tid, None, first, text)
+                self._finish_token(seq, tid, None, last is None, text)
                 continue
             handle = handles.get(seq.seq_id)
-            if handle is not None:   # plain_delta(...), inlined: the template's fields, then four or five set
+            if handle is not None:
+                # plain_delta(...), inlined: only the fields that differ from Delta's class defaults are set
+                # in the instance (a dataclass keeps each default as a class attribute, so the others read,
+                # compare, hash, copy and pickle the same as in a constructed Delta: tests/engine)
                 d = new(Delta)
                 fields = d.__dict__
-                fields.update(plain)
                 fields["text"] = text
                 fields["token_ids"] = (tid,)
                 fields["prompt_tokens"] = len(seq.prompt_ids)
                 fields["completion_tokens"] = len(outs)
-                if first:
+                if last is None:
                     fields["queued_s"] = seq.queued_s
                 outbox.append((handle, d))
-        self._stats.tokens(ttfts, itls)
+                if m is None and params.logprobs is None:   # (a logprobs row has a RowResult each step: never quiet)
+                    seq.quiet = (handle, det, det.special, params.max_tokens)
+        self._stats.tokens_at(now, ttfts, lasts)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
         seq.prompt_logprobs.extend(res.prompt_logprobs)
@@ -164,14 +200,14 @@ class StepOutput:
         if not outbox:
             return
         loop = outbox[0][0]._loop
-        for handle, _ in outbox:
-            if handle._loop is not loop:
+        for item in outbox:
+            if item[0]._loop is not loop:
                 break
         else:
             if not deliver(loop, outbox):
                 self._cancel_undelivered(outbox)
             return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestHandle, Delta]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
         for item in outbox:
             group = by_loop.get(item[0]._loop)
             if group is None:
@@ -181,10 +217,10 @@ class StepOutput:
             if not deliver(loop, items):
                 self._cancel_undelivered(items)
 
-    def _cancel_undelivered(self, items: list[tuple[RequestHandle, Delta]]) -> None:
+    def _cancel_undelivered(self, items: list[tuple]) -> None:
         """Their loop is closed: nobody is listening any more, so their sequences stop (a finished one's
         handle has left `_handles` already)."""
-        dead = {id(handle) for handle, _ in items}
+        dead = {id(item[0]) for item in items}
         for seq_id, handle in list(self._handles.items()):
             if id(handle) in dead:
                 self.scheduler.cancel(seq_id)
@@ -194,5 +230,6 @@ class StepOutput:
         self._stats.finished(delta.finish_reason)
         self._send(seq, delta)
         self._handles.pop(seq.seq_id, None)
+        seq.quiet = None    # (an ended sequence keeps no handle)
         with self._cond:
             self._committed -= seq.reserved_pages

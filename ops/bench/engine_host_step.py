@@ -7,6 +7,7 @@ device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
                                          [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
+                                         [--burst]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -96,7 +97,7 @@ def _split_clocks(engine) -> dict[str, float]:
 
 
 async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool,
-              split: bool = False) -> dict:
+              split: bool = False, burst: bool = False) -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
     from aotx.engine.launch import make_launcher
     from ops.bench.paced_serve import PacedBackend
@@ -125,10 +126,18 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         return tok.encode(bundle.chat_template.render([{"role": "user", "content": text}],
                                                       add_generation_prompt=True))
 
-    async def one(i: int, n: int, counts: list[int]) -> None:
+    async def one(i: int, n: int, counts: list[int], handle=None) -> None:
         params = SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True)
-        async for d in engine.submit(prompt(i), params):
+        async for d in handle or engine.submit(prompt(i), params):
             counts[i] += len(d.token_ids)
+
+    def all_at_once(n: int) -> list:
+        """--burst: every request in the engine's inbox before its thread looks (its lock held: the
+        engine's Condition is re-entrant), so each run schedules the same steps (under valgrind too)."""
+        prompts = [prompt(i) for i in range(streams)]
+        with engine._cond:
+            return [engine.submit(prompts[i], SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True))
+                    for i in range(streams)]
 
     try:
         await asyncio.gather(*(one(i, 4, [0] * streams) for i in range(streams)))      # warm
@@ -139,7 +148,8 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         _callgrind(True)
         if sums is not None:
             sums["on"] = 1.0
-        await asyncio.gather(*(one(i, max_tokens, counts) for i in range(streams)))
+        handles = all_at_once(max_tokens) if burst else [None] * streams
+        await asyncio.gather(*(one(i, max_tokens, counts, handles[i]) for i in range(streams)))
         if sums is not None:
             sums["on"] = 0.0
         _callgrind(False)
@@ -242,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--split", action="store_true",
                     help="the engine thread's CPU clock around each stage (no profiler): µs per row-step")
+    ap.add_argument("--burst", action="store_true",
+                    help="submit every request of the measured phase at once (the same steps in every run)")
     ap.add_argument("--isolated", action="store_true",
                     help="time schedule, build and sampling_rows alone over a steady batch, no engine")
     ap.add_argument("--callgrind", action="store_true",
@@ -258,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             print(isolated(bundle, n), flush=True)
         return 0
     for n in levels:
-        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split))
+        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
+                              args.burst))
         print(report(r, args.profile), flush=True)
     return 0
 
