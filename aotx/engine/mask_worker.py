@@ -103,6 +103,10 @@ class MaskWorker:
         self._held = None
         if mask.reads_previous and not (self.early and getattr(mask, "worker_consumes", False)):
             self._held = mask
+            prepare = getattr(mask, "prepare", None)
+            if prepare is not None:     # (what llguidance is handed, built while the thread waits anyway)
+                self._start()
+                self._jobs.put(prepare)
         else:
             self._submit(mask)
 
@@ -118,13 +122,16 @@ class MaskWorker:
             finally:
                 self._submit(mask)
 
-    def _submit(self, mask) -> None:
+    def _start(self) -> None:
         if self._thread is None:
             _lower_switch_interval()
             self._thread = threading.Thread(target=self._run, name="aotx-mask-fill", daemon=True)
             self._thread.start()
+
+    def _submit(self, mask) -> None:
+        self._start()
         self.started += 1
-        self._jobs.put(mask)
+        self._jobs.put(mask.run)
 
     def close(self) -> None:
         if self._held is not None:     # nobody waits for it any more; its thread is told to stop
@@ -136,5 +143,5 @@ class MaskWorker:
             _restore_switch_interval()
 
     def _run(self) -> None:
-        while (mask := self._jobs.get()) is not None:
-            mask.run()
+        while (job := self._jobs.get()) is not None:
+            job()       # a mask's run, or its prepare

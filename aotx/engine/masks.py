@@ -79,6 +79,7 @@ class LateMask:
         self._mask: TokenMask | None = None
         self._error: BaseException | None = None
         self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
+        self._plan: _Plan | None = None   # what llguidance is handed (prepare); False: not llguidance's rows
 
     @property
     def previous(self):
@@ -199,11 +200,50 @@ class LateMask:
                 except Exception:  # (CUDA's own hands any error to its step's ids(): it does not raise)
                     log.exception("a token mask's ready callback failed (rows %s)", self.rows)
 
+    def prepare(self) -> None:
+        """Build what the consume and the fill hand llguidance (``_Plan``), once: the mask worker does it
+        when the mask is handed over at its launch, while it would wait for the read-back anyway
+        (MaskWorker.handed), so that the chain from the read-back to the opened gate is the two
+        llguidance calls and little Python around them; else the consume does it. Rows whose matchers
+        are not llguidance's (the benches' probes) take the general path (``_Plan`` False)."""
+        if self._plan is None:
+            try:
+                self._plan = _Plan.of(self._seqs, self.rows) or False
+            except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
+                log.exception("a token mask's plan could not be built (rows %s)", self.rows)
+                self._plan = False
+
     def _consume(self) -> list[bool]:
         # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
         # benches on an image that lacks the wheel) never load it
         from aotx.structured import batch
 
+        self.prepare()
+        plan = self._plan
+        if not plan:
+            return self._consume_rows(batch)
+        ok = None
+        if plan.pending:
+            if self._previous is None:
+                raise MaskOutOfStep(f"sequence {self._seqs[plan.pending[0]][0].seq_id}: a pending token and no "
+                                    "step to read it from")
+            tokens = self._previous.ids()[plan.id_rows].tolist()
+            pm = plan.pending_matchers
+            if [m.consumed for m in pm] == plan.pending_index:    # (each at its token: the worker's case)
+                batch.consume_rows(pm, plan.pending_lls, tokens)
+            else:       # a row has it already: sync compares
+                ok = [True] * len(self._seqs)
+                for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
+                    ok[k] = good
+        matchers = plan.matchers
+        if [m.consumed for m in matchers] != plan.known:
+            self._out_of_step()
+        if ok is None:
+            return [not m.failed for m in matchers]
+        return [good and not m.failed for good, m in zip(ok, matchers)]
+
+    def _consume_rows(self, batch) -> list[bool]:
+        """The general path: any matcher with RowMatcher's interface."""
         pending = [k for k, (_, row, _) in enumerate(self._seqs) if row >= 0]
         ok = [True] * len(self._seqs)
         if pending:
@@ -215,27 +255,70 @@ class LateMask:
                                   [int(ids[self._seqs[k][1]]) for k in pending])
             for k, good in zip(pending, got):
                 ok[k] = good
-        for k, (seq, row, index) in enumerate(self._seqs):
+        self._out_of_step()
+        for k, (seq, _, _) in enumerate(self._seqs):
+            ok[k] = ok[k] and not seq.matcher.failed
+        return ok
+
+    def _out_of_step(self) -> None:
+        """Raise MaskOutOfStep for the first row whose matcher has not consumed exactly the tokens before
+        this step's."""
+        for seq, row, index in self._seqs:
             known = index + 1 if row >= 0 else index
             if seq.matcher.consumed != known:
                 raise MaskOutOfStep(f"sequence {seq.seq_id}: matcher at {seq.matcher.consumed} tokens, "
                                     f"output at {known}")
-            ok[k] = ok[k] and not seq.matcher.failed
-        return ok
 
     def _fill(self, ok: list[bool]) -> TokenMask:
         from aotx.structured import batch
 
         # a refused token ends the request when its step is read back: its row here is never used
-        fill = [k for k in range(len(self._seqs)) if ok[k]]
         bits = self._out if self._out is not None else np.empty((len(self._seqs), self.words), dtype=np.uint32)
-        if fill:
-            sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
-            batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
-            if sub is not bits:
-                bits[fill] = sub
-        bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
-        return TokenMask(np.array(self.rows, dtype=np.int32), bits)
+        plan = self._plan
+        every = all(ok)
+        if plan:
+            pairs = plan.pairs if every else [(ll, k) for ll, k in plan.pairs if ok[k]]
+            if pairs:
+                batch.fill_pairs(pairs, bits, plan.lls if every else [ll for ll, _ in pairs])
+        else:
+            fill = [k for k in range(len(self._seqs)) if ok[k]]
+            if fill:
+                sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
+                batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
+                if sub is not bits:
+                    bits[fill] = sub
+        if not every:
+            bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
+        return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
+
+
+class _Plan:
+    """A mask's rows as llguidance takes them (LateMask.prepare): the matchers; the rows with a token
+    pending (their matchers, output indexes, and rows of the previous launch's ids); the tokens each
+    matcher must have consumed once that is done; the fill's (llguidance matcher, row) pairs with the
+    rows of one lexer next to each other (aotx.structured.batch.fill_rows says why)."""
+    __slots__ = ("matchers", "lls", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows", "known", "pairs",
+                 "rows")
+
+    @classmethod
+    def of(cls, seqs: list[tuple], rows: list[int]) -> "_Plan | None":
+        matchers = [seq.matcher for seq, _, _ in seqs]
+        lls = [getattr(m, "ll", None) for m in matchers]
+        if None in lls:
+            return None
+        plan = cls()
+        plan.matchers, plan.lls = matchers, lls
+        plan.pending = [k for k, (_, row, _) in enumerate(seqs) if row >= 0]
+        plan.pending_matchers = [matchers[k] for k in plan.pending]
+        plan.pending_lls = [lls[k] for k in plan.pending]
+        plan.pending_index = [seqs[k][2] for k in plan.pending]
+        plan.id_rows = np.array([seqs[k][1] for k in plan.pending], dtype=np.intp)
+        plan.known = [index + 1 if row >= 0 else index for _, row, index in seqs]
+        groups = [getattr(m, "group", 0) for m in matchers]
+        order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
+        plan.pairs = [(lls[k], k) for k in order]
+        plan.rows = np.array(rows, dtype=np.int32)
+        return plan
 
 
 # the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering

@@ -128,6 +128,22 @@ class RowMatcher:
             return True
         return self.consumed_as(token_id, bool(accepted))
 
+    @staticmethod
+    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool]) -> None:
+        """matchers[j] has consumed tokens[j] (an int) with accepted[j], what a batch consume of their
+        llguidance matchers returned (aotx.structured.batch.consume_rows): ``consume`` without its
+        llguidance call (the batch consume is the one ``consume_token`` makes; it leaves a refused row
+        in its error state)."""
+        if all(accepted):
+            for m, t in zip(matchers, tokens):
+                m._tokens.append(t)     # (a failed row stays failed: consumed_as with True)
+            return
+        for m, t, good in zip(matchers, tokens, accepted):
+            if good:
+                m._tokens.append(t)
+            else:
+                m.consumed_as(t, False)
+
     def consumed_as(self, token_id: int, accepted: bool) -> bool:
         """Record `token_id` as consumed by the llguidance matcher (here, or by a batch consume:
         aotx.structured.batch.sync_rows) with `accepted`, what that consume returned."""
