@@ -222,6 +222,8 @@ class LateMask:
         plan = self._plan
         if not plan:
             return self._consume_rows(batch)
+        if plan.idle and [m.consumed for m in plan.idle] != plan.idle_index:
+            self._out_of_step()
         ok = None
         if plan.pending:
             if self._previous is None:
@@ -230,14 +232,13 @@ class LateMask:
             tokens = self._previous.ids()[plan.id_rows].tolist()
             pm = plan.pending_matchers
             if [m.consumed for m in pm] == plan.pending_index:    # (each at its token: the worker's case)
-                batch.consume_rows(pm, plan.pending_lls, tokens)
+                batch.consume_rows(pm, plan.pending_lls, tokens)     # (one token each: in step after)
             else:       # a row has it already: sync compares
                 ok = [True] * len(self._seqs)
                 for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
                     ok[k] = good
+                self._out_of_step()
         matchers = plan.matchers
-        if [m.consumed for m in matchers] != plan.known:
-            self._out_of_step()
         if ok is None:
             return [not m.failed for m in matchers]
         return [good and not m.failed for good, m in zip(ok, matchers)]
@@ -294,11 +295,12 @@ class LateMask:
 
 class _Plan:
     """A mask's rows as llguidance takes them (LateMask.prepare): the matchers; the rows with a token
-    pending (their matchers, output indexes, and rows of the previous launch's ids); the tokens each
-    matcher must have consumed once that is done; the fill's (llguidance matcher, row) pairs with the
-    rows of one lexer next to each other (aotx.structured.batch.fill_rows says why)."""
-    __slots__ = ("matchers", "lls", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows", "known", "pairs",
-                 "rows")
+    pending (their matchers, output indexes, and rows of the previous launch's ids), in lexer order as
+    the fill's; the rows without one and the tokens their matchers must have consumed; the fill's
+    (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
+    .fill_rows says why: a lexer's rows take turns at its mutex)."""
+    __slots__ = ("matchers", "lls", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
+                 "idle", "idle_index", "pairs", "rows")
 
     @classmethod
     def of(cls, seqs: list[tuple], rows: list[int]) -> "_Plan | None":
@@ -308,14 +310,15 @@ class _Plan:
             return None
         plan = cls()
         plan.matchers, plan.lls = matchers, lls
-        plan.pending = [k for k, (_, row, _) in enumerate(seqs) if row >= 0]
+        groups = [getattr(m, "group", 0) for m in matchers]
+        order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
+        plan.pending = [k for k in order if seqs[k][1] >= 0]
         plan.pending_matchers = [matchers[k] for k in plan.pending]
         plan.pending_lls = [lls[k] for k in plan.pending]
         plan.pending_index = [seqs[k][2] for k in plan.pending]
         plan.id_rows = np.array([seqs[k][1] for k in plan.pending], dtype=np.intp)
-        plan.known = [index + 1 if row >= 0 else index for _, row, index in seqs]
-        groups = [getattr(m, "group", 0) for m in matchers]
-        order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
+        plan.idle = [matchers[k] for k in order if seqs[k][1] < 0]
+        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0]
         plan.pairs = [(lls[k], k) for k in order]
         plan.rows = np.array(rows, dtype=np.int32)
         return plan
