@@ -65,11 +65,14 @@ class LateMask:
                 last, vocab = constraint, max(vocab, int(constraint.vocab_size))
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
         self.words = mask_words(vocab)
-        self._words: memoryview | None = None   # the bits, flat, for allows (made on its first call)
+        # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
+        # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
+        self.flat: memoryview | None = None
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
         self._bits_gone = False       # `into`'s memory was given to a later mask (allows)
+        self.consumes: list[bool] | None = None   # per row, defer's: the worker consumes its pending token
         self._consumed = threading.Event()
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()
@@ -101,25 +104,27 @@ class LateMask:
         if not worker_consumes:
             return
         matchers = [seq.matcher for seq, _, _ in self._seqs]
-        for m in matchers:
-            if not hasattr(m, "expect"):
-                return
-        for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
-            if row >= 0:
-                m.expect(self, j, index + 1, True)
-            else:
-                m.expect(self, j, index, False)
+        kinds = {type(m) for m in matchers}
+        expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
+        if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
+            expect_rows(self, matchers, self._seqs)
+        else:
+            for m in matchers:
+                if not hasattr(m, "expect"):
+                    return
+            for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
+                if row >= 0:
+                    m.expect(self, j, index + 1, True)
+                else:
+                    m.expect(self, j, index, False)
         self.worker_consumes = True
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
         mask is not computed, failed, or its memory holds a later mask's bits now."""
-        mask = self._mask                 # (set once the bits are written: after the fill)
-        if mask is None or self._bits_gone:
+        words = self.flat                 # (set once the bits are written: after the fill)
+        if words is None or self._bits_gone:
             return None
-        words = self._words
-        if words is None:     # (a flat memoryview: a Python int a read, no numpy scalar)
-            words = self._words = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
         if not 0 <= token < 32 * self.words:
             return False
         return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
@@ -138,6 +143,7 @@ class LateMask:
         before = _HOLDERS.get(address)
         if before is not None and before is not self:
             before._bits_gone = True
+            before.flat = None
         _HOLDERS[address] = self
         self._out = bits
 
@@ -186,7 +192,11 @@ class LateMask:
             self.consume()
             if self._error is None:
                 assert self._ok is not None
-                self._mask = self._fill(self._ok)
+                mask = self._fill(self._ok)
+                flat = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
+                self._mask = mask
+                if not self._bits_gone:     # (into gave its memory to a later mask: no longer answers)
+                    self.flat = flat
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:

@@ -52,7 +52,9 @@ class MaskClock:
         from aotx.structured import batch
         self.calls, self.rows, self.seconds, self._fill, self.eos = 0, 0, 0.0, batch.fill_rows, eos
         batch.fill_rows = self
-        real_pairs = batch.fill_pairs      # (the mask worker's fill of llguidance rows: aotx.engine.masks)
+        real_pairs = getattr(batch, "fill_pairs", None)   # (the mask worker's fill of llguidance rows: masks)
+        if real_pairs is None:          # (an older tree: fill_rows only)
+            return
 
         def fill_pairs(pairs, bits, lls) -> None:
             start = time.perf_counter()
