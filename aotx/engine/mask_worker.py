@@ -4,8 +4,10 @@ while the launch's forward runs on the device and the engine thread does the res
 A mask the runner gives it (``take``, before the launch: the launcher then defers the sampling, and
 CUDA's has this thread enqueue it right after the fill: ``LateMask.when_ready``) is filled once its rows
 have consumed the previous launch's tokens: at once when no row has one pending (``handed``), else once
-the engine thread has read that launch back (``read_back``: one hand-over a step). The worker consumes
-those tokens itself, a Python call a row, right before it fills (``consumes``; ``AOTX_MASK_CONSUME=engine``
+the engine thread has read that launch back (``read_back``: one hand-over a step); meanwhile it builds what
+llguidance is handed (``LateMask.prepare``, queued at ``handed``). The worker consumes
+those tokens itself, in one llguidance call with the GIL released (``batch.consume_rows``), right before it
+fills (``consumes``; ``AOTX_MASK_CONSUME=engine``
 has the engine thread consume them in read_back instead, the A/B): the engine thread's own check of each
 token it reads back is then a bit of the mask that let it through (RowMatcher.sync), never an llguidance
 call. One mask at a time, in launch order, so a matcher is never touched by two threads at once. Started

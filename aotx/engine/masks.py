@@ -12,7 +12,8 @@ when the launcher needs it (at the next launch, before that launch's forward, or
 ids: kernels/cuda/overlap.py). Where CUDA's stream can wait on host memory, step k's sampling is enqueued
 at its launch behind a gate, and the fill writes the bits into the page-locked memory that the stream
 copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it hands the mask to the mask worker, which feeds step
-k-1's tokens to the matchers (``consume``: ~2 µs a row, one Python call each; on the engine thread before
+k-1's tokens to the matchers (``consume``: one llguidance call for the rows, the GIL released, with what it
+hands llguidance built before the read-back: ``prepare``; on the engine thread before
 the hand-over with ``AOTX_MASK_CONSUME=engine``) and fills the bitmasks (one llguidance call, its own
 threads, the GIL released) while the GPU computes step k's forward and the engine thread delivers step
 k-1, schedules and builds step k+1. Without a worker (the classic loop, the inline launcher,

@@ -2,8 +2,9 @@
 rows by a step's tokens.
 
 llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released, in one call
-(the mask worker hands the GIL back once per step, not once per row); its pool is ``threads()``
-(``AOTX_MASK_THREADS`` sets another size)."""
+(the mask worker hands the GIL back once per step, not once per row), and consumes a step's tokens the
+same way (``consume_rows``, from ``par_rows()`` rows); its pool is ``threads()`` (``AOTX_MASK_THREADS``
+sets another size)."""
 from __future__ import annotations
 
 import os
