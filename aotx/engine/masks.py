@@ -219,7 +219,9 @@ class LateMask:
         are not llguidance's (the benches' probes) take the general path (``_Plan`` False)."""
         if self._plan is None:
             try:
-                self._plan = _Plan.of(self._seqs, self.rows) or False
+                self._plan = _Plan.of(self._seqs, self.rows, _LAST[0]()) or False
+                if self._plan:
+                    _LAST[0] = weakref.ref(self._plan)
             except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
                 log.exception("a token mask's plan could not be built (rows %s)", self.rows)
                 self._plan = False
@@ -309,30 +311,49 @@ class _Plan:
     pending (their matchers, output indexes, and rows of the previous launch's ids), in lexer order as
     the fill's; the rows without one and the tokens their matchers must have consumed; the fill's
     (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
-    .fill_rows says why: a lexer's rows take turns at its mutex)."""
-    __slots__ = ("matchers", "lls", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
-                 "idle", "idle_index", "pairs", "rows")
+    .fill_rows says why: a lexer's rows take turns at its mutex). Never changed once built: a later
+    step's plan over the same matchers in the same order (most decode steps) shares its lists."""
+    __slots__ = ("matchers", "lls", "order", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
+                 "id_list", "idle", "idle_index", "pairs", "rows", "row_list", "__weakref__")
 
     @classmethod
-    def of(cls, seqs: list[tuple], rows: list[int]) -> "_Plan | None":
+    def of(cls, seqs: list[tuple], rows: list[int], last: "_Plan | None" = None) -> "_Plan | None":
         matchers = [seq.matcher for seq, _, _ in seqs]
-        lls = [getattr(m, "ll", None) for m in matchers]
-        if None in lls:
-            return None
         plan = cls()
-        plan.matchers, plan.lls = matchers, lls
-        groups = [getattr(m, "group", 0) for m in matchers]
-        order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
-        plan.pending = [k for k in order if seqs[k][1] >= 0]
-        plan.pending_matchers = [matchers[k] for k in plan.pending]
-        plan.pending_lls = [lls[k] for k in plan.pending]
+        if last is not None and last.matchers == matchers:    # (identity: RowMatcher has no __eq__)
+            plan.matchers, plan.lls, plan.order, plan.pairs = last.matchers, last.lls, last.order, last.pairs
+        else:
+            lls = [getattr(m, "ll", None) for m in matchers]
+            if None in lls:
+                return None
+            groups = [getattr(m, "group", 0) for m in matchers]
+            plan.matchers, plan.lls = matchers, lls
+            plan.order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
+            plan.pairs = [(lls[k], k) for k in plan.order]
+            last = None
+        order = plan.order
+        pending = [k for k in order if seqs[k][1] >= 0]
+        if last is not None and pending == last.pending:
+            plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
+            plan.idle = last.idle
+        else:
+            plan.pending = pending
+            plan.pending_matchers = [plan.matchers[k] for k in pending]
+            plan.pending_lls = [plan.lls[k] for k in pending]
+            plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
         plan.pending_index = [seqs[k][2] for k in plan.pending]
-        plan.id_rows = np.array([seqs[k][1] for k in plan.pending], dtype=np.intp)
-        plan.idle = [matchers[k] for k in order if seqs[k][1] < 0]
-        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0]
-        plan.pairs = [(lls[k], k) for k in order]
-        plan.rows = np.array(rows, dtype=np.int32)
+        ids = [seqs[k][1] for k in plan.pending]
+        plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
+        plan.id_list = ids
+        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0] if plan.idle else []
+        plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
+        plan.row_list = rows
         return plan
+
+
+# the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
+# launch order): the next one shares its lists where its rows are the same
+_LAST: list = [lambda: None]
 
 
 # the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering

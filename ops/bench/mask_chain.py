@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from aotx.engine.launch import Done
+from aotx.engine import masks
 from aotx.engine.masks import LateMask
 from aotx.structured import ConstraintCompiler
 from kernels import load_model
@@ -59,6 +60,7 @@ class Way:
         first = LateMask(self.seqs, None)
         first.run()
         self.bits = np.ascontiguousarray(first().bits)
+        self.last = masks._LAST[0]
         self.cpu = {p: [] for p in PARTS}
         self.wall = {p: [] for p in PARTS}
 
@@ -71,6 +73,7 @@ class Way:
         for j, s in enumerate(self.seqs):
             s.pending, s.pending_row = 1, j
         os.environ["AOTX_MASK_CONSUME_PAR"] = self.par
+        last, masks._LAST[0] = masks._LAST[0], self.last     # (each way its own last plan, as one engine has)
         box: dict = {}
 
         def engine():
@@ -106,6 +109,8 @@ class Way:
             s.output_ids.append(int(ids[j]))
             s.pending = 0
         self.bits = np.ascontiguousarray(box["mask"]().bits)
+        self.last, masks._LAST[0] = masks._LAST[0], last
+        self.mask = box["mask"]        # (alive until the next step's plan is built, as in the engine)
         # a row that is done starts again (never, within the story's minLength)
         assert not any(s.matcher.failed for s in self.seqs)
 
