@@ -15,7 +15,10 @@ CPU is the GIL-held share (llguidance's pool does the GIL-released work on its o
 engine thread, that share is what the two threads take turns for (the wall of the chain on a GPU host is
 that share, stretched by the GIL hand-overs, plus the pool's work). ``--callgrind PART``: run under
 ``valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes`` and count only that part (one way,
-``--ways``), less an empty part's toggles (``noop``)::
+``--ways``), less an empty part's toggles (``noop``). ``--busy``: a second thread runs Python throughout (the
+engine thread's other work) at the mask worker's switch interval, so the walls show the GIL's turns -- on a
+host with idle cores (the GPU hosts' 16 CPUs); on a loaded 2-core box the pool's thread waits for a core and
+the walls show that instead::
 
     .venv/bin/python -m ops.bench.mask_chain --rows 64 --steps 60
     valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes .venv/bin/python -m ops.bench.mask_chain \\
@@ -30,6 +33,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import statistics
 import subprocess
+import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -37,6 +42,7 @@ import numpy as np
 
 from aotx.engine.launch import Done
 from aotx.engine import masks
+from aotx.engine.mask_worker import SWITCH_S
 from aotx.engine.masks import LateMask
 from aotx.structured import ConstraintCompiler
 from kernels import load_model
@@ -115,12 +121,21 @@ class Way:
         assert not any(s.matcher.failed for s in self.seqs)
 
 
+def _spin(stop: threading.Event) -> None:
+    """The engine thread's other work (delivering, scheduling, building): Python holding the GIL."""
+    while not stop.is_set():
+        sum(range(50))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of: {', '.join(WAYS)}")
     ap.add_argument("--callgrind", choices=PARTS, help="count this part's instructions (under callgrind)")
+    ap.add_argument("--busy", action="store_true",
+                    help="a second thread runs Python throughout (the engine thread's other work), the GIL's switch "
+                         "interval the mask worker's: the walls then show the GIL's turns")
     args = ap.parse_args(argv)
     names = [w.strip() for w in args.ways.split(",") if w.strip()]
     if not set(names) <= set(WAYS):
@@ -129,18 +144,29 @@ def main(argv: list[str] | None = None) -> None:
     constraint = ConstraintCompiler(bundle.tokenizer).json_schema(STORY)
     ways = [Way(n, constraint, args.rows) for n in names]
     saved = os.environ.get("AOTX_MASK_CONSUME_PAR")
+    stop = threading.Event()
+    spinner = threading.Thread(target=_spin, args=(stop,), daemon=True) if args.busy else None
+    interval = sys.getswitchinterval()
+    if spinner is not None:
+        sys.setswitchinterval(SWITCH_S)
+        spinner.start()
     try:
         for step in range(WARMUP + args.steps):
             for k in range(len(ways)):                  # each step, the ways in a rotating order
                 ways[(step + k) % len(ways)].step(args.callgrind if step >= WARMUP else None)
     finally:
+        stop.set()
+        if spinner is not None:
+            spinner.join()
+        sys.setswitchinterval(interval)
         if saved is None:
             os.environ.pop("AOTX_MASK_CONSUME_PAR", None)
         else:
             os.environ["AOTX_MASK_CONSUME_PAR"] = saved
     from aotx.structured.batch import threads
+    busy = f"; a second thread busy in Python, switch interval {SWITCH_S * 1e6:.0f} µs" if args.busy else ""
     print(f"\n## A {args.rows}-row step's mask parts on one thread ({args.steps} steps, median; µs CPU of this thread "
-          f"(wall); llguidance pool {threads()} threads; load {os.getloadavg()[0]:.2f})\n")
+          f"(wall); llguidance pool {threads()} threads; load {os.getloadavg()[0]:.2f}{busy})\n")
     print("| way | engine: LateMask + defer | prepare (worker, before the read-back) | chain: consume + fill | "
           "check (engine thread) |")
     print("|---|---:|---:|---:|---:|")
