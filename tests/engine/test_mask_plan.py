@@ -106,3 +106,30 @@ def test_the_worker_builds_the_plan_before_the_read_back(compiler, bundle):
         assert [s.matcher.tokens for s in seqs] == [[tok]] * ROWS and got.bits.shape[0] == ROWS
     finally:
         worker.close()
+
+
+def test_a_plan_shares_the_last_ones_lists_only_where_its_rows_are_the_same(compiler):
+    """Rows that change between steps (one ends, one joins without a pending token, the order changes):
+    each plan built after the last equals one built from nothing."""
+    from aotx.engine.masks import _Plan
+    c = compiler.json_schema(PERSON)
+    seqs = [SimpleNamespace(seq_id=j, matcher=c.start(), output_ids=[1] * j, pending=1, pending_row=j,
+                            params=SimpleNamespace(constraint=c)) for j in range(5)]
+    steps = [seqs[:4], seqs[:4], [seqs[0], seqs[2], seqs[3]], [seqs[0], seqs[2], seqs[3], seqs[4]],
+             [seqs[2], seqs[0], seqs[3], seqs[4]], [seqs[2], seqs[0], seqs[3], seqs[4]]]
+    seqs[4].pending, seqs[4].pending_row = 0, -1       # (joins after its prefill: no token pending)
+    last = None
+    for i, rows in enumerate(steps):
+        for j, s in enumerate(rows):
+            if s.pending:
+                s.pending_row = j
+        mask = LateMask(rows, _Ids([0] * len(rows)))
+        plan, fresh = _Plan.of(mask._seqs, mask.rows, last), _Plan.of(mask._seqs, mask.rows)
+        for name in _Plan.__slots__:
+            if name == "__weakref__":
+                continue
+            a, b = getattr(plan, name), getattr(fresh, name)
+            assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else list(a) == list(b)), (i, name)
+        if i in (1, 5):       # the same rows as the step before: its lists, shared
+            assert plan.pairs is last.pairs and plan.pending_lls is last.pending_lls
+        last = plan
