@@ -4,8 +4,10 @@ while the launch's forward runs on the device and the engine thread does the res
 A mask the runner gives it (``take``, before the launch: the launcher then defers the sampling, and
 CUDA's has this thread enqueue it right after the fill: ``LateMask.when_ready``) is filled once its rows
 have consumed the previous launch's tokens: at once when no row has one pending (``handed``), else once
-the engine thread has read that launch back (``read_back``: one hand-over a step). The worker consumes
-those tokens itself, a Python call a row, right before it fills (``consumes``; ``AOTX_MASK_CONSUME=engine``
+the engine thread has read that launch back (``read_back``: one hand-over a step); meanwhile it builds what
+llguidance is handed (``LateMask.prepare``, queued at ``handed``). The worker consumes
+those tokens itself, in one llguidance call with the GIL released (``batch.consume_rows``), right before it
+fills (``consumes``; ``AOTX_MASK_CONSUME=engine``
 has the engine thread consume them in read_back instead, the A/B): the engine thread's own check of each
 token it reads back is then a bit of the mask that let it through (RowMatcher.sync), never an llguidance
 call. One mask at a time, in launch order, so a matcher is never touched by two threads at once. Started
@@ -103,6 +105,10 @@ class MaskWorker:
         self._held = None
         if mask.reads_previous and not (self.early and getattr(mask, "worker_consumes", False)):
             self._held = mask
+            prepare = getattr(mask, "prepare", None)
+            if prepare is not None:     # (what llguidance is handed, built while the thread waits anyway)
+                self._start()
+                self._jobs.put(prepare)
         else:
             self._submit(mask)
 
@@ -118,13 +124,16 @@ class MaskWorker:
             finally:
                 self._submit(mask)
 
-    def _submit(self, mask) -> None:
+    def _start(self) -> None:
         if self._thread is None:
             _lower_switch_interval()
             self._thread = threading.Thread(target=self._run, name="aotx-mask-fill", daemon=True)
             self._thread.start()
+
+    def _submit(self, mask) -> None:
+        self._start()
         self.started += 1
-        self._jobs.put(mask)
+        self._jobs.put(mask.run)
 
     def close(self) -> None:
         if self._held is not None:     # nobody waits for it any more; its thread is told to stop
@@ -136,5 +145,5 @@ class MaskWorker:
             _restore_switch_interval()
 
     def _run(self) -> None:
-        while (mask := self._jobs.get()) is not None:
-            mask.run()
+        while (job := self._jobs.get()) is not None:
+            job()       # a mask's run, or its prepare

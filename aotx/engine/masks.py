@@ -12,7 +12,8 @@ when the launcher needs it (at the next launch, before that launch's forward, or
 ids: kernels/cuda/overlap.py). Where CUDA's stream can wait on host memory, step k's sampling is enqueued
 at its launch behind a gate, and the fill writes the bits into the page-locked memory that the stream
 copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it hands the mask to the mask worker, which feeds step
-k-1's tokens to the matchers (``consume``: ~2 µs a row, one Python call each; on the engine thread before
+k-1's tokens to the matchers (``consume``: one llguidance call for the rows, the GIL released, with what it
+hands llguidance built before the read-back: ``prepare``; on the engine thread before
 the hand-over with ``AOTX_MASK_CONSUME=engine``) and fills the bitmasks (one llguidance call, its own
 threads, the GIL released) while the GPU computes step k's forward and the engine thread delivers step
 k-1, schedules and builds step k+1. Without a worker (the classic loop, the inline launcher,
@@ -65,11 +66,14 @@ class LateMask:
                 last, vocab = constraint, max(vocab, int(constraint.vocab_size))
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
         self.words = mask_words(vocab)
-        self._words: memoryview | None = None   # the bits, flat, for allows (made on its first call)
+        # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
+        # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
+        self.flat: memoryview | None = None
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
         self._bits_gone = False       # `into`'s memory was given to a later mask (allows)
+        self.consumes: list[bool] | None = None   # per row, defer's: the worker consumes its pending token
         self._consumed = threading.Event()
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()
@@ -79,6 +83,7 @@ class LateMask:
         self._mask: TokenMask | None = None
         self._error: BaseException | None = None
         self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
+        self._plan: _Plan | None = None   # what llguidance is handed (prepare); False: not llguidance's rows
 
     @property
     def previous(self):
@@ -100,25 +105,27 @@ class LateMask:
         if not worker_consumes:
             return
         matchers = [seq.matcher for seq, _, _ in self._seqs]
-        for m in matchers:
-            if not hasattr(m, "expect"):
-                return
-        for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
-            if row >= 0:
-                m.expect(self, j, index + 1, True)
-            else:
-                m.expect(self, j, index, False)
+        kinds = {type(m) for m in matchers}
+        expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
+        if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
+            expect_rows(self, matchers, self._seqs)
+        else:
+            for m in matchers:
+                if not hasattr(m, "expect"):
+                    return
+            for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
+                if row >= 0:
+                    m.expect(self, j, index + 1, True)
+                else:
+                    m.expect(self, j, index, False)
         self.worker_consumes = True
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
         mask is not computed, failed, or its memory holds a later mask's bits now."""
-        mask = self._mask                 # (set once the bits are written: after the fill)
-        if mask is None or self._bits_gone:
+        words = self.flat                 # (set once the bits are written: after the fill)
+        if words is None or self._bits_gone:
             return None
-        words = self._words
-        if words is None:     # (a flat memoryview: a Python int a read, no numpy scalar)
-            words = self._words = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
         if not 0 <= token < 32 * self.words:
             return False
         return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
@@ -137,6 +144,7 @@ class LateMask:
         before = _HOLDERS.get(address)
         if before is not None and before is not self:
             before._bits_gone = True
+            before.flat = None
         _HOLDERS[address] = self
         self._out = bits
 
@@ -185,7 +193,11 @@ class LateMask:
             self.consume()
             if self._error is None:
                 assert self._ok is not None
-                self._mask = self._fill(self._ok)
+                mask = self._fill(self._ok)
+                flat = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
+                self._mask = mask
+                if not self._bits_gone:     # (into gave its memory to a later mask: no longer answers)
+                    self.flat = flat
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
@@ -199,11 +211,53 @@ class LateMask:
                 except Exception:  # (CUDA's own hands any error to its step's ids(): it does not raise)
                     log.exception("a token mask's ready callback failed (rows %s)", self.rows)
 
+    def prepare(self) -> None:
+        """Build what the consume and the fill hand llguidance (``_Plan``), once: the mask worker does it
+        when the mask is handed over at its launch, while it would wait for the read-back anyway
+        (MaskWorker.handed), so that the chain from the read-back to the opened gate is the two
+        llguidance calls and little Python around them; else the consume does it. Rows whose matchers
+        are not llguidance's (the benches' probes) take the general path (``_Plan`` False)."""
+        if self._plan is None:
+            try:
+                self._plan = _Plan.of(self._seqs, self.rows, _LAST[0]()) or False
+                if self._plan:
+                    _LAST[0] = weakref.ref(self._plan)
+            except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
+                log.exception("a token mask's plan could not be built (rows %s)", self.rows)
+                self._plan = False
+
     def _consume(self) -> list[bool]:
         # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
         # benches on an image that lacks the wheel) never load it
         from aotx.structured import batch
 
+        self.prepare()
+        plan = self._plan
+        if not plan:
+            return self._consume_rows(batch)
+        if plan.idle and [m.consumed for m in plan.idle] != plan.idle_index:
+            self._out_of_step()
+        ok = None
+        if plan.pending:
+            if self._previous is None:
+                raise MaskOutOfStep(f"sequence {self._seqs[plan.pending[0]][0].seq_id}: a pending token and no "
+                                    "step to read it from")
+            tokens = self._previous.ids()[plan.id_rows].tolist()
+            pm = plan.pending_matchers
+            if [m.consumed for m in pm] == plan.pending_index:    # (each at its token: the worker's case)
+                batch.consume_rows(pm, plan.pending_lls, tokens)     # (one token each: in step after)
+            else:       # a row has it already: sync compares
+                ok = [True] * len(self._seqs)
+                for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
+                    ok[k] = good
+                self._out_of_step()
+        matchers = plan.matchers
+        if ok is None:
+            return [not m.failed for m in matchers]
+        return [good and not m.failed for good, m in zip(ok, matchers)]
+
+    def _consume_rows(self, batch) -> list[bool]:
+        """The general path: any matcher with RowMatcher's interface."""
         pending = [k for k, (_, row, _) in enumerate(self._seqs) if row >= 0]
         ok = [True] * len(self._seqs)
         if pending:
@@ -215,27 +269,91 @@ class LateMask:
                                   [int(ids[self._seqs[k][1]]) for k in pending])
             for k, good in zip(pending, got):
                 ok[k] = good
-        for k, (seq, row, index) in enumerate(self._seqs):
+        self._out_of_step()
+        for k, (seq, _, _) in enumerate(self._seqs):
+            ok[k] = ok[k] and not seq.matcher.failed
+        return ok
+
+    def _out_of_step(self) -> None:
+        """Raise MaskOutOfStep for the first row whose matcher has not consumed exactly the tokens before
+        this step's."""
+        for seq, row, index in self._seqs:
             known = index + 1 if row >= 0 else index
             if seq.matcher.consumed != known:
                 raise MaskOutOfStep(f"sequence {seq.seq_id}: matcher at {seq.matcher.consumed} tokens, "
                                     f"output at {known}")
-            ok[k] = ok[k] and not seq.matcher.failed
-        return ok
 
     def _fill(self, ok: list[bool]) -> TokenMask:
         from aotx.structured import batch
 
         # a refused token ends the request when its step is read back: its row here is never used
-        fill = [k for k in range(len(self._seqs)) if ok[k]]
         bits = self._out if self._out is not None else np.empty((len(self._seqs), self.words), dtype=np.uint32)
-        if fill:
-            sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
-            batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
-            if sub is not bits:
-                bits[fill] = sub
-        bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
-        return TokenMask(np.array(self.rows, dtype=np.int32), bits)
+        plan = self._plan
+        every = all(ok)
+        if plan:
+            pairs = plan.pairs if every else [(ll, k) for ll, k in plan.pairs if ok[k]]
+            if pairs:
+                batch.fill_pairs(pairs, bits, plan.lls if every else [ll for ll, _ in pairs])
+        else:
+            fill = [k for k in range(len(self._seqs)) if ok[k]]
+            if fill:
+                sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
+                batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
+                if sub is not bits:
+                    bits[fill] = sub
+        if not every:
+            bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
+        return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
+
+
+class _Plan:
+    """A mask's rows as llguidance takes them (LateMask.prepare): the matchers; the rows with a token
+    pending (their matchers, output indexes, and rows of the previous launch's ids), in lexer order as
+    the fill's; the rows without one and the tokens their matchers must have consumed; the fill's
+    (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
+    .fill_rows says why: a lexer's rows take turns at its mutex). Never changed once built: a later
+    step's plan over the same matchers in the same order (most decode steps) shares its lists."""
+    __slots__ = ("matchers", "lls", "order", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
+                 "id_list", "idle", "idle_index", "pairs", "rows", "row_list", "__weakref__")
+
+    @classmethod
+    def of(cls, seqs: list[tuple], rows: list[int], last: "_Plan | None" = None) -> "_Plan | None":
+        matchers = [seq.matcher for seq, _, _ in seqs]
+        plan = cls()
+        if last is not None and last.matchers == matchers:    # (identity: RowMatcher has no __eq__)
+            plan.matchers, plan.lls, plan.order, plan.pairs = last.matchers, last.lls, last.order, last.pairs
+        else:
+            lls = [getattr(m, "ll", None) for m in matchers]
+            if None in lls:
+                return None
+            groups = [getattr(m, "group", 0) for m in matchers]
+            plan.matchers, plan.lls = matchers, lls
+            plan.order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
+            plan.pairs = [(lls[k], k) for k in plan.order]
+            last = None
+        order = plan.order
+        pending = [k for k in order if seqs[k][1] >= 0]
+        if last is not None and pending == last.pending:
+            plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
+            plan.idle = last.idle
+        else:
+            plan.pending = pending
+            plan.pending_matchers = [plan.matchers[k] for k in pending]
+            plan.pending_lls = [plan.lls[k] for k in pending]
+            plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
+        plan.pending_index = [seqs[k][2] for k in plan.pending]
+        ids = [seqs[k][1] for k in plan.pending]
+        plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
+        plan.id_list = ids
+        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0] if plan.idle else []
+        plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
+        plan.row_list = rows
+        return plan
+
+
+# the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
+# launch order): the next one shares its lists where its rows are the same
+_LAST: list = [lambda: None]
 
 
 # the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering

@@ -2,8 +2,9 @@
 rows by a step's tokens.
 
 llguidance's ``LLExecutor`` fills the rows on its own threads with the GIL released, in one call
-(the mask worker hands the GIL back once per step, not once per row); its pool is ``threads()``
-(``AOTX_MASK_THREADS`` sets another size)."""
+(the mask worker hands the GIL back once per step, not once per row), and consumes a step's tokens the
+same way (``consume_rows``, from ``par_rows()`` rows); its pool is ``threads()`` (``AOTX_MASK_THREADS``
+sets another size)."""
 from __future__ import annotations
 
 import os
@@ -67,10 +68,49 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
         m.check()
 
 
+def fill_pairs(pairs: list[tuple[llguidance.LLMatcher, int]], bits: np.ndarray,
+               lls: Sequence[llguidance.LLMatcher]) -> None:
+    """Row j of `bits` (uint32 [M, W], C-contiguous) := the next-token mask of llguidance matcher m, for
+    each (m, j) of `pairs` (rows of one lexer next to each other: fill_rows says why; `lls`: the same
+    matchers in any order); one call, the GIL released. Raises where a matcher failed (RowMatcher.check)."""
+    if bits.dtype != np.uint32 or not bits.flags["C_CONTIGUOUS"] or bits.ndim != 2:
+        raise ValueError("bits must be a C-contiguous uint32 [rows, words] array")
+    if len(pairs) == 1:
+        ll, j = pairs[0]
+        ll.unsafe_compute_mask_ptr(bits[j].ctypes.data, bits.shape[1] * 4)
+    else:
+        _pool().unsafe_compute_mask_ptr(pairs, bits.ctypes.data, bits.shape[1] * 4, bits.shape[0])
+    if any(map(llguidance.LLMatcher.is_error, lls)):
+        bad = next(ll for ll in lls if ll.is_error())
+        raise RuntimeError(f"constraint matcher failed: {bad.get_error()}")
+
+
+def par_rows() -> int:
+    """From how many rows a step's consume is one GIL-released llguidance call (``consume_token_par``)
+    instead of a GIL-held call a row: AOTX_MASK_CONSUME_PAR (0: never), else 8. llguidance's consume
+    is ~3 µs of Rust a row; called a row at a time it holds the GIL throughout, so beside an engine
+    thread running Python the 64-row loop took 0.3-0.85 ms on the mask worker (GPU hosts, session 11);
+    in one call the engine thread runs meanwhile (docs/PERFORMANCE.md, issue 14, session 12)."""
+    env = os.environ.get("AOTX_MASK_CONSUME_PAR", "")
+    return int(env) if env.isdigit() else 8
+
+
+def consume_rows(matchers: Sequence[RowMatcher], lls: Sequence[llguidance.LLMatcher], tokens: list[int]) -> None:
+    """matchers[j] (whose llguidance matcher is lls[j]) consumes tokens[j] (ints), each at its next
+    index (the caller checked: aotx.engine.masks). From ``par_rows()`` rows on, one llguidance call
+    with the GIL released (its pool; the consume ``RowMatcher.consume`` makes), else a call a row.
+    A refused token fails its row (RowMatcher.failed)."""
+    par = par_rows()
+    if par and len(lls) >= par:
+        RowMatcher.consumed_par(matchers, tokens, _pool().consume_token_par(list(zip(lls, tokens))))
+    else:
+        for m, t in zip(matchers, tokens):
+            m.consume(t)
+
+
 def sync_rows(matchers: Sequence[RowMatcher], indexes: Sequence[int], tokens: Sequence[int]) -> list[bool]:
     """`matchers[j].sync(indexes[j], tokens[j])` for every j, one Python call a row: llguidance's
-    consume holds the GIL for its ~2 µs (no hand-over), where its executor's consume_token_par measured
-    slower (a hand-over to the pool and back; ops/bench/mask_fill.py, docs/PERFORMANCE.md "the mask
-    worker")."""
+    consume holds the GIL for its ~3 µs (the general path of a step's consume; the mask worker's is
+    consume_rows)."""
     return [m.consume(tok) if index == m.consumed else m.sync(index, tok)
             for m, index, tok in zip(matchers, indexes, tokens)]

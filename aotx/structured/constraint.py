@@ -128,6 +128,22 @@ class RowMatcher:
             return True
         return self.consumed_as(token_id, bool(accepted))
 
+    @staticmethod
+    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool]) -> None:
+        """matchers[j] has consumed tokens[j] (an int) with accepted[j], what a batch consume of their
+        llguidance matchers returned (aotx.structured.batch.consume_rows): ``consume`` without its
+        llguidance call (the batch consume is the one ``consume_token`` makes; it leaves a refused row
+        in its error state)."""
+        if all(accepted):
+            for m, t in zip(matchers, tokens):
+                m._tokens.append(t)     # (a failed row stays failed: consumed_as with True)
+            return
+        for m, t, good in zip(matchers, tokens, accepted):
+            if good:
+                m._tokens.append(t)
+            else:
+                m.consumed_as(t, False)
+
     def consumed_as(self, token_id: int, accepted: bool) -> bool:
         """Record `token_id` as consumed by the llguidance matcher (here, or by a batch consume:
         aotx.structured.batch.sync_rows) with `accepted`, what that consume returned."""
@@ -148,6 +164,18 @@ class RowMatcher:
         if consumes:
             self._consumer = (mask, index - 1)
 
+    @staticmethod
+    def expect_rows(mask, matchers: list["RowMatcher"], seqs: list[tuple]) -> None:
+        """``expect`` for each row j of `mask` (LateMask.defer; `seqs[j]`: (seq, the row of its pending token
+        in the previous launch's ids or -1, the output index of that token / of the next one)): the mask
+        worker consumes every pending token."""
+        for j, (m, (_, row, index)) in enumerate(zip(matchers, seqs)):
+            if row >= 0:
+                m._sampled = (m._sampled[1], (mask, j, index + 1))
+                m._consumer = (mask, index)
+            else:
+                m._sampled = (m._sampled[1], (mask, j, index))
+
     def sync(self, index: int, token_id: int) -> bool:
         """Output token `index` is `token_id`: consume it unless it already was (the engine learns a
         token once early, to fill the next mask while the device runs, and once when it is read back);
@@ -165,10 +193,15 @@ class RowMatcher:
             # consume (llguidance's) may accept a token that mask left out (another tokenisation of
             # forced bytes), and this check must not depend on which thread came first
             allowed = None
-            for mark in self._sampled:      # the mask that let token `index` through
-                if mark is not None and mark[2] == index:
-                    allowed = mark[0].allows(mark[1], int(token_id))
-                    break
+            mark = self._sampled[0]         # the mask that let token `index` through
+            if mark is None or mark[2] != index:
+                mark = self._sampled[1]
+            if mark is not None and mark[2] == index:
+                mask = mark[0]
+                flat = mask.flat            # (its bits once written and until a later mask has their memory)
+                if flat is not None:
+                    tok, words = int(token_id), mask.words
+                    allowed = 0 <= tok < 32 * words and (flat[mark[1] * words + (tok >> 5)] >> (tok & 31)) & 1 == 1
             if allowed is False:
                 return False
             if allowed and index == n:

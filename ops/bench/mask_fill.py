@@ -141,13 +141,13 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
     mask_batch.fill_rows([s.matcher for s in seqs], bits)
     pool = ProcMaskWorker(procs) if procs else MaskWorker()
     pool.enabled = worker
-    consume = get = whole = eng_cpu = rb_cpu = 0.0
+    consume = get = whole = eng_cpu = rb_cpu = chain = 0.0
     own = (0, 0.0, 0.0)
     cpu0 = (0.0, 0.0, 0.0)
     try:
         for step in range(WARMUP + steps):
             if step == WARMUP:
-                consume = get = whole = eng_cpu = rb_cpu = 0.0
+                consume = get = whole = eng_cpu = rb_cpu = chain = 0.0
                 if procs:
                     own = (pool.pool.steps, pool.pool.consume_s, pool.pool.fill_s)
                 cpu0 = (time.process_time(), time.thread_time(), _children_cpu(pool))
@@ -158,7 +158,9 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             c0 = time.thread_time()
             start = time.perf_counter()
             mask = pool.step_mask(seqs, launched)   # step k's mask, handed over once its forward is enqueued
+            ready: list[float] = []
             if pool.take(mask):
+                mask.when_ready(lambda: ready.append(time.perf_counter()))
                 pool.handed(mask)
             t0 = time.perf_counter()
             cr = time.thread_time()
@@ -174,6 +176,7 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             eng_cpu += (c1 - c0) + (time.thread_time() - c2)
             consume += t1 - t0
             get += end - t2
+            chain += (ready[0] if ready else end) - t0      # read-back to the mask's bits ready (inline: got)
             whole += end - start
             bits = np.ascontiguousarray(out.bits)
             for j, seq in enumerate(seqs):
@@ -186,7 +189,7 @@ def engine_thread(constraint, rows: int, steps: int, host_us: float, worker: boo
             own = f"{1e6 * (pool.pool.consume_s - own[1]) / n:.0f} / {1e6 * (pool.pool.fill_s - own[2]) / n:.0f}"
     finally:
         pool.close()
-    return {"consume": 1e6 * consume / steps, "get": 1e6 * get / steps, "whole": 1e6 * whole / steps,
+    return {"chain": 1e6 * chain / steps, "consume": 1e6 * consume / steps, "get": 1e6 * get / steps, "whole": 1e6 * whole / steps,
             "eng_cpu": 1e6 * eng_cpu / steps, "rb_cpu": 1e6 * rb_cpu / steps, "others": 1e6 * others / steps, "children": 1e6 * children / steps,
             "own": own if procs else ""}
 
@@ -220,15 +223,15 @@ def main(argv: list[str] | None = None) -> None:
           f"host work a step ({mask_batch.threads()} executor threads)\n")
     print("| mask | consuming the tokens read back (processes: sending them) µs/step | getting the mask at the "
           "next launch µs/step | whole host step µs/step | engine thread CPU in its mask parts (of which the "
-          "read-back) µs/step | other "
+          "read-back) µs/step | chain: read-back to the bits ready µs/step | other "
           "threads' CPU µs/step | matcher processes' CPU µs/step | processes' own consume / fill µs/step |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ways = [("inline (AOTX_MASK_WORKER=0)", False, 0), ("mask worker", True, 0)]
     ways += [(f"matcher processes, {n} (AOTX_MASK_PROCS={n})", True, n) for n in
              (int(p) for p in args.procs.split(",") if p.strip())]
     for name, worker, procs in ways:
         r = engine_thread(story, args.rows, args.steps, args.host_us, worker, procs)
-        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} ({r['rb_cpu']:.0f}) | "
+        print(f"| {name} | {r['consume']:.0f} | {r['get']:.0f} | {r['whole']:.0f} | {r['eng_cpu']:.0f} ({r['rb_cpu']:.0f}) | {r['chain']:.0f} | "
               f"{r['others']:.0f} | {r['children']:.0f} | {r['own']} |")
 
 

@@ -34,7 +34,8 @@ import time
 from aotx.engine import Engine, EngineConfig, SamplingParams
 from aotx.structured import ConstraintCompiler
 from aotx.engine.mask_procs import ProcMaskWorker, procs
-from aotx.structured.batch import lexers, threads
+from aotx.engine.mask_worker import SWITCH_S
+from aotx.structured.batch import lexers, par_rows, threads
 from kernels import create_backend, load_model
 from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
                                         mask_chain_table)
@@ -191,7 +192,9 @@ async def main(argv: list[str] | None = None) -> None:
               f"AOTX_MASK_WORKER={os.environ.get('AOTX_MASK_WORKER', '1')}, AOTX_MASK_THREADS="
               f"{os.environ.get('AOTX_MASK_THREADS', '')!r} -> {threads()} threads; AOTX_MASK_LEXERS="
               f"{os.environ.get('AOTX_MASK_LEXERS', '')!r} -> {schema.prototypes} lexers (default {lexers()}); "
-              f"the worker (where it runs) consumes: {getattr(engine.runner.masks, 'consumes', False)}; mask gate "
+              f"the worker (where it runs) consumes: {getattr(engine.runner.masks, 'consumes', False)}, in one call "
+              f"from {par_rows()} rows (AOTX_MASK_CONSUME_PAR), early: {getattr(engine.runner.masks, 'early', False)}; "
+              f"GIL switch interval while a worker runs: {os.environ.get('AOTX_GIL_SWITCH_S') or SWITCH_S} s; mask gate "
               f"{'on' if getattr(launcher, 'gate', None) is not None else 'off'})")
     if late.calls:
         print(f"engine thread getting a step's mask where its sampling is enqueued: {late.per_call_ms():.3f} ms "

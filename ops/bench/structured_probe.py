@@ -45,13 +45,25 @@ class AllAllowed:
 
 
 class MaskClock:
-    """Host time spent filling bitmasks (aotx.structured.batch.fill_rows), for the report; rows of
+    """Host time spent filling bitmasks (aotx.structured.batch.fill_rows and fill_pairs), for the report; rows of
     AllowAllMatcher get every bit but EOS's, without llguidance."""
 
     def __init__(self, eos: int) -> None:
         from aotx.structured import batch
         self.calls, self.rows, self.seconds, self._fill, self.eos = 0, 0, 0.0, batch.fill_rows, eos
         batch.fill_rows = self
+        real_pairs = getattr(batch, "fill_pairs", None)   # (the mask worker's fill of llguidance rows: masks)
+        if real_pairs is None:          # (an older tree: fill_rows only)
+            return
+
+        def fill_pairs(pairs, bits, lls) -> None:
+            start = time.perf_counter()
+            real_pairs(pairs, bits, lls)
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+            self.rows += len(pairs)
+
+        batch.fill_pairs = fill_pairs
 
     def __call__(self, matchers, bits) -> None:
         start = time.perf_counter()
