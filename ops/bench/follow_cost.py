@@ -3,7 +3,7 @@ against the writer's own CPU per mutation, in one run (issue 15 part 5: every ru
 runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/SCALE.md, "Part 5,
 session 10").
 
-    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members]
+    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members] [--callgrind]
 
 One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
@@ -14,6 +14,11 @@ space, read and read+write in turn). Each process reports its CPU (all threads) 
 its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
 mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
 deployed runtime adds to each own mutation).
+
+`--callgrind`: the follower runs under `valgrind --tool=callgrind --instr-atstart=no`, its instructions
+counted from the moment it is ready until it has applied the last message (not its start nor its exit), and
+printed per message followed (deterministic up to scheduling: under valgrind the follower falls behind and
+applies runs of queued messages, as a busy runtime does).
 """
 from __future__ import annotations
 
@@ -80,8 +85,24 @@ async def writer(url: str, participants: int, mutations: int, members: bool = Fa
     return {"cpu": cpu, "mutations": participants * (mutations + 2)}
 
 
+def _callgrind(on: bool) -> None:
+    if os.environ.get(_UNDER_CALLGRIND):
+        subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
+_UNDER_CALLGRIND = "AOTX_FOLLOW_COST_CALLGRIND"
+
+
+def _totals(path: str) -> int:
+    """The instructions a callgrind output file counted (with --instr-atstart=no "summary:" says 0)."""
+    with open(path) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("totals:"))
+
+
 async def follower(url: str, ready: Path, done: Path) -> dict:
     rt = await _runtime(url)
+    _callgrind(True)
     ready.write_text("1")
     c0, a0 = time.process_time(), rt.writer.applied_seq()
     while not done.exists():
@@ -90,6 +111,7 @@ async def follower(url: str, ready: Path, done: Path) -> dict:
     while rt.writer.applied_seq() < end:   # (the writer is gone: what is left arrives or is applied now)
         await asyncio.sleep(0.01)
     cpu = time.process_time() - c0
+    _callgrind(False)
     n = rt.writer.applied_seq() - a0
     await rt.stop()
     return {"cpu": cpu, "messages": n}
@@ -100,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--participants", type=int, default=40)
     ap.add_argument("--mutations", type=int, default=60)
     ap.add_argument("--members", action="store_true", help="member-rights changes instead of conversations")
+    ap.add_argument("--callgrind", action="store_true", help="count the follower's instructions under callgrind")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--files", help=argparse.SUPPRESS)
@@ -117,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         url, root = server.client_url(), Path(tmp)
         ready, done, stats = root / "ready", root / "done", root / "stats.json"
         me = [sys.executable, "-m", "ops.bench.follow_cost", "--url", url]
-        f = subprocess.Popen(me + ["--role", "f", "--files", f"{ready},{done}"], stdout=subprocess.PIPE,
-                             env={**env, round_stats.ENV: str(stats)})
+        grind = Path(tempfile.gettempdir()) / f"callgrind.follow_cost.{os.getpid()}"   # (kept: callgrind_annotate it)
+        under = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"] \
+            if args.callgrind else []
+        f = subprocess.Popen(under + me + ["--role", "f", "--files", f"{ready},{done}"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL if args.callgrind else None,
+                             env={**env, round_stats.ENV: str(stats), **({_UNDER_CALLGRIND: "1"} if args.callgrind else {})})
         while not ready.exists():
             if f.poll() is not None:
                 raise RuntimeError("the follower did not start")
@@ -135,14 +162,18 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 await rec.close()
         done.write_text(str(asyncio.run(end())))
-        out, _ = f.communicate(timeout=120)
+        out, _ = f.communicate(timeout=1200 if args.callgrind else 120)
         followed, counters = json.loads(out), round_stats.read(stats)
+        ir = _totals(str(grind)) if args.callgrind else 0
     a = wrote["cpu"] / wrote["mutations"]
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
     print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
           f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
+    if args.callgrind:
+        print(f"follower under callgrind: {ir:,} instructions from ready to the last message applied = "
+              f"{ir / max(1, followed['messages']):,.0f} a message followed ({counters.get('follow_runs', 0):.0f} runs; {grind})")
     return 0
 
 
