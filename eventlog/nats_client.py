@@ -34,12 +34,11 @@ from nats.aio.subscription import Subscription
 
 from .nats_headers import MAX_NAMES, NAMES, parse_header_lines
 from .nats_parser import Parser
-from .recorder import StoredMessage
+from .recorder import NO_HEADERS, StoredMessage
 
 __all__ = ["Client", "MAX_NAMES", "NAMES", "parse_header_lines"]
 _HEADER_LINE = b"NATS/1.0\r\n"   # a header block without an inline status (a status has " 100 …" after NATS/1.0)
 _ACK_V1_TOKENS = 9   # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
-_new = object.__new__
 
 
 class Client(_NatsClient):
@@ -98,11 +97,9 @@ class Client(_NatsClient):
         jsi._active = True
         jsi._dseq, jsi._sseq = dseq + 1, sseq
         sub._pending_size += size
-        msg = _new(StoredMessage)   # (a frozen dataclass: its fields set directly, as its __init__ would)
-        msg.__dict__.update(seq=sseq, subject=subject.decode(), data=data,
-                            headers=parse_header_lines(headers[len(_HEADER_LINE):])
-                            if with_headers and headers is not None and len(headers) > len(_HEADER_LINE) else {})
-        queue.put_nowait(msg)
+        queue.put_nowait(StoredMessage(sseq, subject.decode(), data, parse_header_lines(headers[len(_HEADER_LINE):])
+                                       if with_headers and headers is not None and len(headers) > len(_HEADER_LINE)
+                                       else NO_HEADERS))
         jsi._fciseq += 1   # (jsi.track_sequences: the flow-control count and the last reply)
         jsi._cmeta = reply.decode()
         return True
