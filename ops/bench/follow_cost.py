@@ -3,7 +3,8 @@ against the writer's own CPU per mutation, in one run (issue 15 part 5: every ru
 runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/SCALE.md, "Part 5,
 session 10").
 
-    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members] [--callgrind]
+    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members] [--deployed]
+                                              [--callgrind]
 
 One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
@@ -14,6 +15,10 @@ space, read and read+write in turn). Each process reports its CPU (all threads) 
 its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
 mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
 deployed runtime adds to each own mutation).
+
+`--deployed`: the follower runs as `aotx boot` runs a runtime: serving RPC (aotx.runtime.RuntimeRpcServer, whose
+announcer is told what every applied message changed) and keeping snapshots every 2,000 messages (the default of
+`--snapshot-every`), both per-message costs of a deployed runtime's follower.
 
 `--callgrind`: the follower runs under `valgrind --tool=callgrind --instr-atstart=no`, its instructions
 counted from the moment it is ready until it has applied the last message (not its start nor its exit), and
@@ -43,11 +48,22 @@ def _body(name: str, seq: int, **fields) -> bytes:
                        "operation_key": os.urandom(16).hex(), "sequence": str(seq), **fields}).encode()
 
 
-async def _runtime(url: str):
+async def _runtime(url: str, deployed: bool = False):
     from aotx.runtime import SharedRuntime
+    from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
     from eventlog import StreamSpec
-    return await SharedRuntime(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]), progress=False,
-                               follow=True).start()
+    return await SharedRuntime(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]), progress=False, follow=True,
+                               snapshots=SnapshotPolicy(every=DEFAULT_EVERY) if deployed else None).start()
+
+
+async def _serve(rt, url: str):
+    """An RPC server on the runtime, as `aotx boot` starts one (its announcer hears every applied message)."""
+    import datetime as dt
+    from pathlib import Path as _Path
+    from aotx.runtime import GrantedRuntime, RuntimeRpcServer
+    from aotx.runtime_file import GrantFile
+    grants = GrantFile(_Path("unused"), dt.datetime.now(dt.timezone.utc), "be" * 32, {}, "00" * 32)
+    return await RuntimeRpcServer(GrantedRuntime(rt, grants), url, "followcost").start()
 
 
 async def writer(url: str, participants: int, mutations: int, members: bool = False) -> dict:
@@ -100,8 +116,9 @@ def _totals(path: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("totals:"))
 
 
-async def follower(url: str, ready: Path, done: Path) -> dict:
-    rt = await _runtime(url)
+async def follower(url: str, ready: Path, done: Path, deployed: bool = False) -> dict:
+    rt = await _runtime(url, deployed)
+    server = await _serve(rt, url) if deployed else None
     _callgrind(True)
     ready.write_text("1")
     c0, a0 = time.process_time(), rt.writer.applied_seq()
@@ -113,6 +130,8 @@ async def follower(url: str, ready: Path, done: Path) -> dict:
     cpu = time.process_time() - c0
     _callgrind(False)
     n = rt.writer.applied_seq() - a0
+    if server is not None:
+        await server.stop()
     await rt.stop()
     return {"cpu": cpu, "messages": n}
 
@@ -122,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--participants", type=int, default=40)
     ap.add_argument("--mutations", type=int, default=60)
     ap.add_argument("--members", action="store_true", help="member-rights changes instead of conversations")
+    ap.add_argument("--deployed", action="store_true", help="the follower serves RPC and keeps snapshots (aotx boot)")
     ap.add_argument("--callgrind", action="store_true", help="count the follower's instructions under callgrind")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -132,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "f":
         ready, done = (Path(p) for p in args.files.split(","))
-        print(json.dumps(asyncio.run(follower(args.url, ready, done))))
+        print(json.dumps(asyncio.run(follower(args.url, ready, done, args.deployed))))
         return 0
     from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
@@ -143,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         grind = Path(tempfile.gettempdir()) / f"callgrind.follow_cost.{os.getpid()}"   # (kept: callgrind_annotate it)
         under = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"] \
             if args.callgrind else []
-        f = subprocess.Popen(under + me + ["--role", "f", "--files", f"{ready},{done}"], stdout=subprocess.PIPE,
+        f = subprocess.Popen(under + me + ["--role", "f", "--files", f"{ready},{done}"] +
+                             (["--deployed"] if args.deployed else []), stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL if args.callgrind else None,
                              env={**env, round_stats.ENV: str(stats), **({_UNDER_CALLGRIND: "1"} if args.callgrind else {})})
         while not ready.exists():
@@ -168,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     a = wrote["cpu"] / wrote["mutations"]
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
-    print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
+    print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}"
+          f"{'; deployed follower' if args.deployed else ''}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
           f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
     if args.callgrind:
