@@ -115,7 +115,7 @@ class Parser(_NatsParser):
                     pos = stop + 2
                     continue
                 sub = subs.get(sid)
-                mode = getattr(sub, "_aotx_stored", None)
+                mode = None if sub is None else sub.__dict__.get("_aotx_stored")   # (no AttributeError made a message)
                 if mode is not None and follows(sub, data, start, body, stop, reply, run, nc):
                     # a followed subscription's data message: queued in the run, and the ones right after it too
                     # where they are as plain (followed_runs.more)
