@@ -4,7 +4,7 @@ runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/
 session 10").
 
     .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members] [--deployed]
-                                              [--callgrind]
+                                              [--backlog] [--callgrind]
 
 One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
@@ -20,6 +20,11 @@ deployed runtime adds to each own mutation).
 announcer is told what every applied message changed) and keeping snapshots every 2,000 messages (the default of
 `--snapshot-every`), both per-message costs of a deployed runtime's follower.
 
+`--backlog`: the follower process is stopped (SIGSTOP) while the writer writes and continued after, so it
+applies the whole log as a backlog in runs of queued messages — a busy runtime's regime, where per-message
+costs count and per-wake-up ones are amortized (without it a follower on an idle core wakes for nearly every
+message; its CPU then is mostly wake-ups, reads and the event loop's).
+
 `--callgrind`: the follower runs under `valgrind --tool=callgrind --instr-atstart=no`, its instructions
 counted from the moment it is ready until it has applied the last message (not its start nor its exit), and
 printed per message followed (deterministic up to scheduling: under valgrind the follower falls behind and
@@ -31,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mutations", type=int, default=60)
     ap.add_argument("--members", action="store_true", help="member-rights changes instead of conversations")
     ap.add_argument("--deployed", action="store_true", help="the follower serves RPC and keeps snapshots (aotx boot)")
+    ap.add_argument("--backlog", action="store_true", help="the follower is stopped while the writer writes")
     ap.add_argument("--callgrind", action="store_true", help="count the follower's instructions under callgrind")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -171,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
             if f.poll() is not None:
                 raise RuntimeError("the follower did not start")
             time.sleep(0.05)
+        if args.backlog:
+            os.kill(f.pid, signal.SIGSTOP)
         w = subprocess.run(me + ["--role", "w", "--participants", str(args.participants), "--mutations",
                                  str(args.mutations)] + (["--members"] if args.members else []),
                            stdout=subprocess.PIPE, env=env, check=True)
         wrote = json.loads(w.stdout)
+        if args.backlog:
+            os.kill(f.pid, signal.SIGCONT)
 
         async def end() -> int:
             rec = await JetStreamRecorder.connect(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]))
@@ -190,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
     print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}"
-          f"{'; deployed follower' if args.deployed else ''}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
+          f"{'; deployed follower' if args.deployed else ''}{'; backlog' if args.backlog else ''}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
           f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
     if args.callgrind:
