@@ -15,7 +15,6 @@ received and pending counts, the stats). Whatever any check declines is the call
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any, Dict
 
 from .nats_headers import parse_header_lines
@@ -33,7 +32,6 @@ SUBJECTS: Dict[bytes, str] = {}
 MAX_SUBJECTS = 65536
 INTS: Dict[bytes, int] = {}
 MAX_INTS = 4096
-assert NO_HEADERS == MappingProxyType({})
 
 
 def follows(sub: Any, data: bytes, start: int, body: int, stop: int, reply: bytes, run: "Run", nc: Any) -> bool:

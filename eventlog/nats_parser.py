@@ -30,7 +30,7 @@ test_nats_parser.py: any frames, cut anywhere, give the same calls as nats-py's 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, ERR_RE, INFO_RE, OK_RE, PING_RE, PONG_RE
 from nats.protocol.parser import Parser as _NatsParser
