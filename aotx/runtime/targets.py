@@ -35,6 +35,9 @@ from .space_readers import ConKey, OpKey, SpaceKey, Where, expand, where
 
 log = logging.getLogger("aotx.runtime.targets")
 _RIGHTS_SET, _CANCELLED = MemberRightsSet.KIND, InputCancelled.KIND
+_MUTATION, _OUTPUT, _COMPLETION, _ADMISSION, _RETIREMENT, _CONTROL = (int(k) for k in (
+    TransferKind.MUTATION, TransferKind.OUTPUT, TransferKind.COMPLETION, TransferKind.ADMISSION, TransferKind.RETIREMENT,
+    TransferKind.CONTROL))
 
 
 @dataclass
@@ -95,26 +98,7 @@ def collect(applied: Applied, out: Targets, deltas: bool, within: Where | None =
     added = False
     for t in applied.transfers:
         kind = t.kind
-        if kind == TransferKind.OUTPUT:   # the hot path: the projector has just checked this body
-            body = t.body
-            ev = OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
-            if deltas:
-                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
-            else:
-                out.ops.add((ev.lineage, ev.sequence))
-        elif kind == TransferKind.COMPLETION:
-            ev = execution_from_body(kind, t.body)
-            assert isinstance(ev, InputCompleted)
-            if deltas:
-                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
-            else:
-                out.ops.add((ev.lineage, ev.sequence))
-        elif kind == TransferKind.ADMISSION:
-            ev = _event(t)
-            assert isinstance(ev, InputAdmitted)
-            out.ops.add((ev.op.lineage, ev.op.sequence))
-            out.conversations.add(ev.conversation_lineage + ev.conversation)
-        elif kind == TransferKind.MUTATION:
+        if kind == _MUTATION:   # the commonest first (kinds compared as ints: an IntEnum member's lookup is ~1k)
             wire = t.__dict__.get("wire")   # a member change the feed applied from its Struct: its event unbuilt
             if wire is not None and wire.__class__ is MEMBER_WIRE:
                 out.spaces.add(wire.space_lineage + wire.space)
@@ -134,12 +118,31 @@ def collect(applied: Applied, out: Targets, deltas: bool, within: Where | None =
                 out.conversations.add(ev.conversation_lineage + ev.conversation)
             else:
                 continue
-        elif kind == TransferKind.RETIREMENT:
+        elif kind == _OUTPUT:   # the projector has just checked this body
+            body = t.body
+            ev = OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
+            if deltas:
+                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
+            else:
+                out.ops.add((ev.lineage, ev.sequence))
+        elif kind == _COMPLETION:
+            ev = execution_from_body(kind, t.body)
+            assert isinstance(ev, InputCompleted)
+            if deltas:
+                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
+            else:
+                out.ops.add((ev.lineage, ev.sequence))
+        elif kind == _ADMISSION:
+            ev = _event(t)
+            assert isinstance(ev, InputAdmitted)
+            out.ops.add((ev.op.lineage, ev.op.sequence))
+            out.conversations.add(ev.conversation_lineage + ev.conversation)
+        elif kind == _RETIREMENT:
             ev = _event(t)
             assert isinstance(ev, ReceiptsRetired)
             lineage = ev.op.lineage
             out.floors[lineage] = max(ev.retry_floor, out.floors.get(lineage, 0))
-        elif kind == TransferKind.CONTROL:
+        elif kind == _CONTROL:
             out.everyone = True
         else:
             continue
