@@ -21,6 +21,7 @@ from .direct_read import read_direct, read_direct_batches
 from .errors import AtomicBatchUnsupported, BatchTooLarge, JournalUnavailable, map_publish_error
 from .headers import Header
 from .publish import AckInbox
+from .queue_runs import take_run
 from .recorder import MAX_BATCH_MESSAGES, Ack, BatchMessage, StoredMessage, StreamStatus
 from .stream import StreamSpec, ensure_stream, replicas_for
 
@@ -93,16 +94,19 @@ class JetStreamSubscription:
 
     def take_waiting(self, limit: int) -> list[StoredMessage]:
         """Up to `limit` messages already waiting, in order, taken as `__anext__` takes one (none once
-        closed): a follower that fell behind applies them as one run."""
-        queue, sub, core = self._queue, self._sub, self._core
-        out: list[StoredMessage] = []
-        while len(out) < limit and not queue.empty() and not sub._closed:
-            msg = queue.get_nowait()
-            queue.task_done()
-            if msg is _CLOSED:
-                break
-            core._pending_size -= len(msg.data)
-            out.append(msg if msg.__class__ is StoredMessage else _stored(msg))
+        closed): a follower that fell behind applies them as one run (eventlog.queue_runs: the queue's
+        bookkeeping once for the run)."""
+        if self._sub._closed:
+            return []
+        out = take_run(self._queue, limit, _CLOSED)
+        if out:
+            core = self._core
+            size = 0
+            for i, msg in enumerate(out):
+                if msg.__class__ is not StoredMessage:   # (nats-py's Msg: a message our Client left to nats-py)
+                    msg = out[i] = _stored(msg)
+                size += len(msg.data)
+            core._pending_size -= size
         return out
 
     async def close(self) -> None:

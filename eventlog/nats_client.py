@@ -1,12 +1,10 @@
-"""Our nats-py Client: the same client, with a faster header-block parser.
+"""Our nats-py Client: the same client, with a faster protocol parser and header-block parser.
 
-Every message a JetStream read hands us carries a header block (a direct get's has eight lines:
-the stored headers plus Nats-Stream, Nats-Subject, Nats-Sequence, Nats-Time-Stamp, …), and
-nats-py 2.16 parses each with `Client._parse_header_lines`, whose test for whitespace inside a
-name runs a generator over every character: half the CPU of reading a message here. This parser
-gives the same dict for every input (the same lines skipped, the same decoding; a name is refused
-when it holds any character str.isspace() calls whitespace, which is what the regex \\s matches in
-a str pattern): tests/eventlog/test_nats_client.py holds the two equal.
+`_ps`: our parser (eventlog.nats_parser), which frames a whole read's MSG/HMSG frames in one pass and hands
+the messages below to their subscriptions without nats-py's message path; anything else goes nats-py's way.
+`_parse_header_lines`: eventlog.nats_headers' parser of a header block (nats-py's own runs a generator
+over every character of every name: half the CPU of reading a direct get's answer), the same dict for
+every input (tests/eventlog/test_nats_client.py).
 
 `subscribe_raw(subject, handler)`: a subscription whose messages skip nats-py's message path (the
 header dict, a `Msg`, the subscription's queue and task): the parser's `handler(data, headers)`
@@ -18,75 +16,39 @@ per message (eventlog.direct_read) and nothing more; `handler` must not raise.
 (eventlog.publish: JetStream acks).
 
 `deliver_stored(sub, headers)`: the data messages of a JetStream ordered push consumer's subscription
-(the follower's) are queued as `StoredMessage`s straight from the parser (`_stored_msg`): nats-py's
-ordered-consumer bookkeeping for a data message (its consumer and stream sequences, the flow-control
-count and last reply, the pending bytes) done inline, without the header dict (unless asked for), the
-`Msg`, its status check and the reply's token list twice. Anything else — a status message (idle
-heartbeat, flow control), an empty or reply-less message, a reply that is not a v1 `$JS.ACK` subject, a
-consumer sequence out of order (nats-py makes the consumer again), a full queue or byte limit (nats-py's
-slow-consumer error) — takes nats-py's own path, unchanged.
+(the follower's) are queued as `StoredMessage`s straight from the parser: nats-py's ordered-consumer
+bookkeeping for a data message (its consumer and stream sequences, the flow-control count and last reply,
+the pending bytes) done inline, without the header dict (unless asked for), the `Msg`, its status check
+and the reply's token list twice (`_stored_msg` for one message; eventlog.nats_parser for a read's run of
+them). Anything else — a status message (idle heartbeat, flow control), an empty or reply-less message, a
+reply that is not a v1 `$JS.ACK` subject, a consumer sequence out of order (nats-py makes the consumer
+again), a full queue or byte limit (nats-py's slow-consumer error) — takes nats-py's own path, unchanged.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
 from nats.aio.subscription import Subscription
 
-from .recorder import StoredMessage
+from .nats_headers import MAX_NAMES, NAMES, parse_header_lines
+from .nats_parser import Parser
+from .recorder import NO_HEADERS, StoredMessage
 
-_SPACE = re.compile(r"\s")
-_CRLF = b"\r\n"
+__all__ = ["Client", "MAX_NAMES", "NAMES", "parse_header_lines"]
 _HEADER_LINE = b"NATS/1.0\r\n"   # a header block without an inline status (a status has " 100 …" after NATS/1.0)
 _ACK_V1_TOKENS = 9   # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
-_new = object.__new__
-
-
-# a name's verdict (its str key, or None: skipped), per raw name bytes: the same few names head every
-# message; bounded, since a peer can send any names
-NAMES: Dict[bytes, Optional[str]] = {}
-MAX_NAMES = 1024
-
-
-def _judge(name: bytes) -> Optional[str]:
-    """The key of a raw header name as nats-py reads it, or None where it skips the line."""
-    try:
-        key = name.strip().decode("ascii")
-    except UnicodeDecodeError:   # a non-ASCII name: skipped, as nats-py does
-        return None
-    return None if _SPACE.search(key) is not None else key
-
-
-def parse_header_lines(raw: bytes) -> Dict[str, str]:
-    """A NATS header block (`Name: Value\\r\\n` per line) as nats-py's own parser reads it."""
-    out: Dict[str, str] = {}
-    names = NAMES
-    for line in raw.split(_CRLF):
-        if not line:
-            continue
-        name, sep, value = line.partition(b":")
-        if not sep:
-            continue
-        try:
-            key = names[name]
-        except KeyError:
-            key = _judge(name)
-            if len(names) < MAX_NAMES:
-                names[name] = key
-        if key is not None:
-            out[key] = value.strip().decode("utf-8", "replace")
-    return out
 
 
 class Client(_NatsClient):
-    """nats-py's Client with `parse_header_lines` for its header blocks."""
+    """nats-py's Client with our protocol parser and `parse_header_lines` for its header blocks."""
 
     _parse_header_lines = staticmethod(parse_header_lines)
 
     def __init__(self) -> None:
         super().__init__()
+        self._ps = Parser(self)
         self._raw: Dict[int, RawHandler] = {}   # subscription id -> its raw handler
         self._replies: Dict[int, ReplyHandler] = {}   # subscription id -> its reply handler (with the subject)
 
@@ -135,11 +97,9 @@ class Client(_NatsClient):
         jsi._active = True
         jsi._dseq, jsi._sseq = dseq + 1, sseq
         sub._pending_size += size
-        msg = _new(StoredMessage)   # (a frozen dataclass: its fields set directly, as its __init__ would)
-        msg.__dict__.update(seq=sseq, subject=subject.decode(), data=data,
-                            headers=parse_header_lines(headers[len(_HEADER_LINE):])
-                            if with_headers and headers is not None and len(headers) > len(_HEADER_LINE) else {})
-        queue.put_nowait(msg)
+        queue.put_nowait(StoredMessage(sseq, subject.decode(), data, parse_header_lines(headers[len(_HEADER_LINE):])
+                                       if with_headers and headers is not None and len(headers) > len(_HEADER_LINE)
+                                       else NO_HEADERS))
         jsi._fciseq += 1   # (jsi.track_sequences: the flow-control count and the last reply)
         jsi._cmeta = reply.decode()
         return True

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
-from typing import AsyncIterator, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import AsyncIterator, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
 MAX_BATCH_MESSAGES = 1000   # nats-server's default ceiling of messages in one atomic batch (jetstream.limits.batch)
 
@@ -28,12 +29,17 @@ class BatchMessage:
     expected_last_subject_seq: int | None = None
 
 
-@dataclass(frozen=True)
-class StoredMessage:
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})   # a message read without its headers (read-only, shared)
+
+
+class StoredMessage(NamedTuple):
+    """One stored message. A tuple: a follower makes one a message it hears, thousands a second (eventlog.
+    followed_runs makes them with `tuple.__new__`)."""
+
     seq: int
     subject: str
     data: bytes
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = NO_HEADERS
 
 
 @dataclass(frozen=True)

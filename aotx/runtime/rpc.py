@@ -121,14 +121,13 @@ class RuntimeRpcServer:
         # this boot alone (where gateways route a lineage's commands to the runtime that holds it)
         await self._nc.subscribe(boot_subject(self.name, self.target.runtime.boot_id), cb=self._on_message)
         await flush_subscriptions(self._nc)   # the server has the SUBs (not flush() alone)
-        self.target.changes.sinks.append(self._heard)
+        self.target.changes.add_coalescing(self)   # (what each applied message changed: added to _pending)
         self._due.set()
         self._announcer = asyncio.get_running_loop().create_task(self._announce())
         return self
 
     async def stop(self) -> None:
-        if self._heard in self.target.changes.sinks:
-            self.target.changes.sinks.remove(self._heard)
+        self.target.changes.remove_coalescing(self)
         if self._announcer is not None:
             self._announcer.cancel()
             await asyncio.gather(self._announcer, return_exceptions=True)
@@ -142,8 +141,15 @@ class RuntimeRpcServer:
         self._nc = None
 
     def _heard(self, targets: Targets) -> None:
-        """A sink of the runtime's change feed: add to the next announcement."""
+        """Add to the next announcement."""
         self._pending.merge(targets, deltas=False)
+        self.due()
+
+    def pending(self) -> Targets:
+        """A coalescing sink of the runtime's change feed (aotx.runtime.targets): the next announcement's targets."""
+        return self._pending
+
+    def due(self) -> None:
         if self._due is not None:
             self._due.set()
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from ..journal import TransferKind
 from ..state import InputAdmitted, InputCancelled, MemberRightsSet, ReceiptsRetired, State, from_body
@@ -35,6 +35,9 @@ from .space_readers import ConKey, OpKey, SpaceKey, Where, expand, where
 
 log = logging.getLogger("aotx.runtime.targets")
 _RIGHTS_SET, _CANCELLED = MemberRightsSet.KIND, InputCancelled.KIND
+_MUTATION, _OUTPUT, _COMPLETION, _ADMISSION, _RETIREMENT, _CONTROL = (int(k) for k in (
+    TransferKind.MUTATION, TransferKind.OUTPUT, TransferKind.COMPLETION, TransferKind.ADMISSION, TransferKind.RETIREMENT,
+    TransferKind.CONTROL))
 
 
 @dataclass
@@ -83,25 +86,24 @@ class Targets:
 def targets_of(applied: Applied) -> Targets:
     """What `applied` concerns (no table is looked at: spaces are resolved by whoever delivers them)."""
     out = Targets()
+    collect(applied, out, True)
+    return out
+
+
+def collect(applied: Applied, out: Targets, deltas: bool, within: Where | None = None) -> bool:
+    """Add what `applied` concerns to `out`: with `deltas`, an output or a completion joins `out.deltas` as its
+    event (targets_of); without, its operation joins `out.ops` — what `out.merge(targets_of(applied), deltas=False)`
+    adds, without a Targets a message (a sink that only gathers keys: the announcer). A space added sets
+    `out.where` to `within` where it has none. True where anything was added."""
+    added = False
     for t in applied.transfers:
         kind = t.kind
-        if kind == TransferKind.OUTPUT:   # the hot path: the projector has just checked this body
-            body = t.body
-            ev = OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
-            out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
-        elif kind == TransferKind.COMPLETION:
-            ev = execution_from_body(kind, t.body)
-            assert isinstance(ev, InputCompleted)
-            out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
-        elif kind == TransferKind.ADMISSION:
-            ev = _event(t)
-            assert isinstance(ev, InputAdmitted)
-            out.ops.add((ev.op.lineage, ev.op.sequence))
-            out.conversations.add(ev.conversation_lineage + ev.conversation)
-        elif kind == TransferKind.MUTATION:
+        if kind == _MUTATION:   # the commonest first (kinds compared as ints: an IntEnum member's lookup is ~1k)
             wire = t.__dict__.get("wire")   # a member change the feed applied from its Struct: its event unbuilt
             if wire is not None and wire.__class__ is MEMBER_WIRE:
                 out.spaces.add(wire.space_lineage + wire.space)
+                out.where = out.where or within
+                added = True
                 continue
             ev = t.event   # decoded already (its own tick, or the feed's fast path): the body stays unread
             if ev is None:
@@ -110,17 +112,42 @@ def targets_of(applied: Applied) -> Targets:
                 ev = from_body(t.body)
             if isinstance(ev, MemberRightsSet):
                 out.spaces.add(ev.space_lineage + ev.space)
+                out.where = out.where or within
             elif isinstance(ev, InputCancelled):
                 out.ops.add((ev.op.lineage, ev.target_sequence))
                 out.conversations.add(ev.conversation_lineage + ev.conversation)
-        elif kind == TransferKind.RETIREMENT:
+            else:
+                continue
+        elif kind == _OUTPUT:   # the projector has just checked this body
+            body = t.body
+            ev = OutputAppended(body["actor"], body["sequence"], body["offset"], body["data"])
+            if deltas:
+                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
+            else:
+                out.ops.add((ev.lineage, ev.sequence))
+        elif kind == _COMPLETION:
+            ev = execution_from_body(kind, t.body)
+            assert isinstance(ev, InputCompleted)
+            if deltas:
+                out.deltas.setdefault((ev.lineage, ev.sequence), []).append(ev)
+            else:
+                out.ops.add((ev.lineage, ev.sequence))
+        elif kind == _ADMISSION:
+            ev = _event(t)
+            assert isinstance(ev, InputAdmitted)
+            out.ops.add((ev.op.lineage, ev.op.sequence))
+            out.conversations.add(ev.conversation_lineage + ev.conversation)
+        elif kind == _RETIREMENT:
             ev = _event(t)
             assert isinstance(ev, ReceiptsRetired)
             lineage = ev.op.lineage
             out.floors[lineage] = max(ev.retry_floor, out.floors.get(lineage, 0))
-        elif kind == TransferKind.CONTROL:
+        elif kind == _CONTROL:
             out.everyone = True
-    return out
+        else:
+            continue
+        added = True
+    return added
 
 
 def _event(t):
@@ -132,16 +159,29 @@ def _event(t):
 Sink = Callable[[Targets], None]
 
 
+class Coalescing(Protocol):
+    """A sink that gathers what changed until it tells its readers (the split deployment's announcer):
+    `pending()`, the Targets to add to (keys only: an execution event's operation joins `ops`); `due()`, after
+    something was added."""
+
+    def pending(self) -> Targets: ...
+
+    def due(self) -> None: ...
+
+
 class ChangeFeed:
     """An observer of applied messages: each message's targets go to every sink (in the order added);
     `everyone()` tells every sink that every reader must read again (rights changed outside the log:
     a grant file reloaded). A sink added with `listening` (a test of whether it has readers now) is
-    skipped while that says no; with no sink listening a message costs nothing more."""
+    skipped while that says no; with no sink listening a message costs nothing more. A coalescing sink
+    (`add_coalescing`) has each message's targets added to what it gathers (`collect`), with no Targets made
+    for the message where no other sink listens."""
 
     def __init__(self, state: Callable[[], State]) -> None:
         self._state = state
         self._where = where(state)
         self.sinks: list[Sink] = []
+        self.coalescing: list[Coalescing] = []
         self._listening: dict[Sink, Callable[[], bool]] = {}
 
     def add(self, sink: Sink, *, listening: Callable[[], bool] | None = None) -> Sink:
@@ -150,7 +190,21 @@ class ChangeFeed:
             self._listening[sink] = listening
         return sink
 
+    def add_coalescing(self, sink: Coalescing) -> Coalescing:
+        self.coalescing.append(sink)
+        return sink
+
+    def remove_coalescing(self, sink: Coalescing) -> None:
+        if sink in self.coalescing:
+            self.coalescing.remove(sink)
+
     def __call__(self, applied: Applied) -> None:
+        for gather in self.coalescing:
+            try:
+                if collect(applied, gather.pending(), False, self._where):
+                    gather.due()
+            except Exception:  # one sink's bug must not keep the others uninformed
+                log.exception("change sink %r failed", gather)
         for sink in self.sinks:
             test = self._listening.get(sink)
             if test is None or test():
@@ -160,7 +214,7 @@ class ChangeFeed:
         targets = targets_of(applied)
         if targets.spaces:
             targets.where = self._where
-        self._tell(targets)
+        self._tell(targets, coalescing=False)
 
     def everyone(self) -> None:
         self._tell(Targets(everyone=True))
@@ -175,7 +229,7 @@ class ChangeFeed:
                       floors=targets.floors, everyone=targets.everyone or unknown)
         return out
 
-    def _tell(self, targets: Targets) -> None:
+    def _tell(self, targets: Targets, coalescing: bool = True) -> None:
         if not targets:
             return
         for sink in list(self.sinks):
@@ -183,3 +237,9 @@ class ChangeFeed:
                 sink(targets)
             except Exception:  # one sink's bug must not keep the others uninformed
                 log.exception("change sink %r failed", sink)
+        for gather in list(self.coalescing) if coalescing else ():
+            try:
+                gather.pending().merge(targets, deltas=False)
+                gather.due()
+            except Exception:  # one sink's bug must not keep the others uninformed
+                log.exception("change sink %r failed", gather)

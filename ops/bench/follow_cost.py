@@ -3,7 +3,8 @@ against the writer's own CPU per mutation, in one run (issue 15 part 5: every ru
 runtime's writes, so this ratio bounds how throughput grows with runtimes; docs/SCALE.md, "Part 5,
 session 10").
 
-    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members]
+    .venv/bin/python -m ops.bench.follow_cost [--participants 40] [--mutations 60] [--members] [--deployed]
+                                              [--backlog] [--callgrind]
 
 One embedded nats-server. A follower process (`SharedRuntime(follow=True)`, idle: it only applies what
 it hears) and then a writer process (`SharedRuntime(follow=True)` in process, no RPC): `--participants`
@@ -14,6 +15,20 @@ space, read and read+write in turn). Each process reports its CPU (all threads) 
 its aotx.runtime.round_stats counters (the wall µs of applying alone: above the CPU on a loaded box). Prints µs per message followed, per
 mutation written, and their ratio (b/a in ops/bench/cluster_inside.py's terms, without the RPC a
 deployed runtime adds to each own mutation).
+
+`--deployed`: the follower runs as `aotx boot` runs a runtime: serving RPC (aotx.runtime.RuntimeRpcServer, whose
+announcer is told what every applied message changed) and keeping snapshots every 2,000 messages (the default of
+`--snapshot-every`), both per-message costs of a deployed runtime's follower.
+
+`--backlog`: the follower process is stopped (SIGSTOP) while the writer writes and continued after, so it
+applies the whole log as a backlog in runs of queued messages — a busy runtime's regime, where per-message
+costs count and per-wake-up ones are amortized (without it a follower on an idle core wakes for nearly every
+message; its CPU then is mostly wake-ups, reads and the event loop's).
+
+`--callgrind`: the follower runs under `valgrind --tool=callgrind --instr-atstart=no`, its instructions
+counted from the moment it is ready until it has applied the last message (not its start nor its exit), and
+printed per message followed (deterministic up to scheduling: under valgrind the follower falls behind and
+applies runs of queued messages, as a busy runtime does).
 """
 from __future__ import annotations
 
@@ -21,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,11 +54,22 @@ def _body(name: str, seq: int, **fields) -> bytes:
                        "operation_key": os.urandom(16).hex(), "sequence": str(seq), **fields}).encode()
 
 
-async def _runtime(url: str):
+async def _runtime(url: str, deployed: bool = False):
     from aotx.runtime import SharedRuntime
+    from aotx.snapshot import DEFAULT_EVERY, SnapshotPolicy
     from eventlog import StreamSpec
-    return await SharedRuntime(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]), progress=False,
-                               follow=True).start()
+    return await SharedRuntime(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]), progress=False, follow=True,
+                               snapshots=SnapshotPolicy(every=DEFAULT_EVERY) if deployed else None).start()
+
+
+async def _serve(rt, url: str):
+    """An RPC server on the runtime, as `aotx boot` starts one (its announcer hears every applied message)."""
+    import datetime as dt
+    from pathlib import Path as _Path
+    from aotx.runtime import GrantedRuntime, RuntimeRpcServer
+    from aotx.runtime_file import GrantFile
+    grants = GrantFile(_Path("unused"), dt.datetime.now(dt.timezone.utc), "be" * 32, {}, "00" * 32)
+    return await RuntimeRpcServer(GrantedRuntime(rt, grants), url, "followcost").start()
 
 
 async def writer(url: str, participants: int, mutations: int, members: bool = False) -> dict:
@@ -80,8 +107,25 @@ async def writer(url: str, participants: int, mutations: int, members: bool = Fa
     return {"cpu": cpu, "mutations": participants * (mutations + 2)}
 
 
-async def follower(url: str, ready: Path, done: Path) -> dict:
-    rt = await _runtime(url)
+def _callgrind(on: bool) -> None:
+    if os.environ.get(_UNDER_CALLGRIND):
+        subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
+_UNDER_CALLGRIND = "AOTX_FOLLOW_COST_CALLGRIND"
+
+
+def _totals(path: str) -> int:
+    """The instructions a callgrind output file counted (with --instr-atstart=no "summary:" says 0)."""
+    with open(path) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("totals:"))
+
+
+async def follower(url: str, ready: Path, done: Path, deployed: bool = False) -> dict:
+    rt = await _runtime(url, deployed)
+    server = await _serve(rt, url) if deployed else None
+    _callgrind(True)
     ready.write_text("1")
     c0, a0 = time.process_time(), rt.writer.applied_seq()
     while not done.exists():
@@ -90,7 +134,10 @@ async def follower(url: str, ready: Path, done: Path) -> dict:
     while rt.writer.applied_seq() < end:   # (the writer is gone: what is left arrives or is applied now)
         await asyncio.sleep(0.01)
     cpu = time.process_time() - c0
+    _callgrind(False)
     n = rt.writer.applied_seq() - a0
+    if server is not None:
+        await server.stop()
     await rt.stop()
     return {"cpu": cpu, "messages": n}
 
@@ -100,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--participants", type=int, default=40)
     ap.add_argument("--mutations", type=int, default=60)
     ap.add_argument("--members", action="store_true", help="member-rights changes instead of conversations")
+    ap.add_argument("--deployed", action="store_true", help="the follower serves RPC and keeps snapshots (aotx boot)")
+    ap.add_argument("--backlog", action="store_true", help="the follower is stopped while the writer writes")
+    ap.add_argument("--callgrind", action="store_true", help="count the follower's instructions under callgrind")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--files", help=argparse.SUPPRESS)
@@ -109,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "f":
         ready, done = (Path(p) for p in args.files.split(","))
-        print(json.dumps(asyncio.run(follower(args.url, ready, done))))
+        print(json.dumps(asyncio.run(follower(args.url, ready, done, args.deployed))))
         return 0
     from eventlog import EmbeddedNats, JetStreamRecorder, StreamSpec
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
@@ -117,16 +167,25 @@ def main(argv: list[str] | None = None) -> int:
         url, root = server.client_url(), Path(tmp)
         ready, done, stats = root / "ready", root / "done", root / "stats.json"
         me = [sys.executable, "-m", "ops.bench.follow_cost", "--url", url]
-        f = subprocess.Popen(me + ["--role", "f", "--files", f"{ready},{done}"], stdout=subprocess.PIPE,
-                             env={**env, round_stats.ENV: str(stats)})
+        grind = Path(tempfile.gettempdir()) / f"callgrind.follow_cost.{os.getpid()}"   # (kept: callgrind_annotate it)
+        under = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"] \
+            if args.callgrind else []
+        f = subprocess.Popen(under + me + ["--role", "f", "--files", f"{ready},{done}"] +
+                             (["--deployed"] if args.deployed else []), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL if args.callgrind else None,
+                             env={**env, round_stats.ENV: str(stats), **({_UNDER_CALLGRIND: "1"} if args.callgrind else {})})
         while not ready.exists():
             if f.poll() is not None:
                 raise RuntimeError("the follower did not start")
             time.sleep(0.05)
+        if args.backlog:
+            os.kill(f.pid, signal.SIGSTOP)
         w = subprocess.run(me + ["--role", "w", "--participants", str(args.participants), "--mutations",
                                  str(args.mutations)] + (["--members"] if args.members else []),
                            stdout=subprocess.PIPE, env=env, check=True)
         wrote = json.loads(w.stdout)
+        if args.backlog:
+            os.kill(f.pid, signal.SIGCONT)
 
         async def end() -> int:
             rec = await JetStreamRecorder.connect(url, StreamSpec(name=SPEC[0], subject_prefix=SPEC[1]))
@@ -135,14 +194,19 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 await rec.close()
         done.write_text(str(asyncio.run(end())))
-        out, _ = f.communicate(timeout=120)
+        out, _ = f.communicate(timeout=1200 if args.callgrind else 120)
         followed, counters = json.loads(out), round_stats.read(stats)
+        ir = _totals(str(grind)) if args.callgrind else 0
     a = wrote["cpu"] / wrote["mutations"]
     b = followed["cpu"] / max(1, followed["messages"])
     fed = counters.get("follow_fed_s", 0.0) / max(1.0, counters.get("follow_fed", 0.0))
-    print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
+    print(f"load {os.getloadavg()[0]:.2f}; {'members' if args.members else 'conversations'}"
+          f"{'; deployed follower' if args.deployed else ''}{'; backlog' if args.backlog else ''}; writer: {wrote['mutations']:,} mutations, {1e6 * a:.0f} µs CPU each; "
           f"follower: {followed['messages']:,} messages, {1e6 * b:.0f} µs CPU each (applying them, wall: {1e6 * fed:.0f} µs); "
           f"followed ÷ written {b / a:.2f}")
+    if args.callgrind:
+        print(f"follower under callgrind: {ir:,} instructions from ready to the last message applied = "
+              f"{ir / max(1, followed['messages']):,.0f} a message followed ({counters.get('follow_runs', 0):.0f} runs; {grind})")
     return 0
 
 
