@@ -8,7 +8,9 @@ On a box shared with other work the wall time moves with the load; the CPU time 
 by CPU. `CPU_TIMES_TOP=N` prints N tests (default 40). `CPU_TIMES_FILE=path` also appends one tab-separated
 line per test as it ends (wall, self cpu, children cpu, node id, live-server cpu, the end's Unix time, the
 xdist worker): it works under xdist too (each worker appends its own tests), keeps what a cut-short run
-measured, and gives each worker's timeline (when it ran what, when it went idle at the end).
+measured, and gives each worker's timeline: `python -m tests.cpu_times FILE` prints when each worker started
+and ended, its busy time and CPU, and the CPU the tests asked for in each 30 s of the run (in cores: near 2
+on the 2-core box where the run was CPU-bound, lower where every worker waited or at the tail).
 
 Live servers: a server that outlives the phase (the session's `aotx serve`, a module's) is not reaped
 during it, so its CPU would only show in the teardown that stops it. For every tests.server_process
@@ -117,3 +119,37 @@ def pytest_terminal_summary(terminalreporter):
     total = [sum(row[i] for row in modules.values()) for i in range(4)]
     write(f"  wall {total[0]:7.2f}  cpu {total[1] + total[2]:7.2f} (self {total[1]:6.2f} children {total[2]:6.2f})"
           f"  server {total[3]:6.2f}  all")
+
+
+def timeline(path: str, bin_s: float = 30.0) -> None:
+    """Each xdist worker's span in a CPU_TIMES_FILE of one run, and the CPU asked for per `bin_s` (a test's
+    cpu + live-server CPU spread evenly over its wall; a reaped server lands in its reaping test)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) >= 7:
+                wall, me, kids, nodeid, live, end, worker = cols[:7]
+                rows.append((float(end) - float(wall), float(end), float(me) + float(kids) + float(live), nodeid, worker))
+    t0, t1 = min(r[0] for r in rows), max(r[1] for r in rows)
+    print(f"{len(rows)} tests over {t1 - t0:.0f} s; cpu (self + children + live servers) {sum(r[2] for r in rows):.0f} s")
+    workers: dict[str, list] = defaultdict(list)
+    for r in rows:
+        workers[r[4]].append(r)
+    for name, rs in sorted(workers.items()):
+        last = max(rs, key=lambda r: r[1])
+        print(f"  {name}: {min(r[0] for r in rs) - t0:6.1f} – {last[1] - t0:6.1f} s, {len(rs)} tests, busy "
+              f"{sum(r[1] - r[0] for r in rs):6.1f} s, cpu {sum(r[2] for r in rs):6.1f} s, last {last[3].split('::')[0]}")
+    bins: dict[int, float] = defaultdict(float)
+    for start, end, cpu, _, _ in rows:
+        rate, t = cpu / max(end - start, 1e-3), start
+        while t < end:
+            edge = min(end, t0 + (int((t - t0) // bin_s) + 1) * bin_s)
+            bins[int((t - t0) // bin_s)] += rate * (edge - t)
+            t = edge
+    print(f"  cpu asked per {bin_s:g} s (cores):", " ".join(f"{bins[i] / bin_s:.2f}" for i in range(max(bins) + 1)))
+
+
+if __name__ == "__main__":
+    import sys
+    timeline(sys.argv[1])
