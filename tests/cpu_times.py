@@ -15,8 +15,9 @@ on the 2-core box where the run was CPU-bound, lower where every worker waited o
 Live servers: a server that outlives the phase (the session's `aotx serve`, a module's) is not reaped
 during it, so its CPU would only show in the teardown that stops it. For every tests.server_process
 ServerProcess alive at both ends of a phase, its CPU and that of its descendants (nats-server) is read from
-/proc before and after: the "server" column. It is not in "cpu" (a module-scoped server's whole CPU lands
-again in "children" when it is reaped).
+/proc before and after: the "server" column. When such a server is stopped and reaped, what "server" already
+counted of it is taken out of that test's "children", so that cpu + server adds up over a run (a test's
+"children" can then be slightly negative, where a descendant's CPU was never reaped by the server).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import pytest
 
 _rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])   # nodeid -> [wall, self, children, server]
 _TICK = os.sysconf("SC_CLK_TCK")
+_attributed: dict[int, float] = {}   # server pid -> the CPU of it already put in a "server" column
 
 
 def _cpu() -> tuple[float, float]:
@@ -65,13 +67,16 @@ def _measure(item):
     try:
         return (yield)
     finally:
+        live1 = _servers()      # first: a poll() there may reap a server that ended
         me1, kids1 = _cpu()
-        live1 = _servers()
         row = _rows[item.nodeid]
         row[0] += time.perf_counter() - wall0
         row[1] += me1 - me0
-        row[2] += kids1 - kids0
-        row[3] += sum(live1[pid] - live0[pid] for pid in live1.keys() & live0.keys())
+        for pid in live1.keys() & live0.keys():
+            row[3] += live1[pid] - live0[pid]
+            _attributed[pid] = _attributed.get(pid, 0.0) + live1[pid] - live0[pid]
+        gone = sum(_attributed.pop(pid, 0.0) for pid in live0.keys() - live1.keys())
+        row[2] += kids1 - kids0 - gone
 
 
 @pytest.hookimpl(wrapper=True)
@@ -123,7 +128,8 @@ def pytest_terminal_summary(terminalreporter):
 
 def timeline(path: str, bin_s: float = 30.0) -> None:
     """Each xdist worker's span in a CPU_TIMES_FILE of one run, and the CPU asked for per `bin_s` (a test's
-    cpu + live-server CPU spread evenly over its wall; a reaped server lands in its reaping test)."""
+    cpu + live-server CPU spread evenly over its wall; a server's start and its last phase land in the test
+    that reaps it)."""
     rows = []
     with open(path) as f:
         for line in f:
