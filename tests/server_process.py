@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,9 @@ def stop_gracefully(proc: subprocess.Popen, timeout: float = 15.0) -> int | None
     return proc.returncode
 
 class ServerProcess:
+    # the started, not yet stopped servers of this process (tests/cpu_times.py samples their CPU per test)
+    live: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
+
     def __init__(self, *args: str, env: dict | None = None, startup_timeout: float = 120.0,
                  var: str | Path | None = None, new_session: bool = False) -> None:
         exe = Path(sys.executable).with_name("aotx")
@@ -65,6 +69,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=self.new_session)
+        ServerProcess.live.add(self)
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
         self._pump_thread.start()
         deadline = time.monotonic() + self.startup_timeout
@@ -98,6 +103,7 @@ class ServerProcess:
         return code
 
     def stop(self) -> None:
+        ServerProcess.live.discard(self)
         if self.proc:
             stop_gracefully(self.proc)
         if self._own_var:

@@ -31,7 +31,10 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+# sm_90a here: sm_90 is tests/kernels_cuda/test_compile.py's test_family_compiles_for_sm90[fused] and
+# [attn_fused], the same compile_family call with the same defines and a superset of these assertions (the
+# same NVRTC compile twice cost ~2.5 s of CPU in the suite).
+@pytest.mark.parametrize("arch", ["sm_90a"])
 def test_fused_family_compiles(arch, cache):
     cubin = build.compile_family("fused", arch, MODEL_DEFINES)
     assert cubin.data[:4] == b"\x7fELF"
@@ -39,7 +42,7 @@ def test_fused_family_compiles(arch, cache):
         assert name in cubin.data
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("arch", ["sm_90a"])
 def test_attn_fused_family_compiles(arch, cache):
     cubin = build.compile_family("attn_fused", arch, MODEL_DEFINES)
     assert cubin.data[:4] == b"\x7fELF" and b"attn_o_fused" in cubin.data
