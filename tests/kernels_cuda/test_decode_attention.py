@@ -78,7 +78,8 @@ def test_variants_match_the_kernel_file():
     src = (decode_plan.__file__.rsplit("/", 1)[0]) + "/decode_attention.cu"
     text = open(src).read()
     for v in decode_plan.VARIANTS.values():
-        assert f"DA_KERNEL({v.kernel}, {v.warps}, {v.keys}, {v.stages}, {256 if v.l2_hint else 0})" in text
+        pf, split = 256 if v.l2_hint else 0, "true" if v.split else "false"
+        assert f"DA_KERNEL({v.kernel}, {v.warps}, {v.keys}, {v.stages}, {pf}, {split})" in text
         assert v.smem_bytes <= 227 * 1024
     assert decode_plan.VARIANTS["w4_k16_s4"].smem_bytes == 4 * 4 * 2 * 16 * 144
 
