@@ -76,11 +76,12 @@ def _merge(a, b):
 def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, tok_seq: np.ndarray,
                      positions: np.ndarray, context_lens: np.ndarray, block_tables: np.ndarray, page_size: int,
                      scale: float, warps: int, keys: int, nsplit: int, split: bool = True,
-                     rounding=None) -> np.ndarray:
+                     rounding=None, round_out: bool = True) -> np.ndarray:
     """float32 [T, H, D] (bf16 values): q float32 [T, H, D]; caches float32 [slots, n_kv, D] (bf16 values);
     tok_seq [T], positions [T], context_lens [S], block_tables [S, P]; the variant's ``warps``, ``keys`` and
     ``split``. ``rounding`` (q's, P's: functions like split_bf16) replaces ``split``'s: the precision study
-    (ops/gpu/decode_attention_precision.py) measures roundings no kernel has with it."""
+    (ops/gpu/decode_attention_precision.py) measures roundings no kernel has with it; ``round_out=False`` returns
+    the float32 output before its bf16 rounding (the study's error of the walk itself)."""
     q_round, p_round = rounding or ((split_bf16, split_bf16) if split else (one_bf16, one_bf16))
     t_count, n_heads, d = q.shape
     n_kv = k_cache.shape[1]
@@ -106,7 +107,7 @@ def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, to
                 out[t, kvh * g:(kvh + 1) * g] = np.where(l_[:, None] > 0, o / np.where(l_ > 0, l_, 1)[:, None], 0)
             else:
                 out[t, kvh * g:(kvh + 1) * g] = _combine([(o, m * np.float32(LN2), l_) for o, m, l_ in parts])
-    return round_bf16(out)
+    return round_bf16(out) if round_out else out
 
 
 def _combine(parts) -> np.ndarray:

@@ -6,15 +6,20 @@ heads, head dim 64, pages of 16; one case on pages of 12): decode at batch 256 (
 exactly zero), and a 20-token chunk beside decode tokens (per-token causal limits). Splits: 1, the plan's
 (decode_plan.nsplit), and 5 for the default variant (whose results must also repeat bitwise).
 
-Tolerance: 8e-3 relative (||out - ref|| / ||ref||), kernel_check's bf16-output bound, against the reference.
-The kernel rounds q (pre-scaled) and P to bf16 for the tensor cores; the twin, which does the same, is 1e-3 to
-2.6e-3 from the reference on these inputs (tests/kernels_cuda/test_decode_attention.py). Against the twin
-(the same roundings; only mma's sum order and ex2.approx differ): 4e-3.
+Tolerances, relative (||out - ref|| / ||ref||). The SPLIT variants (q and P as bf16 hi + lo, every variant
+but the _bf16 peer): 2.5e-3 against the reference: their walk is 1e-6 to 3e-6 from it before the output's bf16
+rounding, which alone leaves 0.8e-3 to 1.7e-3 (the twin on the CPU, tests/kernels_cuda/test_decode_attention.py);
+5e-4 against the twin (the same roundings; mma's sum order and ex2.approx move the walk by ~1e-6, which flips
+a bf16 output rounding now and then: the twin against bf16(reference) is 1.5e-5 to 1e-4). The _bf16 peer
+(session 11's single bf16 rounding, 0.8e-3 to 2e-3 before the output's rounding): kernel_check's bf16-output
+bound 8e-3, 4e-3 against the twin, as in session 11.
 
     python -m ops.gpu.decode_attention_check [--e2e] [--real]
 
 --e2e also runs ops.gpu.model_check end to end with AOTX_DECODE_MMA=1 (random weights; with --real the GGUF
-too: $AOTX_MODEL_PATH, README "GPU"), as `make gpu-check` does.
+too: $AOTX_MODEL_PATH, README "GPU"), as `make gpu-check` does; --real adds same_batches (the MMA path against
+the scalar path on the same batches, real weights: greedy ids and logits; `make gpu-check ARGS=--real` runs it
+too).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from kernels.ops_attention import paged_attention
 from ops.gpu.flash_check import paged_layout
 
 NH, NKV, D, PAGE = 9, 3, 64, 16
-TOL, TOL_TWIN = 8e-3, 4e-3
+TOL, TOL_TWIN = {True: 2.5e-3, False: 8e-3}, {True: 5e-4, False: 4e-3}   # by Variant.split
 SCALE = 0.125
 
 # (name, [(context length, query tokens this step), ...], padded rows, page size, twin?)
@@ -87,9 +92,10 @@ def check_decode_attention(c, rel) -> None:
                     extra += f"; bitwise repeatable: {same}"
                     err = err if same else float("inf")
                 if with_twin:
-                    tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit)
-                    c.record(label + " vs twin", rel(got, tw), TOL_TWIN)
-                c.record(label, err, TOL, extra)
+                    tw = twin(q, kc, vc, tok_seq, positions, lens, tables, page, SCALE, v.warps, v.keys, nsplit,
+                              v.split)
+                    c.record(label + " vs twin", rel(got, tw), TOL_TWIN[v.split])
+                c.record(label, err, TOL[v.split], extra)
     c.free()
 
 
@@ -111,6 +117,74 @@ def e2e(bundle, real: bool, record, mode: str = "1") -> None:
             del os.environ["AOTX_DECODE_MMA"]
         else:
             os.environ["AOTX_DECODE_MMA"] = old
+
+
+def _greedy(backend, prompts, steps: int, forced=None):
+    """Prefill ``prompts`` in one step, then ``steps`` decode steps of all of them together (T = 20: the mma
+    path when it is on). Greedy, or fed ``forced`` [steps + 1, S] (the tokens another run chose). (tokens
+    [steps + 1, S], logits [steps + 1, S, V])."""
+    from ops.gpu.model_check import _batch
+
+    seqs, first = [list(p) for p in prompts], [i * 64 for i in range(len(prompts))]
+    b = _batch(seqs, PAGE, first, [len(p) for p in prompts], False)
+    toks, logits = [], []
+    for step in range(steps + 1):
+        lg = np.asarray(backend.forward(b))
+        logits.append(lg)
+        toks.append(lg.argmax(-1) if forced is None else forced[step])
+        seqs = [q + [int(x)] for q, x in zip(seqs, toks[-1])]
+        b = _batch(seqs, PAGE, first, [1] * len(seqs), False)
+    return np.array(toks), np.array(logits)
+
+
+def same_batches(bundle, record, steps: int = 48) -> None:
+    """Real weights, the model's 20 prompts: decode_attention against paged_attention (AOTX_DECODE_MMA=0, the
+    scalar path) on the same batches (a prefill step, then 48 decode steps of all 20 together), each on its own
+    backend. The criterion that session 11's single-bf16 rounding failed in the engine check (overlap engine ==
+    classic, 18/21 identical against 20/21 on the scalar path): (1) greedy ids, each path on its own: requests
+    whose 49 tokens are identical to the scalar path's, >= 0.95 (the scalar path's own cross-batch figure in
+    that check: 20/21); (2) fed the scalar path's tokens: top-1 agreement with its logits at every step
+    (>= 0.995, 980 rows) and the cosine's minimum (>= 0.9999). The _bf16 peer's lines are printed for
+    information (its fails are why SPLIT exists)."""
+    import os
+
+    from kernels import create_backend
+    from ops.gpu.model_check import PROMPTS, compare
+
+    render = bundle.chat_template.render
+    prompts = [bundle.tokenizer.encode(render([{"role": "user", "content": p}], add_generation_prompt=True))
+               for p in PROMPTS]
+    runs = {}
+    for mode in ("0", "1", decode_plan.SINGLE_BF16_PEER):
+        old = os.environ.get("AOTX_DECODE_MMA")
+        os.environ["AOTX_DECODE_MMA"] = mode
+        try:
+            be = create_backend("cuda", bundle, num_pages=64 * (len(prompts) + 1), page_size=PAGE)
+        finally:
+            if old is None:
+                del os.environ["AOTX_DECODE_MMA"]
+            else:
+                os.environ["AOTX_DECODE_MMA"] = old
+        free = _greedy(be, prompts, steps)
+        runs[mode] = (be, free)
+    ref_toks, ref_logits = runs["0"][1]
+    for mode in ("1", decode_plan.SINGLE_BF16_PEER):
+        be, (toks, _) = runs[mode]
+        same = [i for i in range(len(prompts)) if np.array_equal(toks[:, i], ref_toks[:, i])]
+        first = {i: int(np.argmax(toks[:, i] != ref_toks[:, i])) for i in range(len(prompts)) if i not in same}
+        _, forced_logits = _greedy(be, prompts, steps, forced=ref_toks)
+        a, b = ref_logits.reshape(-1, ref_logits.shape[-1]), forced_logits.reshape(-1, ref_logits.shape[-1])
+        cmin, top1 = compare(a, b)
+        flips = int(round((1 - top1) * len(a)))
+        info = "" if mode == "1" else " (info)"
+        name = "decode_mma" if mode == "1" else f"decode_mma={mode}"
+        thr = lambda t: t if mode == "1" else 0.0   # noqa: E731   (the peer: printed, never failed)
+        record(f"real {name} greedy ids == scalar path, same batches (requests identical)", len(same) / len(prompts),
+               thr(0.95), f"{len(same)}/{len(prompts)} x {steps + 1} tokens; first differences (request: token) "
+               f"{first}{info}")
+        record(f"real {name} top-1 == scalar path, fed its tokens ({len(a)} rows)", top1, thr(0.995),
+               f"{flips} rows differ{info}")
+        record(f"real {name} logits cos_min vs scalar path, fed its tokens", cmin, thr(0.9999), f"{info}")
 
 
 def main(argv=None) -> int:
@@ -146,7 +220,9 @@ def main(argv=None) -> int:
         e2e(random_bundle(), False, record_random)
         if args.real:
             from kernels import load_model
-            e2e(load_model(progress=False), True, record)
+            bundle = load_model(progress=False)
+            e2e(bundle, True, record)
+            same_batches(bundle, record)
     failed = [r for r in c.results if not r[3]]
     print(f"{len(c.results) - len(failed)}/{len(c.results)} decode_attention checks passed in {time.time() - t0:.0f} s")
     return 1 if failed else 0
