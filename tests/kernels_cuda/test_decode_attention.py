@@ -99,6 +99,10 @@ def test_variants_match_the_kernel_file():
         assert f"DA_KERNEL({v.kernel}, {v.warps}, {v.keys}, {v.stages}, {pf}, {split})" in text
         assert v.smem_bytes <= 227 * 1024
     assert decode_plan.VARIANTS["w4_k16_s4"].smem_bytes == 4 * 4 * 2 * 16 * 144
+    # the default splits q and P into bf16 hi + lo; the peer keeps session 11's single bf16
+    assert decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT].split
+    peer = decode_plan.VARIANTS[decode_plan.SINGLE_BF16_PEER]
+    assert not peer.split and peer.name == decode_plan.DEFAULT_VARIANT + "_bf16"
 
 
 def test_env_switch_is_on_by_default():
