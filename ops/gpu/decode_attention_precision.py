@@ -165,8 +165,9 @@ def main(argv=None) -> int:
     toks, base = study.run("scalar f32", args.steps, attn_every=args.attn_every)
     forced = toks   # toks[i]: the token fed at step i (the scalar run's greedy choice)
     print(f"K/V max |x| seen: {study.kv_max:.1f} (fp16 max 65504)  [{time.time() - t0:.0f} s]", flush=True)
-    print(f"(1) attention output vs float64, {len(study.attn_err['bf16'])} calls (B={args.batch} x 30 layers):")
-    for name, errs in study.attn_err.items():
+    calls = len(study.attn_err["bf16"])
+    print(f"(1) attention output vs float64, {calls} calls (B={args.batch}, every {args.attn_every}th step, all layers):")
+    for name, errs in study.attn_err.items() if calls else ():
         e = np.array(errs)
         print(f"  {name:<12} max|d| {e[:, 0].max():.2e}  rel mean {e[:, 1].mean():.2e} max {e[:, 1].max():.2e}")
     print(f"(2) logits vs the scalar path, {args.steps} steps x {args.batch} sequences (forced along its tokens):")
