@@ -65,8 +65,8 @@ def exact(x: np.ndarray) -> list[np.ndarray]:
     return [x]
 
 
-OPTIONS = {"scalar f32": None, "f32 walk": (exact, exact), "bf16": (one_bf16, one_bf16), "split q": (split_bf16, one_bf16),
-           "split q+P": (split_bf16, split_bf16), "fp16": (one_fp16, one_fp16)}
+OPTIONS = {"scalar f32": None, "f32 walk": (exact, exact), "bf16": (one_bf16, one_bf16),
+           "split q": (split_bf16, one_bf16), "split q+P": (split_bf16, split_bf16), "fp16": (one_fp16, one_fp16)}
 
 
 def _reference64(q, kc, vc, positions, context_lens, block_tables, page, scale):
@@ -166,7 +166,8 @@ def main(argv=None) -> int:
     forced = toks   # toks[i]: the token fed at step i (the scalar run's greedy choice)
     print(f"K/V max |x| seen: {study.kv_max:.1f} (fp16 max 65504)  [{time.time() - t0:.0f} s]", flush=True)
     calls = len(study.attn_err["bf16"])
-    print(f"(1) attention output vs float64, {calls} calls (B={args.batch}, every {args.attn_every}th step, all layers):")
+    print(f"(1) attention output vs float64, {calls} calls (B={args.batch}, every {args.attn_every}th step, "
+          "all layers):")
     for name, errs in study.attn_err.items() if calls else ():
         e = np.array(errs)
         print(f"  {name:<12} max|d| {e[:, 0].max():.2e}  rel mean {e[:, 1].mean():.2e} max {e[:, 1].max():.2e}")
