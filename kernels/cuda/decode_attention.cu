@@ -123,10 +123,13 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
             const int d = kk * 16 + 2 * c;
             const float2 a0 = real ? *reinterpret_cast<const float2 *>(qh + d) : make_float2(0.f, 0.f);
             const float2 a1 = real ? *reinterpret_cast<const float2 *>(qh + d + 8) : make_float2(0.f, 0.f);
-            qf[kk][0] = pack_bf16(a0.x * qscale, a0.y * qscale);
-            qf[kk][2] = pack_bf16(a1.x * qscale, a1.y * qscale);
-            qf[kk][1] = SPLIT ? bf16_rest(a0.x * qscale, a0.y * qscale, qf[kk][0]) : 0u;
-            qf[kk][3] = SPLIT ? bf16_rest(a1.x * qscale, a1.y * qscale, qf[kk][2]) : 0u;
+            // __fmul_rn: the float32 product, never contracted into bf16_rest's subtraction (the twin's rounding)
+            const float x0 = __fmul_rn(a0.x, qscale), x1 = __fmul_rn(a0.y, qscale);
+            const float x2 = __fmul_rn(a1.x, qscale), x3 = __fmul_rn(a1.y, qscale);
+            qf[kk][0] = pack_bf16(x0, x1);
+            qf[kk][2] = pack_bf16(x2, x3);
+            qf[kk][1] = SPLIT ? bf16_rest(x0, x1, qf[kk][0]) : 0u;
+            qf[kk][3] = SPLIT ? bf16_rest(x2, x3, qf[kk][2]) : 0u;
         }
     }
 
