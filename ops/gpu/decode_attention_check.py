@@ -184,7 +184,8 @@ def _halves(backend, prompts, steps: int, forced=None):
 
 
 def _agreement(toks, logits, ref_toks, ref_logits):
-    """(requests whose tokens all equal ref's, {request: first differing token}, top-1 agreement, cos_min, rows)."""
+    """(share of requests whose tokens all equal ref's, {request: first differing token}, top-1 agreement,
+    cos_min, mean |logit difference|, rows)."""
     from ops.gpu.model_check import compare
 
     n = ref_toks.shape[1]
@@ -192,22 +193,23 @@ def _agreement(toks, logits, ref_toks, ref_logits):
     first = {i: int(np.argmax(toks[:, i] != ref_toks[:, i])) for i in range(n) if i not in same}
     a, b = ref_logits.reshape(-1, ref_logits.shape[-1]), logits.reshape(-1, ref_logits.shape[-1])
     cmin, top1 = compare(a, b)
-    return len(same) / n, first, top1, cmin, len(a)
+    return len(same) / n, first, top1, cmin, float(np.mean(np.abs(a - b))), len(a)
 
 
 def same_batches(bundle, record, steps: int = 48) -> None:
     """Real weights, the model's 20 prompts: decode_attention against paged_attention (AOTX_DECODE_MMA=0, the
     scalar path) on the same batches (a prefill step, then 48 decode steps of all 20 together), each on its own
-    backend: the criterion session 11's single-bf16 rounding failed in the engine check (overlap engine ==
-    classic: 18/21 identical against 20/21 on the scalar path).
-    (1) Greedy ids, each path on its own: the fraction of requests whose 49 tokens equal the scalar path's must
-    be >= min(0.95, the scalar path's own cross-batch figure), the latter measured in the same run: the scalar
-    path on the same prompts in two batches of 10 against one of 20 (other split counts).
-    (2) Fed the scalar path's tokens: top-1 agreement with its logits over the 980 rows >= min(0.995, the scalar
-    path's cross-batch top-1, fed the same way), and the cosine's minimum >= 0.999 (a gross-error bound only; on
-    the CPU even a walk with no rounding of q and P reaches only 0.9999 against the scalar path,
-    ops/gpu/decode_attention_precision.py). The _bf16 peer's and the cross-batch lines print with threshold 0
-    (information: what session 11's rounding does on the same batches, and the floor)."""
+    backend; the default variant and the _bf16 peer (session 11's rounding, which failed the engine check:
+    overlap engine == classic, 18/21 identical against 20/21 on the scalar path).
+    The model amplifies any flip of a bf16 rounding chaotically: on the CPU (ops/gpu/decode_attention_precision.py,
+    16 requests x 64 tokens) even a walk with no rounding of q and P left 3 of 16 greedy requests different from
+    the scalar path's and 3 of 1,024 top-1 rows, session 11's rounding 6 of 16 and 6 of 1,024; what separates
+    them is how far the logits move (mean |d| 0.0135 against 0.0230). So, fed the scalar path's tokens (980 rows):
+    the default's mean |logit difference| <= 0.8 x the peer's (CPU: 0.60x), top-1 agreement >= 0.99 and
+    cos_min >= 0.999 (gross-error bounds); greedy ids, each path on its own: requests identical >= 0.75 (a loose
+    bound: CPU floor 13/16). The peer's lines and the scalar path's own cross-batch lines (the same prompts in two
+    batches of 10 against one of 20) print with threshold 0: information. (The deterministic measure that does not
+    go through the model's amplification is real_inputs.)"""
     import os
 
     from kernels import create_backend
@@ -216,7 +218,7 @@ def same_batches(bundle, record, steps: int = 48) -> None:
     prompts = [bundle.tokenizer.encode(render([{"role": "user", "content": p}], add_generation_prompt=True))
                for p in PROMPTS]
     runs = {}
-    for mode in ("0", "1", decode_plan.SINGLE_BF16_PEER):
+    for mode in ("0", decode_plan.SINGLE_BF16_PEER, "1"):
         old = os.environ.get("AOTX_DECODE_MMA")
         os.environ["AOTX_DECODE_MMA"] = mode
         try:
@@ -230,23 +232,31 @@ def same_batches(bundle, record, steps: int = 48) -> None:
     be0, (ref_toks, ref_logits) = runs["0"]
     xb_toks, _ = _halves(be0, prompts, steps)
     _, xb_logits = _halves(be0, prompts, steps, forced=ref_toks)
-    xb_same, xb_first, xb_top1, xb_cos, rows = _agreement(xb_toks, xb_logits, ref_toks, ref_logits)
+    xb_same, xb_first, xb_top1, xb_cos, xb_d, rows = _agreement(xb_toks, xb_logits, ref_toks, ref_logits)
     record("real decode_mma=0 cross-batch: batches of 10 vs 20, greedy ids (requests identical)", xb_same, 0.0,
-           f"first differences (request: token) {xb_first} (info: the floor)")
+           f"first differences (request: token) {xb_first} (info)")
     record(f"real decode_mma=0 cross-batch: top-1, fed the same tokens ({rows} rows)", xb_top1, 0.0,
-           f"{int(round((1 - xb_top1) * rows))} rows differ; cos_min {xb_cos:.6f} (info: the floor)")
-    for mode in ("1", decode_plan.SINGLE_BF16_PEER):
+           f"{int(round((1 - xb_top1) * rows))} rows differ; cos_min {xb_cos:.6f}; mean |d| {xb_d:.4f} (info)")
+    peer_d = None
+    for mode in (decode_plan.SINGLE_BF16_PEER, "1"):
         be, (toks, _) = runs[mode]
         _, forced_logits = _greedy(be, prompts, steps, forced=ref_toks)
-        same, first, top1, cmin, rows = _agreement(toks, forced_logits, ref_toks, ref_logits)
-        info = "" if mode == "1" else " (info)"
-        name = "decode_mma" if mode == "1" else f"decode_mma={mode}"
-        thr = lambda t: round(t, 4) if mode == "1" else 0.0   # noqa: E731   (the peer: printed, never failed)
-        record(f"real {name} greedy ids == scalar path, same batches (requests identical)", same,
-               thr(min(0.95, xb_same)), f"{round(same * len(prompts))}/{len(prompts)} x {steps + 1} tokens; "
-               f"first differences (request: token) {first}{info}")
-        record(f"real {name} top-1 == scalar path, fed its tokens ({rows} rows)", top1, thr(min(0.995, xb_top1)),
-               f"{int(round((1 - top1) * rows))} rows differ{info}")
+        same, first, top1, cmin, mean_d, rows = _agreement(toks, forced_logits, ref_toks, ref_logits)
+        gate = mode == "1"
+        info = "" if gate else " (info)"
+        name = "decode_mma" if gate else f"decode_mma={mode}"
+        thr = lambda t: t if gate else 0.0   # noqa: E731   (the peer: printed, never failed)
+        if gate:
+            ratio = mean_d / peer_d if peer_d else 0.0
+            record(f"real {name} logits move <= 0.8x the _bf16 peer's (1 - mean|d| ratio)", 1.0 - ratio, 0.2,
+                   f"mean |d| {mean_d:.4f} against the peer's {peer_d:.4f}: {ratio:.2f}x")
+        else:
+            peer_d = mean_d
+        record(f"real {name} greedy ids == scalar path, same batches (requests identical)", same, thr(0.75),
+               f"{round(same * len(prompts))}/{len(prompts)} x {steps + 1} tokens; first differences (request: "
+               f"token) {first}{info}")
+        record(f"real {name} top-1 == scalar path, fed its tokens ({rows} rows)", top1, thr(0.99),
+               f"{int(round((1 - top1) * rows))} rows differ; mean |d| {mean_d:.4f}{info}")
         record(f"real {name} logits cos_min vs scalar path, fed its tokens", cmin, thr(0.999), info)
 
 
