@@ -96,9 +96,6 @@ def main(argv=None) -> int:
         guarded("real e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_DECODE_MMA=0", lambda: decode_attention_check.e2e(bundle, True, record, "0"))
-        guarded("real decode_attention == paged_attention, same batches",
-                lambda: decode_attention_check.same_batches(bundle, record))
-
         def real_attention_inputs():
             c = kernel_check.Ctx()
             try:

@@ -9,8 +9,9 @@ exactly zero), and a 20-token chunk beside decode tokens (per-token causal limit
 Tolerances, relative (||out - ref|| / ||ref||). The SPLIT variants (q and P as bf16 hi + lo, every variant
 but the _bf16 peer): 2.5e-3 against the reference: their walk is 1e-6 to 3e-6 from it before the output's bf16
 rounding, which alone leaves 0.8e-3 to 1.7e-3 (the twin on the CPU, tests/kernels_cuda/test_decode_attention.py);
-5e-4 against the twin (the same roundings; mma's sum order and ex2.approx move the walk by ~1e-6, which flips
-a bf16 output rounding now and then: the twin against bf16(reference) is 1.5e-5 to 1e-4). The _bf16 peer
+1e-4 against the twin (the same roundings; mma's sum order and ex2.approx move the walk by ~1e-6, which flips
+a bf16 output rounding now and then: on an H100, session 12, 3.5e-8 to 9.2e-6; the split variants against the
+reference 0.67e-3 to 1.66e-3, session 11's rounding 1.0e-3 to 2.7e-3). The _bf16 peer
 (session 11's single bf16 rounding, 0.8e-3 to 2e-3 before the output's rounding): kernel_check's bf16-output
 bound 8e-3, 4e-3 against the twin, as in session 11.
 
@@ -18,9 +19,9 @@ bound 8e-3, 4e-3 against the twin, as in session 11.
 
 --e2e also runs ops.gpu.model_check end to end with AOTX_DECODE_MMA=1 (random weights; with --real the GGUF
 too: $AOTX_MODEL_PATH, README "GPU"), as `make gpu-check` does; --real adds real_inputs (every variant on the
-real model's attention inputs against paged_attention: the share of bf16 outputs that differ) and same_batches
-(the MMA path against the scalar path on the same batches, real weights: greedy ids and logits); `make gpu-check
-ARGS=--real` runs both.
+real model's attention inputs against paged_attention: the share of bf16 outputs that differ; `make gpu-check
+ARGS=--real` runs it too) and same_batches (information only: the MMA path against the scalar path on the same
+batches, real weights, greedy ids and logits).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from ops.gpu.flash_check import paged_layout
 from ops.gpu.model_check import PROMPTS
 
 NH, NKV, D, PAGE = 9, 3, 64, 16
-TOL, TOL_TWIN = {True: 2.5e-3, False: 8e-3}, {True: 5e-4, False: 4e-3}   # by Variant.split
+TOL, TOL_TWIN = {True: 2.5e-3, False: 8e-3}, {True: 1e-4, False: 4e-3}   # by Variant.split
 SCALE = 0.125
 
 # (name, [(context length, query tokens this step), ...], padded rows, page size, twin?)
@@ -104,9 +105,10 @@ def check_decode_attention(c, rel) -> None:
 def real_inputs(c, bundle) -> None:
     """Every variant on the real model's inputs (ops.gpu.decode_attention_real: each layer's q and bf16 K/V cache
     at a decode step of the model's 20 prompts, from the numpy model) against paged_attention (attention.cu,
-    unsplit: the scalar path) on the same device buffers. The split variants: at most 2 % of the bf16 outputs
-    differ in their bits and the relative error is at most 5e-4 (the twin: 0.29 % and 8.9e-5; with one bf16 each,
-    session 11's rounding, the twin gives 46 % and 3.8e-3, so the _bf16 peer's lines are information only)."""
+    unsplit: the scalar path) on the same device buffers. The split variants: at most 1 % of the bf16 outputs
+    differ in their bits and the relative error is at most 3e-4 (an H100, session 12: 0.29 % and 1.07e-4, as the
+    twin; with one bf16 each, session 11's rounding: 46 % and 3.75e-3, so the _bf16 peer's lines are information
+    only: this is the criterion that would have caught it)."""
     from ops.gpu.decode_attention_real import compare_bits, layer_inputs, real_prompts
 
     layers, pos, lens, tables, scale = layer_inputs(bundle, real_prompts(bundle))
@@ -130,9 +132,9 @@ def real_inputs(c, bundle) -> None:
         share, err = compare_bits(np.concatenate(got[v.name]), ref_all)
         label = f"decode_attention {v.name} real inputs vs paged_attention"
         info = "" if v.split else " (info: one bf16 each)"
-        c.record(label + ", outputs differing", share, 0.02 if v.split else float("inf"),
+        c.record(label + ", outputs differing", share, 0.01 if v.split else float("inf"),
                  f"{len(layers)} layers x {t} tokens{info}")
-        c.record(label, err, 5e-4 if v.split else float("inf"), info)
+        c.record(label, err, 3e-4 if v.split else float("inf"), info)
     c.free()
 
 
@@ -197,19 +199,16 @@ def _agreement(toks, logits, ref_toks, ref_logits):
 
 
 def same_batches(bundle, record, steps: int = 48) -> None:
-    """Real weights, the model's 20 prompts: decode_attention against paged_attention (AOTX_DECODE_MMA=0, the
-    scalar path) on the same batches (a prefill step, then 48 decode steps of all 20 together), each on its own
-    backend; the default variant and the _bf16 peer (session 11's rounding, which failed the engine check:
-    overlap engine == classic, 18/21 identical against 20/21 on the scalar path).
-    The model amplifies any flip of a bf16 rounding chaotically: on the CPU (ops/gpu/decode_attention_precision.py,
-    16 requests x 64 tokens) even a walk with no rounding of q and P left 3 of 16 greedy requests different from
-    the scalar path's and 3 of 1,024 top-1 rows, session 11's rounding 6 of 16 and 6 of 1,024; what separates
-    them is how far the logits move (mean |d| 0.0135 against 0.0230). So, fed the scalar path's tokens (980 rows):
-    the default's mean |logit difference| <= 0.8 x the peer's (CPU: 0.60x), top-1 agreement >= 0.99 and
-    cos_min >= 0.999 (gross-error bounds); greedy ids, each path on its own: requests identical >= 0.75 (a loose
-    bound: CPU floor 13/16). The peer's lines and the scalar path's own cross-batch lines (the same prompts in two
-    batches of 10 against one of 20) print with threshold 0: information. (The deterministic measure that does not
-    go through the model's amplification is real_inputs.)"""
+    """Information only (every line's threshold is 0). Real weights, the model's 20 prompts: decode_attention
+    (the default variant and the _bf16 peer) against paged_attention (AOTX_DECODE_MMA=0, the scalar path) on the
+    same batches (a prefill step, then 48 decode steps of all 20 together), each on its own backend; and the
+    scalar path's own cross-batch figure (the same prompts in two batches of 10 against one of 20).
+    Why not a criterion: the model amplifies any flipped bf16 rounding chaotically. On an H100 (session 12,
+    docs/PERFORMANCE.md) the scalar path across batches was bitwise identical (20/20, mean |d| 0), while the split
+    kernel, whose attention outputs differ from the scalar path's in 0.29 % of their bits (real_inputs), and the
+    _bf16 peer (46 %) moved the logits alike (mean |d| 0.0475 and 0.0505; greedy ids 11/20 and 16/20 identical,
+    top-1 10 and 5 of 980 rows): one flipped bit in one layer's attention output is enough to reach the bf16
+    noise floor of the whole forward. real_inputs is the criterion."""
     import os
 
     from kernels import create_backend
@@ -237,27 +236,16 @@ def same_batches(bundle, record, steps: int = 48) -> None:
            f"first differences (request: token) {xb_first} (info)")
     record(f"real decode_mma=0 cross-batch: top-1, fed the same tokens ({rows} rows)", xb_top1, 0.0,
            f"{int(round((1 - xb_top1) * rows))} rows differ; cos_min {xb_cos:.6f}; mean |d| {xb_d:.4f} (info)")
-    peer_d = None
     for mode in (decode_plan.SINGLE_BF16_PEER, "1"):
         be, (toks, _) = runs[mode]
         _, forced_logits = _greedy(be, prompts, steps, forced=ref_toks)
         same, first, top1, cmin, mean_d, rows = _agreement(toks, forced_logits, ref_toks, ref_logits)
-        gate = mode == "1"
-        info = "" if gate else " (info)"
-        name = "decode_mma" if gate else f"decode_mma={mode}"
-        thr = lambda t: t if gate else 0.0   # noqa: E731   (the peer: printed, never failed)
-        if gate:
-            ratio = mean_d / peer_d if peer_d else 0.0
-            record(f"real {name} logits move <= 0.8x the _bf16 peer's (1 - mean|d| ratio)", 1.0 - ratio, 0.2,
-                   f"mean |d| {mean_d:.4f} against the peer's {peer_d:.4f}: {ratio:.2f}x")
-        else:
-            peer_d = mean_d
-        record(f"real {name} greedy ids == scalar path, same batches (requests identical)", same, thr(0.75),
+        name = "decode_mma" if mode == "1" else f"decode_mma={mode}"
+        record(f"real {name} greedy ids == scalar path, same batches (requests identical)", same, 0.0,
                f"{round(same * len(prompts))}/{len(prompts)} x {steps + 1} tokens; first differences (request: "
-               f"token) {first}{info}")
-        record(f"real {name} top-1 == scalar path, fed its tokens ({rows} rows)", top1, thr(0.99),
-               f"{int(round((1 - top1) * rows))} rows differ; mean |d| {mean_d:.4f}{info}")
-        record(f"real {name} logits cos_min vs scalar path, fed its tokens", cmin, thr(0.999), info)
+               f"token) {first} (info)")
+        record(f"real {name} top-1 == scalar path, fed its tokens ({rows} rows)", top1, 0.0,
+               f"{int(round((1 - top1) * rows))} rows differ; cos_min {cmin:.5f}; mean |d| {mean_d:.4f} (info)")
 
 
 def main(argv=None) -> int:
