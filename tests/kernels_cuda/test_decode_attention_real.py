@@ -1,7 +1,8 @@
 """decode_attention's roundings on the real model's attention inputs (ops.gpu.decode_attention_real), on the CPU
 through the twin: with q and P split into bf16 hi + lo (the default variants) only outputs near a bf16 rounding
 boundary differ from the scalar path's; with one bf16 each (session 11, the _bf16 peer) a large share does. The
-GPU holds the kernel to the same measure (ops/gpu/decode_attention_check.real_inputs: <= 2 %, rel <= 5e-4)."""
+GPU holds the kernel to the same measure (ops/gpu/decode_attention_check.real_inputs: <= 1 %, rel <= 3e-4; an
+H100 gave 0.291 %, 1.07e-4)."""
 from __future__ import annotations
 
 from kernels import load_model_cached
