@@ -9,11 +9,16 @@
 // block has NW warps; each is an independent key group: warp w walks the split's key tiles w, w + NW, ... of
 // BK keys, streaming them through its own ST-stage cp.async pipeline in its own shared memory (no block
 // barrier inside the walk). Each K/V row is loaded once for the KV head's ATT_G query heads: they are the
-// rows of the mma M tile (m16n8k16, bf16 in, float32 accumulate; rows ATT_G..15 are zero padding).
-//   S = Q K^T:  A = q (rows: the group's heads, pre-scaled by scale * log2 e, bf16), B = K rows (ldmatrix);
+// rows of the mma M tile (m16n8k16, bf16 in, float32 accumulate; rows ATT_G..7 are zero padding).
+//   S = Q K^T:  A = q (rows g: the group's heads, pre-scaled by scale * log2 e, bf16), B = K rows (ldmatrix);
 //   online softmax in float32, base 2, a row's scores in the 4 lanes of a quad;
-//   O += P V:   A = P (the S accumulators rounded to bf16; its row sums use the rounded values),
+//   O += P V:   A = P (the softmax numerators exp2(S - max) in bf16; its row sums use the values the mma sees),
 //               B = V rows (ldmatrix.trans).
+// SPLIT (the default variants): rows g + 8 of the M tile, zero padding otherwise, carry the bf16 remainders
+// q_lo = bf16(q - q_hi) and P_lo = bf16(P - P_hi), so one mma gives both halves' products in the same lane
+// (accumulators [0..1]: rows g, [2..3]: rows g + 8) and S = S_hi + S_lo, O = O_hi + O_lo at no extra mma: q and
+// P carry ~16 mantissa bits instead of 8 (K and V are bf16 in the cache, exact). Without SPLIT (the _bf16
+// variants, session 11's rounding, kept as the peer of the bench and the checks) rows g + 8 are zero.
 // The warps' (o, m, l) merge through shared memory at the end; with nsplit == 1 the block writes the
 // normalised bf16 output, else unnormalised partials (m in natural-log units) that attention_combine (a second
 // launch) merges. (Merging them in the kernel by each group's last split, through an atomic counter, measured
@@ -24,6 +29,13 @@
 #define DA_ROW (ATT_D + 8)  // padded shared row (144 bytes): conflict-free ldmatrix and cp.async rows
 static_assert(ATT_D == 64, "fragments are laid out for head dim 64");
 static_assert(ATT_G <= 8, "the group's query heads are rows 0..7 of the M tile");
+
+// the bf16 remainders (x0 - hi.lo, x1 - hi.hi) of two floats packed as bf16 in hi: packed bf16 too (x - bf16(x) is
+// exact in float32; its own bf16 rounding leaves ~2^-17 |x|)
+__device__ __forceinline__ u32 bf16_rest(float x0, float x1, u32 hi) {
+    const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&hi));
+    return pack_bf16(x0 - h.x, x1 - h.y);
+}
 
 __device__ __forceinline__ float da_exp2(float x) {  // ex2.approx(-inf) = +0
     float y;
@@ -44,7 +56,7 @@ __device__ __forceinline__ void da_cp_async16(void *smem, const void *gmem, int 
 }
 
 // dynamic shared memory: NW warps x ST stages x (K, V) x BK rows x DA_ROW bf16 (decode_plan.smem_bytes)
-template <int NW, int BK, int ST, int PF>
+template <int NW, int BK, int ST, int PF, bool SPLIT>
 __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const bf16 *__restrict__ k_cache,
                                             const bf16 *__restrict__ v_cache, const int *__restrict__ tok_seq,
                                             const int *__restrict__ positions, const int *__restrict__ context_lens,
@@ -99,7 +111,8 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) load(s, s);
 
-    // Q as A fragments: row g < ATT_G is head kvh * ATT_G + g, dims 16 kk + 2c (+1) and + 8; rows >= ATT_G zero
+    // Q as A fragments: row g < ATT_G is head kvh * ATT_G + g, dims 16 kk + 2c (+1) and + 8; rows g + 8 its
+    // bf16 remainder (SPLIT) or zero; rows ATT_G..7 (and their g + 8) zero
     const float qscale = scale * 1.4426950408889634f;
     u32 qf[4][4];
     {
@@ -110,14 +123,17 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
             const int d = kk * 16 + 2 * c;
             const float2 a0 = real ? *reinterpret_cast<const float2 *>(qh + d) : make_float2(0.f, 0.f);
             const float2 a1 = real ? *reinterpret_cast<const float2 *>(qh + d + 8) : make_float2(0.f, 0.f);
-            qf[kk][0] = pack_bf16(a0.x * qscale, a0.y * qscale);
-            qf[kk][1] = 0u;
-            qf[kk][2] = pack_bf16(a1.x * qscale, a1.y * qscale);
-            qf[kk][3] = 0u;
+            // __fmul_rn: the float32 product, never contracted into bf16_rest's subtraction (the twin's rounding)
+            const float x0 = __fmul_rn(a0.x, qscale), x1 = __fmul_rn(a0.y, qscale);
+            const float x2 = __fmul_rn(a1.x, qscale), x3 = __fmul_rn(a1.y, qscale);
+            qf[kk][0] = pack_bf16(x0, x1);
+            qf[kk][2] = pack_bf16(x2, x3);
+            qf[kk][1] = SPLIT ? bf16_rest(x0, x1, qf[kk][0]) : 0u;
+            qf[kk][3] = SPLIT ? bf16_rest(x2, x3, qf[kk][2]) : 0u;
         }
     }
 
-    float o[8][4];   // O rows g (o[n][0..1]: dims 8n + 2c, + 1) and g + 8 (o[n][2..3]: stay zero)
+    float o[8][4];   // O rows g (o[n][0..1]: dims 8n + 2c, + 1) and g + 8 (o[n][2..3]: P_lo V, or zero)
 #pragma unroll
     for (int n = 0; n < 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m_a = -INFINITY, l_a = 0.f;   // row g's running max (base 2, quad-uniform) and this lane's sum share
@@ -129,7 +145,7 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
         const bf16 *kb = wsm + (i % ST) * 2 * TILE, *vb = kb + TILE;
         const int j0 = (tb + w + i * NW) * BK;
 
-        // S = Q K^T: s[n] is keys j0 + 8n + 2c, + 1 of row g (s[n][0..1]); s[n][2..3] the zero rows g + 8
+        // S = Q K^T: s[n] is keys j0 + 8n + 2c, + 1 of row g (s[n][0..1]); s[n][2..3] rows g + 8 (q_lo K)
         float s[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -143,6 +159,13 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
                 const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
                 mma_bf16(s[2 * np], qf[kk], b0);
                 mma_bf16(s[2 * np + 1], qf[kk], b1);
+            }
+        }
+        if constexpr (SPLIT) {
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                s[n][0] += s[n][2];
+                s[n][1] += s[n][3];
             }
         }
         if (j0 + BK > L) {   // the last tile: keys past L
@@ -161,21 +184,32 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
         const float base = mx == -INFINITY ? 0.f : mx;
         const float corr = da_exp2(m_a - base);
         m_a = mx;
-        u32 pf[BK / 16][4];   // P as A fragments, key step kk = keys j0 + 16 kk ..; rows g + 8 zero
+        u32 pf[BK / 16][4];   // P as A fragments, key step kk = keys j0 + 16 kk ..; rows g + 8 P_lo (or zero)
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NT; n++) {
-            const u32 pa = pack_bf16(da_exp2(s[n][0] - base), da_exp2(s[n][1] - base));
+            const float p0 = da_exp2(s[n][0] - base), p1 = da_exp2(s[n][1] - base);
+            const u32 pa = pack_bf16(p0, p1);
+            const u32 pb = SPLIT ? bf16_rest(p0, p1, pa) : 0u;
             pf[n >> 1][2 * (n & 1)] = pa;
-            pf[n >> 1][2 * (n & 1) + 1] = 0u;
+            pf[n >> 1][2 * (n & 1) + 1] = pb;
             const float2 fa = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&pa));
-            sum += fa.x + fa.y;
+            if constexpr (SPLIT) {
+                const float2 fb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&pb));
+                sum += (fa.x + fb.x) + (fa.y + fb.y);
+            } else {
+                sum += fa.x + fa.y;
+            }
         }
         l_a = l_a * corr + sum;
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             o[n][0] *= corr;
             o[n][1] *= corr;
+            if constexpr (SPLIT) {
+                o[n][2] *= corr;
+                o[n][3] *= corr;
+            }
         }
         // O += P V: V rows are keys (k), columns dims (n): B fragments through ldmatrix.trans
 #pragma unroll
@@ -193,6 +227,13 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
         __syncwarp();   // every lane is done with this stage before a later load overwrites it
     }
     asm volatile("cp.async.wait_group 0;\n" ::);   // (only empty groups can be left; nothing lands late)
+    if constexpr (SPLIT) {   // O = O_hi + O_lo (rows g and g + 8 of the same lane)
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            o[n][0] += o[n][2];
+            o[n][1] += o[n][3];
+        }
+    }
 
     // merge the warps' (o, m, l) into warp 0: each warp's values in its own part of shared memory
     float *red = reinterpret_cast<float *>(da_smem);   // [NW][18 values][32 lanes]
@@ -250,23 +291,25 @@ __device__ __forceinline__ void decode_unit(const float *__restrict__ q, const b
 }
 
 // Grid (n_kv, T, nsplit), 32 NW threads, dynamic shared memory NW * ST * 2 * BK * 144 bytes.
-//   decode_attention_w<NW>_k<BK>_s<ST>[_l2]   (kernels.cuda.decode_plan.VARIANTS; _l2: the L2::256B hint)
+//   decode_attention_w<NW>_k<BK>_s<ST>[_l2][_bf16]   (kernels.cuda.decode_plan.VARIANTS; _l2: the L2::256B
+//   hint; _bf16: q and P in one bf16 each, no SPLIT)
 #define DA_ARGS                                                                                                  \
     const float *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,              \
         const int *__restrict__ tok_seq, const int *__restrict__ positions, const int *__restrict__ context_lens, \
         const int *__restrict__ block_tables, int bt_stride, int page_size, float scale, int n_kv, int nsplit,    \
         bf16 *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml
-#define DA_KERNEL(NAME, NW, BK, ST, PF)                                                                             \
-    extern "C" __global__ void __launch_bounds__(32 * NW) NAME(DA_ARGS) {                                           \
-        pdl_wait();                                                                                                 \
-        pdl_trigger();                                                                                              \
-        decode_unit<NW, BK, ST, PF>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, bt_stride, \
-                                    page_size, scale, n_kv, nsplit, out, part_o, part_ml, blockIdx.x, blockIdx.y,   \
-                                    blockIdx.z);                                                                    \
+#define DA_KERNEL(NAME, NW, BK, ST, PF, SPLIT)                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * NW) NAME(DA_ARGS) {                                     \
+        pdl_wait();                                                                                           \
+        pdl_trigger();                                                                                        \
+        decode_unit<NW, BK, ST, PF, SPLIT>(q, k_cache, v_cache, tok_seq, positions, context_lens, block_tables, \
+                                           bt_stride, page_size, scale, n_kv, nsplit, out, part_o, part_ml,   \
+                                           blockIdx.x, blockIdx.y, blockIdx.z);                               \
     }
 
-DA_KERNEL(decode_attention_w4_k16_s4, 4, 16, 4, 0)
-DA_KERNEL(decode_attention_w4_k16_s3, 4, 16, 3, 0)
-DA_KERNEL(decode_attention_w2_k16_s4, 2, 16, 4, 0)
-DA_KERNEL(decode_attention_w8_k16_s3, 8, 16, 3, 0)
-DA_KERNEL(decode_attention_w4_k16_s4_l2, 4, 16, 4, 256)
+DA_KERNEL(decode_attention_w4_k16_s4, 4, 16, 4, 0, true)
+DA_KERNEL(decode_attention_w4_k16_s3, 4, 16, 3, 0, true)
+DA_KERNEL(decode_attention_w2_k16_s4, 2, 16, 4, 0, true)
+DA_KERNEL(decode_attention_w8_k16_s3, 8, 16, 3, 0, true)
+DA_KERNEL(decode_attention_w4_k16_s4_l2, 4, 16, 4, 256, true)
+DA_KERNEL(decode_attention_w2_k16_s4_bf16, 2, 16, 4, 0, false)

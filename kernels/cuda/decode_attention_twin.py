@@ -1,7 +1,9 @@
 """Numpy twin of decode_attention.cu: its walk (splits, key tiles dealt to the warps, per-warp online softmax in
-base 2, the warps' merge, the split partials and attention_combine) and its roundings (q pre-scaled and P
-rounded to bf16 for the tensor cores, P's row sums of the rounded values, bf16 output). Only the order of the
-float32 sums inside an mma differs from the GPU, and ex2.approx's last bits.
+base 2, the warps' merge, the split partials and attention_combine) and its roundings for the tensor cores:
+q pre-scaled, and P, as bf16 hi + bf16 lo (``split``, the kernel's SPLIT: S = q_hi K + q_lo K, O = P_hi V +
+P_lo V, each product summed in float32 and the halves added after) or as one bf16 each (the _bf16 variants);
+P's row sums of the values the mma sees; bf16 output. Only the order of the float32 sums inside an mma
+differs from the GPU, and ex2.approx's last bits.
 
 The semantics are kernels.ops_attention.paged_attention's (tests/kernels_cuda/test_decode_attention.py checks
 the twin against it on the CPU; ops/gpu/decode_attention_check.py checks the kernel against both).
@@ -24,22 +26,41 @@ def _split_range(length: int, keys: int, nsplit: int, split: int) -> tuple[int, 
     return tb, min(ntiles, tb + per)
 
 
-def _walk(qs, k, v, length, tiles, keys):
-    """One warp's online softmax over ``tiles`` (key tile indices) of one (token, KV head): qs [G, D] the
-    pre-scaled bf16 queries, k / v [L, D]. (o [G, D] unnormalised, m [G] base 2, l [G])."""
-    g, d = qs.shape
-    o, m, l_ = np.zeros((g, d), np.float32), np.full(g, -np.inf, np.float32), np.zeros(g, np.float32)
+def split_bf16(x: np.ndarray) -> list[np.ndarray]:
+    """The kernel's SPLIT parts of float32 x: [bf16(x), bf16(x - bf16(x))] (bf16_rest)."""
+    hi = round_bf16(x)
+    return [hi, round_bf16((x - hi).astype(np.float32))]
+
+
+def one_bf16(x: np.ndarray) -> list[np.ndarray]:
+    """The _bf16 variants' single part."""
+    return [round_bf16(x)]
+
+
+def _walk(q_parts, k, v, length, tiles, keys, parts=split_bf16):
+    """One warp's online softmax over ``tiles`` (key tile indices) of one (token, KV head): q_parts the
+    pre-scaled queries' parts [G, D] (their products with K summed, in order), k / v [L, D]; ``parts`` splits
+    P the same way. (o [G, D] unnormalised, m [G] base 2, l [G])."""
+    g, d = q_parts[0].shape
+    m, l_ = np.full(g, -np.inf, np.float32), np.zeros(g, np.float32)
+    os_ = [np.zeros((g, d), np.float32) for _ in q_parts]   # one accumulator a P part (M tile rows g, g + 8)
     for kt in tiles:
         j0 = kt * keys
         j1 = min(j0 + keys, length)
-        s = qs @ k[j0:j1].T                                     # [G, n] (keys past L never enter)
+        kt_ = k[j0:j1].T
+        s = q_parts[0] @ kt_                                    # [G, n] (keys past L never enter)
+        for qp in q_parts[1:]:
+            s = s + qp @ kt_
         mx = np.maximum(m, s.max(axis=1))
         base = np.where(mx == -np.inf, 0.0, mx).astype(np.float32)
         corr = np.exp2(m - base)
         m = mx
-        p = round_bf16(np.exp2(s - base[:, None]))
-        l_ = l_ * corr + p.sum(axis=1)
-        o = o * corr[:, None] + p @ v[j0:j1]
+        ps = parts(np.exp2(s - base[:, None]))
+        l_ = l_ * corr + (ps[0] + ps[1] if len(ps) > 1 else ps[0]).sum(axis=1)
+        os_ = [o * corr[:, None] + p @ v[j0:j1] for o, p in zip(os_, ps)]
+    o = os_[0]
+    for extra in os_[1:]:
+        o = o + extra
     return o, m, l_
 
 
@@ -54,9 +75,14 @@ def _merge(a, b):
 
 def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, tok_seq: np.ndarray,
                      positions: np.ndarray, context_lens: np.ndarray, block_tables: np.ndarray, page_size: int,
-                     scale: float, warps: int, keys: int, nsplit: int) -> np.ndarray:
+                     scale: float, warps: int, keys: int, nsplit: int, split: bool = True,
+                     rounding=None, round_out: bool = True) -> np.ndarray:
     """float32 [T, H, D] (bf16 values): q float32 [T, H, D]; caches float32 [slots, n_kv, D] (bf16 values);
-    tok_seq [T], positions [T], context_lens [S], block_tables [S, P]; the variant's ``warps`` and ``keys``."""
+    tok_seq [T], positions [T], context_lens [S], block_tables [S, P]; the variant's ``warps``, ``keys`` and
+    ``split``. ``rounding`` (q's, P's: functions like split_bf16) replaces ``split``'s: the precision study
+    (ops/gpu/decode_attention_precision.py) measures roundings no kernel has with it; ``round_out=False`` returns
+    the float32 output before its bf16 rounding (the study's error of the walk itself)."""
+    q_round, p_round = rounding or ((split_bf16, split_bf16) if split else (one_bf16, one_bf16))
     t_count, n_heads, d = q.shape
     n_kv = k_cache.shape[1]
     g = n_heads // n_kv
@@ -67,21 +93,21 @@ def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, to
         j = np.arange(max(length, 0))
         slots = block_tables[s, j // page_size].astype(np.int64) * page_size + j % page_size
         for kvh in range(n_kv):
-            qs = round_bf16((q[t, kvh * g:(kvh + 1) * g] * np.float32(scale * LOG2E)).astype(np.float32))
+            qs = q_round((q[t, kvh * g:(kvh + 1) * g] * np.float32(scale * LOG2E)).astype(np.float32))
             k, v = k_cache[slots, kvh], v_cache[slots, kvh]
             parts = []
-            for split in range(nsplit):
-                tb, te = _split_range(length, keys, nsplit, split)
-                acc = _walk(qs, k, v, length, range(tb, te, warps), keys)
+            for sp in range(nsplit):
+                tb, te = _split_range(length, keys, nsplit, sp)
+                acc = _walk(qs, k, v, length, range(tb, te, warps), keys, p_round)
                 for w in range(1, warps):
-                    acc = _merge(acc, _walk(qs, k, v, length, range(tb + w, te, warps), keys))
+                    acc = _merge(acc, _walk(qs, k, v, length, range(tb + w, te, warps), keys, p_round))
                 parts.append(acc)
             if nsplit == 1:
                 o, _, l_ = parts[0]
                 out[t, kvh * g:(kvh + 1) * g] = np.where(l_[:, None] > 0, o / np.where(l_ > 0, l_, 1)[:, None], 0)
             else:
                 out[t, kvh * g:(kvh + 1) * g] = _combine([(o, m * np.float32(LN2), l_) for o, m, l_ in parts])
-    return round_bf16(out)
+    return round_bf16(out) if round_out else out
 
 
 def _combine(parts) -> np.ndarray:

@@ -96,6 +96,14 @@ def main(argv=None) -> int:
         guarded("real e2e with AOTX_FLASH_PREFILL=1", lambda: flash_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_WGMMA=1", lambda: wgmma_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_DECODE_MMA=0", lambda: decode_attention_check.e2e(bundle, True, record, "0"))
+        def real_attention_inputs():
+            c = kernel_check.Ctx()
+            try:
+                decode_attention_check.real_inputs(c, bundle)
+            finally:
+                results.extend(c.results)
+
+        guarded("real decode_attention on the model's inputs", real_attention_inputs)
         guarded("real e2e with AOTX_LEAN=1", lambda: lean_check.e2e(bundle, True, record))
         guarded("real e2e with AOTX_LEAN=2", lambda: lean_check.e2e(bundle, True, record, "2"))
         guarded("real e2e with AOTX_LEAN=3", lambda: lean_check.e2e(bundle, True, record, "3"))

@@ -3,7 +3,8 @@ one run, at decode shapes of the model (9 query heads / 3 KV heads, head dim 64,
 pool): microseconds a launch and achieved GB/s of K+V read once (the bandwidth floor's measure: H100 HBM3
 ~3.35 TB/s, H200 ~4.8). Each timed graph cycles over 4 copies of the KV pool (one per launch, 4 x the data:
 no copy stays in L2 between its launches, like a step's 30 layers). Then, with --model, a random-weights decode
-step's op classes and generate tok/s at each batch with AOTX_DECODE_MMA off and on (the same backend).
+step's op classes and generate tok/s at each batch with AOTX_DECODE_MMA off, on (the default variant: q and P
+split into bf16 hi + lo) and on with the single-bf16 peer (session 11's rounding), the same backend.
 
     python -m ops.gpu.decode_attention_bench [--shapes 256x288,64x1024] [--model] [--batches 64,256] [--once]
 """
@@ -105,7 +106,8 @@ def kernel_rows(shapes, sweep: bool = True, once: bool = False) -> list[str]:
 
 
 def model_rows(batches) -> list[str]:
-    """Random-weights decode step (context 288): op classes and generate tok/s, AOTX_DECODE_MMA off then on."""
+    """Random-weights decode step (context 288): op classes and generate tok/s, AOTX_DECODE_MMA off, on, and on
+    with the single-bf16 peer variant."""
     from kernels import create_backend
     from kernels.cuda import decode_plan
     from ops.gpu.bench import NEW, PROMPT_LEN, ours_generate, step_breakdown
@@ -118,7 +120,8 @@ def model_rows(batches) -> list[str]:
     lines = []
     for b in batches:
         prompts = rng.integers(3, cfg.vocab_size, (b, PROMPT_LEN)).astype(np.int32)
-        for label, v in (("off", None), ("on", decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT])):
+        for label, v in (("off", None), ("on", decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT]),
+                         ("on, single bf16", decode_plan.VARIANTS[decode_plan.SINGLE_BF16_PEER])):
             backend.decode_mma = v
             parts = step_breakdown(backend, b)
             att = sum(us for name, _, us in parts if name.startswith("attention"))

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from kernels.cuda import decode_plan
-from kernels.cuda.decode_attention_twin import _split_range, decode_attention, kv_bytes
+from kernels.cuda.decode_attention_twin import _split_range, decode_attention, kv_bytes, split_bf16
 from kernels.cuda.twins import round_bf16
 from kernels.ops_attention import paged_attention
 
 NH, NKV, D = 9, 3, 64
-TOL = 8e-3   # ops/gpu/decode_attention_check.py's bound against the reference
+TOL = {True: 2.5e-3, False: 8e-3}   # ops/gpu/decode_attention_check.py's bounds against the reference, by split
 
 
 def _case(rng, lens, nq, page, n_pages=64):
@@ -35,6 +35,7 @@ def _case(rng, lens, nq, page, n_pages=64):
     return q, kc, vc, tok_seq, positions, lens, tables, qs
 
 
+@pytest.mark.parametrize("split", [True, False])
 @pytest.mark.parametrize("lens,nq,page,warps,keys,nsplit", [
     ([1, 17, 33, 300], [1] * 4, 16, 4, 16, 1),
     ([1, 17, 33, 300], [1] * 4, 16, 4, 16, 3),     # split 2 of the 1-key row: no tiles
@@ -44,14 +45,30 @@ def _case(rng, lens, nq, page, n_pages=64):
     ([257], [1], 16, 1, 16, 16),
     ([129], [1], 16, 4, 64, 1),
 ])
-def test_twin_matches_the_reference(lens, nq, page, warps, keys, nsplit):
+def test_twin_matches_the_reference(lens, nq, page, warps, keys, nsplit, split):
     rng = np.random.default_rng(7)
     q, kc, vc, tok_seq, positions, lens, tables, qs = _case(rng, lens, nq, page)
     ref = paged_attention(q, kc, vc, positions, qs, lens, tables, page, 0.125)
-    got = decode_attention(q, kc, vc, tok_seq, positions, lens, tables, page, 0.125, warps, keys, nsplit)
+    got = decode_attention(q, kc, vc, tok_seq, positions, lens, tables, page, 0.125, warps, keys, nsplit, split)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert got.dtype == np.float32
-    assert err < TOL / 2, err      # bf16 q, P and output: ~2-3e-3 on these inputs
+    # split: the output's bf16 rounding alone (~0.8-1.7e-3); single bf16 q, P and output: ~2-3e-3
+    assert err < (TOL[split] * 0.8 if split else TOL[split] / 2), err
+    raw = decode_attention(q, kc, vc, tok_seq, positions, lens, tables, page, 0.125, warps, keys, nsplit, split,
+                           round_out=False)
+    walk = np.linalg.norm(raw - ref) / np.linalg.norm(ref)   # the walk itself, before the output's rounding
+    assert (walk < 1e-5) if split else (3e-4 < walk < 4e-3), walk
+
+
+def test_split_bf16_parts_hold_sixteen_bits():
+    """bf16_rest (decode_attention.cu): hi = bf16(x), lo = bf16(x - hi), both bf16 values; hi + lo is x to
+    ~2^-17 relative (one bf16: 2^-9)."""
+    x = np.random.default_rng(3).standard_normal(10_000).astype(np.float32) * 30
+    hi, lo = split_bf16(x)
+    assert np.array_equal(hi.view(np.uint32) & 0xFFFF, np.zeros_like(hi, np.uint32))
+    assert np.array_equal(lo.view(np.uint32) & 0xFFFF, np.zeros_like(lo, np.uint32))
+    assert np.max(np.abs(hi + lo - x) / np.abs(x)) <= 2.0 ** -16
+    assert np.max(np.abs(hi - x) / np.abs(x)) > 2.0 ** -10
 
 
 def test_twin_padded_row_is_zero():
@@ -78,9 +95,14 @@ def test_variants_match_the_kernel_file():
     src = (decode_plan.__file__.rsplit("/", 1)[0]) + "/decode_attention.cu"
     text = open(src).read()
     for v in decode_plan.VARIANTS.values():
-        assert f"DA_KERNEL({v.kernel}, {v.warps}, {v.keys}, {v.stages}, {256 if v.l2_hint else 0})" in text
+        pf, split = 256 if v.l2_hint else 0, "true" if v.split else "false"
+        assert f"DA_KERNEL({v.kernel}, {v.warps}, {v.keys}, {v.stages}, {pf}, {split})" in text
         assert v.smem_bytes <= 227 * 1024
     assert decode_plan.VARIANTS["w4_k16_s4"].smem_bytes == 4 * 4 * 2 * 16 * 144
+    # the default splits q and P into bf16 hi + lo; the peer keeps session 11's single bf16
+    assert decode_plan.VARIANTS[decode_plan.DEFAULT_VARIANT].split
+    peer = decode_plan.VARIANTS[decode_plan.SINGLE_BF16_PEER]
+    assert not peer.split and peer.name == decode_plan.DEFAULT_VARIANT + "_bf16"
 
 
 def test_env_switch_is_on_by_default():
