@@ -12,7 +12,8 @@
   `policy.every` messages, or `policy.interval` seconds while messages arrive), encode a snapshot
   synchronously — the projector changes only under the writer's lock on this event loop, so this is
   a consistent point — and upload it in the background; the writer never waits for an upload. One
-  upload at a time: a snapshot due while one is under way waits for the next message after it.
+  upload at a time: a snapshot that came due while one was under way is taken when that upload ends
+  (between messages on this event loop: the same consistent point), not left for a next message.
 
 A snapshot covers a prefix of the stream: the keeper checks that the projection applied every stream
 message up to its covered sequence, in stream order (sequence = base + messages applied, where base
@@ -87,6 +88,7 @@ class SnapshotKeeper:
         self._last_time = time.monotonic()
         self._upload: asyncio.Task | None = None
         self._projector: Projector | None = None   # the one booted(): the runtime's, advanced live
+        self._closing = False
 
     async def boot(self, info: StreamStatus, fresh: Projector) -> tuple[Projector, int]:
         self._base = max(info.first_seq, 1) - 1
@@ -174,15 +176,19 @@ class SnapshotKeeper:
         s.saved, s.covered, s.bytes, s.upload_s = s.saved + 1, covered, len(blob), time.perf_counter() - started
         log.info("snapshot %s saved: seq %d, %d bytes, encoded in %.1f ms, uploaded in %.1f ms; removed %s",
                  name, covered, len(blob), s.encode_s * 1e3, s.upload_s * 1e3, removed or "none")
+        if self._projector is not None and not self._closing:
+            self._upload = None
+            self._maybe(self._projector)   # what came due during this upload
 
     async def settled(self) -> None:
-        """Wait for the upload under way, if any (tests and benchmarks)."""
-        if self._upload is not None:
+        """Wait for the upload under way, if any, and for the one it started when it ended (tests and benchmarks)."""
+        while self._upload is not None and not self._upload.done():
             await asyncio.gather(self._upload, return_exceptions=True)
 
     async def close(self) -> None:
         """Wait a bounded time for an upload under way (else abandon it: an unfinished put is never read),
         then close the bucket's connection."""
+        self._closing = True   # (an upload that ends now starts no other)
         task, self._upload = self._upload, None
         if task is not None and not task.done():
             done, _ = await asyncio.wait({task}, timeout=CLOSE_WAIT)

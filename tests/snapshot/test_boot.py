@@ -3,6 +3,7 @@ and every refusal rule — one warning line naming its reason, then the next old
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -101,9 +102,9 @@ async def written(url: str, sp: StreamSpec, rounds: int = 3) -> Writer:
     rt = await runtime(url, sp)
     w = Writer(rt)
     await workload(w, rounds)
-    # The keeper starts no snapshot while one is uploading and looks again at the next applied message: on a
-    # busy box the workload's last messages can all land during the first upload (seen: saved 1, covered 6,
-    # upload 0.21 s at load ~8), leaving the second snapshot due but unmade. Write on until it is saved.
+    # On a busy box the workload's last messages can all land during the first upload (seen: saved 1, covered
+    # 6, upload 0.21 s at load ~8); the keeper takes the snapshot due meanwhile when that upload ends, and
+    # settled() waits for both. Should the workload write too little for a second one, write on until saved.
     for _ in range(4 * EVERY):
         await rt.snapshots.settled()
         if rt.snapshots.stats.saved >= 2:
@@ -317,6 +318,33 @@ async def test_snapshots_pause_when_messages_are_applied_out_of_stream_order(nat
     assert await _keep(nats_url, messages) >= 1
     swapped = [messages[1], messages[0], *messages[2:]]   # a read-back applies 1 after 2 (other lineages)
     assert await _keep(nats_url, swapped) == 0
+
+
+async def test_a_snapshot_due_during_an_upload_is_taken_when_it_ends(nats_url):
+    """Every message lands while the first upload is under way (held here): the snapshot due meanwhile is
+    taken once that upload ends, with no message after it, and covers the last one."""
+    messages = rich_log().messages[:9]
+    keeper = SnapshotKeeper(nats_url, None, StreamSpec(name="SNAPDUE", subject_prefix="sd.j"), Capacities(),
+                            SnapshotPolicy(every=4))
+    p, _ = await keeper.boot(status(0, first_seq=0), Projector(SOURCE, INCARNATION))
+    keeper.booted(p)
+    release, save = asyncio.Event(), keeper.store.save
+
+    async def held(*args, **kw):
+        await release.wait()
+        return await save(*args, **kw)
+
+    keeper.store.save = held
+    try:
+        for subject, seq, data in messages:
+            p.feed(subject, seq, data)
+            keeper.fed(p, seq)
+        assert keeper.stats.saved == 0          # the first upload (messages 1-4) is held
+        release.set()
+        await keeper.settled()
+        assert keeper.stats.saved == 2 and keeper.stats.covered == messages[-1][1]
+    finally:
+        await keeper.close()
 
 
 async def test_snapshots_by_time_alone(nats_url):
