@@ -172,6 +172,9 @@ async def test_a_new_grammar_compiles_off_the_engine_loop(service, nats_url):
     # what a worker sends: the constraint's kind and grammar (aotx.engine_wire)
     constraint = SimpleNamespace(kind="json_schema", grammar=llguidance.LLMatcher.grammar_from_json_schema(schema))
     gated = GatedCompiler(service._tokenizer)
+    # llguidance's tokenizer (~0.3 s here, holding the GIL) is built before the engine's heartbeats start: built
+    # by the gated build's thread, on the loaded CI box it once kept them silent past ENGINE_TIMEOUT (3 s)
+    assert gated.ll_tokenizer is not None
     saved, service._constraints = service._constraints, gated
     name = secrets.token_hex(4)
     engine = await EngineService(service, nats_url, name).start()
