@@ -152,19 +152,6 @@ __device__ __forceinline__ void pair_partial(float *red2, int lane, float a0, fl
     }
 }
 
-// residual[lane, n0 .. n0 + 1] = (r0, r1) + the MLP_KSPLIT warps' partials of row lane, summed in a fixed
-// order over the K splits (deterministic); warp is the pair's first (r0, r1 by reference: see store_residual_pair)
-template <int TN>
-__device__ __forceinline__ void add_pair_partials(float (*red)[TN][2], float *residual, int H, int n0, int warp, int lane,
-                                                  const float &r0, const float &r1) {
-    float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-    for (int q = 0; q < MLP_KSPLIT; q++) {
-        y0 += red[warp + q][lane][0];
-        y1 += red[warp + q][lane][1];
-    }
-    store_residual_pair(residual, lane, H, n0, r0, y0, r1, y1);
-}
 
 #ifndef FUSED_HELPERS_ONLY  // (lean_mlp.cu takes the helpers above, not these kernels)
 // residual float32 [T, H] (read, then += down(act)); Wgu bf16 [2F, H] interleaved (gate_j, up_j);
@@ -257,7 +244,17 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
             if (t < T) pair_partial(red[warp][t], lane, a0[t], a1[t]);
     }
     __syncthreads();
-    if (adds) add_pair_partials<FUSED_T>(red, residual, H, n0, warp, lane, r0, r1);
+    if (adds) {  // fixed order over the K splits: deterministic
+        float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+        for (int q = 0; q < MLP_KSPLIT; q++) {
+            y0 += red[warp + q][lane][0];
+            y1 += red[warp + q][lane][1];
+        }
+        float *o = residual + (size_t)lane * H + n0;
+        o[0] = r0 + y0;
+        o[1] = r1 + y1;
+    }
 }
 
 __device__ __forceinline__ u64 argmax_key(float l, int id) {

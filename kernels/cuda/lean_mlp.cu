@@ -268,7 +268,17 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
         for (int t = 0; t < TM; t++) pair_partial(red[warp][t], lane, a0[t], a1[t]);
     }
     __syncthreads();
-    if (adds) add_pair_partials<TM>(red, residual, H, n0, warp, lane, r0, r1);  // fixed order: deterministic
+    if (adds) {  // fixed order over the K splits: deterministic
+        float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+        for (int q = 0; q < MLP_KSPLIT; q++) {
+            y0 += red[warp + q][lane][0];
+            y1 += red[warp + q][lane][1];
+        }
+        float *o = residual + (size_t)lane * H + n0;
+        o[0] = r0 + y0;
+        o[1] = r1 + y1;
+    }
     if (!WITH_QKV) return;
     grid_barrier(bar);  // phase 3 reads every column of the new residual
     if (!q_on) return;
