@@ -41,7 +41,7 @@ attn_o_fused(const float *q, const bf16 *__restrict__ k_cache, const bf16 *__res
     const int n0 = 2 * (blockIdx.x * AO_WARPS + warp);
     const bool out_ok = n0 < H;
     uint4 wa[AO_CHUNKS], wb[AO_CHUNKS];
-    load_pair_rows<AO_CHUNKS, false>(Wo, n0, K, out_ok, wa, wb);
+    load_pair_rows<AO_CHUNKS>(Wo, n0, K, out_ok, wa, wb);
     pdl_wait();
     const bool adds = out_ok && lane < T;
     float r0 = 0.f, r1 = 0.f;

@@ -61,9 +61,10 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Rows row, row + 1 of W bf16 [*, K] as N 16-byte pieces a lane (piece lane + 32 i), where ok; with ZERO the
-// pieces not loaded are zero, without they stay unset (the caller never reads them).
-template <int N, bool ZERO>
+// Rows row, row + 1 of W bf16 [*, K] as N 16-byte pieces a lane (piece lane + 32 i), where ok; the pieces not
+// loaded stay unset (the callers never read them). (o_lean_body's zeroing copy stays its own: through this helper
+// its PTX registers were numbered otherwise.)
+template <int N>
 __device__ __forceinline__ void load_pair_rows(const bf16 *W, int row, int K, bool ok, uint4 *ra, uint4 *rb) {
     const int lane = threadIdx.x & 31, chunks = K >> 3;
     const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)(ok ? row : 0) * K);
@@ -71,7 +72,6 @@ __device__ __forceinline__ void load_pair_rows(const bf16 *W, int row, int K, bo
 #pragma unroll
     for (int i = 0; i < N; i++) {
         const int c = lane + 32 * i;
-        if (ZERO) ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
         if (ok && c < chunks) {
             ra[i] = w0[c];
             rb[i] = w1[c];

@@ -140,7 +140,7 @@ __device__ __forceinline__ void pair_dot(const uint4 *ra, const uint4 *rb, const
 }
 
 __device__ __forceinline__ void load_rows(const bf16 *W, int row, int K, bool ok, uint4 *ra, uint4 *rb) {
-    load_pair_rows<K1_CHUNKS, false>(W, row, K, ok, ra, rb);
+    load_pair_rows<K1_CHUNKS>(W, row, K, ok, ra, rb);
 }
 
 // a K split's partial of one row of a column pair: the warp's sums of (a0, a1) to red2[0 .. 1] (lane 0 stores)
@@ -151,7 +151,6 @@ __device__ __forceinline__ void pair_partial(float *red2, int lane, float a0, fl
         red2[1] = s1;
     }
 }
-
 
 #ifndef FUSED_HELPERS_ONLY  // (lean_mlp.cu takes the helpers above, not these kernels)
 // residual float32 [T, H] (read, then += down(act)); Wgu bf16 [2F, H] interleaved (gate_j, up_j);
