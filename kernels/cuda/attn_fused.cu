@@ -41,18 +41,7 @@ attn_o_fused(const float *q, const bf16 *__restrict__ k_cache, const bf16 *__res
     const int n0 = 2 * (blockIdx.x * AO_WARPS + warp);
     const bool out_ok = n0 < H;
     uint4 wa[AO_CHUNKS], wb[AO_CHUNKS];
-    {
-        const uint4 *w0 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 : 0) * K);
-        const uint4 *w1 = reinterpret_cast<const uint4 *>(Wo + (size_t)(out_ok ? n0 + 1 : 0) * K);
-#pragma unroll
-        for (int i = 0; i < AO_CHUNKS; i++) {
-            int c = lane + 32 * i;
-            if (out_ok && c < chunks) {
-                wa[i] = w0[c];
-                wb[i] = w1[c];
-            }
-        }
-    }
+    load_pair_rows<AO_CHUNKS>(Wo, n0, K, out_ok, wa, wb);
     pdl_wait();
     const bool adds = out_ok && lane < T;
     float r0 = 0.f, r1 = 0.f;
@@ -124,20 +113,7 @@ attn_o_fused(const float *q, const bf16 *__restrict__ k_cache, const bf16 *__res
             }
         }
     }
-    float y0 = 0.f, y1 = 0.f;  // lane t keeps row t's sums
-#pragma unroll
-    for (int t = 0; t < AO_T; t++) {
-        if (t < T) {
-            float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
-            if (lane == t) {
-                y0 = s0;
-                y1 = s1;
-            }
-        }
-    }
-    if (adds) {
-        float *o = residual + (size_t)lane * H + n0;
-        o[0] = r0 + y0;
-        o[1] = r1 + y1;
-    }
+    float y0, y1;  // lane t keeps row t's sums
+    rows_to_lanes<AO_T, true>(acc0, acc1, T, lane, y0, y1);
+    if (adds) store_residual_pair(residual, lane, H, n0, r0, y0, r1, y1);
 }

@@ -61,6 +61,51 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Rows row, row + 1 of W bf16 [*, K] as N 16-byte pieces a lane (piece lane + 32 i), where ok; the pieces not
+// loaded stay unset (the callers never read them). (o_lean_body's zeroing copy stays its own: through this helper
+// its PTX registers were numbered otherwise.)
+template <int N>
+__device__ __forceinline__ void load_pair_rows(const bf16 *W, int row, int K, bool ok, uint4 *ra, uint4 *rb) {
+    const int lane = threadIdx.x & 31, chunks = K >> 3;
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)(ok ? row : 0) * K);
+    const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(ok ? row + 1 : 0) * K);
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const int c = lane + 32 * i;
+        if (ok && c < chunks) {
+            ra[i] = w0[c];
+            rb[i] = w1[c];
+        }
+    }
+}
+
+// residual[lane, n0 .. n0 + 1] = (r0 + y0, r1 + y1). The values come by reference: by value NVRTC 13 numbers
+// the callers' PTX registers otherwise (the same code, but the kernels' PTX is kept byte-identical).
+__device__ __forceinline__ void store_residual_pair(float *residual, int lane, int H, int n0, const float &r0,
+                                                    const float &y0, const float &r1, const float &y1) {
+    float *o = residual + (size_t)lane * H + n0;
+    o[0] = r0 + y0;
+    o[1] = r1 + y1;
+}
+
+// Row t's warp sums of acc0[t], acc1[t] land in lane t's (y0, y1) (0 elsewhere); with GUARD only rows t < T
+// are summed (without, the caller's rows >= T are summed and never stored).
+template <int TN, bool GUARD>
+__device__ __forceinline__ void rows_to_lanes(const float (&acc0)[TN], const float (&acc1)[TN], int T, int lane,
+                                              float &y0, float &y1) {
+    y0 = y1 = 0.f;
+#pragma unroll
+    for (int t = 0; t < TN; t++) {
+        if (!GUARD || t < T) {
+            const float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
+            if (lane == t) {
+                y0 = s0;
+                y1 = s1;
+            }
+        }
+    }
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v, float *scratch /* >= 32 floats */) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -140,16 +140,15 @@ __device__ __forceinline__ void pair_dot(const uint4 *ra, const uint4 *rb, const
 }
 
 __device__ __forceinline__ void load_rows(const bf16 *W, int row, int K, bool ok, uint4 *ra, uint4 *rb) {
-    int lane = threadIdx.x & 31, chunks = K >> 3;
-    const uint4 *w0 = reinterpret_cast<const uint4 *>(W + (size_t)(ok ? row : 0) * K);
-    const uint4 *w1 = reinterpret_cast<const uint4 *>(W + (size_t)(ok ? row + 1 : 0) * K);
-#pragma unroll
-    for (int i = 0; i < K1_CHUNKS; i++) {
-        int c = lane + 32 * i;
-        if (ok && c < chunks) {
-            ra[i] = w0[c];
-            rb[i] = w1[c];
-        }
+    load_pair_rows<K1_CHUNKS>(W, row, K, ok, ra, rb);
+}
+
+// a K split's partial of one row of a column pair: the warp's sums of (a0, a1) to red2[0 .. 1] (lane 0 stores)
+__device__ __forceinline__ void pair_partial(float *red2, int lane, float a0, float a1) {
+    const float s0 = warp_sum(a0), s1 = warp_sum(a1);
+    if (lane == 0) {
+        red2[0] = s0;
+        red2[1] = s1;
     }
 }
 
@@ -240,15 +239,8 @@ mlp_fused(float *residual, const float *__restrict__ norm_w, float eps, const bf
             }
         }
 #pragma unroll
-        for (int t = 0; t < FUSED_T; t++) {
-            if (t < T) {
-                float s0 = warp_sum(a0[t]), s1 = warp_sum(a1[t]);
-                if (lane == 0) {
-                    red[warp][t][0] = s0;
-                    red[warp][t][1] = s1;
-                }
-            }
-        }
+        for (int t = 0; t < FUSED_T; t++)
+            if (t < T) pair_partial(red[warp][t], lane, a0[t], a1[t]);
     }
     __syncthreads();
     if (adds) {  // fixed order over the K splits: deterministic

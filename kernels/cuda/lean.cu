@@ -255,20 +255,9 @@ __device__ __forceinline__ void o_lean_body(int T, const bf16 *attn, const float
             }
         }
     }
-    float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-    for (int t = 0; t < TM; t++) {
-        const float s0 = warp_sum(acc0[t]), s1 = warp_sum(acc1[t]);
-        if (lane == t) {
-            y0 = s0;
-            y1 = s1;
-        }
-    }
-    if (adds) {
-        float *o = residual + (size_t)lane * H + n0;
-        o[0] = r0 + y0;
-        o[1] = r1 + y1;
-    }
+    float y0, y1;
+    rows_to_lanes<TM, false>(acc0, acc1, T, lane, y0, y1);
+    if (adds) store_residual_pair(residual, lane, H, n0, r0, y0, r1, y1);
 }
 
 // paged_attention_merged (AOTX_LEAN=2): lean_attention, and with nsplit > 1 the last

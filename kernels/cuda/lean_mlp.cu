@@ -151,13 +151,7 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
             }
         }
 #pragma unroll
-        for (int t = 0; t < TM; t++) {
-            const float s0 = warp_sum(o0[t]), s1 = warp_sum(o1[t]);
-            if (lane == 0) {
-                red[warp][t][0] = s0;
-                red[warp][t][1] = s1;
-            }
-        }
+        for (int t = 0; t < TM; t++) pair_partial(red[warp][t], lane, o0[t], o1[t]);
         __syncthreads();
         if (adds) {  // fixed order over the K splits; r0, r1 now hold the new residual for phase 2
 #pragma unroll
@@ -271,13 +265,7 @@ __device__ __forceinline__ void mlp_lean_body(int T, float *residual, const floa
             }
         }
 #pragma unroll
-        for (int t = 0; t < TM; t++) {
-            const float s0 = warp_sum(a0[t]), s1 = warp_sum(a1[t]);
-            if (lane == 0) {
-                red[warp][t][0] = s0;
-                red[warp][t][1] = s1;
-            }
-        }
+        for (int t = 0; t < TM; t++) pair_partial(red[warp][t], lane, a0[t], a1[t]);
     }
     __syncthreads();
     if (adds) {  // fixed order over the K splits: deterministic
