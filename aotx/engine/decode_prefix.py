@@ -30,15 +30,19 @@ class DecodePrefix:
         if not armed or not seqs:
             self.clear()
             return 0
-        alive = [q.status is not FINISHED for q in seqs]
         rows, computed, left = self.rows, self.computed, self.left
-        if not all(alive):
-            idx = np.flatnonzero(alive)
-            seqs, rows, computed, left = [seqs[i] for i in idx], [rows[i] for i in idx], computed[idx], left[idx]
         m = len(seqs)
-        if not m or running[:m] != seqs:
-            self.clear()
-            return 0
+        # the common case: the same sequences still lead `running` (finish() takes a sequence out of
+        # it), so none finished: no row looked at
+        if running[:m] != seqs:
+            alive = [q.status is not FINISHED for q in seqs]
+            if not all(alive):
+                idx = np.flatnonzero(alive)
+                seqs, rows, computed, left = [seqs[i] for i in idx], [rows[i] for i in idx], computed[idx], left[idx]
+                m = len(seqs)
+            if not m or running[:m] != seqs:
+                self.clear()
+                return 0
         page = blocks.page_size
         starts = computed % page == 0            # a position that starts a page: it may need one
         if left.min() > 0:     # every one samples again (the common case)

@@ -266,6 +266,12 @@ class ModelRunner:
         if last is None or self._unread is None:
             return 0
         rows_before, pos, slots, left, seq_ids, sample, logprobs = last
+        k = len(rows_before)
+        if left.min() > 0 and scheduled[:k] == rows_before:
+            # the common case: every row scheduled again, first and in order (so none finished: the
+            # scheduler schedules running sequences only), each with a token left: no row looked at
+            head.fast(k, pos + 1, slots, left - 1, seq_ids, sample, logprobs, None)
+            return k
         # the rows expected first now: those still running with a token left to sample, in the same order
         alive = [r.seq.status is not FINISHED for r in rows_before]
         keep = None
