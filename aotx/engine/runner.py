@@ -56,6 +56,7 @@ class _Plan:
     logprobs: bool = False                              # a sampled row wants its token's logprobs
     head: int = 0                                       # the leading one-token rows (no prompt logprobs)
     head_sampled: bool = False                          # each of them samples (sample[:head] are they)
+    left: np.ndarray | None = None                      # each sampled row's tokens left after it (head only)
 
 
 @dataclass
@@ -116,7 +117,7 @@ class ModelRunner:
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
-            sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
+            sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache, plan.left)
             # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
             rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
                     else np.arange(len(seqs), dtype=np.int32))
@@ -255,7 +256,7 @@ class ModelRunner:
             if tail.ph_token:
                 prev_rows[np.array(tail.ph_token, dtype=np.int64)] = tail.ph_row
         return _Plan(batch, head.sample + tail.sample, tail.prompt, prev_rows, head.pending_token,
-                     head.logprobs or tail.logprobs, k, head.all_sampled())
+                     head.logprobs or tail.logprobs, k, head.all_sampled(), None if tail.sample else head.left)
 
     def _steady_prefix(self, scheduled: list[ScheduledSeq], head: Head) -> int:
         """The persistent batch's steady state: the step before (launched, not read yet) sampled each of
