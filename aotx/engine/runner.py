@@ -21,7 +21,7 @@ from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.slots import SlotTables
-from aotx.engine.step_rows import Head, Tail, cat
+from aotx.engine.step_rows import Head, PendingTokens, Tail, cat
 from aotx.engine.types import TokenLogprob, TopLogprob
 
 
@@ -52,7 +52,7 @@ class _Plan:
     sample: list[tuple[int, Sequence]]                  # (logits row, seq)
     prompt: list[tuple[int, Sequence, int]]             # (logits row, seq, target token id)
     prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
-    pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
+    pending_token: PendingTokens = field(default_factory=PendingTokens)  # seq_id -> its placeholder's token index
     logprobs: bool = False                              # a sampled row wants its token's logprobs
     head: int = 0                                       # the leading one-token rows (no prompt logprobs)
     head_sampled: bool = False                          # each of them samples (sample[:head] are they)
