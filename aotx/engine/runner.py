@@ -21,7 +21,7 @@ from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.slots import SlotTables
-from aotx.engine.step_rows import Head, PendingTokens, Tail, cat
+from aotx.engine.step_rows import Head, PendingTokens, Tail, cat, shared
 from aotx.engine.types import TokenLogprob, TopLogprob
 
 
@@ -120,7 +120,7 @@ class ModelRunner:
             sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache, plan.left)
             # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
             rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
-                    else np.arange(len(seqs), dtype=np.int32))
+                    else shared("count", len(seqs)))
             mask = None
             if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
                 mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
@@ -235,11 +235,12 @@ class ModelRunner:
             slot_of = rows
             width = int(npg.max()) if k else 0
         positions = cat(pos, tail.positions, np.int32)
-        batch = StepBatch(   # (every array a fresh one, not shared with the carried state: a launched step keeps them)
+        batch = StepBatch(   # (no array the carried state writes later: a launched step keeps them; the shared
+                             # constants of step_rows.shared are never written)
             token_ids=cat(head.tok, tail.tokens, np.int32),
             positions=positions,
             query_start=(np.concatenate([np.arange(k + 1, dtype=np.int32), np.array(tail.query_start, dtype=np.int32)])
-                         if tail.query_start else np.arange(k + 1, dtype=np.int32)),
+                         if tail.query_start else shared("count", k + 1)),
             context_lens=cat(pos + 1, tail.context_lens, np.int32) if tail.context_lens else positions + 1,
             block_tables=st.tables[slot_of, :width],
             slot_mapping=cat(head_slots, tail.slot_map, np.int32),

@@ -9,6 +9,21 @@ _I64 = np.empty(0, dtype=np.int64)
 _I32 = np.empty(0, dtype=np.int32)
 
 
+_SHARED: dict[tuple[str, int], np.ndarray] = {}
+
+
+def shared(kind: str, n: int) -> np.ndarray:
+    """A steady batch's constant int32 array of length n, made once and handed to every step that wants it
+    ("count": 0..n-1, "hole": -1 each): launched steps share it, so nobody may write it (none does)."""
+    a = _SHARED.get((kind, n))
+    if a is None:
+        if len(_SHARED) >= 64:
+            _SHARED.clear()
+        a = _SHARED[(kind, n)] = (np.arange(n, dtype=np.int32) if kind == "count"
+                                  else np.full(n, -1, dtype=np.int32))
+    return a
+
+
 class PendingTokens:
     """seq_id -> the step's token index of its placeholder (its output token still on the device). The
     steady prefix's rows (row i: token i) become entries only when asked (a row with penalties), not each step."""
@@ -57,10 +72,10 @@ class Head:
              logprobs: bool, prev: np.ndarray | None) -> None:
         """The steady prefix: k rows, each sampled by the step before (as its row prev[i], or i), fed from it."""
         self.k = k
-        self.tok = np.full(k, -1, dtype=np.int32)
+        self.tok = shared("hole", k)
         self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
-        self.logits_rows = np.arange(k, dtype=np.int32)
-        self.prev = np.arange(k, dtype=np.int32) if prev is None else prev.astype(np.int32)   # (its own array)
+        self.logits_rows = shared("count", k)
+        self.prev = shared("count", k) if prev is None else prev.astype(np.int32)   # (never written)
         self.sample = list(sample)
         self.pending_token = PendingTokens(seq_ids)
         self.logprobs = logprobs
