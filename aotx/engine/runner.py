@@ -57,6 +57,8 @@ class _Plan:
     head: int = 0                                       # the leading one-token rows (no prompt logprobs)
     head_sampled: bool = False                          # each of them samples (sample[:head] are they)
     left: np.ndarray | None = None                      # each sampled row's tokens left after it (head only)
+    carried: int = 0        # the leading rows that are the step before's first sampled rows, row i its row i
+    handed: int = 0         # sample[:handed]'s pending token was handed on to the next launch (it carried them)
 
 
 @dataclass
@@ -104,6 +106,7 @@ class ModelRunner:
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
         self.sample_ready()
+        prior = self._unread
         try:
             plan = self.build(scheduled)     # (reads _unread: the step before may feed this one's head)
         finally:
@@ -135,7 +138,16 @@ class ModelRunner:
                     self.masks.handed(mask)
         sample = plan.sample
         head = plan.head if plan.head_sampled else 0    # sample[:head] are the head's rows: one pass for them
-        for i, (_, seq) in enumerate(sample[:head]):
+        carried = plan.carried if prior is not None else 0
+        if carried:
+            # the step before's rows, each sampled again at its row: its pending token (read back after
+            # this launch) is handed on to this one, so `pending` and `pending_row` stay as they are, and
+            # reading the step before back does not take it away (InFlight of the step before: `handed`)
+            prior.handed = carried
+            for _, seq in sample[:carried]:
+                seq.num_computed += 1
+        for i in range(carried, head):
+            seq = sample[i][1]
             seq.num_computed += 1
             seq.pending += 1
             seq.pending_row = i
@@ -168,7 +180,8 @@ class ModelRunner:
         try:
             ids = step.launched.ids()
         finally:
-            for _, seq in plan.sample:
+            handed = plan.handed
+            for _, seq in plan.sample[handed:] if handed else plan.sample:
                 seq.pending -= 1
             self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         tids = ids.tolist()
@@ -257,7 +270,8 @@ class ModelRunner:
             if tail.ph_token:
                 prev_rows[np.array(tail.ph_token, dtype=np.int64)] = tail.ph_row
         return _Plan(batch, head.sample + tail.sample, tail.prompt, prev_rows, head.pending_token,
-                     head.logprobs or tail.logprobs, k, head.all_sampled(), None if tail.sample else head.left)
+                     head.logprobs or tail.logprobs, k, head.all_sampled(), None if tail.sample else head.left,
+                     head.carried if head.all_sampled() else 0)
 
     def _steady_prefix(self, scheduled: list[ScheduledSeq], head: Head) -> int:
         """The persistent batch's steady state: the step before (launched, not read yet) sampled each of

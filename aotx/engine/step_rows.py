@@ -67,6 +67,7 @@ class Head:
         self.pending_token = PendingTokens()
         self.logprobs = False
         self.placeholders = False
+        self.carried = 0      # the leading rows that are the step before's rows 0..carried-1, each sampled by it
 
     def fast(self, k: int, pos: np.ndarray, rows: np.ndarray, left: np.ndarray, seq_ids: list[int], sample: list,
              logprobs: bool, prev: np.ndarray | None) -> None:
@@ -76,6 +77,7 @@ class Head:
         self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
         self.logits_rows = shared("count", k)
         self.prev = shared("count", k) if prev is None else prev.astype(np.int32)   # (never written)
+        self.carried = k if prev is None else 0
         self.sample = list(sample)
         self.pending_token = PendingTokens(seq_ids)
         self.logprobs = logprobs
