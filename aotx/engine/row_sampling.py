@@ -74,12 +74,28 @@ class RowsCache:
         self.seqs: list[Sequence] | None = None
         self.rows: SamplingRows | None = None
         self.adjusted: list[tuple[int, Sequence]] = []
+        self.last_step: np.ndarray | None = None   # each row's max_tokens - 1 (= its step + its `left`)
 
 
-def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int], cache: RowsCache | None = None) -> SamplingRows:
-    """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device.
+def sampling_rows(seqs: list[Sequence], pending_token, cache: RowsCache | None = None,
+                  left: np.ndarray | None = None) -> SamplingRows:
+    """``pending_token``: seq_id -> index in the step's token ids of its output token still on the device
+    (a mapping with ``get``). ``left`` (or None): each row's tokens left to sample after this step
+    (max_tokens - sampled - 1, as the runner's steady batch carries it); on a cache hit whose step before
+    had it too, the step indexes are (max_tokens - 1) - left, no row looked at.
     The arrays of a cache hit are shared with the step before: readers must not write them."""
-    if cache is not None and cache.rows is not None and cache.seqs == seqs:   # (identity: eq=False)
+    hit = cache is not None and cache.rows is not None and cache.seqs == seqs   # (identity: eq=False)
+    if hit and left is not None and cache.last_step is not None:
+        base = cache.rows
+        step = cache.last_step - left
+        if not cache.adjusted:
+            return SamplingRows(temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=base.seed,
+                                step=step, min_p=base.min_p, adjust=None)
+    else:
+        step = np.array([len(q.output_ids) + q.pending for q in seqs], dtype=np.int64)   # q.sampled
+    if cache is not None:
+        cache.last_step = step + left if left is not None else None
+    if hit:
         base, adjusted = cache.rows, cache.adjusted
     else:
         adjusted = [(i, q) for i, q in enumerate(seqs) if q.params.logit_bias or _penalized(q)]
@@ -104,7 +120,7 @@ def sampling_rows(seqs: list[Sequence], pending_token: dict[int, int], cache: Ro
             [pending_token.get(q.seq_id, -1) if _penalized(q) else -1 for _, q in adjusted])
     return SamplingRows(
         temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=base.seed,
-        step=np.array([len(q.output_ids) + q.pending for q in seqs], dtype=np.int64),   # q.sampled
+        step=step,
         min_p=base.min_p, adjust=adjust,
     )
 

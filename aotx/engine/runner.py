@@ -21,7 +21,7 @@ from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.slots import SlotTables
-from aotx.engine.step_rows import Head, Tail, cat
+from aotx.engine.step_rows import Head, PendingTokens, Tail, cat, shared
 from aotx.engine.types import TokenLogprob, TopLogprob
 
 
@@ -52,10 +52,13 @@ class _Plan:
     sample: list[tuple[int, Sequence]]                  # (logits row, seq)
     prompt: list[tuple[int, Sequence, int]]             # (logits row, seq, target token id)
     prev_rows: np.ndarray | None = None                 # [T]: row of the previous step's ids, or -1
-    pending_token: dict[int, int] = field(default_factory=dict)  # seq_id -> its placeholder's token index
+    pending_token: PendingTokens = field(default_factory=PendingTokens)  # seq_id -> its placeholder's token index
     logprobs: bool = False                              # a sampled row wants its token's logprobs
     head: int = 0                                       # the leading one-token rows (no prompt logprobs)
     head_sampled: bool = False                          # each of them samples (sample[:head] are they)
+    left: np.ndarray | None = None                      # each sampled row's tokens left after it (head only)
+    carried: int = 0        # the leading rows that are the step before's first sampled rows, row i its row i
+    handed: int = 0         # sample[:handed]'s pending token was handed on to the next launch (it carried them)
 
 
 @dataclass
@@ -103,6 +106,7 @@ class ModelRunner:
         `previous`: the step launched before and not read yet (a constrained row's mask needs its
         token: aotx.engine.masks)."""
         self.sample_ready()
+        prior = self._unread
         try:
             plan = self.build(scheduled)     # (reads _unread: the step before may feed this one's head)
         finally:
@@ -116,10 +120,10 @@ class ModelRunner:
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
-            sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache)
+            sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache, plan.left)
             # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
             rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
-                    else np.arange(len(seqs), dtype=np.int32))
+                    else shared("count", len(seqs)))
             mask = None
             if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
                 mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
@@ -134,7 +138,16 @@ class ModelRunner:
                     self.masks.handed(mask)
         sample = plan.sample
         head = plan.head if plan.head_sampled else 0    # sample[:head] are the head's rows: one pass for them
-        for i, (_, seq) in enumerate(sample[:head]):
+        carried = plan.carried if prior is not None else 0
+        if carried:
+            # the step before's rows, each sampled again at its row: its pending token (read back after
+            # this launch) is handed on to this one, so `pending` and `pending_row` stay as they are, and
+            # reading the step before back does not take it away (InFlight of the step before: `handed`)
+            prior.handed = carried
+            for _, seq in sample[:carried]:
+                seq.num_computed += 1
+        for i in range(carried, head):
+            seq = sample[i][1]
             seq.num_computed += 1
             seq.pending += 1
             seq.pending_row = i
@@ -167,7 +180,8 @@ class ModelRunner:
         try:
             ids = step.launched.ids()
         finally:
-            for _, seq in plan.sample:
+            handed = plan.handed
+            for _, seq in plan.sample[handed:] if handed else plan.sample:
                 seq.pending -= 1
             self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         tids = ids.tolist()
@@ -234,11 +248,12 @@ class ModelRunner:
             slot_of = rows
             width = int(npg.max()) if k else 0
         positions = cat(pos, tail.positions, np.int32)
-        batch = StepBatch(   # (every array a fresh one, not shared with the carried state: a launched step keeps them)
+        batch = StepBatch(   # (no array the carried state writes later: a launched step keeps them; the shared
+                             # constants of step_rows.shared are never written)
             token_ids=cat(head.tok, tail.tokens, np.int32),
             positions=positions,
             query_start=(np.concatenate([np.arange(k + 1, dtype=np.int32), np.array(tail.query_start, dtype=np.int32)])
-                         if tail.query_start else np.arange(k + 1, dtype=np.int32)),
+                         if tail.query_start else shared("count", k + 1)),
             context_lens=cat(pos + 1, tail.context_lens, np.int32) if tail.context_lens else positions + 1,
             block_tables=st.tables[slot_of, :width],
             slot_mapping=cat(head_slots, tail.slot_map, np.int32),
@@ -255,7 +270,8 @@ class ModelRunner:
             if tail.ph_token:
                 prev_rows[np.array(tail.ph_token, dtype=np.int64)] = tail.ph_row
         return _Plan(batch, head.sample + tail.sample, tail.prompt, prev_rows, head.pending_token,
-                     head.logprobs or tail.logprobs, k, head.all_sampled())
+                     head.logprobs or tail.logprobs, k, head.all_sampled(), None if tail.sample else head.left,
+                     head.carried if head.all_sampled() else 0)
 
     def _steady_prefix(self, scheduled: list[ScheduledSeq], head: Head) -> int:
         """The persistent batch's steady state: the step before (launched, not read yet) sampled each of
@@ -266,6 +282,12 @@ class ModelRunner:
         if last is None or self._unread is None:
             return 0
         rows_before, pos, slots, left, seq_ids, sample, logprobs = last
+        k = len(rows_before)
+        if left.min() > 0 and scheduled[:k] == rows_before:
+            # the common case: every row scheduled again, first and in order (so none finished: the
+            # scheduler schedules running sequences only), each with a token left: no row looked at
+            head.fast(k, pos + 1, slots, left - 1, seq_ids, sample, logprobs, None)
+            return k
         # the rows expected first now: those still running with a token left to sample, in the same order
         alive = [r.seq.status is not FINISHED for r in rows_before]
         keep = None

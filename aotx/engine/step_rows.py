@@ -9,6 +9,51 @@ _I64 = np.empty(0, dtype=np.int64)
 _I32 = np.empty(0, dtype=np.int32)
 
 
+_SHARED: dict[tuple[str, int], np.ndarray] = {}
+
+
+def shared(kind: str, n: int) -> np.ndarray:
+    """A steady batch's constant int32 array of length n, made once and handed to every step that wants it
+    ("count": 0..n-1, "hole": -1 each): launched steps share it, so nobody may write it (none does)."""
+    a = _SHARED.get((kind, n))
+    if a is None:
+        if len(_SHARED) >= 64:
+            _SHARED.clear()
+        a = _SHARED[(kind, n)] = (np.arange(n, dtype=np.int32) if kind == "count"
+                                  else np.full(n, -1, dtype=np.int32))
+    return a
+
+
+class PendingTokens:
+    """seq_id -> the step's token index of its placeholder (its output token still on the device). The
+    steady prefix's rows (row i: token i) become entries only when asked (a row with penalties), not each step."""
+    __slots__ = ("_lead", "_rest")
+
+    def __init__(self, lead: list[int] | None = None) -> None:
+        self._lead = lead          # the steady prefix's seq_ids (row i's placeholder is token i), or None
+        self._rest: dict[int, int] = {}
+
+    def __setitem__(self, seq_id: int, token: int) -> None:
+        self._rest[seq_id] = token
+
+    def get(self, seq_id: int, default: int = -1) -> int:
+        return self.as_dict().get(seq_id, default)
+
+    def as_dict(self) -> dict[int, int]:
+        if self._lead is not None:
+            lead, self._lead = dict(zip(self._lead, range(len(self._lead)))), None
+            lead.update(self._rest)
+            self._rest = lead
+        return self._rest
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PendingTokens):
+            other = other.as_dict()
+        return self.as_dict() == other
+
+    __hash__ = None   # type: ignore[assignment]
+
+
 class Head:
     """The leading one-token rows: token (-1: a placeholder), position, slot and previous-step row (-1:
     none) of each; the sampled ones (logits row, seq), and seq_id -> token index of each placeholder."""
@@ -19,20 +64,22 @@ class Head:
         self.left = _I64      # each sampled row's tokens left to sample after this step (all sampled: each row's)
         self.seq_ids: list[int] = []    # each sampled row's seq_id
         self.sample: list = []
-        self.pending_token: dict[int, int] = {}
+        self.pending_token = PendingTokens()
         self.logprobs = False
         self.placeholders = False
+        self.carried = 0      # the leading rows that are the step before's rows 0..carried-1, each sampled by it
 
     def fast(self, k: int, pos: np.ndarray, rows: np.ndarray, left: np.ndarray, seq_ids: list[int], sample: list,
              logprobs: bool, prev: np.ndarray | None) -> None:
         """The steady prefix: k rows, each sampled by the step before (as its row prev[i], or i), fed from it."""
         self.k = k
-        self.tok = np.full(k, -1, dtype=np.int32)
+        self.tok = shared("hole", k)
         self.pos, self.rows, self.left, self.seq_ids = pos, rows, left, seq_ids
-        self.logits_rows = np.arange(k, dtype=np.int32)
-        self.prev = np.arange(k, dtype=np.int32) if prev is None else prev.astype(np.int32)   # (its own array)
+        self.logits_rows = shared("count", k)
+        self.prev = shared("count", k) if prev is None else prev.astype(np.int32)   # (never written)
+        self.carried = k if prev is None else 0
         self.sample = list(sample)
-        self.pending_token = dict(zip(seq_ids, range(k)))
+        self.pending_token = PendingTokens(seq_ids)
         self.logprobs = logprobs
         self.placeholders = k > 0
 
