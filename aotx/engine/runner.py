@@ -21,8 +21,9 @@ from aotx.engine.row_sampling import RowsCache, sampling_rows
 from aotx.engine.scheduler import ScheduledSeq
 from aotx.engine.sequence import Sequence, SequenceStatus
 from aotx.engine.slots import SlotTables
+from aotx.engine.step_logprobs import logprobs_of, unscored
 from aotx.engine.step_rows import Head, PendingTokens, Tail, cat, shared
-from aotx.engine.types import TokenLogprob, TopLogprob
+from aotx.engine.types import TokenLogprob
 
 
 FINISHED = SequenceStatus.FINISHED
@@ -116,7 +117,7 @@ class ModelRunner:
         for s in scheduled[plan.head:]:     # (the leading one-token rows have no prompt logprobs)
             if s.seq.num_computed == 0 and s.seq.params.prompt_logprobs is not None:
                 first = s.seq.prompt_ids[0]
-                results[s.seq.seq_id] = RowResult(prompt_logprobs=[self._token_lp(first, None, ())])
+                results[s.seq.seq_id] = RowResult(prompt_logprobs=[unscored(self.tokenizer, first)])
         launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
@@ -186,23 +187,12 @@ class ModelRunner:
             self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         tids = ids.tolist()
         if step.needs_logits:
-            self._logprobs_of(step.launched.logits, ids, plan, results)
-        return tids, results
-
-    def _logprobs_of(self, logits, ids: np.ndarray, plan: _Plan, results: dict[int, RowResult]) -> None:
-        want = [(i, row, seq) for i, (row, seq) in enumerate(plan.sample) if seq.params.logprobs is not None]
-        if want:
-            lps = self._logprobs(logits[[row for _, row, _ in want]],
-                                 ids[[i for i, _, _ in want]].astype(np.int32),
-                                 [seq.params.logprobs for _, _, seq in want])
-            for (_, _, seq), lp in zip(want, lps):
+            sampled, prompt = logprobs_of(self.backend, self.tokenizer, step.launched.logits, ids, plan)
+            for seq, lp in sampled:
                 results.setdefault(seq.seq_id, RowResult()).logprob = lp
-        if plan.prompt:
-            rows = [r for r, _, _ in plan.prompt]
-            targets = np.array([t for _, _, t in plan.prompt], dtype=np.int32)
-            ks = [seq.params.prompt_logprobs for _, seq, _ in plan.prompt]
-            for (_, seq, target), lp in zip(plan.prompt, self._logprobs(logits[rows], targets, ks)):
+            for seq, lp in prompt:
                 results.setdefault(seq.seq_id, RowResult()).prompt_logprobs.append(lp)
+        return tids, results
 
     # -- batch construction ---------------------------------------------------
     def build(self, scheduled: list[ScheduledSeq]) -> _Plan:
@@ -390,25 +380,6 @@ class ModelRunner:
             tail.logits_rows.append(offset + n - 1)
             if params.logprobs is not None:
                 tail.logprobs = True
-
-    # -- sampling and logprobs ------------------------------------------------
-    def _logprobs(self, logits: np.ndarray, chosen: np.ndarray, ks: list[int]) -> list[TokenLogprob]:
-        k_max = max(1, max(ks))
-        chosen_lp, top_ids, top_lp = self.backend.logprobs(logits, chosen, k_max)
-        out = []
-        for i, k in enumerate(ks):
-            top = tuple(self._top(int(top_ids[i, j]), float(top_lp[i, j])) for j in range(k))
-            out.append(self._token_lp(int(chosen[i]), float(chosen_lp[i]), top))
-        return out
-
-    def _top(self, token_id: int, logprob: float) -> TopLogprob:
-        return TopLogprob(token_id, self.tokenizer.token_text(token_id),
-                          self.tokenizer.token_bytes(token_id), logprob)
-
-    def _token_lp(self, token_id: int, logprob: float | None, top: tuple) -> TokenLogprob:
-        return TokenLogprob(token_id, self.tokenizer.token_text(token_id),
-                            self.tokenizer.token_bytes(token_id), logprob, top)
-
 
 def _token_slice(seq: Sequence, start: int, end: int) -> list[int]:
     plen = seq.prompt_len
