@@ -285,9 +285,7 @@ def main(argv=None) -> int:
             real_inputs(c, bundle)
             e2e(bundle, True, record)
             same_batches(bundle, record)
-    failed = [r for r in c.results if not r[3]]
-    print(f"{len(c.results) - len(failed)}/{len(c.results)} decode_attention checks passed in {time.time() - t0:.0f} s")
-    return 1 if failed else 0
+    return c.summary("decode_attention", t0)
 
 
 if __name__ == "__main__":

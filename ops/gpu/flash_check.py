@@ -155,9 +155,7 @@ def main() -> int:
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     check_flash(c, rel)
-    failed = [r for r in c.results if not r[3]]
-    print(f"{len(c.results) - len(failed)}/{len(c.results)} flash checks passed in {time.time() - t0:.0f} s")
-    return 1 if failed else 0
+    return c.summary("flash", t0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ kernel only moves data. Sampling must pick exactly the numpy sampler's token.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from kernels import sampler
@@ -52,6 +54,13 @@ class Ctx:
         ok = bool(np.isfinite(err) and err <= tol)
         self.results.append((name, float(err), tol, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} {name:<44} err={err:.2e} tol={tol:.0e} {extra}", flush=True)
+
+    def summary(self, what: str, t0: float) -> int:
+        """Print the tally of the checks recorded; the exit code (1 if any failed)."""
+        failed = [r for r in self.results if not r[3]]
+        print(f"{len(self.results) - len(failed)}/{len(self.results)} {what} checks passed in {time.time() - t0:.0f} s",
+              flush=True)
+        return 1 if failed else 0
 
     def free(self):
         for b in self.bufs:

@@ -243,6 +243,7 @@ def main(argv=None) -> int:
     AOTX_LEAN=1 and =2 alone (make gpu-check runs them with the rest; top-1 on random weights is
     information only); --real: only the end to end on the GGUF ($AOTX_MODEL_PATH), top-1 and France too."""
     import sys
+    import time
 
     from ops.gpu import model_check
     from ops.gpu.kernel_check import Ctx, rel
@@ -264,6 +265,7 @@ def main(argv=None) -> int:
             e2e(bundle, True, record_real, mode)
         print(f"lean real checks: {sum(results)}/{len(results)} passed", flush=True)
         return 0 if all(results) else 1
+    t0 = time.time()
     c = Ctx()
     print(f"device {c.dev.name} {c.dev.arch} sms={c.dev.sm_count}", flush=True)
     check_lean(c, rel)
@@ -275,9 +277,7 @@ def main(argv=None) -> int:
     bundle = model_check.random_bundle()
     for mode in ("1", "2", "3"):
         e2e(bundle, False, record, mode)
-    failed = [r for r in c.results if not r[3]]
-    print(f"lean checks: {len(c.results) - len(failed)}/{len(c.results)} passed", flush=True)
-    return 1 if failed else 0
+    return c.summary("lean", t0)
 
 
 if __name__ == "__main__":
