@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from api import request_ids
 from api.errors import register_error_handlers
+from api.lazy_rules import LazyRule
 from api.wire_json import StrictJSONProvider
 
 
 def install_common(app) -> None:
+    app.url_rule_class = LazyRule     # rules added from here on compile their URL builders on first use
     if not isinstance(app.json, StrictJSONProvider):
         app.json = StrictJSONProvider(app)
     request_ids.install(app)
