@@ -32,6 +32,24 @@ FLASH_SMEM_PER_STAGE = 2 * 64 * 72 * 2           # (K, V) x 64 keys x 72 padded 
 FLASH_SMEM_PER_KEY_GROUP = 2 * FLASH_SMEM_PER_STAGE
 
 
+SAMPLE_SPLIT_C = 8            # sampling_split.cuh: SPLIT_C blocks (a cluster) a row, SPLIT_THREADS threads each
+SAMPLE_SPLIT_THREADS = 256
+SAMPLE_SPLIT_SMEM_MAX = 96 * 1024   # its compact list's dynamic shared memory at most (vocab <= 65,536)
+
+
+def sample_split_smem(vocab: int) -> int:
+    """sample_rows_split's dynamic shared memory: a block's slice (ceil(vocab / 8) tokens) as u64 key + u32 weight."""
+    return -(-vocab // SAMPLE_SPLIT_C) * 12
+
+
+def sample_split_wanted(env) -> bool:
+    """AOTX_SAMPLE_SPLIT: 1 (the default: sample_rows_split where the device has clusters) or 0 (sample_rows)."""
+    value = env.get("AOTX_SAMPLE_SPLIT", "1") or "1"
+    if value not in ("0", "1"):
+        raise ValueError(f"AOTX_SAMPLE_SPLIT must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
 def flash_kernel(bq: int, ks: int, stages: int) -> str:
     return FLASH_KERNELS[(bq, ks)] + ("" if stages == 2 else f"_s{stages}")
 
@@ -124,6 +142,13 @@ class Kernels:
             self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
             if tm <= OMLPQ_MAX_T:
                 self.lean_f[("omlpq", tm)] = self.modules["lean_mlp"].function(f"omlpq_lean_t{tm}")
+        # sampling.cu's sample_rows_split (a row over a cluster of SAMPLE_SPLIT_C blocks, sm_90): the default;
+        # AOTX_SAMPLE_SPLIT=0 (or ``sample_split = False``) launches sample_rows (a block a row), same ids
+        clusters = int(device.arch[3:]) >= 90
+        self.sample_split = sample_split_wanted(os.environ) and clusters
+        if clusters:
+            self.f["sample_rows_split"] = self.modules["sampling"].function("sample_rows_split")
+            driver.set_max_dynamic_smem(self.f["sample_rows_split"], SAMPLE_SPLIT_SMEM_MAX)
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -334,10 +359,13 @@ class Kernels:
     def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
                n_rows, mask_bits=0, mask_row=0, words=0):
         # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
-        self._go("sample_rows", (n_rows,), 1024,
-                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
-                  mask_bits, mask_row, words),
-                 "ppi" + "p" * 9 + "ppi")
+        args = (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
+                mask_bits, mask_row, words)
+        if self.sample_split and sample_split_smem(vocab) <= SAMPLE_SPLIT_SMEM_MAX:
+            self._go("sample_rows_split", (n_rows * SAMPLE_SPLIT_C,), SAMPLE_SPLIT_THREADS, args,
+                     "ppi" + "p" * 9 + "ppi", smem=sample_split_smem(vocab))
+            return
+        self._go("sample_rows", (n_rows,), 1024, args, "ppi" + "p" * 9 + "ppi")
 
     def adjust(self, logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending,
                tokens, scratch, n_adjusted):
