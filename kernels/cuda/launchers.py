@@ -33,7 +33,7 @@ FLASH_SMEM_PER_KEY_GROUP = 2 * FLASH_SMEM_PER_STAGE
 
 
 SAMPLE_SPLIT_C = 8            # sampling_split.cuh: SPLIT_C blocks (a cluster) a row, SPLIT_THREADS threads each
-SAMPLE_SPLIT_THREADS = 256
+SAMPLE_SPLIT_THREADS = 512
 SAMPLE_SPLIT_SMEM_MAX = 96 * 1024   # its compact list's dynamic shared memory at most (vocab <= 65,536)
 
 

@@ -24,7 +24,8 @@
 #ifndef SPLIT_C
 #define SPLIT_C 8         // blocks a row (a cluster: 8 is the portable maximum)
 #endif
-#define SPLIT_THREADS 256 // one thread a histogram bin in the cross-block sum
+#define SPLIT_THREADS 512 // >= 256: a thread a histogram bin in the cross-block sum
+#define SPLIT_U 4         // compaction: logits a thread loads before it uses the first
 
 __device__ __forceinline__ u32 cluster_rank() {
     u32 r;
@@ -82,8 +83,10 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
         pass++;
         u64 *hist = s.hist[b];
         u32 *nhist = s.nhist[b];
-        hist[tid] = 0;  // blockDim.x == 256: a bin a thread
-        nhist[tid] = 0;
+        if (tid < 256) {  // a bin a thread
+            hist[tid] = 0;
+            nhist[tid] = 0;
+        }
         if (tid == 0) s.found[b] = 0;
         __syncthreads();
         for (int i0 = 0; i0 < n; i0 += SPLIT_THREADS) {  // the same trip count in every lane of a warp
@@ -110,7 +113,7 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
             }
         }
         cluster_barrier();  // every block's histogram of this pass is complete
-        {
+        if (tid < 256) {
             u64 t = 0;
             u32 nt = 0;
 #pragma unroll
@@ -181,7 +184,7 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
 
 // sample_rows' arguments and result; grid: SPLIT_C blocks a row (blockIdx.x / SPLIT_C), SPLIT_THREADS threads,
 // dynamic shared memory split_smem(vocab) = S * 12 bytes (the compact list).
-extern "C" __global__ void __cluster_dims__(SPLIT_C, 1, 1) __launch_bounds__(SPLIT_THREADS)
+extern "C" __global__ void __cluster_dims__(SPLIT_C, 1, 1) __launch_bounds__(SPLIT_THREADS, 2)  // 2 blocks an SM
 sample_rows_split(const float *__restrict__ logits, const int *__restrict__ rows, int vocab,
                   const float *__restrict__ temperature, const float *__restrict__ top_p,
                   const int *__restrict__ top_k, const u64 *__restrict__ seed, const u64 *__restrict__ step,
@@ -259,23 +262,28 @@ sample_rows_split(const float *__restrict__ logits, const int *__restrict__ rows
 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;
-    for (int i0 = lo; i0 < hi; i0 += SPLIT_THREADS) {  // compaction: warp-uniform trip count
-        const int i = i0 + tid;
-        u64 w = 0, key = 0;
-        if (i < hi) {
-            const float li = logit_at(l, mb, words, i);
-            w = weight_of(li, inv_t, mx, wmin);
-            key = order_key(li, i);
+    // compaction (warp-uniform trip counts): SPLIT_U logits a thread loaded before any is used
+    for (int i0 = lo; i0 < hi; i0 += SPLIT_U * SPLIT_THREADS) {
+        float lv[SPLIT_U];
+#pragma unroll
+        for (int u = 0; u < SPLIT_U; u++) {
+            const int i = i0 + u * SPLIT_THREADS + tid;
+            lv[u] = i < hi ? logit_at(l, mb, words, i) : 0.f;
         }
-        const unsigned keep = __ballot_sync(0xffffffffu, w != 0);
-        if (keep == 0u) continue;
-        u32 at = 0;
-        if (lane == 0) at = atomicAdd(&s.n, (u32)__popc(keep));
-        at = __shfl_sync(0xffffffffu, at, 0);
-        if (w != 0) {
-            const u32 slot = at + (u32)__popc(keep & ((1u << lane) - 1u));
-            ckey[slot] = key;
-            cwm1[slot] = (u32)(w - 1);  // w <= 2^32
+#pragma unroll
+        for (int u = 0; u < SPLIT_U; u++) {
+            const int i = i0 + u * SPLIT_THREADS + tid;
+            const u64 w = i < hi ? weight_of(lv[u], inv_t, mx, wmin) : 0ull;
+            const unsigned keep = __ballot_sync(0xffffffffu, w != 0);
+            if (keep == 0u) continue;
+            u32 at = 0;
+            if (lane == 0) at = atomicAdd(&s.n, (u32)__popc(keep));
+            at = __shfl_sync(0xffffffffu, at, 0);
+            if (w != 0) {
+                const u32 slot = at + (u32)__popc(keep & ((1u << lane) - 1u));
+                ckey[slot] = order_key(lv[u], i);
+                cwm1[slot] = (u32)(w - 1);  // w <= 2^32
+            }
         }
     }
     __syncthreads();
