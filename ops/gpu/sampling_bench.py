@@ -5,7 +5,7 @@ logits are shaped like a small LM's (normal, sd 2, with a few tokens 6-10 above 
 float32 [rows, 49152]. Each mode's ids from each kernel are compared with kernels/sampler.py (exact) before
 it is timed, so a faster kernel that draws another token fails here as it does in `make gpu-check`.
 Kernels (kernels/cuda/launchers.py ``Kernels.sample_split``): ``block`` is sample_rows (a block a row,
-AOTX_SAMPLE_SPLIT=0), ``split`` is sample_rows_split (a row over a cluster of 8 blocks, the default); both
+AOTX_SAMPLE_SPLIT=0), ``split`` is sample_rows_split (a row over a cluster of 8 blocks, AOTX_SAMPLE_SPLIT=1); both
 run on the same uploaded rows in the same process, "block ÷ split" is the speed-up. Greedy is the peer of
 each kernel's column: with temperature 0 the engine never runs sample_rows (the LM head's argmax), so
 "÷ greedy" is what a sampled step pays over a greedy one in that kernel.

@@ -1,5 +1,6 @@
 """The sampling checks of `make gpu-check`, once with each sampling kernel: sample_rows_split (a row over a
-cluster of 8 blocks, sampling_split.cuh; the default) and sample_rows (a block a row, AOTX_SAMPLE_SPLIT=0).
+cluster of 8 blocks, sampling_split.cuh; AOTX_SAMPLE_SPLIT=1) and sample_rows (a block a row, AOTX_SAMPLE_SPLIT=0),
+whatever the environment picks for the engine.
 
 Each kernel runs kernel_check's sampling checks (greedy/temperature/top-k/top-p rows with ties, penalties
 and logit_bias through adjust_rows' scratch rows with min_p, token masks copied and fused), then the shapes
