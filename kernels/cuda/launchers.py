@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from kernels.cuda import build, decode_plan, driver
+from kernels.cuda import build, decode_plan, driver, sample_split
 from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
@@ -30,28 +30,6 @@ FLASH_KERNELS = {(16, 1): "flash_prefill", (16, 2): "flash_prefill_k2", (64, 1):
 FLASH_STAGES = (2, 3)
 FLASH_SMEM_PER_STAGE = 2 * 64 * 72 * 2           # (K, V) x 64 keys x 72 padded dims x bf16, a key group
 FLASH_SMEM_PER_KEY_GROUP = 2 * FLASH_SMEM_PER_STAGE
-
-
-SAMPLE_SPLIT_C = 8            # sampling_split.cuh: SPLIT_C blocks (a cluster) a row, SPLIT_THREADS threads each
-SAMPLE_SPLIT_THREADS = 512
-SAMPLE_SPLIT_SMEM_MAX = 96 * 1024   # its compact list's dynamic shared memory at most (vocab <= 65,536)
-
-
-def sample_split_smem(vocab: int) -> int:
-    """sample_rows_split's dynamic shared memory: a block's slice (ceil(vocab / 8) tokens) as u64 key + u32 weight."""
-    return -(-vocab // SAMPLE_SPLIT_C) * 12
-
-
-SAMPLE_SPLIT_DEFAULT = "0"    # off until `make gpu-check` has passed its lines on a GPU (written without one)
-
-
-def sample_split_wanted(env) -> bool:
-    """AOTX_SAMPLE_SPLIT: 1 (sample_rows_split where the device has clusters) or 0 (sample_rows, a block a
-    row); unset or empty: SAMPLE_SPLIT_DEFAULT."""
-    value = env.get("AOTX_SAMPLE_SPLIT", SAMPLE_SPLIT_DEFAULT) or SAMPLE_SPLIT_DEFAULT
-    if value not in ("0", "1"):
-        raise ValueError(f"AOTX_SAMPLE_SPLIT must be 0 or 1, got {value!r}")
-    return value == "1"
 
 
 def flash_kernel(bq: int, ks: int, stages: int) -> str:
@@ -146,13 +124,13 @@ class Kernels:
             self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
             if tm <= OMLPQ_MAX_T:
                 self.lean_f[("omlpq", tm)] = self.modules["lean_mlp"].function(f"omlpq_lean_t{tm}")
-        # sampling.cu's sample_rows_split (a row over a cluster of SAMPLE_SPLIT_C blocks, sm_90) with
+        # sampling.cu's sample_rows_split (a row over a cluster of sample_split.SPLIT_C blocks, sm_90) with
         # AOTX_SAMPLE_SPLIT=1 (or ``sample_split = True``), else sample_rows (a block a row): the same ids
         clusters = int(device.arch[3:]) >= 90
-        self.sample_split = sample_split_wanted(os.environ) and clusters
+        self.sample_split = sample_split.wanted(os.environ) and clusters
         if clusters:
             self.f["sample_rows_split"] = self.modules["sampling"].function("sample_rows_split")
-            driver.set_max_dynamic_smem(self.f["sample_rows_split"], SAMPLE_SPLIT_SMEM_MAX)
+            driver.set_max_dynamic_smem(self.f["sample_rows_split"], sample_split.SMEM_MAX)
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -365,9 +343,9 @@ class Kernels:
         # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
         args = (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
                 mask_bits, mask_row, words)
-        if self.sample_split and sample_split_smem(vocab) <= SAMPLE_SPLIT_SMEM_MAX:
-            self._go("sample_rows_split", (n_rows * SAMPLE_SPLIT_C,), SAMPLE_SPLIT_THREADS, args,
-                     "ppi" + "p" * 9 + "ppi", smem=sample_split_smem(vocab))
+        if self.sample_split and sample_split.fits(vocab):
+            self._go("sample_rows_split", (n_rows * sample_split.SPLIT_C,), sample_split.SPLIT_THREADS, args,
+                     "ppi" + "p" * 9 + "ppi", smem=sample_split.smem(vocab))
             return
         self._go("sample_rows", (n_rows,), 1024, args, "ppi" + "p" * 9 + "ppi")
 
