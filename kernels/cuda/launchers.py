@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from kernels.cuda import build, decode_plan, driver
+from kernels.cuda import build, decode_plan, driver, sample_split
 from kernels.cuda.lean_plan import LEAN_MAX_SPLITS, LEAN_TM, OMLPQ_MAX_T, lean_tm
 
 EPI_STORE, EPI_ADD, EPI_SWIGLU, EPI_QKV = 0, 1, 2, 3
@@ -124,6 +124,13 @@ class Kernels:
             self.lean_f[("omlp", tm)] = self.modules["lean_mlp"].function(f"omlp_lean_t{tm}")
             if tm <= OMLPQ_MAX_T:
                 self.lean_f[("omlpq", tm)] = self.modules["lean_mlp"].function(f"omlpq_lean_t{tm}")
+        # sampling.cu's sample_rows_split (a row over a cluster of sample_split.SPLIT_C blocks, sm_90) with
+        # AOTX_SAMPLE_SPLIT=1 (or ``sample_split = True``), else sample_rows (a block a row): the same ids
+        clusters = int(device.arch[3:]) >= 90
+        self.sample_split = sample_split.wanted(os.environ) and clusters
+        if clusters:
+            self.f["sample_rows_split"] = self.modules["sampling"].function("sample_rows_split")
+            driver.set_max_dynamic_smem(self.f["sample_rows_split"], sample_split.SMEM_MAX)
         self.pdl = False  # launch with programmatic dependent launch (set per step by the backend)
         self.wgmma = None  # kernels.cuda.wgmma_plan.Wgmma when AOTX_WGMMA=1: mma() of >= 64 rows goes there
 
@@ -334,10 +341,13 @@ class Kernels:
     def sample(self, logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
                n_rows, mask_bits=0, mask_row=0, words=0):
         # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
-        self._go("sample_rows", (n_rows,), 1024,
-                 (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
-                  mask_bits, mask_row, words),
-                 "ppi" + "p" * 9 + "ppi")
+        args = (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
+                mask_bits, mask_row, words)
+        if self.sample_split and sample_split.fits(vocab):
+            self._go("sample_rows_split", (n_rows * sample_split.SPLIT_C,), sample_split.SPLIT_THREADS, args,
+                     "ppi" + "p" * 9 + "ppi", smem=sample_split.smem(vocab))
+            return
+        self._go("sample_rows", (n_rows,), 1024, args, "ppi" + "p" * 9 + "ppi")
 
     def adjust(self, logits, rows, src_row, vocab, offsets, token, count, bias, presence, frequency, pending,
                tokens, scratch, n_adjusted):

@@ -290,3 +290,5 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     u64 key = radix_search(l, mb, words, vocab, inv_t, mx, wmin, kcut, false, X_DRAW, u24, hist, nhist, shared2);
     if (tid == 0) out[r] = (int)(0xFFFFFFFFu - (u32)(key & 0xFFFFFFFFull));
 }
+
+#include "sampling_split.cuh"  // sample_rows_split: a row split over a cluster of blocks (sm_90)

@@ -31,6 +31,7 @@ class Ctx:
         self.rng = np.random.default_rng(1234)
         self.bufs = []
         self.results = []
+        self.tag = ""      # a prefix of the names recorded (ops/gpu/sampling_check.py: which sampling kernel)
 
     def up(self, a):
         a = np.ascontiguousarray(a)
@@ -51,6 +52,7 @@ class Ctx:
         return driver.dtoh(out, ptr, self.dev.stream)
 
     def record(self, name, err, tol, extra=""):
+        name = self.tag + name
         ok = bool(np.isfinite(err) and err <= tol)
         self.results.append((name, float(err), tol, ok, extra))
         print(f"{'PASS' if ok else 'FAIL'} {name:<44} err={err:.2e} tol={tol:.0e} {extra}", flush=True)
@@ -368,9 +370,10 @@ def run_all() -> list:
     from ops.gpu.flash_check import check_flash
     from ops.gpu.fused_check import check_attn_o, check_fused
     from ops.gpu.lean_check import check_lean
+    from ops.gpu.sampling_check import check_sampling_kernels
     from ops.gpu.wgmma_check import check_wgmma
 
-    for fn in (check_small_ops, check_linear, check_attention, check_sampling, check_token_mask,
+    for fn in (check_small_ops, check_linear, check_attention, check_sampling_kernels,
                lambda c: check_fused(c, rel), lambda c: check_attn_o(c, rel), lambda c: check_flash(c, rel),
                lambda c: check_wgmma(c, rel), lambda c: check_lean(c, rel),
                lambda c: check_decode_attention(c, rel)):

@@ -12,7 +12,8 @@ MODEL_DEFINES = {"ATT_G": 3, "ATT_D": 64}   # SmolLM2-135M: 9 heads / 3 KV heads
 EXPECTED = {
     "embedding": ["embedding_gather"], "norm": ["add_rmsnorm", "add_rmsnorm_warp"], "rope": ["rope_inplace"],
     "kv_write": ["kv_write"], "swiglu": ["swiglu"], "linear": ["linear_gemv", "linear_mma", "linear_mma_32"],
-    "attention": ["paged_attention", "attention_combine"], "sampling": ["sample_rows", "adjust_rows"],
+    "attention": ["paged_attention", "attention_combine"],
+    "sampling": ["sample_rows", "adjust_rows", "sample_rows_split"],
     "fused": ["mlp_fused", "lm_head_argmax"], "attn_fused": ["attn_o_fused", "paged_attention"],
     "token_mask": ["token_mask_rows"], "flash_attention": ["flash_prefill", "flash_prefill_k2", "flash_prefill_64",
                                                               "flash_prefill_s3", "flash_prefill_k2_s3",
