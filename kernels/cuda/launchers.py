@@ -128,6 +128,7 @@ class Kernels:
         # AOTX_SAMPLE_SPLIT=1 (or ``sample_split = True``), else sample_rows (a block a row): the same ids
         clusters = int(device.arch[3:]) >= 90
         self.sample_split = sample_split.wanted(os.environ) and clusters
+        self.sample_split_rows = sample_split.max_rows(os.environ)     # (larger steps: a block a row)
         if clusters:
             self.f["sample_rows_split"] = self.modules["sampling"].function("sample_rows_split")
             driver.set_max_dynamic_smem(self.f["sample_rows_split"], sample_split.SMEM_MAX)
@@ -343,7 +344,7 @@ class Kernels:
         # mask_bits / mask_row / words: the rows' token masks read as sample_rows loads the logits (0: none)
         args = (logits, rows, vocab, temperature, top_p, top_k, seed, step, min_p, adj_row, scratch, out,
                 mask_bits, mask_row, words)
-        if self.sample_split and sample_split.fits(vocab):
+        if self.sample_split and n_rows <= self.sample_split_rows and sample_split.fits(vocab):
             self._go("sample_rows_split", (n_rows * sample_split.SPLIT_C,), sample_split.SPLIT_THREADS, args,
                      "ppi" + "p" * 9 + "ppi", smem=sample_split.smem(vocab))
             return

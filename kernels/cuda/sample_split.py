@@ -6,8 +6,13 @@ from __future__ import annotations
 SPLIT_C = 8                 # the kernel's SPLIT_C: blocks (a cluster) a row; 8 is the portable maximum
 SPLIT_THREADS = 512         # the kernel's SPLIT_THREADS (>= 256: a thread a histogram bin)
 SMEM_MAX = 96 * 1024        # the compact list's dynamic shared memory at most (vocab <= 65,536)
-DEFAULT = "0"               # AOTX_SAMPLE_SPLIT when unset: off until `make gpu-check` has passed on a GPU
+DEFAULT = "1"               # AOTX_SAMPLE_SPLIT when unset (ids checked equal on an H100: ops.gpu.sampling_check)
 ENV = "AOTX_SAMPLE_SPLIT"
+# at most this many rows take the split kernel (AOTX_SAMPLE_SPLIT_MAX_ROWS): on the H100 (session 13,
+# ops.gpu.sampling_bench) it is 3x sample_rows at 1 row and 1.7-1.9x at 64 rows (t=0.7, masked), but at
+# 256 rows, 8 blocks a row are ~8 waves of the SMs and it is 0.84-1.25x: a block a row serves there
+MAX_ROWS = 128
+MAX_ROWS_ENV = "AOTX_SAMPLE_SPLIT_MAX_ROWS"
 
 
 def smem(vocab: int) -> int:
@@ -27,3 +32,13 @@ def wanted(env) -> bool:
     if value not in ("0", "1"):
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
     return value == "1"
+
+
+def max_rows(env) -> int:
+    """AOTX_SAMPLE_SPLIT_MAX_ROWS (an int >= 0), else MAX_ROWS: the largest step the split kernel samples."""
+    value = env.get(MAX_ROWS_ENV, "")
+    if not value:
+        return MAX_ROWS
+    if not value.isdigit():
+        raise ValueError(f"{MAX_ROWS_ENV} must be a whole number, got {value!r}")
+    return int(value)

@@ -62,7 +62,8 @@ def check_shapes(c: Ctx) -> None:
 def check_sampling_kernels(c: Ctx) -> None:
     """kernel_check's sampling checks and check_shapes, with each kernel (the split one where the device
     has thread-block clusters)."""
-    keep = c.k.sample_split
+    keep = c.k.sample_split, c.k.sample_split_rows
+    c.k.sample_split_rows = 1 << 30              # (the kernel named, at every row count)
     try:
         for name, split in KERNELS:
             if split and "sample_rows_split" not in c.k.f:
@@ -72,7 +73,7 @@ def check_sampling_kernels(c: Ctx) -> None:
             check_token_mask(c)
             check_shapes(c)
     finally:
-        c.k.sample_split, c.tag = keep, ""
+        (c.k.sample_split, c.k.sample_split_rows), c.tag = keep, ""
 
 
 def main() -> int:

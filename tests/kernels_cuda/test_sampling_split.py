@@ -60,7 +60,7 @@ def test_split_smem_is_a_slice_of_keys_and_weights():
 
 def test_launcher_takes_the_split_kernel_only_where_it_fits():
     src = (build.SOURCE_DIR / "launchers.py").read_text()
-    assert "if self.sample_split and sample_split.fits(vocab):" in src
+    assert "if self.sample_split and n_rows <= self.sample_split_rows and sample_split.fits(vocab):" in src
     assert "smem=sample_split.smem(vocab)" in src and "(n_rows * sample_split.SPLIT_C,), sample_split.SPLIT_THREADS" in src
 
 
@@ -74,3 +74,11 @@ def test_sample_split_switch(value, want):
 def test_sample_split_switch_rejects_other_values():
     with pytest.raises(ValueError, match="AOTX_SAMPLE_SPLIT"):
         P.wanted({"AOTX_SAMPLE_SPLIT": "yes"})
+
+
+def test_sample_split_max_rows():
+    assert P.max_rows({}) == P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": ""}) == P.MAX_ROWS == 128
+    assert P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": "0"}) == 0
+    assert P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": "512"}) == 512
+    with pytest.raises(ValueError, match="AOTX_SAMPLE_SPLIT_MAX_ROWS"):
+        P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": "-1"})
