@@ -56,24 +56,46 @@ def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overla
     raise RuntimeError("aotx serve did not start")
 
 
+_CONTENT = b'"delta":{"content":"'
+
+
+def content_chunk(data: bytes) -> bool | None:
+    """A plain content chunk read without json.loads (7-8 us of a client's ~19 a chunk): True when its
+    content is not empty, False when it is; None for any chunk that must be parsed (no content delta,
+    usage, an error). Exact for one choice: a quote inside a JSON string is escaped, so `"usage":{` and
+    `"error"` can only be keys, and `"delta":{"content":"` only the start of the delta's content."""
+    at = data.find(_CONTENT)
+    if at < 0 or b'"usage":{' in data or b'"error"' in data:
+        return None
+    return data[at + len(_CONTENT):at + len(_CONTENT) + 1] != b'"'
+
+
 async def one(conn: StreamConn, i: int, max_tokens: int, temperature: float) -> dict:
     """One streaming chat on `conn`: the arrival stamp of each content chunk, and the server's token count."""
     body = {"model": "smollm2-135m-instruct", "stream": True, "max_tokens": max_tokens,
             "temperature": temperature, "seed": i, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + " Answer in detail."}],
             **({"ignore_eos": True} if ignore_eos() else {})}
-    stamps, usage = [], None
-    async for t, data in conn.sse("/v1/chat/completions", json.dumps(body).encode()):
+    stamps: list[float] = []
+    usage: list[dict] = []
+
+    def on_data(t: float, data: bytes) -> None:
         if data == b"[DONE]":
-            continue
+            return
+        seen = content_chunk(data)
+        if seen is not None:
+            if seen:
+                stamps.append(t)
+            return
         chunk = json.loads(data)
         if "error" in chunk:
             raise RuntimeError(chunk["error"])
         if chunk.get("usage"):
-            usage = chunk["usage"]
+            usage.append(chunk["usage"])
         if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
             stamps.append(t)
-    return {"stamps": stamps, "tokens": usage["completion_tokens"] if usage else len(stamps)}
+    await conn.stream("/v1/chat/completions", json.dumps(body).encode(), on_data)
+    return {"stamps": stamps, "tokens": usage[-1]["completion_tokens"] if usage else len(stamps)}
 
 
 async def load(base: str, concurrency: int, max_tokens: int, temperature: float, *, clients: int = 1,

@@ -49,7 +49,9 @@ class _Server:
 
 
 async def _read(conn: StreamConn, body: bytes = b"{}") -> list[bytes]:
-    return [data async for _, data in conn.sse("/v1/chat/completions", body)]
+    got: list[bytes] = []
+    await conn.stream("/v1/chat/completions", body, lambda t, data: got.append(data))
+    return got
 
 
 def test_chunked_events_split_and_joined_across_chunks_and_the_connection_reused():
@@ -108,3 +110,54 @@ def test_a_refusal_raises_with_its_status_and_body():
 
     exc = asyncio.run(run())
     assert exc.status == 400 and exc.body == err
+
+
+def test_the_callbacks_error_is_raised_and_a_cut_answer_is_an_error():
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    whole = head + _chunked(b"data: 1\n\ndata: 2\n\n")
+    cut = head + b"%x\r\ndata: 1\n\n\r\n" % len(b"data: 1\n\n")   # no last chunk: the server closes instead
+
+    def refuse(t, data):
+        raise RuntimeError(f"refused {data!r}")
+
+    async def run():
+        srv = _Server([whole, cut], close_after=True)
+        conn = StreamConn(await srv.start())
+        try:
+            with pytest.raises(RuntimeError, match="refused b'1'"):
+                await conn.stream("/x", b"{}", refuse)
+            with pytest.raises(ConnectionError):
+                await _read(conn)
+        finally:
+            conn.close()
+            srv.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("text", ["", " word", '"usage":{', '"error"', "\\", '{"content":"', "\n", "é", "\u2028"])
+def test_the_benchs_quick_read_of_a_content_chunk_is_the_parsed_one(text):
+    """ops.gpu.serve_bench.content_chunk against json.loads on chunks as the server encodes them (the head once,
+    the choice from a template: api.surfaces.openai_chunks), whatever the text."""
+    import json
+
+    from ops.gpu.serve_bench import content_chunk
+
+    head = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp",'
+    content = head + '"choices":[{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":null}]' % (
+        json.dumps(text))
+    role = head + '"choices":[{"index":0,"delta":{"role":"assistant","content":%s},"logprobs":null,' \
+                  '"finish_reason":null}]' % json.dumps(text)
+    for body in (content + "}", content + ',"usage":null}', role + ',"usage":null}',
+                 head + '"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}',
+                 '{"error":{"message":%s}}' % json.dumps(text)):
+        data = body.encode()
+        chunk = json.loads(data)
+        quick = content_chunk(data)
+        if quick is None:   # parsed instead: nothing to compare
+            continue
+        assert "usage" not in chunk or chunk["usage"] is None
+        assert "error" not in chunk
+        assert quick == bool(chunk["choices"] and chunk["choices"][0]["delta"].get("content"))
+    # the quick read takes the common chunk
+    assert content_chunk((content + ',"usage":null}').encode()) == bool(text)
