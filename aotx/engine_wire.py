@@ -88,12 +88,14 @@ def params_to_wire(p: SamplingParams) -> dict[str, Any]:
     return out
 
 
+_PARAM_FIELDS = frozenset(f.name for f in dataclasses.fields(SamplingParams))
+
+
 def params_from_wire(m: dict[str, Any], constraints: Any = None) -> SamplingParams:
     """`constraints`: the engine process's ConstraintCompiler (aotx.structured), which turns a
     constraint's grammar back into a Constraint; a constrained request without one is refused
     (ValueError) — never run unconstrained."""
-    known = {f.name for f in dataclasses.fields(SamplingParams)}
-    kw = {k: v for k, v in m.items() if k in known}
+    kw = {k: v for k, v in m.items() if k in _PARAM_FIELDS}
     c = kw.get("constraint")
     if c is not None:
         if constraints is None or not isinstance(c, dict):

@@ -105,18 +105,18 @@ class RequestLatency:
         self.queue = hist("aotx_request_queue_seconds", "Submission to admission by the scheduler.", TTFT_BUCKETS)
         self.duration = hist("aotx_request_duration_seconds", "Submission to the request's last delta.",
                              DURATION_BUCKETS)
-        for h in self._all():
-            for s in SURFACES:
-                for lane in LANES:
-                    h.labels(s, lane)   # every cell exists (0) before its first request
+        # every cell exists (0) before its first request; its four children are looked up here once, not by
+        # `labels` (a lock and a dict lookup each) at every request's observer
+        self._cells = {(s, lane): tuple(h.labels(s, lane) for h in self._all()) for s in SURFACES for lane in LANES}
 
     def _all(self) -> tuple[Histogram, ...]:
         return self.ttft, self.itl, self.queue, self.duration
 
     def observer(self, surface: str, lane: str) -> Callable[[Delta], None]:
-        if surface not in SURFACES or lane not in LANES:
+        cell = self._cells.get((surface, lane))
+        if cell is None:
             raise ValueError(f"unknown route cell surface={surface!r} lane={lane!r}")
-        ttft, itl, queue, duration = (h.labels(surface, lane) for h in self._all())
+        ttft, itl, queue, duration = cell
         began = time.monotonic()
         last: list[float | None] = [None]
         itl_add, itl_pending, fold_at, clock = itl.add, itl._pending, itl.FOLD_AT, time.monotonic

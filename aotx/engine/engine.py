@@ -157,7 +157,8 @@ class Engine(StepOutput):
         max_tokens = min(params.max_tokens, self.max_model_len - len(prompt))
         # a top_k that keeps the whole vocabulary is "off" (and must fit the int32 row field)
         top_k = 0 if params.top_k >= (vocab or 2**31) else params.top_k
-        params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k)
+        if max_tokens != params.max_tokens or top_k != params.top_k:   # frozen: the same values, the same object
+            params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k)
         eos = self.tokenizer.eos_id
         stop_ids = {*params.stop_token_ids} | (set() if params.ignore_eos else {eos})
         seq = Sequence(

@@ -32,7 +32,7 @@ def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
     if len(prompt) >= max_model_len:
         raise RequestRejected("context_length_exceeded",
                               f"prompt has {len(prompt)} tokens; the limit is {max_model_len - 1}")
-    if vocab_size is not None and not all(0 <= t < vocab_size for t in prompt):
+    if vocab_size is not None and not (min(prompt) >= 0 and max(prompt) < vocab_size):
         raise RequestRejected("invalid_prompt", f"prompt token ids must be in [0, {vocab_size})")
     problems = [
         (p.max_tokens < 0, "max_tokens must be >= 0"),

@@ -27,6 +27,7 @@ import httpx
 from ops.gpu.latency import device_share, ignore_eos, set_ignore_eos, summarize
 from ops.gpu.model_check import PROMPTS
 from ops.gpu.serve_load import cpu_per_token, server_cpu, split_load
+from ops.gpu.sse_client import StreamConn
 
 READY = re.compile(r"serving \S+ on (http://\S+) ")
 
@@ -55,54 +56,79 @@ def start_server(backend: str, max_batch: int, max_tokens: int, var: str, overla
     raise RuntimeError("aotx serve did not start")
 
 
-async def one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, temperature: float) -> dict:
+_CONTENT = b'"delta":{"content":"'
+
+
+def content_chunk(data: bytes) -> bool | None:
+    """A plain content chunk read without json.loads (7-8 us of a client's ~19 a chunk): True when its
+    content is not empty, False when it is; None for any chunk that must be parsed (no content delta,
+    usage, an error). Exact for one choice: a quote inside a JSON string is escaped, so `"usage":{` and
+    `"error"` can only be keys, and `"delta":{"content":"` only the start of the delta's content."""
+    at = data.find(_CONTENT)
+    if at < 0 or b'"usage":{' in data or b'"error"' in data:
+        return None
+    return data[at + len(_CONTENT):at + len(_CONTENT) + 1] != b'"'
+
+
+async def one(conn: StreamConn, i: int, max_tokens: int, temperature: float) -> dict:
+    """One streaming chat on `conn`: the arrival stamp of each content chunk, and the server's token count."""
     body = {"model": "smollm2-135m-instruct", "stream": True, "max_tokens": max_tokens,
             "temperature": temperature, "seed": i, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + " Answer in detail."}],
             **({"ignore_eos": True} if ignore_eos() else {})}
-    stamps, usage = [], None
-    async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(chunk["error"])
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
-                stamps.append(time.perf_counter())
-    return {"stamps": stamps, "tokens": usage["completion_tokens"] if usage else len(stamps)}
+    stamps: list[float] = []
+    usage: list[dict] = []
+
+    def on_data(t: float, data: bytes) -> None:
+        if data == b"[DONE]":
+            return
+        seen = content_chunk(data)
+        if seen is not None:
+            if seen:
+                stamps.append(t)
+            return
+        chunk = json.loads(data)
+        if "error" in chunk:
+            raise RuntimeError(chunk["error"])
+        if chunk.get("usage"):
+            usage.append(chunk["usage"])
+        if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+            stamps.append(t)
+    await conn.stream("/v1/chat/completions", json.dumps(body).encode(), on_data)
+    return {"stamps": stamps, "tokens": usage[-1]["completion_tokens"] if usage else len(stamps)}
 
 
 async def load(base: str, concurrency: int, max_tokens: int, temperature: float, *, clients: int = 1,
                server_pid: int | None = None) -> dict:
     """`clients` > 1: the measured streams come from that many processes (ops.gpu.serve_load); `server_pid`:
     add the server's CPU µs per streamed token, by process (main, HTTP workers, nats-server)."""
-    limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-        await asyncio.gather(*(one(client, base, i, 16, temperature) for i in range(min(8, concurrency))))
-        await asyncio.gather(*(one(client, base, i, 4, temperature) for i in range(concurrency)))  # this width
-        if clients > 1:
-            marks: dict = {}
+    conns = [StreamConn(base) for _ in range(concurrency)]   # one connection per stream (ops.gpu.sse_client)
+    try:
+        await asyncio.gather(*(one(conns[i], i, 16, temperature) for i in range(min(8, concurrency))))
+        await asyncio.gather(*(one(conns[i], i, 4, temperature) for i in range(concurrency)))  # this width
+        async with httpx.AsyncClient(timeout=600) as client:
+            if clients > 1:
+                marks: dict = {}
 
-            def at_start() -> None:   # after the client processes' warm-up requests, before their streams
-                marks["before"] = httpx.get(f"{base}/v1/stats", timeout=60).json()["engine"]
-                marks["cpu0"] = server_cpu(server_pid) if server_pid else None
+                def at_start() -> None:   # after the client processes' warm-up requests, before their streams
+                    marks["before"] = httpx.get(f"{base}/v1/stats", timeout=60).json()["engine"]
+                    marks["cpu0"] = server_cpu(server_pid) if server_pid else None
 
-            results, t0 = await asyncio.to_thread(split_load, base, concurrency, max_tokens, temperature, clients,
-                                                  at_start)
-            before, cpu0 = marks["before"], marks["cpu0"]
-        else:
-            before = (await client.get(f"{base}/v1/stats")).json()["engine"]
-            cpu0 = server_cpu(server_pid) if server_pid else None
-            t0 = time.perf_counter()
-            results = await asyncio.gather(*(one(client, base, i, max_tokens, temperature)
-                                             for i in range(concurrency)))
-        wall = time.perf_counter() - t0
-        cpu1 = server_cpu(server_pid) if server_pid else None
-        after = (await client.get(f"{base}/v1/stats")).json()["engine"]
+                results, t0 = await asyncio.to_thread(split_load, base, concurrency, max_tokens, temperature,
+                                                      clients, at_start)
+                before, cpu0 = marks["before"], marks["cpu0"]
+            else:
+                before = (await client.get(f"{base}/v1/stats")).json()["engine"]
+                cpu0 = server_cpu(server_pid) if server_pid else None
+                t0 = time.perf_counter()
+                results = await asyncio.gather(*(one(conns[i], i, max_tokens, temperature)
+                                                 for i in range(concurrency)))
+            wall = time.perf_counter() - t0
+            cpu1 = server_cpu(server_pid) if server_pid else None
+            after = (await client.get(f"{base}/v1/stats")).json()["engine"]
+    finally:
+        for conn in conns:
+            conn.close()
     tokens = sum(r["tokens"] for r in results)
     cpu = cpu_per_token(cpu0, cpu1, tokens) if cpu0 is not None else {}
     return {**summarize([r["stamps"] for r in results], t0, wall, tokens), **device_share(before, after), **cpu}

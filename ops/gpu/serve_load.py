@@ -1,7 +1,7 @@
 """Load for ops.gpu.serve_bench from several client processes, and the server's CPU time by process.
 
-One Python client tops out near the rate a multi-worker server streams at (httpx + JSON per chunk), so
-`clients > 1` splits the streams over that many spawned processes; each opens its connections first, then
+One Python client tops out near the rate a multi-worker server streams at (a read, the SSE framing and one
+json.loads per chunk: ops.gpu.sse_client, one connection per stream), so `clients > 1` splits the streams over that many spawned processes; each opens its connections first, then
 a barrier releases them together (CLOCK_MONOTONIC is system-wide, so their chunk stamps share one clock).
 
 `server_cpu(pid)`: utime + stime seconds of the server's main process, of its HTTP workers (python
@@ -14,8 +14,6 @@ import multiprocessing as mp
 import threading
 import time
 from typing import Callable
-
-import httpx
 
 from ops.proc_cpu import children, comm, cpu_seconds
 
@@ -35,22 +33,26 @@ def cpu_per_token(before: dict[str, float], after: dict[str, float], tokens: int
 
 
 def _part(base: str, ids: list[int], max_tokens: int, temperature: float, ready, go, out) -> None:
-    """One client process: make its HTTP client, open one connection per stream with a 1-token request
-    (httpx's lazy imports and SSL context, the TCP handshakes: the first AsyncClient of a process takes
-    0.1-1.3 s on a busy box), pass the `ready` barrier with the other clients and the parent, wait at `go`
+    """One client process: open one connection per stream with a 1-token request (the process's imports,
+    the TCP handshakes: 0.1-1.3 s on a busy box before the first request), pass the `ready` barrier with the other clients and the parent, wait at `go`
     for the parent's start, then run the measured streams.
     Puts (release instant, results) on `out`, or the error's text."""
     try:
         from ops.gpu.serve_bench import one
+        from ops.gpu.sse_client import StreamConn
 
         async def run() -> tuple[float, list[dict]]:
-            limits = httpx.Limits(max_connections=len(ids) + 4, max_keepalive_connections=len(ids) + 4)
-            async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-                await asyncio.gather(*(one(client, base, i, 1, temperature) for i in ids))
+            conns = [StreamConn(base) for _ in ids]
+            try:
+                await asyncio.gather(*(one(conn, i, 1, temperature) for conn, i in zip(conns, ids)))
                 await asyncio.to_thread(ready.wait, 600)
                 await asyncio.to_thread(go.wait, 600)
                 released = time.perf_counter()
-                return released, await asyncio.gather(*(one(client, base, i, max_tokens, temperature) for i in ids))
+                return released, await asyncio.gather(*(one(conn, i, max_tokens, temperature)
+                                                        for conn, i in zip(conns, ids)))
+            finally:
+                for conn in conns:
+                    conn.close()
 
         out.put(asyncio.run(run()))
     except BaseException as exc:   # the parent raises it: a client that failed must not look like a slow one

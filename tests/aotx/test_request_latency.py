@@ -51,3 +51,26 @@ def test_no_exemplars():
     hist = LightHistogram("aotx_y_seconds", "doc.", buckets=ITL_BUCKETS, registry=None)
     with pytest.raises(ValueError):
         hist.observe(0.1, {"trace": "1"})
+
+
+def test_an_observer_counts_into_its_own_cell_and_an_unknown_cell_is_refused():
+    from aotx.engine.types import Delta
+    from aotx.request_latency import RequestLatency
+
+    lat = RequestLatency()
+    on = lat.observer("chat", "stream")
+    on(Delta("a", token_ids=(1,), queued_s=0.01))
+    on(Delta("b", token_ids=(2,)))
+    on(Delta("", finish_reason="length", completion_tokens=2))
+    counts = {}
+    for family in lat.collect():
+        for s in family.samples:
+            if s.name.endswith("_count"):
+                counts[(s.name, s.labels["surface"], s.labels["lane"])] = s.value
+    for name in ("ttft", "queue", "duration"):
+        cells = {k[1:]: v for k, v in counts.items() if name in k[0] or (name == "ttft" and "first_token" in k[0])}
+        assert cells[("chat", "stream")] == 1 and sum(cells.values()) == 1, (name, cells)
+    itl = {k[1:]: v for k, v in counts.items() if "inter_token" in k[0]}
+    assert itl[("chat", "stream")] == 1 and sum(itl.values()) == 1
+    with pytest.raises(ValueError):
+        lat.observer("chat", "nowhere")

@@ -125,9 +125,10 @@ async def test_rejections_and_clipping():
         with pytest.raises(RequestRejected) as e:
             engine.submit([65], SamplingParams(max_tokens=1, top_p=0))
         assert e.value.code == "invalid_params"
-        with pytest.raises(RequestRejected) as e:
-            engine.submit([65, 300], greedy(1))
-        assert e.value.code == "invalid_prompt"
+        for bad in ([65, 300], [-1, 65], [300]):   # [0, vocab) at both ends (the fake vocabulary: 300)
+            with pytest.raises(RequestRejected) as e:
+                engine.submit(bad, greedy(1))
+            assert e.value.code == "invalid_prompt"
         h = engine.submit([65] * 30, greedy(100))
         assert h.max_tokens == 2 and h.prompt_tokens == 30
         deltas = await collect(h)
