@@ -29,6 +29,7 @@ already is a comparison.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import weakref
 from collections.abc import Sequence
@@ -52,23 +53,28 @@ class LateMask:
         # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
         # ids holding its pending token or -1, the output index of that token / the tokens the matcher
         # must have consumed), taken now, on the engine thread (one pass: it runs every step)
-        self.rows: list[int] = []
-        self._seqs: list[tuple] = []
-        vocab, last = 0, None
-        for j, seq in enumerate(sampled):
-            if seq.matcher is None:
-                continue
-            self.rows.append(j)
-            n = len(seq.output_ids)
-            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
-            constraint = seq.params.constraint
-            if constraint is not last:
-                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
+        # (comprehensions, no Python loop a row: it runs every step; a row's pending token is its last)
+        matchers = [seq.matcher for seq in sampled]
+        if matchers.count(None):
+            self.rows: list[int] = [j for j, m in enumerate(matchers) if m is not None]
+            seqs = [sampled[j] for j in self.rows]
+        else:                       # (every row constrained: the common structured batch)
+            self.rows = list(range(len(matchers)))
+            seqs = sampled
+        pending = [seq.pending for seq in seqs]
+        counts = [len(seq.output_ids) for seq in seqs]
+        self._seqs: list[tuple] = list(zip(
+            seqs, [seq.pending_row if p else -1 for seq, p in zip(seqs, pending)],
+            [n + p - 1 if p else n for n, p in zip(counts, pending)]))
+        constraints = {seq.params.constraint for seq in seqs}
+        vocab = max(int(c.vocab_size) for c in constraints) if constraints else 0
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
         self.words = mask_words(vocab)
         # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
         # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
         self.flat: memoryview | None = None
+        self._flat_np: np.ndarray | None = None     # the same bits as a numpy array (checked's gather)
+        self._row_matchers = False    # defer found RowMatchers only (checked reads their marks)
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
@@ -109,6 +115,7 @@ class LateMask:
         expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
         if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
             expect_rows(self, matchers, self._seqs)
+            self._row_matchers = getattr(expect_rows, "__qualname__", "") == "RowMatcher.expect_rows"
         else:
             for m in matchers:
                 if not hasattr(m, "expect"):
@@ -129,6 +136,25 @@ class LateMask:
         if not 0 <= token < 32 * self.words:
             return False
         return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
+
+    def checked(self, tids: list[int]) -> dict | None:
+        """The engine thread's check of the tokens this mask let through, read back (`tids`: the step's ids,
+        in the order of the rows it was built over), for every row at once: by matcher, what its
+        ``RowMatcher.sync(len(seq.output_ids), token)`` answers where that answer is the mask's bit (one
+        numpy gather for the rows) and the matcher's own record (RowMatcher.checked_rows); a row left out
+        must call sync. None where it cannot tell: not the worker's consume, not RowMatchers, bits not
+        written or gone."""
+        flat, arr = self.flat, self._flat_np
+        if flat is None or arr is None or self._bits_gone or not (self.worker_consumes and self._row_matchers):
+            return None
+        rows, words = self.rows, self.words
+        toks = tids if len(rows) == len(tids) else [tids[j] for j in rows]
+        at = np.array(toks, dtype=np.int64)
+        inside = (at >= 0) & (at < 32 * words)
+        at = np.where(inside, at, 0)
+        bits = (arr[np.arange(len(rows)) * words + (at >> 5)] >> (at & 31).astype(np.uint32)) & np.uint32(1)
+        from aotx.structured.constraint import RowMatcher
+        return RowMatcher.checked_rows(self, [seq for seq, _, _ in self._seqs], (inside & (bits == 1)).tolist(), toks)
 
     def wait_consumed(self) -> None:
         """Until this mask's thread has consumed the rows' pending tokens (or failed to)."""
@@ -194,10 +220,11 @@ class LateMask:
             if self._error is None:
                 assert self._ok is not None
                 mask = self._fill(self._ok)
-                flat = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
+                arr = np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1)
                 self._mask = mask
                 if not self._bits_gone:     # (into gave its memory to a later mask: no longer answers)
-                    self.flat = flat
+                    self._flat_np = arr
+                    self.flat = memoryview(arr)
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
@@ -235,7 +262,9 @@ class LateMask:
         plan = self._plan
         if not plan:
             return self._consume_rows(batch)
-        if plan.idle and [m.consumed for m in plan.idle] != plan.idle_index:
+        # (the matchers' consumed counts, oks and token records read without a Python call a row: the plan
+        # holds their token lists, RowMatcher's, which never change identity)
+        if plan.idle and list(map(len, plan.idle_tokens)) != plan.idle_index:
             self._out_of_step()
         ok = None
         if plan.pending:
@@ -244,17 +273,17 @@ class LateMask:
                                     "step to read it from")
             tokens = self._previous.ids()[plan.id_rows].tolist()
             pm = plan.pending_matchers
-            if [m.consumed for m in pm] == plan.pending_index:    # (each at its token: the worker's case)
-                batch.consume_rows(pm, plan.pending_lls, tokens)     # (one token each: in step after)
+            if list(map(len, plan.pending_tokens)) == plan.pending_index:    # (each at its token: the worker's case)
+                batch.consume_rows(pm, plan.pending_lls, tokens, plan.pending_tokens)   # (one token each)
             else:       # a row has it already: sync compares
                 ok = [True] * len(self._seqs)
                 for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
                     ok[k] = good
                 self._out_of_step()
-        matchers = plan.matchers
+        oks = list(map(_OK, plan.matchers))      # (not m.failed)
         if ok is None:
-            return [not m.failed for m in matchers]
-        return [good and not m.failed for good, m in zip(ok, matchers)]
+            return oks
+        return [good and o for good, o in zip(ok, oks)]
 
     def _consume_rows(self, batch) -> list[bool]:
         """The general path: any matcher with RowMatcher's interface."""
@@ -313,8 +342,9 @@ class _Plan:
     (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
     .fill_rows says why: a lexer's rows take turns at its mutex). Never changed once built: a later
     step's plan over the same matchers in the same order (most decode steps) shares its lists."""
-    __slots__ = ("matchers", "lls", "order", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
-                 "id_list", "idle", "idle_index", "pairs", "rows", "row_list", "__weakref__")
+    __slots__ = ("matchers", "lls", "tokens", "order", "pending", "pending_matchers", "pending_lls", "pending_tokens",
+                 "pending_index", "id_rows", "id_list", "idle", "idle_tokens", "idle_index", "pairs", "rows", "row_list",
+                 "__weakref__")
 
     @classmethod
     def of(cls, seqs: list[tuple], rows: list[int], last: "_Plan | None" = None) -> "_Plan | None":
@@ -322,9 +352,13 @@ class _Plan:
         plan = cls()
         if last is not None and last.matchers == matchers:    # (identity: RowMatcher has no __eq__)
             plan.matchers, plan.lls, plan.order, plan.pairs = last.matchers, last.lls, last.order, last.pairs
+            plan.tokens = last.tokens
         else:
             lls = [getattr(m, "ll", None) for m in matchers]
             if None in lls:
+                return None
+            plan.tokens = [getattr(m, "_tokens", None) for m in matchers]    # (RowMatcher's record)
+            if None in plan.tokens or any(getattr(m, "_ok", None) is None for m in matchers):
                 return None
             groups = [getattr(m, "group", 0) for m in matchers]
             plan.matchers, plan.lls = matchers, lls
@@ -335,12 +369,14 @@ class _Plan:
         pending = [k for k in order if seqs[k][1] >= 0]
         if last is not None and pending == last.pending:
             plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
-            plan.idle = last.idle
+            plan.pending_tokens, plan.idle, plan.idle_tokens = last.pending_tokens, last.idle, last.idle_tokens
         else:
             plan.pending = pending
             plan.pending_matchers = [plan.matchers[k] for k in pending]
             plan.pending_lls = [plan.lls[k] for k in pending]
+            plan.pending_tokens = [plan.tokens[k] for k in pending]
             plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
+            plan.idle_tokens = [plan.tokens[k] for k in order if seqs[k][1] < 0]
         plan.pending_index = [seqs[k][2] for k in plan.pending]
         ids = [seqs[k][1] for k in plan.pending]
         plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
@@ -349,6 +385,9 @@ class _Plan:
         plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
         plan.row_list = rows
         return plan
+
+
+_OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in

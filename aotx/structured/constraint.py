@@ -129,12 +129,17 @@ class RowMatcher:
         return self.consumed_as(token_id, bool(accepted))
 
     @staticmethod
-    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool]) -> None:
+    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool],
+                     records: list[list[int]] | None = None) -> None:
         """matchers[j] has consumed tokens[j] (an int) with accepted[j], what a batch consume of their
         llguidance matchers returned (aotx.structured.batch.consume_rows): ``consume`` without its
         llguidance call (the batch consume is the one ``consume_token`` makes; it leaves a refused row
-        in its error state)."""
+        in its error state). `records`: the matchers' token lists (``_tokens``), where the caller has
+        them (aotx.engine.masks' plan): then an all-accepted step is recorded without a Python call a row."""
         if all(accepted):
+            if records is not None:
+                any(map(list.append, records, tokens))   # (append returns None: any() runs them all)
+                return
             for m, t in zip(matchers, tokens):
                 m._tokens.append(t)     # (a failed row stays failed: consumed_as with True)
             return
@@ -175,6 +180,37 @@ class RowMatcher:
                 m._consumer = (mask, index)
             else:
                 m._sampled = (m._sampled[1], (mask, j, index))
+
+    @staticmethod
+    def checked_rows(mask, seqs: list, allowed: list[bool], tokens: list[int]) -> dict:
+        """For row j of `mask` (LateMask: its sequence seqs[j], whose token tokens[j] that mask's bits allow
+        or not: allowed[j]), what ``seqs[j].matcher.sync(len(seqs[j].output_ids), tokens[j])`` answers, by
+        matcher, where sync's answer is that bit and the matcher's record: the token is the one a later mask's
+        worker consumes and `mask` (row j) let it through (``expect``). Reads only (no wait, no llguidance
+        call); a row left out must call sync (aotx.engine.step_output)."""
+        out = {}
+        for j, (seq, good, tok) in enumerate(zip(seqs, allowed, tokens)):
+            m = seq.matcher
+            index = len(seq.output_ids)
+            consumer = m._consumer
+            if consumer is None or consumer[1] != index:
+                continue
+            mark, later = m._sampled
+            if mark is None or mark[2] != index:
+                mark = later
+            if mark is None or mark[0] is not mask or mark[1] != j or mark[2] != index:
+                continue
+            n = len(m._tokens)
+            if index > n:
+                continue        # (sync raises: it says so)
+            if not good:
+                out[m] = False
+            elif index == n:
+                out[m] = m._bad_at is None
+            else:
+                bad = m._bad_at
+                out[m] = (bad is None or index < bad) and m._tokens[index] == tok
+        return out
 
     def sync(self, index: int, token_id: int) -> bool:
         """Output token `index` is `token_id`: consume it unless it already was (the engine learns a
