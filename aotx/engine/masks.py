@@ -33,6 +33,7 @@ import operator
 import threading
 import weakref
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -53,20 +54,25 @@ class LateMask:
         # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
         # ids holding its pending token or -1, the output index of that token / the tokens the matcher
         # must have consumed), taken now, on the engine thread (one pass: it runs every step)
-        # (comprehensions, no Python loop a row: it runs every step; a row's pending token is its last)
-        matchers = [seq.matcher for seq in sampled]
-        if matchers.count(None):
+        # (read by C-level maps, no Python loop a row: it runs every step; a row's pending token is its last)
+        matchers = list(map(_MATCHER, sampled))
+        if any(map(operator.is_, matchers, repeat(None))):
             self.rows: list[int] = [j for j, m in enumerate(matchers) if m is not None]
             seqs = [sampled[j] for j in self.rows]
-        else:                       # (every row constrained: the common structured batch)
+        else:                       # (every row constrained: a structured batch)
             self.rows = list(range(len(matchers)))
-            seqs = sampled
-        pending = [seq.pending for seq in seqs]
-        counts = [len(seq.output_ids) for seq in seqs]
-        self._seqs: list[tuple] = list(zip(
-            seqs, [seq.pending_row if p else -1 for seq, p in zip(seqs, pending)],
-            [n + p - 1 if p else n for n, p in zip(counts, pending)]))
-        constraints = {seq.params.constraint for seq in seqs}
+            seqs = list(sampled)     # (a copy: the caller may change its list)
+        pending = list(map(_PENDING, seqs))
+        counts = list(map(len, map(_OUTPUT, seqs)))
+        if all(pending):            # (a decode step: each row's token of the step before is pending)
+            self._id_rows: list[int] = list(map(_PENDING_ROW, seqs))
+            self._indexes: list[int] = list(map(operator.add, counts, map(operator.sub, pending, repeat(1))))
+        else:
+            self._id_rows = [seq.pending_row if p else -1 for seq, p in zip(seqs, pending)]
+            self._indexes = [n + p - 1 if p else n for n, p in zip(counts, pending)]
+        self._row_seqs = seqs
+        self._seqs: list[tuple] = list(zip(seqs, self._id_rows, self._indexes))
+        constraints = set(map(_CONSTRAINT, map(_PARAMS, seqs)))
         vocab = max(int(c.vocab_size) for c in constraints) if constraints else 0
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
         self.words = mask_words(vocab)
@@ -98,7 +104,7 @@ class LateMask:
     @property
     def reads_previous(self) -> bool:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
-        return any(row >= 0 for _, row, _ in self._seqs)
+        return max(self._id_rows, default=-1) >= 0
 
     def defer(self, worker_consumes: bool = False) -> None:
         """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
@@ -110,11 +116,11 @@ class LateMask:
         self.deferred = True
         if not worker_consumes:
             return
-        matchers = [seq.matcher for seq, _, _ in self._seqs]
-        kinds = {type(m) for m in matchers}
+        matchers = list(map(_MATCHER, self._row_seqs))
+        kinds = set(map(type, matchers))
         expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
         if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
-            expect_rows(self, matchers, self._seqs)
+            expect_rows(self, matchers, self._seqs, self._id_rows, self._indexes)
             self._row_matchers = getattr(expect_rows, "__qualname__", "") == "RowMatcher.expect_rows"
         else:
             for m in matchers:
@@ -150,11 +156,18 @@ class LateMask:
         rows, words = self.rows, self.words
         toks = tids if len(rows) == len(tids) else [tids[j] for j in rows]
         at = np.array(toks, dtype=np.int64)
-        inside = (at >= 0) & (at < 32 * words)
-        at = np.where(inside, at, 0)
-        bits = (arr[np.arange(len(rows)) * words + (at >> 5)] >> (at & 31).astype(np.uint32)) & np.uint32(1)
+        if len(at) and (at.min() < 0 or at.max() >= 32 * words):     # (a token outside the vocab: not allowed)
+            inside = (at >= 0) & (at < 32 * words)
+            at = np.where(inside, at, 0)
+        else:
+            inside = None
+        base = _BASES.get((len(rows), words))
+        if base is None:
+            base = _BASES[(len(rows), words)] = np.arange(len(rows), dtype=np.int64) * words
+        bits = np.right_shift(arr[base + (at >> 5)], (at & 31).astype(np.uint32)) & np.uint32(1)
+        allowed = (bits == 1) if inside is None else (inside & (bits == 1))
         from aotx.structured.constraint import RowMatcher
-        return RowMatcher.checked_rows(self, [seq for seq, _, _ in self._seqs], (inside & (bits == 1)).tolist(), toks)
+        return RowMatcher.checked_step(self, self._row_seqs, allowed.tolist(), toks)
 
     def wait_consumed(self) -> None:
         """Until this mask's thread has consumed the rows' pending tokens (or failed to)."""
@@ -388,6 +401,9 @@ class _Plan:
 
 
 _OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
+_BASES: dict[tuple[int, int], np.ndarray] = {}      # (rows, words) -> each row's first word (checked's gather)
+_MATCHER, _PENDING, _PENDING_ROW = (operator.attrgetter(n) for n in ("matcher", "pending", "pending_row"))
+_OUTPUT, _PARAMS, _CONSTRAINT = (operator.attrgetter(n) for n in ("output_ids", "params", "constraint"))
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
