@@ -33,7 +33,6 @@ import operator
 import threading
 import weakref
 from collections.abc import Sequence
-from itertools import repeat
 
 import numpy as np
 
@@ -54,33 +53,23 @@ class LateMask:
         # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
         # ids holding its pending token or -1, the output index of that token / the tokens the matcher
         # must have consumed), taken now, on the engine thread (one pass: it runs every step)
-        # (read by C-level maps, no Python loop a row: it runs every step; a row's pending token is its last)
-        matchers = list(map(_MATCHER, sampled))
-        if any(map(operator.is_, matchers, repeat(None))):
-            self.rows: list[int] = [j for j, m in enumerate(matchers) if m is not None]
-            seqs = [sampled[j] for j in self.rows]
-        else:                       # (every row constrained: a structured batch)
-            self.rows = list(range(len(matchers)))
-            seqs = list(sampled)     # (a copy: the caller may change its list)
-        pending = list(map(_PENDING, seqs))
-        counts = list(map(len, map(_OUTPUT, seqs)))
-        if all(pending):            # (a decode step: each row's token of the step before is pending)
-            self._id_rows: list[int] = list(map(_PENDING_ROW, seqs))
-            self._indexes: list[int] = list(map(operator.add, counts, map(operator.sub, pending, repeat(1))))
-        else:
-            self._id_rows = [seq.pending_row if p else -1 for seq, p in zip(seqs, pending)]
-            self._indexes = [n + p - 1 if p else n for n, p in zip(counts, pending)]
-        self._row_seqs = seqs
-        self._seqs: list[tuple] = list(zip(seqs, self._id_rows, self._indexes))
-        constraints = set(map(_CONSTRAINT, map(_PARAMS, seqs)))
-        vocab = max(int(c.vocab_size) for c in constraints) if constraints else 0
+        self.rows: list[int] = []
+        self._seqs: list[tuple] = []
+        vocab, last = 0, None
+        for j, seq in enumerate(sampled):
+            if seq.matcher is None:
+                continue
+            self.rows.append(j)
+            n = len(seq.output_ids)
+            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            constraint = seq.params.constraint
+            if constraint is not last:
+                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
         self.words = mask_words(vocab)
         # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
         # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
         self.flat: memoryview | None = None
-        self._flat_np: np.ndarray | None = None     # the same bits as a numpy array (checked's gather)
-        self._row_matchers = False    # defer found RowMatchers only (checked reads their marks)
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
@@ -104,7 +93,7 @@ class LateMask:
     @property
     def reads_previous(self) -> bool:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
-        return max(self._id_rows, default=-1) >= 0
+        return any(row >= 0 for _, row, _ in self._seqs)
 
     def defer(self, worker_consumes: bool = False) -> None:
         """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
@@ -116,12 +105,11 @@ class LateMask:
         self.deferred = True
         if not worker_consumes:
             return
-        matchers = list(map(_MATCHER, self._row_seqs))
-        kinds = set(map(type, matchers))
+        matchers = [seq.matcher for seq, _, _ in self._seqs]
+        kinds = {type(m) for m in matchers}
         expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
         if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
-            expect_rows(self, matchers, self._seqs, self._id_rows, self._indexes)
-            self._row_matchers = getattr(expect_rows, "__qualname__", "") == "RowMatcher.expect_rows"
+            expect_rows(self, matchers, self._seqs)
         else:
             for m in matchers:
                 if not hasattr(m, "expect"):
@@ -142,32 +130,6 @@ class LateMask:
         if not 0 <= token < 32 * self.words:
             return False
         return bool((words[row * self.words + (token >> 5)] >> (token & 31)) & 1)
-
-    def checked(self, tids: list[int]) -> dict | None:
-        """The engine thread's check of the tokens this mask let through, read back (`tids`: the step's ids,
-        in the order of the rows it was built over), for every row at once: by matcher, what its
-        ``RowMatcher.sync(len(seq.output_ids), token)`` answers where that answer is the mask's bit (one
-        numpy gather for the rows) and the matcher's own record (RowMatcher.checked_rows); a row left out
-        must call sync. None where it cannot tell: not the worker's consume, not RowMatchers, bits not
-        written or gone."""
-        flat, arr = self.flat, self._flat_np
-        if flat is None or arr is None or self._bits_gone or not (self.worker_consumes and self._row_matchers):
-            return None
-        rows, words = self.rows, self.words
-        toks = tids if len(rows) == len(tids) else [tids[j] for j in rows]
-        at = np.array(toks, dtype=np.int64)
-        if len(at) and (at.min() < 0 or at.max() >= 32 * words):     # (a token outside the vocab: not allowed)
-            inside = (at >= 0) & (at < 32 * words)
-            at = np.where(inside, at, 0)
-        else:
-            inside = None
-        base = _BASES.get((len(rows), words))
-        if base is None:
-            base = _BASES[(len(rows), words)] = np.arange(len(rows), dtype=np.int64) * words
-        bits = np.right_shift(arr[base + (at >> 5)], (at & 31).astype(np.uint32)) & np.uint32(1)
-        allowed = (bits == 1) if inside is None else (inside & (bits == 1))
-        from aotx.structured.constraint import RowMatcher
-        return RowMatcher.checked_step(self, self._row_seqs, allowed.tolist(), toks)
 
     def wait_consumed(self) -> None:
         """Until this mask's thread has consumed the rows' pending tokens (or failed to)."""
@@ -233,11 +195,10 @@ class LateMask:
             if self._error is None:
                 assert self._ok is not None
                 mask = self._fill(self._ok)
-                arr = np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1)
+                flat = memoryview(np.ascontiguousarray(mask.bits, dtype=np.uint32).reshape(-1))
                 self._mask = mask
                 if not self._bits_gone:     # (into gave its memory to a later mask: no longer answers)
-                    self._flat_np = arr
-                    self.flat = memoryview(arr)
+                    self.flat = flat
         except BaseException as exc:  # handed to whoever samples with it (the engine fails that step)
             self._error = exc
         finally:
@@ -401,9 +362,6 @@ class _Plan:
 
 
 _OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
-_BASES: dict[tuple[int, int], np.ndarray] = {}      # (rows, words) -> each row's first word (checked's gather)
-_MATCHER, _PENDING, _PENDING_ROW = (operator.attrgetter(n) for n in ("matcher", "pending", "pending_row"))
-_OUTPUT, _PARAMS, _CONSTRAINT = (operator.attrgetter(n) for n in ("output_ids", "params", "constraint"))
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in

@@ -7,7 +7,7 @@ logprobs where a request asked for them. Owns no policy and no request state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -69,7 +69,6 @@ class InFlight:
     plan: _Plan
     launched: Launched | None
     results: dict[int, RowResult]
-    mask: Any = None        # its constrained rows' mask (aotx.engine.masks), None without: read-back's check
 
     @property
     def needs_logits(self) -> bool:
@@ -119,13 +118,14 @@ class ModelRunner:
             if s.seq.num_computed == 0 and s.seq.params.prompt_logprobs is not None:
                 first = s.seq.prompt_ids[0]
                 results[s.seq.seq_id] = RowResult(prompt_logprobs=[unscored(self.tokenizer, first)])
-        launched = mask = None
+        launched = None
         if plan.batch.num_tokens:
             seqs = [seq for _, seq in plan.sample]
             sampling = sampling_rows(seqs, plan.pending_token, self._rows_cache, plan.left)
             # (with no prompt-logprob rows, the sampled rows are the logits rows in order)
             rows = (np.array([r for r, _ in plan.sample], dtype=np.int32) if plan.prompt
                     else shared("count", len(seqs)))
+            mask = None
             if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
                 mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
                 self._unconstrained = seqs if mask is None else None
@@ -160,7 +160,7 @@ class ModelRunner:
             seq.pending_row = i
         if launched is not None:
             self._unread = plan
-        return InFlight(scheduled, plan, launched, results, mask)
+        return InFlight(scheduled, plan, launched, results)
 
     def sample_ready(self) -> None:
         """A step whose sampling waits for its mask (aotx.engine.masks): enqueue it now if the mask is

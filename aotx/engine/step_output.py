@@ -58,10 +58,6 @@ class StepOutput:
         lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
         handles, outbox, texts, whole = self._handles, self._outbox, self._token_texts, self._whole_tokens
         new = object.__new__
-        # the constrained rows' checks, where the step's mask can tell them at once (LateMask.checked: one
-        # numpy gather of its bits, no call a row); the others call sync below
-        mask = step.mask
-        checked = mask.checked(tids) if mask is not None and hasattr(mask, "checked") else None
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
@@ -94,8 +90,7 @@ class StepOutput:
                 self._send(seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), n))
                 continue
             m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
-            if (results and seq.seq_id in results) or (m is not None and not (
-                    checked[m] if checked and m in checked else m.sync(len(seq.output_ids), tid))):
+            if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
                 self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                 continue
             outs = seq.output_ids

@@ -10,10 +10,8 @@ uses it starts its own `RowMatcher`. The matcher's contract with the engine:
 """
 from __future__ import annotations
 
-import operator
 import threading
 from dataclasses import dataclass, field
-from itertools import repeat
 
 import llguidance
 import numpy as np
@@ -172,76 +170,16 @@ class RowMatcher:
             self._consumer = (mask, index - 1)
 
     @staticmethod
-    def expect_rows(mask, matchers: list["RowMatcher"], seqs: list[tuple], rows: list[int] | None = None,
-                    indexes: list[int] | None = None) -> None:
+    def expect_rows(mask, matchers: list["RowMatcher"], seqs: list[tuple]) -> None:
         """``expect`` for each row j of `mask` (LateMask.defer; `seqs[j]`: (seq, the row of its pending token
-        in the previous launch's ids or -1, the output index of that token / of the next one); `rows` and
-        `indexes`: the same two columns, where the caller has them): the mask worker consumes every pending
-        token. Where every row has one (a decode step), without a Python call or loop a row."""
-        if rows is not None and indexes is not None and min(rows, default=0) >= 0:
-            after = list(map(operator.add, indexes, repeat(1)))
-            marks = zip(map(_LATER, map(_SAMPLED, matchers)), zip(repeat(mask), range(len(matchers)), after))
-            any(map(setattr, matchers, repeat("_sampled"), marks))      # (setattr returns None: all run)
-            any(map(setattr, matchers, repeat("_consumer"), zip(repeat(mask), indexes)))
-            return
+        in the previous launch's ids or -1, the output index of that token / of the next one)): the mask
+        worker consumes every pending token."""
         for j, (m, (_, row, index)) in enumerate(zip(matchers, seqs)):
             if row >= 0:
                 m._sampled = (m._sampled[1], (mask, j, index + 1))
                 m._consumer = (mask, index)
             else:
                 m._sampled = (m._sampled[1], (mask, j, index))
-
-    @staticmethod
-    def checked_step(mask, seqs: list, allowed: list[bool], tokens: list[int]) -> dict:
-        """``checked_rows``' answers, without a Python call or loop a row where a decode step is as it always
-        is (every row's token is the one a later mask's worker consumes, that mask's `mask` row j let through;
-        no row failed; the worker has consumed all of them or none yet); else checked_rows itself."""
-        matchers = list(map(_MATCHER, seqs))
-        indexes = list(map(len, map(_OUTPUT, seqs)))
-        consumers = list(map(_CONSUMER, matchers))
-        if None in consumers or list(map(_SECOND, consumers)) != indexes or not all(map(_OK, matchers)):
-            return RowMatcher.checked_rows(mask, seqs, allowed, tokens)
-        if list(map(_EARLIER, map(_SAMPLED, matchers))) != list(zip(repeat(mask), range(len(seqs)), indexes)):
-            return RowMatcher.checked_rows(mask, seqs, allowed, tokens)
-        records = list(map(_TOKENS, matchers))
-        counts = list(map(len, records))
-        if counts == indexes:               # none consumed yet: the bit tells (no row failed)
-            return dict(zip(matchers, allowed))
-        if min(map(operator.sub, counts, indexes)) > 0:      # all consumed: the bit and the token recorded
-            same = map(operator.eq, map(operator.getitem, records, indexes), tokens)
-            return dict(zip(matchers, map(operator.and_, allowed, same)))
-        return RowMatcher.checked_rows(mask, seqs, allowed, tokens)
-
-    @staticmethod
-    def checked_rows(mask, seqs: list, allowed: list[bool], tokens: list[int]) -> dict:
-        """For row j of `mask` (LateMask: its sequence seqs[j], whose token tokens[j] that mask's bits allow
-        or not: allowed[j]), what ``seqs[j].matcher.sync(len(seqs[j].output_ids), tokens[j])`` answers, by
-        matcher, where sync's answer is that bit and the matcher's record: the token is the one a later mask's
-        worker consumes and `mask` (row j) let it through (``expect``). Reads only (no wait, no llguidance
-        call); a row left out must call sync (aotx.engine.step_output)."""
-        out = {}
-        for j, (seq, good, tok) in enumerate(zip(seqs, allowed, tokens)):
-            m = seq.matcher
-            index = len(seq.output_ids)
-            consumer = m._consumer
-            if consumer is None or consumer[1] != index:
-                continue
-            mark, later = m._sampled
-            if mark is None or mark[2] != index:
-                mark = later
-            if mark is None or mark[0] is not mask or mark[1] != j or mark[2] != index:
-                continue
-            n = len(m._tokens)
-            if index > n:
-                continue        # (sync raises: it says so)
-            if not good:
-                out[m] = False
-            elif index == n:
-                out[m] = m._bad_at is None
-            else:
-                bad = m._bad_at
-                out[m] = (bad is None or index < bad) and m._tokens[index] == tok
-        return out
 
     def sync(self, index: int, token_id: int) -> bool:
         """Output token `index` is `token_id`: consume it unless it already was (the engine learns a
@@ -291,10 +229,3 @@ class RowMatcher:
     @property
     def accepting(self) -> bool:
         return bool(self._m.is_accepting())
-
-
-# C-level reads of a row's fields (RowMatcher.checked_step, expect_rows: no Python call a row)
-_MATCHER, _OUTPUT = operator.attrgetter("matcher"), operator.attrgetter("output_ids")
-_CONSUMER, _SAMPLED, _TOKENS, _OK = (operator.attrgetter(n) for n in ("_consumer", "_sampled", "_tokens", "_ok"))
-_EARLIER, _LATER = operator.itemgetter(0), operator.itemgetter(1)
-_SECOND = operator.itemgetter(1)

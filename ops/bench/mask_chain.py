@@ -94,12 +94,9 @@ class Way:
 
         tids = ids.tolist()
 
-        def check():        # as the engine thread does (aotx.engine.step_output): the mask that drew them tells
-            sampled = getattr(self, "mask", None)
-            checked = sampled.checked(tids) if sampled is not None and hasattr(sampled, "checked") else None
+        def check():
             for s, tid in zip(self.seqs, tids):
-                m = s.matcher
-                if not (checked[m] if checked and m in checked else m.sync(len(s.output_ids), tid)):
+                if not s.matcher.sync(len(s.output_ids), tid):
                     raise AssertionError(f"row {s.seq_id}: token {tid} refused")
 
         for part, fn in (("engine", engine), ("noop", lambda: None), ("prepare", prepare),
