@@ -340,7 +340,11 @@ class _Plan:
             plan.pairs = [(lls[k], k) for k in plan.order]
             last = None
         order = plan.order
-        pending = [k for k in order if seqs[k][1] >= 0]
+        # the rows' id rows and indexes as columns (tuple items: no attribute read), then each list from them;
+        # a decode step (every row pending) in the rows' own order takes the columns themselves
+        id_col, index_col = list(map(_SECOND, seqs)), list(map(_THIRD, seqs))
+        every = min(id_col, default=0) >= 0
+        pending = (order if type(order) is list else list(order)) if every else [k for k in order if id_col[k] >= 0]
         if last is not None and pending == last.pending:
             plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
             plan.pending_tokens, plan.idle, plan.idle_tokens = last.pending_tokens, last.idle, last.idle_tokens
@@ -351,17 +355,21 @@ class _Plan:
             plan.pending_tokens = [plan.tokens[k] for k in pending]
             plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
             plan.idle_tokens = [plan.tokens[k] for k in order if seqs[k][1] < 0]
-        plan.pending_index = [seqs[k][2] for k in plan.pending]
-        ids = [seqs[k][1] for k in plan.pending]
+        if every and type(order) is range:
+            plan.pending_index, ids = index_col, id_col
+        else:
+            plan.pending_index = list(map(index_col.__getitem__, plan.pending))
+            ids = list(map(id_col.__getitem__, plan.pending))
         plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
         plan.id_list = ids
-        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0] if plan.idle else []
+        plan.idle_index = [index_col[k] for k in order if id_col[k] < 0] if plan.idle else []
         plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
         plan.row_list = rows
         return plan
 
 
 _OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
+_SECOND, _THIRD = operator.itemgetter(1), operator.itemgetter(2)
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in

@@ -189,33 +189,38 @@ class RowMatcher:
         the mask that let it through (a refusal the worker's consume finds later still fails the row,
         at its next token at the latest), or, where that mask's bits are gone, after the worker's
         consume."""
-        n = len(self._tokens)
-        if index > n:
-            raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         consumer = self._consumer
         if consumer is not None and consumer[1] == index:
             # the mask's own bit first, also where the worker has consumed the token already: its
             # consume (llguidance's) may accept a token that mask left out (another tokenisation of
-            # forced bytes), and this check must not depend on which thread came first
-            allowed = None
-            mark = self._sampled[0]         # the mask that let token `index` through
+            # forced bytes), and this check must not depend on which thread came first. (The common
+            # case of every constrained row's read-back, each step: as few steps as it takes.)
+            tokens = self._tokens
+            n = len(tokens)
+            if index > n:
+                raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
+            mark, later = self._sampled     # the mask that let token `index` through
             if mark is None or mark[2] != index:
-                mark = self._sampled[1]
+                mark = later
             if mark is not None and mark[2] == index:
                 mask = mark[0]
                 flat = mask.flat            # (its bits once written and until a later mask has their memory)
                 if flat is not None:
                     tok, words = int(token_id), mask.words
-                    allowed = 0 <= tok < 32 * words and (flat[mark[1] * words + (tok >> 5)] >> (tok & 31)) & 1 == 1
-            if allowed is False:
-                return False
-            if allowed and index == n:
-                return self._bad_at is None
+                    if not (0 <= tok < 32 * words and (flat[mark[1] * words + (tok >> 5)] >> (tok & 31)) & 1):
+                        return False
+                    if index == n:
+                        return self._bad_at is None
+                    bad = self._bad_at
+                    return (bad is None or index < bad) and tokens[index] == tok
             if index == n:
                 consumer[0].wait_consumed()
-                if index >= len(self._tokens):
+                if index >= len(tokens):
                     return False        # its mask failed before it consumed (that step fails too)
-            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
+            return (self._bad_at is None or index < self._bad_at) and tokens[index] == int(token_id)
+        n = len(self._tokens)
+        if index > n:
+            raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         if index < n:      # consumed already: a comparison (no llguidance call)
             return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
         return self.consume(token_id)
