@@ -109,3 +109,21 @@ def test_the_answers_do_not_depend_on_which_thread_came_first(compiler, bundle, 
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+
+
+def test_a_masks_latch_wakes_every_waiter_once_set():
+    import threading
+
+    from aotx.engine.masks import _Latch
+    latch, woke = _Latch(), []
+    assert not latch.is_set()
+    waiters = [threading.Thread(target=lambda: (latch.wait(), woke.append(1))) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    assert not woke             # (nobody passes before the set)
+    latch.set()
+    latch.set()                 # (a second set: nothing)
+    for t in waiters:
+        t.join(30)
+    assert latch.is_set() and len(woke) == 3 and not any(t.is_alive() for t in waiters)
+    latch.wait()                # (once set: at once)
