@@ -83,13 +83,17 @@ class LateMask:
         # must have consumed), taken now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
         self._seqs: list[tuple] = []
+        self._matchers: list = []     # each row's matcher (defer)
+        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seqs.append
         vocab, last = 0, None
         for j, seq in enumerate(sampled):
-            if seq.matcher is None:
+            m = seq.matcher
+            if m is None:
                 continue
-            self.rows.append(j)
+            rows(j)
+            matchers(m)
             n = len(seq.output_ids)
-            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            seqs((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
             constraint = seq.params.constraint
             if constraint is not last:
                 last, vocab = constraint, max(vocab, int(constraint.vocab_size))
@@ -133,8 +137,8 @@ class LateMask:
         self.deferred = True
         if not worker_consumes:
             return
-        matchers = [seq.matcher for seq, _, _ in self._seqs]
-        kinds = {type(m) for m in matchers}
+        matchers = self._matchers
+        kinds = set(map(type, matchers))
         expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
         if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
             expect_rows(self, matchers, self._seqs)
