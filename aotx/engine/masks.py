@@ -29,6 +29,7 @@ already is a comparison.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import weakref
 from collections.abc import Sequence
@@ -45,6 +46,34 @@ class MaskOutOfStep(RuntimeError):
     """A constrained row's matcher has not seen every token sampled before this step."""
 
 
+class _Latch:
+    """A one-shot threading.Event (set once, never cleared; wait without a timeout), built in a tenth of its
+    instructions: a LateMask makes two a step on the engine thread (threading.Event builds a Condition and
+    its bound methods). The one setter takes the token (list.pop: atomic under the GIL) and releases the lock
+    that waiters acquire and release again."""
+    __slots__ = ("_token", "_lock")
+
+    def __init__(self) -> None:
+        self._token = [True]
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def is_set(self) -> bool:
+        return not self._token
+
+    def set(self) -> None:
+        try:
+            self._token.pop()
+        except IndexError:      # (set already)
+            return
+        self._lock.release()
+
+    def wait(self) -> None:
+        if self._token:
+            self._lock.acquire()
+            self._lock.release()
+
+
 class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
@@ -54,13 +83,17 @@ class LateMask:
         # must have consumed), taken now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
         self._seqs: list[tuple] = []
+        self._matchers: list = []     # each row's matcher (defer)
+        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seqs.append
         vocab, last = 0, None
         for j, seq in enumerate(sampled):
-            if seq.matcher is None:
+            m = seq.matcher
+            if m is None:
                 continue
-            self.rows.append(j)
+            rows(j)
+            matchers(m)
             n = len(seq.output_ids)
-            self._seqs.append((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            seqs((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
             constraint = seq.params.constraint
             if constraint is not last:
                 last, vocab = constraint, max(vocab, int(constraint.vocab_size))
@@ -74,12 +107,12 @@ class LateMask:
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
         self._bits_gone = False       # `into`'s memory was given to a later mask (allows)
         self.consumes: list[bool] | None = None   # per row, defer's: the worker consumes its pending token
-        self._consumed = threading.Event()
+        self._consumed = _Latch()
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()
         self._claimed = False
         self._ok: list[bool] | None = None   # per row, after consume: its tokens were allowed
-        self._done = threading.Event()
+        self._done = _Latch()
         self._mask: TokenMask | None = None
         self._error: BaseException | None = None
         self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
@@ -104,8 +137,8 @@ class LateMask:
         self.deferred = True
         if not worker_consumes:
             return
-        matchers = [seq.matcher for seq, _, _ in self._seqs]
-        kinds = {type(m) for m in matchers}
+        matchers = self._matchers
+        kinds = set(map(type, matchers))
         expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
         if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
             expect_rows(self, matchers, self._seqs)
@@ -235,7 +268,9 @@ class LateMask:
         plan = self._plan
         if not plan:
             return self._consume_rows(batch)
-        if plan.idle and [m.consumed for m in plan.idle] != plan.idle_index:
+        # (the matchers' consumed counts, oks and token records read without a Python call a row: the plan
+        # holds their token lists, RowMatcher's, which never change identity)
+        if plan.idle and list(map(len, plan.idle_tokens)) != plan.idle_index:
             self._out_of_step()
         ok = None
         if plan.pending:
@@ -244,17 +279,17 @@ class LateMask:
                                     "step to read it from")
             tokens = self._previous.ids()[plan.id_rows].tolist()
             pm = plan.pending_matchers
-            if [m.consumed for m in pm] == plan.pending_index:    # (each at its token: the worker's case)
-                batch.consume_rows(pm, plan.pending_lls, tokens)     # (one token each: in step after)
+            if list(map(len, plan.pending_tokens)) == plan.pending_index:    # (each at its token: the worker's case)
+                batch.consume_rows(pm, plan.pending_lls, tokens, plan.pending_tokens)   # (one token each)
             else:       # a row has it already: sync compares
                 ok = [True] * len(self._seqs)
                 for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
                     ok[k] = good
                 self._out_of_step()
-        matchers = plan.matchers
+        oks = list(map(_OK, plan.matchers))      # (not m.failed)
         if ok is None:
-            return [not m.failed for m in matchers]
-        return [good and not m.failed for good, m in zip(ok, matchers)]
+            return oks
+        return [good and o for good, o in zip(ok, oks)]
 
     def _consume_rows(self, batch) -> list[bool]:
         """The general path: any matcher with RowMatcher's interface."""
@@ -313,8 +348,9 @@ class _Plan:
     (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
     .fill_rows says why: a lexer's rows take turns at its mutex). Never changed once built: a later
     step's plan over the same matchers in the same order (most decode steps) shares its lists."""
-    __slots__ = ("matchers", "lls", "order", "pending", "pending_matchers", "pending_lls", "pending_index", "id_rows",
-                 "id_list", "idle", "idle_index", "pairs", "rows", "row_list", "__weakref__")
+    __slots__ = ("matchers", "lls", "tokens", "order", "pending", "pending_matchers", "pending_lls", "pending_tokens",
+                 "pending_index", "id_rows", "id_list", "idle", "idle_tokens", "idle_index", "pairs", "rows", "row_list",
+                 "__weakref__")
 
     @classmethod
     def of(cls, seqs: list[tuple], rows: list[int], last: "_Plan | None" = None) -> "_Plan | None":
@@ -322,9 +358,13 @@ class _Plan:
         plan = cls()
         if last is not None and last.matchers == matchers:    # (identity: RowMatcher has no __eq__)
             plan.matchers, plan.lls, plan.order, plan.pairs = last.matchers, last.lls, last.order, last.pairs
+            plan.tokens = last.tokens
         else:
             lls = [getattr(m, "ll", None) for m in matchers]
             if None in lls:
+                return None
+            plan.tokens = [getattr(m, "_tokens", None) for m in matchers]    # (RowMatcher's record)
+            if None in plan.tokens or any(getattr(m, "_ok", None) is None for m in matchers):
                 return None
             groups = [getattr(m, "group", 0) for m in matchers]
             plan.matchers, plan.lls = matchers, lls
@@ -332,23 +372,36 @@ class _Plan:
             plan.pairs = [(lls[k], k) for k in plan.order]
             last = None
         order = plan.order
-        pending = [k for k in order if seqs[k][1] >= 0]
+        # the rows' id rows and indexes as columns (tuple items: no attribute read), then each list from them;
+        # a decode step (every row pending) in the rows' own order takes the columns themselves
+        id_col, index_col = list(map(_SECOND, seqs)), list(map(_THIRD, seqs))
+        every = min(id_col, default=0) >= 0
+        pending = (order if type(order) is list else list(order)) if every else [k for k in order if id_col[k] >= 0]
         if last is not None and pending == last.pending:
             plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
-            plan.idle = last.idle
+            plan.pending_tokens, plan.idle, plan.idle_tokens = last.pending_tokens, last.idle, last.idle_tokens
         else:
             plan.pending = pending
             plan.pending_matchers = [plan.matchers[k] for k in pending]
             plan.pending_lls = [plan.lls[k] for k in pending]
+            plan.pending_tokens = [plan.tokens[k] for k in pending]
             plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
-        plan.pending_index = [seqs[k][2] for k in plan.pending]
-        ids = [seqs[k][1] for k in plan.pending]
+            plan.idle_tokens = [plan.tokens[k] for k in order if seqs[k][1] < 0]
+        if every and type(order) is range:
+            plan.pending_index, ids = index_col, id_col
+        else:
+            plan.pending_index = list(map(index_col.__getitem__, plan.pending))
+            ids = list(map(id_col.__getitem__, plan.pending))
         plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
         plan.id_list = ids
-        plan.idle_index = [seqs[k][2] for k in order if seqs[k][1] < 0] if plan.idle else []
+        plan.idle_index = [index_col[k] for k in order if id_col[k] < 0] if plan.idle else []
         plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
         plan.row_list = rows
         return plan
+
+
+_OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
+_SECOND, _THIRD = operator.itemgetter(1), operator.itemgetter(2)
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in

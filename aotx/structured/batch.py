@@ -95,14 +95,16 @@ def par_rows() -> int:
     return int(env) if env.isdigit() else 8
 
 
-def consume_rows(matchers: Sequence[RowMatcher], lls: Sequence[llguidance.LLMatcher], tokens: list[int]) -> None:
+def consume_rows(matchers: Sequence[RowMatcher], lls: Sequence[llguidance.LLMatcher], tokens: list[int],
+                 records: list[list[int]] | None = None) -> None:
     """matchers[j] (whose llguidance matcher is lls[j]) consumes tokens[j] (ints), each at its next
     index (the caller checked: aotx.engine.masks). From ``par_rows()`` rows on, one llguidance call
     with the GIL released (its pool; the consume ``RowMatcher.consume`` makes), else a call a row.
-    A refused token fails its row (RowMatcher.failed)."""
+    A refused token fails its row (RowMatcher.failed). `records`: the matchers' token lists, where the caller
+    has them (RowMatcher.consumed_par)."""
     par = par_rows()
     if par and len(lls) >= par:
-        RowMatcher.consumed_par(matchers, tokens, _pool().consume_token_par(list(zip(lls, tokens))))
+        RowMatcher.consumed_par(matchers, tokens, _pool().consume_token_par(list(zip(lls, tokens))), records)
     else:
         for m, t in zip(matchers, tokens):
             m.consume(t)

@@ -129,12 +129,17 @@ class RowMatcher:
         return self.consumed_as(token_id, bool(accepted))
 
     @staticmethod
-    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool]) -> None:
+    def consumed_par(matchers: list["RowMatcher"], tokens: list[int], accepted: list[bool],
+                     records: list[list[int]] | None = None) -> None:
         """matchers[j] has consumed tokens[j] (an int) with accepted[j], what a batch consume of their
         llguidance matchers returned (aotx.structured.batch.consume_rows): ``consume`` without its
         llguidance call (the batch consume is the one ``consume_token`` makes; it leaves a refused row
-        in its error state)."""
+        in its error state). `records`: the matchers' token lists (``_tokens``), where the caller has
+        them (aotx.engine.masks' plan): then an all-accepted step is recorded without a Python call a row."""
         if all(accepted):
+            if records is not None:
+                any(map(list.append, records, tokens))   # (append returns None: any() runs them all)
+                return
             for m, t in zip(matchers, tokens):
                 m._tokens.append(t)     # (a failed row stays failed: consumed_as with True)
             return
@@ -184,33 +189,38 @@ class RowMatcher:
         the mask that let it through (a refusal the worker's consume finds later still fails the row,
         at its next token at the latest), or, where that mask's bits are gone, after the worker's
         consume."""
-        n = len(self._tokens)
-        if index > n:
-            raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         consumer = self._consumer
         if consumer is not None and consumer[1] == index:
             # the mask's own bit first, also where the worker has consumed the token already: its
             # consume (llguidance's) may accept a token that mask left out (another tokenisation of
-            # forced bytes), and this check must not depend on which thread came first
-            allowed = None
-            mark = self._sampled[0]         # the mask that let token `index` through
+            # forced bytes), and this check must not depend on which thread came first. (The common
+            # case of every constrained row's read-back, each step: as few steps as it takes.)
+            tokens = self._tokens
+            n = len(tokens)
+            if index > n:
+                raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
+            mark, later = self._sampled     # the mask that let token `index` through
             if mark is None or mark[2] != index:
-                mark = self._sampled[1]
+                mark = later
             if mark is not None and mark[2] == index:
                 mask = mark[0]
                 flat = mask.flat            # (its bits once written and until a later mask has their memory)
                 if flat is not None:
                     tok, words = int(token_id), mask.words
-                    allowed = 0 <= tok < 32 * words and (flat[mark[1] * words + (tok >> 5)] >> (tok & 31)) & 1 == 1
-            if allowed is False:
-                return False
-            if allowed and index == n:
-                return self._bad_at is None
+                    if not (0 <= tok < 32 * words and (flat[mark[1] * words + (tok >> 5)] >> (tok & 31)) & 1):
+                        return False
+                    if index == n:
+                        return self._bad_at is None
+                    bad = self._bad_at
+                    return (bad is None or index < bad) and tokens[index] == tok
             if index == n:
                 consumer[0].wait_consumed()
-                if index >= len(self._tokens):
+                if index >= len(tokens):
                     return False        # its mask failed before it consumed (that step fails too)
-            return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
+            return (self._bad_at is None or index < self._bad_at) and tokens[index] == int(token_id)
+        n = len(self._tokens)
+        if index > n:
+            raise ValueError(f"token {index} skips {index - n} the matcher has not seen")
         if index < n:      # consumed already: a comparison (no llguidance call)
             return (self._bad_at is None or index < self._bad_at) and self._tokens[index] == int(token_id)
         return self.consume(token_id)

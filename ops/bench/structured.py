@@ -37,8 +37,8 @@ from aotx.engine.mask_procs import ProcMaskWorker, procs
 from aotx.engine.mask_worker import SWITCH_S
 from aotx.structured.batch import lexers, par_rows, threads
 from kernels import create_backend, load_model
-from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, Timed, breakdown_table,
-                                        mask_chain_table)
+from ops.bench.structured_probe import (AllAllowed, HostClocks, MaskClock, MaskTimes, ThreadCpu, Timed, WaitCpu,
+                                        breakdown_table, mask_chain_table, thread_cpu_table)
 
 VARIANTS = ("plain", "json_schema", "all_allowed", "json_schema_worker", "json_schema_engine", "json_schema_procs")
 
@@ -49,7 +49,8 @@ SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "minLengt
 
 
 async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, constraint, host: HostClocks | None = None,
-              on_worker: bool = True, chain: MaskTimes | None = None, gated: bool = True) -> dict:
+              on_worker: bool = True, chain: MaskTimes | None = None, gated: bool = True,
+              waits: WaitCpu | None = None) -> dict:
     params = [SamplingParams(max_tokens=tokens, temperature=0.7, seed=i, constraint=constraint) for i in range(streams)]
     launcher = engine.runner.launcher
     if hasattr(launcher, "reset_timing"):
@@ -62,6 +63,7 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
         host.start()
     if chain is not None:
         chain.reset()
+    cpu0, waits0 = ThreadCpu.snapshot(), waits.snapshot() if waits is not None else {}
     start = time.perf_counter()
     handles = [engine.submit(prompt, p) for p in params]
     first: list[float] = []
@@ -75,6 +77,10 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
 
     await asyncio.gather(*(consume(i, h) for i, h in enumerate(handles)))
     end = time.perf_counter()
+    cpu1, waits1 = ThreadCpu.snapshot(), waits.snapshot() if waits is not None else {}
+    steps = host.launches() if host is not None else 0
+    cpu = ThreadCpu.per_step(cpu0, cpu1, steps) if steps else {}
+    waited = {n: 1e3 * (v - waits0.get(n, 0.0)) / steps for n, v in waits1.items()} if steps else {}
     decode_time = end - max(first)
     timing = launcher.timing() if hasattr(launcher, "timing") else {}
     timeline = getattr(launcher, "timeline", None)
@@ -84,7 +90,7 @@ async def run(engine: Engine, prompt: list[int], streams: int, tokens: int, cons
     return {"tokens": sum(counts), "decode_tok_s": (sum(counts) - streams) / decode_time if decode_time > 0
             else float("nan"), "wall_s": end - start, "busy": timing.get("busy_share", float("nan")),
             "parts": parts, "host": host.since() if host is not None else {},
-            "chain": chain.summary() if chain is not None else {}}
+            "chain": chain.summary() if chain is not None else {}, "cpu": cpu, "waits": waited, "steps": steps}
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -125,7 +131,7 @@ async def main(argv: list[str] | None = None) -> None:
     workers = {"default": engine.runner.masks, "procs": ProcMaskWorker(args.procs, tok)}
     read_back: dict[str, list] = {v: [0, 0.0] for v in variants}
     pooled: dict[str, list] = {v: [0, 0.0, 0.0] for v in variants}   # steps, processes' consume s, fill s
-    host, chain = HostClocks(), MaskTimes()
+    host, chain, waits = HostClocks(), MaskTimes(), WaitCpu()
     launcher = engine.runner.launcher
     if hasattr(launcher, "breakdown"):
         launcher.breakdown(True)
@@ -142,7 +148,7 @@ async def main(argv: list[str] | None = None) -> None:
                 pool = getattr(engine.runner.masks, "pool", None)
                 before, rb, pb = clock.snapshot(), consume.snapshot(), _pool_snapshot(pool)
                 results[v].append(await run(engine, prompt, args.streams, args.tokens, constraints[v], host,
-                                            chain=chain, **ways[v]))
+                                            chain=chain, waits=waits, **ways[v]))
                 after = clock.snapshot()
                 fills[v] = [a + (b - c) for a, b, c in zip(fills[v], after, before)]
                 read_back[v] = [a + (b - c) for a, b, c in zip(read_back[v], consume.snapshot(), rb)]
@@ -182,6 +188,10 @@ async def main(argv: list[str] | None = None) -> None:
     if any(r["parts"] for r in best.values()):
         print("\n### Per step, the best run of each\n")
         print(breakdown_table([(v, r["parts"], r["host"]) for v, r in best.items()]))
+    if any(r["cpu"] for r in best.values()):
+        print("\n### Each thread's CPU a step, the best run of each (is the step GIL-bound?)\n")
+        print(thread_cpu_table([(v, r["parts"]["period"][0] if r["parts"] else 1e3 * r["wall_s"] / max(r["steps"], 1),
+                                 r["cpu"], r["waits"], r["steps"]) for v, r in best.items()]))
     if any(r["chain"].get("masks") for r in best.values()):
         print("\n### Each mask's chain on the host, the best run of each\n")
         print(mask_chain_table([(v, r["chain"]) for v, r in best.items()]))

@@ -116,6 +116,11 @@ class HostClocks:
     def start(self) -> None:
         self._at = {k: c.snapshot() for k, c in self.clocks.items()}
 
+    def launches(self) -> int:
+        """Engine._launch calls (steps) since start()."""
+        return self.clocks["engine launch (schedule, build, launch)"].calls - \
+            self._at.get("engine launch (schedule, build, launch)", (0, 0.0))[0]
+
     def since(self) -> dict[str, float]:
         """ms per call of each clock since start()."""
         out = {}
@@ -263,3 +268,55 @@ class ThreadCpu:
             got = ns - before.get(tid, (name, 0))[1]
             out[name] = out.get(name, 0.0) + got / 1e6 / max(steps, 1)
         return out
+
+
+class WaitCpu:
+    """CPU time each thread spends inside the device waits (kernels.cuda.driver.Event.synchronize: with the
+    driver's default scheduling a wait spins on a host with more CPUs than contexts, and holds no GIL), by
+    thread name: a thread's CPU less this is its work, most of it GIL-held Python (ThreadCpu). A no-op where
+    the CUDA driver module cannot be imported."""
+
+    def __init__(self) -> None:
+        self.by: dict[str, float] = {}
+        try:
+            from kernels.cuda import driver
+        except Exception:       # (no cuda-python here: nothing spins)
+            return
+        real, by = driver.Event.synchronize, self.by
+
+        def synchronize(event):
+            c0 = time.thread_time()
+            try:
+                return real(event)
+            finally:
+                name = threading.current_thread().name
+                by[name] = by.get(name, 0.0) + time.thread_time() - c0
+
+        driver.Event.synchronize = synchronize
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.by)
+
+
+def thread_cpu_table(rows: list[tuple[str, float, dict, dict, int]]) -> str:
+    """Markdown: per run (name, launch->launch wall ms a step, ThreadCpu ms a step by thread, WaitCpu ms a step
+    by thread, steps), each thread's CPU a step, the device waits' share taken out, and the engine thread's and
+    mask worker's work together beside the step's wall."""
+    names = ("aotx-engine", "aotx-mask-fill", "main (event loop)")
+    head = ("| run | steps | launch→launch ms | " + " | ".join(f"{n}: CPU (in device waits)" for n in names)
+            + " | other threads' CPU | engine + worker CPU less waits | ÷ step |")
+    lines = [head, "|" + "|".join(["---"] + ["---:"] * (len(names) + 5)) + "|"]
+    for name, wall, cpu, waits, steps in rows:
+        if not cpu:
+            continue
+        cells = [f"{cpu.get(n, 0.0):.3f} ({waits.get(n, 0.0):.3f})" for n in names]
+        other = sum(v for k, v in cpu.items() if k not in names)
+        work = sum(cpu.get(n, 0.0) - waits.get(n, 0.0) for n in names[:2])
+        lines.append(f"| {name} | {steps} | {wall:.3f} | " + " | ".join(cells) + f" | {other:.3f} | {work:.3f} | "
+                     f"{work / wall if wall == wall and wall > 0 else float('nan'):.2f} |")
+    return "\n".join(lines) + ("\n\n(ms a step, mean over the run: each thread's CPU from /proc/self/task/*/schedstat "
+                               "÷ the engine's launches; in brackets the CPU it spent inside Event.synchronize, "
+                               "spinning for the device without the GIL; what is left of the engine thread's and the "
+                               "mask worker's is their work, nearly all of it GIL-held Python: if it is about the "
+                               "step's wall, the GIL bounds the step. Other threads: llguidance's pool (its threads "
+                               "spin between calls), the device's, the driver's)")
