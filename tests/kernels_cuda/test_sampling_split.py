@@ -77,7 +77,7 @@ def test_sample_split_switch_rejects_other_values():
 
 
 def test_sample_split_max_rows():
-    assert P.max_rows({}) == P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": ""}) == P.MAX_ROWS == 128
+    assert P.max_rows({}) == P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": ""}) == P.MAX_ROWS == 64
     assert P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": "0"}) == 0
     assert P.max_rows({"AOTX_SAMPLE_SPLIT_MAX_ROWS": "512"}) == 512
     with pytest.raises(ValueError, match="AOTX_SAMPLE_SPLIT_MAX_ROWS"):
