@@ -7,6 +7,7 @@ import threading
 import time
 
 from ops.gpu.serve_load import split_load
+from tests.ops.http_stub import read_request_body
 
 _BODY = (b'data: {"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}\n\n'
          b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n')
@@ -31,14 +32,8 @@ class _Server:
     async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         cid = len(self.accepted)
         self.accepted.append((cid, time.perf_counter()))
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            body = json.loads(await reader.readexactly(length))
+        while (raw := await read_request_body(reader)) is not None:
+            body = json.loads(raw)
             self.requests.append((cid, body["max_tokens"], time.perf_counter()))
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"content-length: %d\r\n\r\n%s" % (len(_BODY), _BODY))

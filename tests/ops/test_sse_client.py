@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from ops.gpu.sse_client import HTTPStatusError, StreamConn
+from tests.ops.http_stub import read_request_body
 
 
 def _chunked(*pieces: bytes) -> bytes:
@@ -30,14 +31,8 @@ class _Server:
     async def _conn(self, reader, writer) -> None:
         cid = self.connections
         self.connections += 1
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            self.seen.append((cid, await reader.readexactly(length)))
+        while (body := await read_request_body(reader)) is not None:
+            self.seen.append((cid, body))
             writer.write(self.answers[len(self.seen) - 1])
             await writer.drain()
             if self.close_after:
