@@ -12,9 +12,11 @@ row split over a cluster of 8 blocks could go wrong, each compared with kernels/
   greedy rows among sampled ones in one launch.
 
 And the same logits sampled again and again (with and without programmatic dependent launch, so the next
-launch's blocks start while the last ones run): the ids identical every time. Rows with no candidate at all
-(every weight 0: t so small that 1/t overflows, a +inf logit) are left out: the specification gives no token
-there (the review's report, session 13).
+launch's blocks start while the last ones run): the ids identical every time.
+
+NaN logits among finite ones (a NaN weighs 0 and never wins), with each kernel; rows with no candidate at all
+(t = 1e-40: 1/t overflows; +inf logits; every logit -inf or NaN), which the specification samples greedily
+(kernels/sampler.py 2.), with the split kernel only: sample_rows does not yet (the review's report, session 13).
 """
 from __future__ import annotations
 
@@ -87,6 +89,30 @@ def check_repeats(c: Ctx, logits: np.ndarray, rows: SamplingRows, name: str) -> 
     c.free()
 
 
+def nonfinite_rows(c: Ctx, vocab: int, no_candidate: bool) -> tuple[np.ndarray, SamplingRows]:
+    """NaN among finite logits (no_candidate False), or rows where no token weighs anything (True), each with
+    greedy, plain, top-p / top-k / min-p parameters."""
+    base = (c.rng.standard_normal(vocab) * 2.0).astype(np.float32)
+    base[c.rng.choice(vocab, min(vocab, 12), replace=False)] += 8.0     # model-like: a few tokens well above
+    if no_candidate:
+        pos_inf, neg, nan_neg = base.copy(), np.full(vocab, -np.inf, np.float32), np.full(vocab, -np.inf, np.float32)
+        pos_inf[[7, vocab - 3]] = np.inf      # in the first and the last block: the lowest id wins
+        nan_neg[[1, vocab // 2]] = np.nan
+        pats = [(base, 1e-40), (pos_inf, 0.7), (neg, 0.7), (nan_neg, 1.0), (np.full(vocab, np.nan, np.float32), 1.0)]
+    else:
+        nan = base.copy()
+        nan[c.rng.choice(vocab, min(vocab // 2, 100), replace=False)] = np.nan
+        nan[int(np.argmax(base))] = np.nan    # the top token too
+        pats = [(nan, 0.7), (nan, 1.3)]
+    prms = ((None, 1.0, 0, 0.0), (1, 1.0, 0, 0.0), (1, 0.9, 0, 0.0), (1, 0.95, 50, 0.1))   # None: t = 0 (greedy)
+    rows = [(lg, 0.0 if prm[0] is None else t, prm) for lg, t in pats for prm in prms]
+    n = len(rows)
+    return np.stack([lg for lg, _, _ in rows]), SamplingRows(
+        np.array([t for _, t, _ in rows], np.float32), np.array([p[1] for _, _, p in rows], np.float32),
+        np.array([p[2] for _, _, p in rows], np.int32), c.rng.integers(0, 2 ** 63, n).astype(np.uint64),
+        c.rng.integers(0, 1000, n).astype(np.int64), np.array([p[3] for _, _, p in rows], np.float32))
+
+
 def check_adversarial(c: Ctx) -> None:
     """The adversarial rows at four vocabularies (each launch == kernels/sampler.py), then the repeats."""
     from ops.gpu.sampling_bench import model_like_logits
@@ -98,3 +124,9 @@ def check_adversarial(c: Ctx) -> None:
     check_repeats(c, model_like_logits(c.rng, 64), mixed_rows(c, 64), "model-like, every mode")
     logits, rows = adversarial_rows(c, 50_001)
     check_repeats(c, logits, rows, "adversarial")
+    for vocab in (50_001, 9):
+        logits, rows = nonfinite_rows(c, vocab, False)
+        sample_compare(c, logits, rows, "NaN logits")
+        if c.k.sample_split:   # (sample_rows: not yet)
+            logits, rows = nonfinite_rows(c, vocab, True)
+            sample_compare(c, logits, rows, "no candidate: greedy")
