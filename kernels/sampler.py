@@ -83,9 +83,15 @@ def min_weight(min_p: float) -> int:
 def greedy_ids(logits: np.ndarray) -> np.ndarray:
     """int64 [R] of logits [R, V]: the lowest id among each row's largest non-NaN logits (-0 == +0), 0 where
     every logit is NaN (the kernels' rule: NaN never wins)."""
-    logits = np.asarray(logits)
-    top = np.where(np.isnan(logits), -np.inf, logits).max(axis=-1, keepdims=True)
-    return np.argmax(logits == top, axis=-1)   # (no True in a row: 0)
+    lg = np.asarray(logits)
+    lg2 = lg.reshape(-1, lg.shape[-1])
+    ids = np.argmax(lg2, axis=-1)   # numpy's argmax: the first NaN where a row has one, else the rule
+    nan = np.isnan(lg2[np.arange(len(ids)), ids])
+    if nan.any():
+        rows = lg2[nan]
+        top = np.where(np.isnan(rows), -np.inf, rows).max(axis=-1, keepdims=True)
+        ids[nan] = np.argmax(rows == top, axis=-1)   # (no True in a row: 0)
+    return ids.reshape(lg.shape[:-1])
 
 
 def _z_max(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.float32]:
