@@ -5,11 +5,15 @@ For each logits row ``l`` (float32 [V]) with parameters ``temperature t``,
 
 0. Penalties and ``logit_bias`` (kernels/logit_adjust.py) are applied to the row
    first; ``l`` below (the "raw" logit) is the adjusted row, on every path.
-1. ``t == 0`` (or ``t < 0``): greedy, ``argmax(l)``, the lowest id on ties.
+1. ``t == 0`` (or ``t < 0``, or NaN): greedy, ``argmax(l)``, the lowest id on ties;
+   NaN never wins (an all-NaN row gives 0).
 2. Otherwise, weights. ``z = l * inv_t`` with ``inv_t = float32(1) / float32(t)``
-   (float32 multiply), ``m = max(z)``, ``e = exp(z - m)`` in float32 (``e`` in
-   (0, 1]; the max gets exactly 1). Each token's integer weight is
-   ``w = floor(e * 2**32)`` (uint64; exact: scaling by 2**32 is exact). Tokens
+   (float32 multiply), ``m = max(z)`` over the z that are not NaN, ``e = exp(z - m)``
+   in float32 (``e`` in [0, 1]; the max gets exactly 1; a NaN e weighs 0). If ``m`` is
+   not finite (every z NaN or -inf, or a z of +inf: a +inf logit, ``l * inv_t``
+   overflowing float32, as every row does at ``t`` below about 3e-39 where ``inv_t`` is
+   inf) no token would weigh anything: the row is sampled greedily (1.). Each
+   token's integer weight is ``w = floor(e * 2**32)`` (uint64; exact: scaling by 2**32 is exact). Tokens
    with ``w == 0`` are dropped: they can never be drawn. ``min_p > 0``: tokens
    with ``w < ceil(min_p * 2**32)`` (min_p widened to float64) are dropped too,
    i.e. ``p < min_p * p_max`` (the max has ``e = 1``, so ``w / 2**32 = p / p_max``). No normalisation is
@@ -76,10 +80,34 @@ def min_weight(min_p: float) -> int:
     return max(1, int(np.ceil(float(np.float32(min_p)) * float(1 << WEIGHT_BITS))))
 
 
-def _weights(logits: np.ndarray, temperature: float, min_p: float) -> np.ndarray:
-    inv_t = np.float32(1.0) / np.float32(temperature)
-    z = logits.astype(np.float32) * inv_t
-    w = (np.exp(z - z.max()).astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+def greedy_ids(logits: np.ndarray) -> np.ndarray:
+    """int64 [R] of logits [R, V]: the lowest id among each row's largest non-NaN logits (-0 == +0), 0 where
+    every logit is NaN (the kernels' rule: NaN never wins)."""
+    lg = np.asarray(logits)
+    lg2 = lg.reshape(-1, lg.shape[-1])
+    ids = np.argmax(lg2, axis=-1)   # numpy's argmax: the first NaN where a row has one, else the rule
+    nan = np.isnan(lg2[np.arange(len(ids)), ids])
+    if nan.any():
+        rows = lg2[nan]
+        top = np.where(np.isnan(rows), -np.inf, rows).max(axis=-1, keepdims=True)
+        ids[nan] = np.argmax(rows == top, axis=-1)   # (no True in a row: 0)
+    return ids.reshape(lg.shape[:-1])
+
+
+def _z_max(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.float32]:
+    """``z = l * inv_t`` (float32) and its max over the non-NaN z (NaN when every z is NaN)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        inv_t = np.float32(1.0) / np.float32(temperature)
+        z = logits.astype(np.float32) * inv_t
+    return z, np.fmax.reduce(z)
+
+
+def _weights(z: np.ndarray, m: np.float32, min_p: float) -> np.ndarray:
+    """The integer weights for a finite max ``m`` (a NaN z weighs 0)."""
+    with np.errstate(invalid="ignore"):
+        e = np.exp(z - m)
+    e[np.isnan(e)] = 0.0
+    w = (e.astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
     if min_p > 0.0:
         w[w < np.uint64(min_weight(min_p))] = 0
     return w
@@ -102,8 +130,11 @@ def sample_row(logits: np.ndarray, temperature: float, top_p: float, top_k: int,
     256 tokens, then 8x larger ones (the result is the same as a full sort).
     """
     if not temperature > 0.0:
-        return int(np.argmax(logits))
-    w = _weights(logits, temperature, min_p)
+        return int(greedy_ids(logits))
+    z, m = _z_max(logits, temperature)
+    if not np.isfinite(m):   # no token weighs anything
+        return int(greedy_ids(logits))
+    w = _weights(z, m, min_p)
     ids = np.nonzero(w)[0]
     u24 = uniform24(seed, step)
     if top_k > 0:
@@ -131,9 +162,14 @@ def sample_row_full_sort(logits: np.ndarray, temperature: float, top_p: float, t
                          seed: int, step: int, min_p: float = 0.0) -> int:
     """``sample_row`` written straight from the specification (full sort); tests compare the two."""
     if not temperature > 0.0:
-        return int(np.argmax(logits))
-    z = logits.astype(np.float32) * (np.float32(1.0) / np.float32(temperature))
-    w = (np.exp(z - z.max()).astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
+        return int(greedy_ids(logits))
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = logits.astype(np.float32) * (np.float32(1.0) / np.float32(temperature))
+        m = np.fmax.reduce(z)
+        if not np.isfinite(m):
+            return int(greedy_ids(logits))
+        e = np.exp(z - m)
+    w = (np.where(np.isnan(e), 0.0, e).astype(np.float64) * float(1 << WEIGHT_BITS)).astype(np.uint64)
     w[w < np.uint64(min_weight(min_p))] = 0
     ids = np.nonzero(w)[0]
     order = ids[np.lexsort((ids, -logits[ids]))]
@@ -155,7 +191,7 @@ def sample(logits: np.ndarray, rows: SamplingRows) -> np.ndarray:
     out = np.empty(r_count, dtype=np.int32)
     greedy = ~(np.asarray(rows.temperature) > 0)
     if greedy.any():
-        out[greedy] = np.argmax(logits[greedy], axis=-1)
+        out[greedy] = greedy_ids(logits[greedy])
     for r in np.nonzero(~greedy)[0]:
         out[r] = sample_row(logits[r], float(rows.temperature[r]), float(rows.top_p[r]),
                             int(rows.top_k[r]), int(rows.seed[r]), int(rows.step[r]), rows.min_p_of(r))

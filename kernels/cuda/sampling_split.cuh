@@ -17,7 +17,9 @@
 //      barrier that followed its last read. The "single candidate" shortcut exchanges the one key found
 //      (every block reports its own, 0 if none; the max is the key).
 // Every control decision depends only on cluster-wide totals, so all blocks take the same path and meet the
-// same barriers; a last barrier keeps every block's shared memory alive until the others have read it.
+// same barriers; a last barrier keeps every block's shared memory alive until the others have read it. A row
+// whose max m is not finite has no candidate (kernels/sampler.py 2.): it takes the greedy path (greedy_split,
+// its own exchange fields); sample_rows does not yet (it reads shared2 that no lane wrote: an undefined id).
 // Integer sums: the ids do not depend on how a row is split (ops/gpu/sampling_bench compares both kernels).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -67,8 +69,9 @@ struct SplitShared {
     u64 shared2[4];     // the selection: prefix, base, candidates in the bin, stop
     float fscratch[SPLIT_THREADS / 32];
     int iscratch[SPLIT_THREADS / 32];
-    float bmax;         // this block's max (greedy: value), read by the others
-    int bid;            // greedy: this block's argmax
+    float bmax;         // this block's max of z, read by the others
+    float gbest;        // greedy: this block's max logit and its (lowest) id, read by block 0 (not bmax: a row
+    int gbid;           //   with no candidate turns greedy while the others may still read bmax)
     u32 n;              // candidates in the compact list
 };
 
@@ -182,6 +185,44 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
     return prefix;
 }
 
+// Greedy over the cluster: argmax, lowest id on ties, NaN never wins (a total order: any grouping gives the
+// same); block 0 writes *out. Every block of the cluster calls it (two cluster barriers).
+__device__ __noinline__ void greedy_split(SplitShared &s, const float *l, const u32 *mb, int words, int lo, int hi, u32 rank,
+                             int *out) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float best = -INFINITY;
+    int bid = 0x7fffffff;
+#pragma unroll 4
+    for (int i = lo + tid; i < hi; i += SPLIT_THREADS) {
+        float v = logit_at(l, mb, words, i);
+        if (v > best || (v == best && i < bid)) { best = v; bid = i; }
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bid, o);
+        if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
+    }
+    if (lane == 0) { s.fscratch[warp] = best; s.iscratch[warp] = bid; }
+    __syncthreads();
+    if (tid == 0) {
+        for (int w = 1; w < SPLIT_THREADS / 32; w++)
+            if (s.fscratch[w] > best || (s.fscratch[w] == best && s.iscratch[w] < bid)) { best = s.fscratch[w]; bid = s.iscratch[w]; }
+        s.gbest = best;
+        s.gbid = bid;
+    }
+    cluster_barrier();
+    if (rank == 0 && tid == 0) {
+        for (u32 rk = 1; rk < SPLIT_C; rk++) {
+            const float ov = __uint_as_float(peer_u32(&s.gbest, rk));
+            const int oi = (int)peer_u32(&s.gbid, rk);
+            if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
+        }
+        *out = bid == 0x7fffffff ? 0 : bid;
+    }
+    cluster_barrier();  // the others' shared memory stays until block 0 has read it
+}
+
 // sample_rows' arguments and result; grid: SPLIT_C blocks a row (blockIdx.x / SPLIT_C), SPLIT_THREADS threads,
 // dynamic shared memory split_smem(vocab) = S * 12 bytes (the compact list).
 extern "C" __global__ void __cluster_dims__(SPLIT_C, 1, 1) __launch_bounds__(SPLIT_THREADS, 2)  // 2 blocks an SM
@@ -207,38 +248,8 @@ sample_rows_split(const float *__restrict__ logits, const int *__restrict__ rows
     const u32 *mb = mr >= 0 ? mask_bits + (size_t)mr * words : nullptr;
     const float temp = temperature[r];
 
-    if (!(temp > 0.f)) {  // greedy: argmax, lowest id on ties (a total order: any grouping gives the same)
-        float best = -INFINITY;
-        int bid = 0x7fffffff;
-#pragma unroll 4
-        for (int i = lo + tid; i < hi; i += SPLIT_THREADS) {
-            float v = logit_at(l, mb, words, i);
-            if (v > best || (v == best && i < bid)) { best = v; bid = i; }
-        }
-#pragma unroll
-        for (int o = 16; o; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bid, o);
-            if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
-        }
-        if (lane == 0) { s.fscratch[warp] = best; s.iscratch[warp] = bid; }
-        __syncthreads();
-        if (tid == 0) {
-            for (int w = 1; w < SPLIT_THREADS / 32; w++)
-                if (s.fscratch[w] > best || (s.fscratch[w] == best && s.iscratch[w] < bid)) { best = s.fscratch[w]; bid = s.iscratch[w]; }
-            s.bmax = best;
-            s.bid = bid;
-        }
-        cluster_barrier();
-        if (rank == 0 && tid == 0) {
-            for (u32 rk = 1; rk < SPLIT_C; rk++) {
-                const float ov = __uint_as_float(peer_u32(&s.bmax, rk));
-                const int oi = (int)peer_u32(&s.bid, rk);
-                if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
-            }
-            out[r] = bid == 0x7fffffff ? 0 : bid;
-        }
-        cluster_barrier();  // the others' shared memory stays until block 0 has read it
+    if (!(temp > 0.f)) {
+        greedy_split(s, l, mb, words, lo, hi, rank, out + r);
         return;
     }
 
@@ -259,6 +270,10 @@ sample_rows_split(const float *__restrict__ logits, const int *__restrict__ rows
     mx = s.bmax;
 #pragma unroll
     for (u32 rk = 0; rk < SPLIT_C; rk++) mx = fmaxf(mx, __uint_as_float(peer_u32(&s.bmax, rk)));
+    if (!isfinite(mx)) {  // no token weighs anything (+inf, all -inf or NaN, 1/t overflowed): greedy, as the spec
+        greedy_split(s, l, mb, words, lo, hi, rank, out + r);   // (mx is the same in every block: the same path)
+        return;
+    }
 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;

@@ -52,10 +52,15 @@ async def _outputs(bundle, requests, overlap: bool, one_at_a_time: bool = False)
         await engine.stop()
 
 
-def run(bundle, prompts, record, label: str = "") -> None:
+FORCED = 1234   # the token logit_bias +100 forces
+
+
+def requests_of(prompts) -> list:
+    """(prompt ids, SamplingParams) of the check: four kinds cycled over the prompts, then a forced one and a
+    plain greedy one on the first prompt (the last two)."""
     from aotx.engine import SamplingParams
 
-    forced = 1234
+    forced = FORCED
     requests = []
     for i, p in enumerate(prompts):
         kind = i % 4
@@ -68,6 +73,14 @@ def run(bundle, prompts, record, label: str = "") -> None:
         requests.append((list(p), sp))
     requests.append((list(prompts[0]), SamplingParams(max_tokens=10, temperature=0, logit_bias=((forced, 100.0),))))
     requests.append((list(prompts[0]), SamplingParams(max_tokens=10, temperature=0)))
+    return requests
+
+
+def run(bundle, prompts, record, label: str = "") -> None:
+    from aotx.engine import SamplingParams
+
+    forced = FORCED
+    requests = requests_of(prompts)
     alone_classic = asyncio.run(_outputs(bundle, requests, False, one_at_a_time=True))
     alone_behind = asyncio.run(_outputs(bundle, requests, True, one_at_a_time=True))
     same = sum(1 for a, b in zip(alone_classic, alone_behind) if a == b)

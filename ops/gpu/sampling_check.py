@@ -5,8 +5,10 @@ whatever the environment picks for the engine.
 Each kernel runs kernel_check's sampling checks (greedy/temperature/top-k/top-p rows with ties, penalties
 and logit_bias through adjust_rows' scratch rows with min_p, token masks copied and fused), then the shapes
 the split kernel's slicing depends on: 1 and 256 rows of model-like logits in every mode, and vocabularies
-that 8 blocks do not divide evenly (a last block short, blocks with no token at all). Every id is compared
-with kernels/sampler.py, exactly; the record names start with the kernel's name.
+that 8 blocks do not divide evenly (a last block short, blocks with no token at all), then
+ops/gpu/sampling_adversarial.py's rows (full candidate lists, ties across slices, the 65,536-token bound) and
+the same logits sampled 100 times. Every id is compared with kernels/sampler.py, exactly; the record names
+start with the kernel's name.
 
 `python3 -m ops.gpu.sampling_check` runs these alone.
 """
@@ -17,6 +19,7 @@ import numpy as np
 from kernels import sampler
 from kernels.sampling_rows import SamplingRows
 from ops.gpu.kernel_check import V, Ctx, check_sampling, check_token_mask
+from ops.gpu.sampling_adversarial import check_adversarial
 
 KERNELS = (("split", True), ("block", False))   # name, Kernels.sample_split
 
@@ -60,8 +63,8 @@ def check_shapes(c: Ctx) -> None:
 
 
 def check_sampling_kernels(c: Ctx) -> None:
-    """kernel_check's sampling checks and check_shapes, with each kernel (the split one where the device
-    has thread-block clusters)."""
+    """kernel_check's sampling checks, check_shapes and ops/gpu/sampling_adversarial.py's rows and repeats,
+    with each kernel (the split one where the device has thread-block clusters)."""
     keep = c.k.sample_split, c.k.sample_split_rows
     c.k.sample_split_rows = 1 << 30              # (the kernel named, at every row count)
     try:
@@ -72,6 +75,7 @@ def check_sampling_kernels(c: Ctx) -> None:
             check_sampling(c)
             check_token_mask(c)
             check_shapes(c)
+            check_adversarial(c)
     finally:
         (c.k.sample_split, c.k.sample_split_rows), c.tag = keep, ""
 

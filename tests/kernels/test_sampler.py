@@ -114,3 +114,43 @@ def test_prefix_sort_equals_full_sort(t, top_p, top_k):
     lg[100:140] = lg[99]      # a long run of ties
     for seed in range(40):
         assert sample_row(lg, t, top_p, top_k, seed, 2) == sample_row_full_sort(lg, t, top_p, top_k, seed, 2)
+
+
+def _nonfinite_rows() -> list[tuple[str, np.ndarray, float]]:
+    """Rows where no token would weigh anything (the review of session 13): (what, logits, t)."""
+    lg = logits(1)[0]
+    pos_inf = lg.copy()
+    pos_inf[[7, 300]] = np.inf
+    all_neg = np.full(V, -np.inf, np.float32)
+    nan_neg = all_neg.copy()
+    nan_neg[[2, 9]] = np.nan
+    return [("t=1e-40: 1/t overflows", lg, 1e-40), ("t=1e-38: l/t overflows", lg, 1e-38),
+            ("+inf logits", pos_inf, 0.7), ("every logit -inf", all_neg, 0.7), ("NaN and -inf only", nan_neg, 1.0),
+            ("every logit NaN", np.full(V, np.nan, np.float32), 1.0)]
+
+
+@pytest.mark.parametrize("top_p,top_k,min_p", [(1.0, 0, 0.0), (0.9, 0, 0.0), (0.9, 50, 0.1)])
+def test_rows_without_a_candidate_are_greedy(top_p, top_k, min_p):
+    """No weight left (an overflowing 1/t, +inf, all -inf or NaN): the greedy id, the same in both
+    specifications; before, sample_row raised IndexError or returned a platform-defined id."""
+    want = {"t=1e-40: 1/t overflows": None, "t=1e-38: l/t overflows": None, "+inf logits": 7,
+            "every logit -inf": 0, "NaN and -inf only": 0, "every logit NaN": 0}
+    for what, lg, t in _nonfinite_rows():
+        greedy = int(np.argmax(lg)) if want[what] is None else want[what]
+        for seed in range(5):
+            got = sample_row(lg, t, top_p, top_k, seed, 3, min_p)
+            assert got == sample_row_full_sort(lg, t, top_p, top_k, seed, 3, min_p) == greedy, what
+
+
+def test_nan_logits_never_win_and_weigh_nothing():
+    lg = logits(1)[0]
+    lg[[0, 11]] = np.nan
+    ref = lg.copy()
+    ref[[0, 11]] = -np.inf           # a NaN logit is a token that can never be drawn, greedy or sampled
+    assert sample(lg[None], rows(1, temperature=0.0))[0] == int(np.argmax(ref))
+    for t, top_p, top_k in [(0.7, 1.0, 0), (1.0, 0.9, 0), (1.3, 0.95, 40)]:
+        for seed in range(20):
+            got = sample_row(lg, t, top_p, top_k, seed, 1)
+            assert got == sample_row(ref, t, top_p, top_k, seed, 1) == sample_row_full_sort(lg, t, top_p, top_k, seed, 1)
+    nan_then_inf = np.array([np.nan, -np.inf, -np.inf], np.float32)
+    assert sample(nan_then_inf[None], rows(1, temperature=0.0))[0] == 1   # the lowest non-NaN id
