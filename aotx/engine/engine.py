@@ -24,7 +24,7 @@ import uuid
 from aotx.engine.block_manager import BlockManager, pages_for
 from aotx.engine.detokenizer import Detokenizer
 from aotx.engine.engine_config import EngineConfig, Tokenizer
-from aotx.engine.request import RequestHandle, RequestRejected, validate_request
+from aotx.engine.request import SAMPLING_EPS, RequestHandle, RequestRejected, validate_request
 from aotx.engine.launch import Launcher, make_launcher
 from aotx.engine.runner import Backend, InFlight, ModelRunner
 from aotx.engine.scheduler import Claim, ScheduledSeq, Scheduler
@@ -157,8 +157,11 @@ class Engine(StepOutput):
         max_tokens = min(params.max_tokens, self.max_model_len - len(prompt))
         # a top_k that keeps the whole vocabulary is "off" (and must fit the int32 row field)
         top_k = 0 if params.top_k >= (vocab or 2**31) else params.top_k
-        if max_tokens != params.max_tokens or top_k != params.top_k:   # frozen: the same values, the same object
-            params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k)
+        # a temperature below SAMPLING_EPS is greedy (vLLM's rule): 1/t would overflow the logits' scale
+        # (every weight 0 below ~3e-39), and above that it picks the top token all but always anyway
+        temperature = 0.0 if params.temperature < SAMPLING_EPS else params.temperature
+        if max_tokens != params.max_tokens or top_k != params.top_k or temperature != params.temperature:
+            params = dataclasses.replace(params, max_tokens=max_tokens, top_k=top_k, temperature=temperature)
         eos = self.tokenizer.eos_id
         stop_ids = {*params.stop_token_ids} | (set() if params.ignore_eos else {eos})
         seq = Sequence(

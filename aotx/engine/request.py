@@ -24,6 +24,9 @@ class RequestRejected(Exception):
         self.message = message
 
 
+SAMPLING_EPS = 1e-5     # a temperature below it samples greedily (Engine.submit; vLLM's _SAMPLING_EPS)
+
+
 def validate_request(prompt: list[int], p: SamplingParams, max_model_len: int,
                      vocab_size: int | None) -> None:
     """Raise RequestRejected for a request the engine must not queue."""

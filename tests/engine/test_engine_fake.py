@@ -359,6 +359,26 @@ async def test_top_k_past_int32_does_not_fail_the_batch():
         await engine.stop()
 
 
+async def test_a_temperature_below_the_sampling_eps_is_greedy():
+    """1/t overflows the logits' scale below ~3e-39 (every weight 0: no token to draw); the engine samples
+    any temperature below SAMPLING_EPS greedily, as vLLM does."""
+    from aotx.engine.request import SAMPLING_EPS
+    engine, backend = make_engine(start=False)
+    seen, real_sample = [], backend.sample
+    backend.sample = lambda logits, rows: seen.extend(rows.temperature.tolist()) or real_sample(logits, rows)
+    try:
+        tiny = [engine.submit(list(b"tiny"), SamplingParams(max_tokens=4, temperature=t, seed=3))
+                for t in (1e-40, SAMPLING_EPS / 2)]
+        engine.start()
+        results = await asyncio.gather(*(collect(h) for h in tiny))
+        for r in results:
+            assert r[-1].finish_reason == "length"
+            assert [t for d in r for t in d.token_ids] == reference_greedy(list(b"tiny"), 4)
+        assert seen and set(seen) == {0.0}
+    finally:
+        await engine.stop()
+
+
 async def test_a_request_the_scheduler_refuses_ends_alone():
     """A refusal raised on the engine thread ends that request; the engine keeps serving."""
     engine, _ = make_engine(start=False)
