@@ -72,8 +72,8 @@ class StepOutput:
                     continue
                 quiet = seq.quiet_checked   # a constrained sequence's quiet parts: its token is allowed
                 if quiet is None:
-                    # a sequence's first token, or one that is never quiet (a stop string, an open character at
-                    # its first): one Delta with only its non-default fields; a plain one makes it quiet
+                    # a sequence's first token, or one of a sequence that is never quiet (a stop string,
+                    # logprobs): one Delta with only its non-default fields; a plain one makes it quiet
                     outs = seq.output_ids
                     last = seq.last_token_time
                     if last is None:
@@ -118,7 +118,7 @@ class StepOutput:
                         else:   # its matcher checks each later token before that token takes the quiet path
                             seq.quiet_checked = (handle, det, det.special, params.max_tokens)
                     continue
-            # the quiet path: a sequence whose earlier token went out as a plain delta (set in _plain_token)
+            # the quiet path: a sequence whose earlier token went out as a plain delta (set above)
             handle, det, special, budget = quiet
             outs = seq.output_ids
             outs.append(tid)
