@@ -64,6 +64,9 @@ class Sequence:
     # to release first): (its handle, its detokenizer, the ids its detokenizer must see, max_tokens) for the
     # engine's quiet path (aotx.engine.step_output); None before, and for a sequence that never qualifies
     quiet: Any = None
+    # the same for a constrained sequence (the same tuple): its later tokens take the quiet path once its
+    # matcher allowed each (RowMatcher.sync, on the engine thread, first); a refused one ends it as before
+    quiet_checked: Any = None
 
     def __post_init__(self) -> None:
         if self.line < 0:

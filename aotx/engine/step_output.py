@@ -8,7 +8,10 @@ the step's latencies handed to the stats once. Once a sequence's token went out 
 and handed to the loop as their parts, (handle, text, (id,), completion tokens), no Delta made on this
 thread (``RequestHandle.put_plain`` makes it on the loop, or none for the engine service's sink); a token
 that is special, ends the budget or meets an open character leaves the quiet path for the full one (host
-work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12).
+work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12). A constrained sequence is quiet the
+same way (``Sequence.quiet_checked``, kept apart so that a plain quiet row's test is unchanged): each of its
+tokens is first checked by its matcher (``sync``, the check every constrained token has); a refused one ends
+its request with the error as before, an allowed one goes on as a plain quiet token (issue 14, session 13).
 """
 from __future__ import annotations
 
@@ -62,76 +65,84 @@ class StepOutput:
             if seq.status is FINISHED:
                 continue
             quiet = seq.quiet
-            if quiet is not None and not (results and seq.seq_id in results):
-                # the quiet path: a sequence whose earlier token went out as a plain delta (set below)
-                handle, det, special, budget = quiet
-                outs = seq.output_ids
-                outs.append(tid)
-                lasts.append(seq.last_token_time)
-                seq.last_token_time = now
-                n = len(outs)
-                if det.clean and n < budget and tid not in special:
-                    hit = whole.get(tid)     # a whole-UTF-8 token: (its text, (its id,)), shared
-                    if hit is None:
-                        ids = (tid,)
-                        text = det.plain(tid)   # (fills the detokenizer's cache; a split character: decoded)
-                        if texts.get(tid) is not None:
-                            whole[tid] = (text, ids)
+            if quiet is None or (results and seq.seq_id in results):
+                m = seq.matcher     # a constrained token checked here (no llguidance call) takes a short path too
+                if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
+                    self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
+                    continue
+                quiet = seq.quiet_checked   # a constrained sequence's quiet parts: its token is allowed
+                if quiet is None:
+                    # a sequence's first token, or one of a sequence that is never quiet (a stop string,
+                    # logprobs): one Delta with only its non-default fields; a plain one makes it quiet
+                    outs = seq.output_ids
+                    last = seq.last_token_time
+                    if last is None:
+                        ttfts.append(now - seq.arrival_time)
+                        seq.first_token_time = now
                     else:
-                        text, ids = hit
-                        if text:
+                        lasts.append(last)
+                    seq.last_token_time = now
+                    outs.append(tid)
+                    det = seq.detokenizer
+                    text = None
+                    if det.quick and tid not in det.special:   # (Detokenizer.plain, its common case inlined)
+                        if det.clean:
+                            text = texts.get(tid)
+                        if text is None:
+                            text = det.plain(tid)
+                        elif text:
                             det.parts.append(text)
-                    outbox.append((handle, text, ids, n))   # its Delta's parts (RequestHandle.put_plain)
+                    params = seq.params
+                    if text is None or len(outs) >= params.max_tokens or (
+                            params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
+                        self._finish_token(seq, tid, None, last is None, text)
+                        continue
+                    handle = handles.get(seq.seq_id)
+                    if handle is None:
+                        continue
+                    # plain_delta(...), inlined: only the fields that differ from Delta's class defaults are set
+                    # in the instance (a dataclass keeps each default as a class attribute, so the others read,
+                    # compare, hash, copy and pickle the same as in a constructed Delta: tests/engine)
+                    d = new(Delta)
+                    fields = d.__dict__
+                    fields["text"] = text
+                    fields["token_ids"] = (tid,)
+                    fields["prompt_tokens"] = len(seq.prompt_ids)
+                    fields["completion_tokens"] = len(outs)
+                    if last is None:
+                        fields["queued_s"] = seq.queued_s
+                    outbox.append((handle, d))
+                    if params.logprobs is None:   # (a logprobs row has a RowResult each step: never quiet)
+                        if m is None:
+                            seq.quiet = (handle, det, det.special, params.max_tokens)
+                        else:   # its matcher checks each later token before that token takes the quiet path
+                            seq.quiet_checked = (handle, det, det.special, params.max_tokens)
                     continue
-                text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
-                if text is None:
-                    self._finish_token(seq, tid, None, False, None)
-                    continue
-                self._send(seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), n))
-                continue
-            m = seq.matcher         # a constrained token checked here (no llguidance call) takes the short path too
-            if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
-                self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
-                continue
+            # the quiet path: a sequence whose earlier token went out as a plain delta (set above)
+            handle, det, special, budget = quiet
             outs = seq.output_ids
-            last = seq.last_token_time
-            if last is None:
-                ttfts.append(now - seq.arrival_time)
-                seq.first_token_time = now
-            else:
-                lasts.append(last)
-            seq.last_token_time = now
             outs.append(tid)
-            det = seq.detokenizer
-            text = None
-            if det.quick and tid not in det.special:   # (Detokenizer.plain, its common case inlined)
-                if det.clean:
-                    text = texts.get(tid)
-                if text is None:
-                    text = det.plain(tid)
-                elif text:
-                    det.parts.append(text)
-            params = seq.params
-            if text is None or len(outs) >= params.max_tokens or (
-                    params.prompt_logprobs is not None and not seq.prompt_logprobs_sent):
-                self._finish_token(seq, tid, None, last is None, text)
+            lasts.append(seq.last_token_time)
+            seq.last_token_time = now
+            n = len(outs)
+            if det.clean and n < budget and tid not in special:
+                hit = whole.get(tid)     # a whole-UTF-8 token: (its text, (its id,)), shared
+                if hit is None:
+                    ids = (tid,)
+                    text = det.plain(tid)   # (fills the detokenizer's cache; a split character: decoded)
+                    if texts.get(tid) is not None:
+                        whole[tid] = (text, ids)
+                else:
+                    text, ids = hit
+                    if text:
+                        det.parts.append(text)
+                outbox.append((handle, text, ids, n))   # its Delta's parts (RequestHandle.put_plain)
                 continue
-            handle = handles.get(seq.seq_id)
-            if handle is not None:
-                # plain_delta(...), inlined: only the fields that differ from Delta's class defaults are set
-                # in the instance (a dataclass keeps each default as a class attribute, so the others read,
-                # compare, hash, copy and pickle the same as in a constructed Delta: tests/engine)
-                d = new(Delta)
-                fields = d.__dict__
-                fields["text"] = text
-                fields["token_ids"] = (tid,)
-                fields["prompt_tokens"] = len(seq.prompt_ids)
-                fields["completion_tokens"] = len(outs)
-                if last is None:
-                    fields["queued_s"] = seq.queued_s
-                outbox.append((handle, d))
-                if m is None and params.logprobs is None:   # (a logprobs row has a RowResult each step: never quiet)
-                    seq.quiet = (handle, det, det.special, params.max_tokens)
+            text = det.plain(tid) if n < budget else None    # (a character still open, or a stop/silent id)
+            if text is None:
+                self._finish_token(seq, tid, None, False, None)
+                continue
+            self._send(seq, Delta(text, (tid,), (), None, None, len(seq.prompt_ids), n))
         self._stats.tokens_at(now, ttfts, lasts)
 
     def _postprocess(self, seq: Sequence, res: RowResult, tid: int | None, now: float) -> None:
@@ -230,6 +241,6 @@ class StepOutput:
         self._stats.finished(delta.finish_reason)
         self._send(seq, delta)
         self._handles.pop(seq.seq_id, None)
-        seq.quiet = None    # (an ended sequence keeps no handle)
+        seq.quiet = seq.quiet_checked = None    # (an ended sequence keeps no handle)
         with self._cond:
             self._committed -= seq.reserved_pages

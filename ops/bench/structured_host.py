@@ -248,6 +248,24 @@ def _loaded(path: str):
     return Tokenizer(tokens, merges, types, src["bos"], src["eos"]), src["prompt"], src["vocab"], src["eos"]
 
 
+def _sunk(handle, items: list) -> asyncio.Future:
+    """Read `handle` as the engine service does (aotx.engine_service: RequestHandle.redirect with a plain sink):
+    each delta's wire item appended to `items`, a quiet token's made from its parts (no Delta at all); the
+    future is set by its final delta."""
+    done = asyncio.get_running_loop().create_future()
+    rid, prompt_tokens = handle.request_id, handle.prompt_tokens
+
+    def sink(d) -> None:
+        items.append((rid, d.text, d.token_ids, d.prompt_tokens, d.completion_tokens))
+        if d.finish_reason is not None:
+            done.set_result(d.finish_reason)
+
+    def plain(text: str, token_ids: tuple, completion_tokens: int) -> None:
+        items.append((rid, text, token_ids, prompt_tokens, completion_tokens))
+    handle.redirect(sink, plain)
+    return done
+
+
 async def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
@@ -260,6 +278,8 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kinds", default="", help="comma-separated runs to make (plain and any of json_schema, "
                     "all_allowed, json_schema_worker, all_allowed_worker, json_schema_engine, all_allowed_engine); all "
                     "by default")
+    ap.add_argument("--sink", action="store_true", help="the readers take the deltas as the engine service does "
+                    "(a sink, and a plain sink for the quiet tokens' parts: no Delta for those), not by iterating")
     args = ap.parse_args(argv)
 
     from aotx.engine import Engine, EngineConfig, SamplingParams
@@ -327,9 +347,12 @@ async def main(argv: list[str] | None = None) -> None:
                                    stdout=subprocess.DEVNULL)
                 start = time.perf_counter()
                 handles = [engine.submit(prompt, p) for p in params]
-                for h in handles:
-                    async for _ in h:
-                        pass
+                if args.sink:
+                    await asyncio.gather(*(_sunk(h, []) for h in handles))
+                else:
+                    for h in handles:
+                        async for _ in h:
+                            pass
                 wall = time.perf_counter() - start
                 steps = launcher.timing()["steps"]
                 if counted:

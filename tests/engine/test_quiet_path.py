@@ -109,3 +109,120 @@ async def test_put_plain_makes_the_delta_or_hands_its_parts_to_plain_hooks():
     no_plain_sink.put_plain("ab", (7,), 4)
     assert sunk == [made]
 
+
+
+# -- constrained rows (issue 14, session 13): a token its matcher allows takes the quiet path too ------------
+
+JSON = '{"name": "Ann", "age": 31}'
+
+
+class JsonScriptBackend(FakeBackend):
+    """Over the real tokenizer's vocabulary: a greedy row draws script[p] as its p-th output token, the script
+    chosen by its prompt's first token; the mask applies as in the numpy backend, except to a row at a
+    (script, position) in `rogue`: it draws its scripted token even where its mask refuses it."""
+
+    def __init__(self, vocab: int, scripts: dict[int, list[int]], prompt_len: int, rogue=frozenset()) -> None:
+        super().__init__(num_pages=200, page_size=4)
+        self.vocab, self.scripts, self.prompt_len, self.rogue = vocab, scripts, prompt_len, rogue
+        self._keys: list[tuple[int, int]] = []
+
+    def forward(self, batch):
+        self.forward_calls += 1
+        self.kv[batch.slot_mapping] = batch.token_ids
+        seq_of_token = np.searchsorted(batch.query_start, np.arange(batch.num_tokens), side="right") - 1
+        logits = np.full((len(batch.logits_rows), self.vocab), -50.0, dtype=np.float32)
+        self._keys = []
+        for r, t in enumerate(batch.logits_rows):
+            table = batch.block_tables[seq_of_token[t]]
+            first = int(self.kv[table[0] * self.page_size])      # the prompt's first token: which script
+            p = int(batch.positions[t]) + 1 - self.prompt_len
+            script = self.scripts[first]
+            logits[r, script[p] if p < len(script) else script[-1]] = 0.0   # (a step past its end: one behind)
+            self._keys.append((first, p))
+        return logits
+
+    def masked_logits(self, logits, mask):
+        from kernels.token_mask import TokenMask, apply_token_mask
+        assert len(logits) == len(self._keys)      # (every row samples: the mask's rows are the logits' rows)
+        keep = [k for k, r in enumerate(np.asarray(mask.rows).tolist()) if self._keys[r] not in self.rogue]
+        out = np.array(logits, dtype=np.float32, copy=True)
+        apply_token_mask(out, TokenMask(np.asarray(mask.rows)[keep], np.asarray(mask.bits)[keep]))
+        return out
+
+
+def constrained_reference(tok, script, params, refused_at=None):
+    """The detokenizer fed token by token (as the full path does), up to a refused token (then the request
+    ends with the engine's constraint error): the text, the tokens delivered, the finish."""
+    det = Detokenizer(tok, params.stop, {tok.eos_id})
+    text, ids = "", []
+    for p, t in enumerate(script[:params.max_tokens]):
+        if p == refused_at:
+            return text, ids + [t], "error"     # (its text never goes out: the final delta is empty)
+        step = det.add(t)
+        text, ids = text + step.text, ids + [t]
+        if step.finish_reason is not None:
+            return text, ids, step.finish_reason
+    tail = det.flush()
+    return text + tail.text, ids, tail.finish_reason or "length"
+
+
+@pytest.mark.parametrize("loop", ["behind", "classic"])
+async def test_a_constrained_rows_allowed_tokens_go_quiet_and_the_rest_ends_as_before(loop, bundle, monkeypatch):
+    """json_schema rows over a scripted model: an accepted object then EOS ends with "stop" (EOS is allowed only
+    once the object is complete), a token its mask refuses (drawn past the mask) ends the request with the
+    constraint's error and none of its text, a budget ends it with "length", and a stop string (never quiet)
+    with "stop" and the string. Every delta is what the detokenizer gives token by token, and each row's
+    tokens after its first, while allowed, plain and not the last, went out as their parts (put_plain)."""
+    from aotx.structured import ConstraintCompiler
+
+    from .test_engine_structured import PERSON
+    tok = bundle.tokenizer
+    c = ConstraintCompiler(tok).json_schema(PERSON)
+    path = tok.encode(JSON)
+    bad = tok.encode("x")[0]
+    probe = c.start()
+    for t in path[:3]:
+        assert probe.consume(t)
+    assert probe.consume(bad) is False       # refused after '{"name":'
+    rest = tok.encode(" and more")
+    scripts = {10: path + [tok.eos_id], 11: path[:3] + [bad] + path[4:], 12: path, 13: path + [tok.eos_id]}
+    # each: (its prompt's first token, params, the position of a refused token or None)
+    cases = [(10, SamplingParams(max_tokens=40, temperature=0, constraint=c), None),
+             (11, SamplingParams(max_tokens=40, temperature=0, constraint=c), 3),
+             (12, SamplingParams(max_tokens=6, temperature=0, constraint=c), None),
+             (13, SamplingParams(max_tokens=40, temperature=0, constraint=c, stop=('"age',)), None)]
+    assert not set(rest) & {10, 11, 12, 13}
+    backend = JsonScriptBackend(tok.vocab_size, scripts, 1 + len(rest), rogue={(11, 3)})
+    config = EngineConfig(num_pages=200, page_size=4, max_model_len=128, overlap=loop == "behind")
+    engine = Engine(backend, tok, config, launcher=ThreadLauncher(backend) if loop == "behind" else None)
+    plain: dict[str, int] = {}
+    real_put_plain = RequestHandle.put_plain
+
+    def counted(self, text, ids, n):
+        plain[self.request_id] = plain.get(self.request_id, 0) + 1
+        real_put_plain(self, text, ids, n)
+    monkeypatch.setattr(RequestHandle, "put_plain", counted)
+    engine.start()
+
+    async def run(first: int, params: SamplingParams):
+        handle = engine.submit([first] + rest, params)
+        return handle.request_id, [d async for d in handle]
+    try:
+        runs = await asyncio.gather(*(run(first, params) for first, params, _ in cases * 2))
+    finally:
+        await engine.stop()
+    for (first, params, refused_at), (rid, deltas) in zip(cases * 2, runs):
+        text, ids, reason = constrained_reference(tok, scripts[first], params, refused_at)
+        assert "".join(d.text for d in deltas) == text
+        delivered = ids[:-1] if reason == "error" else ids     # (a refused token: counted, never delivered)
+        assert [t for d in deltas for t in d.token_ids] == delivered
+        assert deltas[-1].finish_reason == reason and all(d.finish_reason is None for d in deltas[:-1])
+        assert [d.completion_tokens for d in deltas] == list(range(1, len(ids) + 1))
+        if reason == "error":
+            assert deltas[-1] == Delta("", finish_reason="error", error="constraint violated",
+                                       prompt_tokens=1 + len(rest), completion_tokens=len(ids))
+        for d in deltas:
+            assert d.prompt_tokens == 1 + len(rest)
+            assert d == Delta(**{f.name: getattr(d, f.name) for f in dataclasses.fields(Delta)})
+        quiet = {10: len(path) - 1, 11: 2, 12: params.max_tokens - 2, 13: 0}[first]
+        assert plain.get(rid, 0) == quiet, (first, plain.get(rid, 0))
