@@ -37,6 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aotx.engine.sequence import Sequence as Seq
+from aotx.engine.mask_plan import MaskPlan as _Plan
 from kernels.token_mask import TokenMask, mask_words
 
 log = logging.getLogger(__name__)
@@ -341,67 +342,7 @@ class LateMask:
         return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
 
 
-class _Plan:
-    """A mask's rows as llguidance takes them (LateMask.prepare): the matchers; the rows with a token
-    pending (their matchers, output indexes, and rows of the previous launch's ids), in lexer order as
-    the fill's; the rows without one and the tokens their matchers must have consumed; the fill's
-    (llguidance matcher, row) pairs with the rows of one lexer next to each other (aotx.structured.batch
-    .fill_rows says why: a lexer's rows take turns at its mutex). Never changed once built: a later
-    step's plan over the same matchers in the same order (most decode steps) shares its lists."""
-    __slots__ = ("matchers", "lls", "tokens", "order", "pending", "pending_matchers", "pending_lls", "pending_tokens",
-                 "pending_index", "id_rows", "id_list", "idle", "idle_tokens", "idle_index", "pairs", "rows", "row_list",
-                 "__weakref__")
-
-    @classmethod
-    def of(cls, seqs: list[tuple], rows: list[int], last: "_Plan | None" = None) -> "_Plan | None":
-        matchers = [seq.matcher for seq, _, _ in seqs]
-        plan = cls()
-        if last is not None and last.matchers == matchers:    # (identity: RowMatcher has no __eq__)
-            plan.matchers, plan.lls, plan.order, plan.pairs = last.matchers, last.lls, last.order, last.pairs
-            plan.tokens = last.tokens
-        else:
-            lls = [getattr(m, "ll", None) for m in matchers]
-            if None in lls:
-                return None
-            plan.tokens = [getattr(m, "_tokens", None) for m in matchers]    # (RowMatcher's record)
-            if None in plan.tokens or any(getattr(m, "_ok", None) is None for m in matchers):
-                return None
-            groups = [getattr(m, "group", 0) for m in matchers]
-            plan.matchers, plan.lls = matchers, lls
-            plan.order = sorted(range(len(seqs)), key=groups.__getitem__) if any(groups) else range(len(seqs))
-            plan.pairs = [(lls[k], k) for k in plan.order]
-            last = None
-        order = plan.order
-        # the rows' id rows and indexes as columns (tuple items: no attribute read), then each list from them;
-        # a decode step (every row pending) in the rows' own order takes the columns themselves
-        id_col, index_col = list(map(_SECOND, seqs)), list(map(_THIRD, seqs))
-        every = min(id_col, default=0) >= 0
-        pending = (order if type(order) is list else list(order)) if every else [k for k in order if id_col[k] >= 0]
-        if last is not None and pending == last.pending:
-            plan.pending, plan.pending_matchers, plan.pending_lls = last.pending, last.pending_matchers, last.pending_lls
-            plan.pending_tokens, plan.idle, plan.idle_tokens = last.pending_tokens, last.idle, last.idle_tokens
-        else:
-            plan.pending = pending
-            plan.pending_matchers = [plan.matchers[k] for k in pending]
-            plan.pending_lls = [plan.lls[k] for k in pending]
-            plan.pending_tokens = [plan.tokens[k] for k in pending]
-            plan.idle = [plan.matchers[k] for k in order if seqs[k][1] < 0]
-            plan.idle_tokens = [plan.tokens[k] for k in order if seqs[k][1] < 0]
-        if every and type(order) is range:
-            plan.pending_index, ids = index_col, id_col
-        else:
-            plan.pending_index = list(map(index_col.__getitem__, plan.pending))
-            ids = list(map(id_col.__getitem__, plan.pending))
-        plan.id_rows = last.id_rows if last is not None and ids == last.id_list else np.array(ids, np.intp)
-        plan.id_list = ids
-        plan.idle_index = [index_col[k] for k in order if id_col[k] < 0] if plan.idle else []
-        plan.rows = last.rows if last is not None and rows == last.row_list else np.array(rows, dtype=np.int32)
-        plan.row_list = rows
-        return plan
-
-
 _OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
-_SECOND, _THIRD = operator.itemgetter(1), operator.itemgetter(2)
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
