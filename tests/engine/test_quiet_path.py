@@ -38,8 +38,15 @@ def reference(params: SamplingParams) -> tuple[str, list[int], str]:
     stop_ids = {*params.stop_token_ids} | (set() if params.ignore_eos else {EOS})
     det = Detokenizer(FakeTokenizer(), params.stop, stop_ids,
                       silent_ids=frozenset({EOS} - stop_ids) if params.ignore_eos else frozenset())
+    return detokenized(det, SCRIPT[:params.max_tokens])
+
+
+def detokenized(det: Detokenizer, tokens: list[int], refused_at: int | None = None) -> tuple[str, list[int], str]:
+    """`tokens` fed to `det` one by one until a finish, or until the token at `refused_at` (then "error")."""
     text, ids = "", []
-    for t in SCRIPT[:params.max_tokens]:
+    for p, t in enumerate(tokens):
+        if p == refused_at:
+            return text, ids + [t], "error"     # (its text never goes out: the final delta is empty)
         step = det.add(t)
         text, ids = text + step.text, ids + [t]
         if step.finish_reason is not None:
@@ -153,17 +160,7 @@ class JsonScriptBackend(FakeBackend):
 def constrained_reference(tok, script, params, refused_at=None):
     """The detokenizer fed token by token (as the full path does), up to a refused token (then the request
     ends with the engine's constraint error): the text, the tokens delivered, the finish."""
-    det = Detokenizer(tok, params.stop, {tok.eos_id})
-    text, ids = "", []
-    for p, t in enumerate(script[:params.max_tokens]):
-        if p == refused_at:
-            return text, ids + [t], "error"     # (its text never goes out: the final delta is empty)
-        step = det.add(t)
-        text, ids = text + step.text, ids + [t]
-        if step.finish_reason is not None:
-            return text, ids, step.finish_reason
-    tail = det.flush()
-    return text + tail.text, ids, tail.finish_reason or "length"
+    return detokenized(Detokenizer(tok, params.stop, {tok.eos_id}), script[:params.max_tokens], refused_at)
 
 
 @pytest.mark.parametrize("loop", ["behind", "classic"])
