@@ -107,7 +107,6 @@ class LateMask:
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
         self._bits_gone = False       # `into`'s memory was given to a later mask (allows)
-        self.consumes: list[bool] | None = None   # per row, defer's: the worker consumes its pending token
         self._consumed = _Latch()
         self.thread = ""              # the thread that filled it (tests, benches)
         self._lock = threading.Lock()

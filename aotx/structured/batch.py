@@ -62,10 +62,7 @@ def fill_rows(matchers: Sequence[RowMatcher], bits: np.ndarray) -> None:
     rows = enumerate(matchers)
     if any(getattr(m, "group", 0) for m in matchers):
         rows = sorted(rows, key=lambda jm: getattr(jm[1], "group", 0))
-    pairs = [(m.ll, j) for j, m in rows]
-    _pool().unsafe_compute_mask_ptr(pairs, bits.ctypes.data, bits.shape[1] * 4, bits.shape[0])
-    for m in matchers:
-        m.check()
+    fill_pairs([(m.ll, j) for j, m in rows], bits, [m.ll for m in matchers])
 
 
 def fill_pairs(pairs: list[tuple[llguidance.LLMatcher, int]], bits: np.ndarray,
