@@ -86,6 +86,73 @@ __device__ __forceinline__ u64 x_of(int xmode, u64 xparam, u64 T) {
     return mul_shift24(xparam, T, false);
 }
 
+// One radix pass's selection, by warp 0 (every lane calls it): from the pass's 256-bin totals (tot: weights or
+// counts; ntot: candidates a bin) pick the digit whose bin holds the first candidate, in order, past X, and
+// write sel = {prefix with that digit, the weight above the bin, candidates in the bin, stop}. X is set at the
+// first pass (shift 56) from the candidates' total (x_of). Lane L owns bins 8L..8L+7, highest digit first.
+__device__ __forceinline__ void select_digit(const u64 *tot, const u32 *ntot, int shift, u64 prefix, u64 base,
+                                             int xmode, u64 xparam, u64 &X, u64 *sel) {
+    const int lane = threadIdx.x & 31;
+    u64 own = 0;
+#pragma unroll
+    for (int b = 0; b < 8; b++) own += tot[8 * lane + b];
+    u64 suffix = own;  // sum over lanes >= L
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        u64 v = __shfl_down_sync(0xffffffffu, suffix, o);
+        if (lane + o < 32) suffix += v;
+    }
+    if (shift == 56) X = x_of(xmode, xparam, __shfl_sync(0xffffffffu, suffix, 0));  // lane 0: all bins
+    const bool none = shift == 56 && xmode == X_TOPK && __shfl_sync(0xffffffffu, suffix, 0) <= X;
+    unsigned hit = __ballot_sync(0xffffffffu, base + suffix > X);
+    int L = none ? -1 : 31 - __clz(hit);
+    if (none && lane == 0) {  // k or fewer candidates: top-k cuts nothing
+        sel[0] = 0;
+        sel[1] = 0;
+        sel[2] = 0;
+        sel[3] = 1;
+    }
+    if (lane == L) {
+        u64 acc = base + suffix - own;  // bins above this lane's
+        int d = 8 * lane + 7;
+        for (; d > 8 * lane; d--) {
+            if (acc + tot[d] > X) break;
+            acc += tot[d];
+        }
+        sel[0] = prefix | ((u64)d << shift);
+        sel[1] = acc;
+        sel[2] = ntot[d];
+        sel[3] = 0;
+    }
+}
+
+// Greedy's order: a larger value first, then the lower id; NaN never wins (both comparisons are false).
+__device__ __forceinline__ void argmax_take(float &best, int &bid, float v, int i) {
+    if (v > best || (v == best && i < bid)) { best = v; bid = i; }
+}
+
+// The block's argmax of row l over [lo, hi) (read through the mask mb), valid in thread 0 (fscratch, iscratch:
+// a slot a warp); THREADS is blockDim.x. bid 0x7fffffff: no token (or every one NaN).
+template <int THREADS>
+__device__ __forceinline__ void block_argmax(const float *l, const u32 *mb, int words, int lo, int hi,
+                                             float *fscratch, int *iscratch, float &best, int &bid) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    best = -INFINITY;
+    bid = 0x7fffffff;
+#pragma unroll 4
+    for (int i = lo + tid; i < hi; i += THREADS) argmax_take(best, bid, logit_at(l, mb, words, i), i);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bid, o);
+        argmax_take(best, bid, ov, oi);
+    }
+    if (lane == 0) { fscratch[warp] = best; iscratch[warp] = bid; }
+    __syncthreads();
+    if (tid == 0)
+        for (int w = 1; w < THREADS / 32; w++) argmax_take(best, bid, fscratch[w], iscratch[w]);
+}
+
 // The key of the first candidate (w > 0, key >= kmin), in order, whose inclusive cumulative weight
 // (w, or 1 per token when count) exceeds X (x_of: T > X always holds for the nucleus and the draw, since
 // the row's top token is always a candidate; for top-k, T <= X answers 0).
@@ -130,39 +197,7 @@ __device__ u64 radix_search(const float *l, const u32 *mb, int words, int vocab,
             }
         }
         __syncthreads();
-        if (tid < 32) {  // lane L owns bins 8L..8L+7; highest digit first
-            u64 own = 0;
-#pragma unroll
-            for (int b = 0; b < 8; b++) own += hist[8 * lane + b];
-            u64 suffix = own;  // sum over lanes >= L
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                u64 v = __shfl_down_sync(0xffffffffu, suffix, o);
-                if (lane + o < 32) suffix += v;
-            }
-            if (shift == 56) X = x_of(xmode, xparam, __shfl_sync(0xffffffffu, suffix, 0));  // lane 0: all bins
-            const bool none = shift == 56 && xmode == X_TOPK && __shfl_sync(0xffffffffu, suffix, 0) <= X;
-            unsigned hit = __ballot_sync(0xffffffffu, base + suffix > X);
-            int L = none ? -1 : 31 - __clz(hit);
-            if (none && lane == 0) {  // k or fewer candidates: top-k cuts nothing
-                shared2[0] = 0;
-                shared2[1] = 0;
-                shared2[2] = 0;
-                shared2[3] = 1;
-            }
-            if (lane == L) {
-                u64 acc = base + suffix - own;  // bins above this lane's
-                int d = 8 * lane + 7;
-                for (; d > 8 * lane; d--) {
-                    if (acc + hist[d] > X) break;
-                    acc += hist[d];
-                }
-                shared2[0] = prefix | ((u64)d << shift);
-                shared2[1] = acc;
-                shared2[2] = nhist[d];
-                shared2[3] = 0;
-            }
-        }
+        if (tid < 32) select_digit(hist, nhist, shift, prefix, base, xmode, xparam, X, shared2);
         __syncthreads();
         prefix = shared2[0];
         base = shared2[1];
@@ -220,6 +255,15 @@ adjust_rows(const float *__restrict__ logits, const int *__restrict__ rows, cons
     if (tid == 0 && pend >= 0 && pend < vocab && !found) dst[pend] = adjusted(l[pend], 0.f, 1, pres, freq);
 }
 
+// sample_rows' greedy rule for one row (every thread of the block): *out = the argmax, 0 when every logit is NaN.
+__device__ __noinline__ void greedy_row(const float *l, const u32 *mb, int words, int vocab, float *fscratch,
+                                        int *iscratch, int *out) {
+    float best;
+    int bid;
+    block_argmax<SAMPLE_THREADS>(l, mb, words, 0, vocab, fscratch, iscratch, best, bid);
+    if (threadIdx.x == 0) *out = bid == 0x7fffffff ? 0 : bid;
+}
+
 // logits float32 [*, vocab]; row r reads logits[rows[r]], or adj_logits[adj_row[r]] (adjust_rows' output)
 // where adj_row[r] >= 0; masked through mask_bits[mask_row[r]] where mask_row (not null) has it >= 0.
 // out int32 [R].
@@ -244,25 +288,7 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     const float temp = temperature[r];
 
     if (!(temp > 0.f)) {  // greedy: argmax, lowest id on ties
-        float best = -INFINITY;
-        int bid = 0x7fffffff;
-        for (int i = tid; i < vocab; i += blockDim.x) {
-            float v = logit_at(l, mb, words, i);
-            if (v > best || (v == best && i < bid)) { best = v; bid = i; }
-        }
-#pragma unroll
-        for (int o = 16; o; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bid, o);
-            if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
-        }
-        if (lane == 0) { fscratch[warp] = best; iscratch[warp] = bid; }
-        __syncthreads();
-        if (tid == 0) {
-            for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-                if (fscratch[w] > best || (fscratch[w] == best && iscratch[w] < bid)) { best = fscratch[w]; bid = iscratch[w]; }
-            out[r] = bid == 0x7fffffff ? 0 : bid;
-        }
+        greedy_row(l, mb, words, vocab, fscratch, iscratch, out + r);
         return;
     }
 
@@ -274,6 +300,11 @@ sample_rows(const float *__restrict__ logits, const int *__restrict__ rows, int 
     __syncthreads();
     mx = fscratch[0];
     for (int w = 1; w < (int)(blockDim.x >> 5); w++) mx = fmaxf(mx, fscratch[w]);
+    if (!isfinite(mx)) {  // no token weighs anything (+inf, all -inf or NaN, 1/t overflowed): greedy, as the spec
+        __syncthreads();  // (mx is the same in every thread; each has read fscratch before greedy_row writes it)
+        greedy_row(l, mb, words, vocab, fscratch, iscratch, out + r);
+        return;
+    }
 
     const float mp = min_p[r];
     const u64 wmin = mp > 0.f ? max(1ull, (u64)ceil((double)mp * 4294967296.0)) : 1ull;

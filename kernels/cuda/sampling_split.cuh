@@ -19,7 +19,7 @@
 // Every control decision depends only on cluster-wide totals, so all blocks take the same path and meet the
 // same barriers; a last barrier keeps every block's shared memory alive until the others have read it. A row
 // whose max m is not finite has no candidate (kernels/sampler.py 2.): it takes the greedy path (greedy_split,
-// its own exchange fields); sample_rows does not yet (it reads shared2 that no lane wrote: an undefined id).
+// its own exchange fields), as sample_rows takes greedy_row.
 // Integer sums: the ids do not depend on how a row is split (ops/gpu/sampling_bench compares both kernels).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -128,39 +128,7 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
             s.ntot[tid] = nt;
         }
         __syncthreads();
-        if (tid < 32) {  // sampling.cu's selection, on the cluster's totals
-            u64 own = 0;
-#pragma unroll
-            for (int d = 0; d < 8; d++) own += s.tot[8 * lane + d];
-            u64 suffix = own;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                u64 v = __shfl_down_sync(0xffffffffu, suffix, o);
-                if (lane + o < 32) suffix += v;
-            }
-            if (shift == 56) X = x_of(xmode, xparam, __shfl_sync(0xffffffffu, suffix, 0));
-            const bool none = shift == 56 && xmode == X_TOPK && __shfl_sync(0xffffffffu, suffix, 0) <= X;
-            unsigned hit = __ballot_sync(0xffffffffu, base + suffix > X);
-            int L = none ? -1 : 31 - __clz(hit);
-            if (none && lane == 0) {
-                s.shared2[0] = 0;
-                s.shared2[1] = 0;
-                s.shared2[2] = 0;
-                s.shared2[3] = 1;
-            }
-            if (lane == L) {
-                u64 acc = base + suffix - own;
-                int d = 8 * lane + 7;
-                for (; d > 8 * lane; d--) {
-                    if (acc + s.tot[d] > X) break;
-                    acc += s.tot[d];
-                }
-                s.shared2[0] = prefix | ((u64)d << shift);
-                s.shared2[1] = acc;
-                s.shared2[2] = s.ntot[d];
-                s.shared2[3] = 0;
-            }
-        }
+        if (tid < 32) select_digit(s.tot, s.ntot, shift, prefix, base, xmode, xparam, X, s.shared2);
         __syncthreads();
         prefix = s.shared2[0];
         base = s.shared2[1];
@@ -189,25 +157,11 @@ __device__ u64 radix_search_split(SplitShared &s, const u64 *ckey, const u32 *cw
 // same); block 0 writes *out. Every block of the cluster calls it (two cluster barriers).
 __device__ __noinline__ void greedy_split(SplitShared &s, const float *l, const u32 *mb, int words, int lo, int hi, u32 rank,
                              int *out) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    float best = -INFINITY;
-    int bid = 0x7fffffff;
-#pragma unroll 4
-    for (int i = lo + tid; i < hi; i += SPLIT_THREADS) {
-        float v = logit_at(l, mb, words, i);
-        if (v > best || (v == best && i < bid)) { best = v; bid = i; }
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bid, o);
-        if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
-    }
-    if (lane == 0) { s.fscratch[warp] = best; s.iscratch[warp] = bid; }
-    __syncthreads();
+    const int tid = threadIdx.x;
+    float best;
+    int bid;
+    block_argmax<SPLIT_THREADS>(l, mb, words, lo, hi, s.fscratch, s.iscratch, best, bid);
     if (tid == 0) {
-        for (int w = 1; w < SPLIT_THREADS / 32; w++)
-            if (s.fscratch[w] > best || (s.fscratch[w] == best && s.iscratch[w] < bid)) { best = s.fscratch[w]; bid = s.iscratch[w]; }
         s.gbest = best;
         s.gbid = bid;
     }
@@ -215,8 +169,7 @@ __device__ __noinline__ void greedy_split(SplitShared &s, const float *l, const 
     if (rank == 0 && tid == 0) {
         for (u32 rk = 1; rk < SPLIT_C; rk++) {
             const float ov = __uint_as_float(peer_u32(&s.gbest, rk));
-            const int oi = (int)peer_u32(&s.gbid, rk);
-            if (ov > best || (ov == best && oi < bid)) { best = ov; bid = oi; }
+            argmax_take(best, bid, ov, (int)peer_u32(&s.gbid, rk));
         }
         *out = bid == 0x7fffffff ? 0 : bid;
     }

@@ -16,7 +16,7 @@ launch's blocks start while the last ones run): the ids identical every time.
 
 NaN logits among finite ones (a NaN weighs 0 and never wins), with each kernel; rows with no candidate at all
 (t = 1e-40: 1/t overflows; +inf logits; every logit -inf or NaN), which the specification samples greedily
-(kernels/sampler.py 2.), with the split kernel only: sample_rows does not yet (the review's report, session 13).
+(kernels/sampler.py 2.), with each kernel (sample_rows takes greedy_row there since session 14).
 """
 from __future__ import annotations
 
@@ -127,6 +127,5 @@ def check_adversarial(c: Ctx) -> None:
     for vocab in (50_001, 9):
         logits, rows = nonfinite_rows(c, vocab, False)
         sample_compare(c, logits, rows, "NaN logits")
-        if c.k.sample_split:   # (sample_rows: not yet)
-            logits, rows = nonfinite_rows(c, vocab, True)
-            sample_compare(c, logits, rows, "no candidate: greedy")
+        logits, rows = nonfinite_rows(c, vocab, True)
+        sample_compare(c, logits, rows, "no candidate: greedy")
