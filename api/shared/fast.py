@@ -172,7 +172,7 @@ class FastPath:
             else:   # a GET's body is left unread, as the Quart route leaves it
                 result = await runtime.query(what, who, **({} if arg is None else {arg: value}))
             status, body, headers = answer_parts(result)
-            data = self.app.json.text(answer_body(status, body, rid)).encode()
+            data = self.app.json.data(answer_body(status, body, rid))
         except ApiError as err:
             return await self._error(send, method, path, rid, began, err)
         except Exception as exc:   # a bug: rendered as the Quart app renders it
@@ -203,7 +203,7 @@ class FastPath:
 
     async def _error(self, send: Any, method: str, path: str, rid: str, began: float, err: ApiError,
                      headers: dict[str, str] | None = None) -> None:
-        data = self.app.json.text(with_id(shared_body(err), rid)).encode()
+        data = self.app.json.data(with_id(shared_body(err), rid))
         await self._send(send, method, path, rid, began, err.status, data, headers or {})
 
     async def _send(self, send: Any, method: str, path: str, rid: str, began: float, status: int, data: bytes,

@@ -32,11 +32,18 @@ from pathlib import Path
 VALGRIND = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--collect-jumps=no"]
 
 
-def _client(jobs_file: str, port: int) -> int:
-    jobs = json.loads(Path(jobs_file).read_text())
+def _client(plan_file: str, port: int) -> int:
+    """POST this client's requests (made here from the plan, so the server process does not count their
+    making) one at a time on one keep-alive connection; each must answer 201."""
+    from ops.bench.mutations import Load, http_jobs
+
+    plan = json.loads(Path(plan_file).read_text())
+    load = Load(0)
+    load.names, load.seq, load.space, load.pid = plan["names"], plan["seq"], plan["space"], plan["pid"]
+    jobs = http_jobs(load, plan["tokens"], plan["client"], plan["count"])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     for path, body, headers in jobs:
-        conn.request("POST", path, body=body.encode(), headers=headers)
+        conn.request("POST", path, body=body, headers=headers)
         r = conn.getresponse()
         data = r.read()
         if r.status != 201:
@@ -73,7 +80,7 @@ async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
     from aotx.runtime import SharedRuntime
     from aotx.state import Capacities
     from eventlog import EmbeddedNats, StreamSpec
-    from ops.bench.mutations import ALL, Load, http_jobs, prepared_load
+    from ops.bench.mutations import ALL, Load, prepared_load
 
     async def run(runtime, load: Load) -> None:
         tokens = {name: secrets.token_hex(16) for name in load.names}
@@ -85,8 +92,9 @@ async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
         await ready.wait()
         procs, t0, cpu0 = [], time.perf_counter(), os.times()
         for c in range(clients):
-            jobs = [(p, b.decode(), h) for p, b, h in http_jobs(load, tokens, c, n // clients)]
-            (tmp / f"jobs{c}.json").write_text(json.dumps(jobs))
+            plan = {"names": load.names, "seq": load.seq, "space": load.space, "pid": load.pid, "tokens": tokens,
+                    "client": c, "count": n // clients}
+            (tmp / f"jobs{c}.json").write_text(json.dumps(plan))
             procs.append(await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "ops.bench.shared_post_count", "--client", str(tmp / f"jobs{c}.json"),
                 str(port[0])))
@@ -165,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="aotx-count-") as tmp:
         out_dir = Path(args.keep) if args.keep else Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
-        print(f"server process under callgrind, {args.clients} client(s), {'stub runtime' if args.stub else 'SharedRuntime'}",
+        tool = "strace" if args.syscalls else "callgrind"
+        print(f"server process under {tool}, {args.clients} client(s), {'stub runtime' if args.stub else 'SharedRuntime'}",
               flush=True)
         args.by_call = []
         a, b = _count(lo, args, out_dir), _count(hi, args, out_dir)
