@@ -1,18 +1,23 @@
-"""Instructions of the server process per shared mutation POST, counted with callgrind (a benchmark, not a test).
+"""Instructions (or system calls) of the server process per shared mutation POST, counted, and its CPU timed
+(a benchmark, not a test).
 
-    python -m ops.bench.shared_post_count [--requests 100,600] [--stub] [--clients 1]
+    python -m ops.bench.shared_post_count [--requests 100,600] [--stub] [--clients 1] [--syscalls]
+    python -m ops.bench.shared_post_count --serve 8000 --clients 8 [--stub]     (timed, no tool)
 
 The figure the noisy 2-core box cannot blur: for each count N of `--requests`, one server process runs under
-`valgrind --tool=callgrind` (an embedded nats-server, a SharedRuntime and `attach_shared` on a Quart app served
-by api.server, uvicorn + httptools on uvloop, as `aotx serve` serves it); once it is serving, it starts
-`--clients` client processes (exec'd, so valgrind does not follow them) that POST N set-member mutations in
-all (every 64th a retirement; every one must answer 201) on keep-alive connections, then it stops. The
-instructions of the two runs' difference ÷ the difference of their N is the cost of one request, boot,
-shutdown and the load's setup cancelled. With one client the requests come one at a time (no group commit:
-one journal append a mutation), so the count does not depend on how fast the box is. `--stub`: a runtime
-that answers a fixed receipt at once (no nats-server, no journal): the HTTP half alone.
+`valgrind --tool=callgrind` (`--syscalls`: `strace -c`, its main thread) — an embedded nats-server, a
+SharedRuntime and `attach_shared` on a Quart app served by api.server (uvicorn + httptools on uvloop), as
+`aotx serve` serves it. Once it serves, it starts `--clients` client processes (exec'd, so the tool does not
+follow them; each makes its own requests, then waits for the go) that POST N set-member mutations in all
+(every 64th a retirement; every one must answer 201) on keep-alive connections; then it stops. The two runs'
+difference ÷ the difference of their N is the cost of one request: boot, shutdown and the load's setup
+cancel. With one client the requests come one at a time (one journal append a mutation), so the count does
+not depend on how fast the box is. `--stub`: a runtime that answers a fixed receipt at once (no journal):
+the HTTP half alone.
 
-`--serve N PORTFILE` (internal) is the server; `--client JOBS PORT` (internal) a client.
+`--serve N` alone runs the server once, without a tool, and prints the rate from the go to the last answer
+and the server process's CPU µs a request (user + kernel, os.times) in that window.
+`--client PLAN PORT` (internal) is a client.
 """
 from __future__ import annotations
 
@@ -42,6 +47,9 @@ def _client(plan_file: str, port: int) -> int:
     load.names, load.seq, load.space, load.pid = plan["names"], plan["seq"], plan["space"], plan["pid"]
     jobs = http_jobs(load, plan["tokens"], plan["client"], plan["count"])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.connect()
+    print("ready", flush=True)   # then all the clients start together, when the server says go
+    sys.stdin.read(1)
     for path, body, headers in jobs:
         conn.request("POST", path, body=body, headers=headers)
         r = conn.getresponse()
@@ -90,14 +98,20 @@ async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
         serving = asyncio.create_task(serve_app(app, "127.0.0.1", 0, stop,
                                                 on_ready=lambda h, p: (port.append(p), ready.set())))
         await ready.wait()
-        procs, t0, cpu0 = [], time.perf_counter(), os.times()
+        procs = []
         for c in range(clients):
             plan = {"names": load.names, "seq": load.seq, "space": load.space, "pid": load.pid, "tokens": tokens,
                     "client": c, "count": n // clients}
             (tmp / f"jobs{c}.json").write_text(json.dumps(plan))
             procs.append(await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "ops.bench.shared_post_count", "--client", str(tmp / f"jobs{c}.json"),
-                str(port[0])))
+                str(port[0]), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
+        for p in procs:   # each has made its requests and connected
+            await p.stdout.readline()
+        t0, cpu0 = time.perf_counter(), os.times()
+        for p in procs:
+            p.stdin.write(b"g")
+            await p.stdin.drain()
         codes = [await p.wait() for p in procs]
         wall, cpu1 = time.perf_counter() - t0, os.times()
         user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
@@ -107,7 +121,7 @@ async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
             raise RuntimeError(f"a client failed: {codes}")
         served = app.extensions["aotx_shared"]["fast"].served
         print(f"served {served} of {n // clients * clients} on the fast path "
-              f"({n // clients * clients / wall:.0f}/s with the clients' start; server CPU "
+              f"({n // clients * clients / wall:.0f}/s; server CPU "
               f"{(user + system) / n * 1e6:.0f} µs a request, kernel {system / n * 1e6:.0f})", file=sys.stderr)
 
     if stub:
@@ -159,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stub", action="store_true", help="a runtime that answers at once: the HTTP half alone")
     ap.add_argument("--syscalls", action="store_true", help="count system calls (strace -c) instead of instructions")
     ap.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
-    ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--serve", type=int, default=None, help="run the server once for N requests (timed)")
     ap.add_argument("--client", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.client is not None:
