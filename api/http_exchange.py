@@ -9,8 +9,9 @@ while writing is paused; nothing where the client is gone) and the same ending (
 the connection closed where not kept alive, the next pipelined request started). One write is one
 `send()` on the socket instead of two (docs/PERFORMANCE.md, "Issue 10, session 14"). Where `send` is not
 such a cycle's (a test client, another server, a middleware in between), where the response has begun,
-for a HEAD request, or where `headers` name a connection or transfer encoding, or a content length
-that is not `body`'s, it sends the two messages.
+where uvicorn would write an access log line (api.server turns it off), for a HEAD request, or where
+`headers` name a connection or transfer encoding, or a content length that is not `body`'s, it sends
+the two messages.
 
 `body_now(receive)`: the request's whole body where uvicorn has read all of it and nothing has taken it
 yet (the message `receive` would return at once, taken as `receive` takes it); None otherwise (then read
@@ -35,7 +36,8 @@ async def respond(send: Any, status: int, headers: list[tuple[bytes, bytes]], bo
     """`http.response.start` (status, headers) and the final `http.response.body` (body), in one write where
     `send` is uvicorn's (see the module)."""
     cycle = _cycle(send)
-    if cycle is None or cycle.response_started or cycle.scope["method"] == "HEAD" or not _plain(headers, body):
+    if (cycle is None or cycle.response_started or cycle.access_log or cycle.scope["method"] == "HEAD"
+            or not _plain(headers, body)):
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
         return
