@@ -78,28 +78,52 @@ class _Latch:
 class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
-    def __init__(self, sampled: Sequence[Seq], previous) -> None:
-        # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
-        # ids holding its pending token or -1, the output index of that token / the tokens the matcher
-        # must have consumed), taken now, on the engine thread (one pass: it runs every step)
+    def __init__(self, sampled: Sequence[Seq], previous, last=False) -> None:
+        # rows: the sampled rows with a constraint; for each, as columns: its sequence, its matcher, the row of
+        # the previous launch's ids holding its pending token or -1, and the output index of that token / the
+        # tokens the matcher must have consumed; taken now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
-        self._seqs: list[tuple] = []
-        self._matchers: list = []     # each row's matcher (defer)
-        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seqs.append
-        vocab, last = 0, None
+        self._matchers: list = []     # each row's matcher
+        self._seq_col: list = []
+        self._id_col: list[int] = []
+        self._index_col: list[int] = []
+        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seq_col.append
+        ids, index = self._id_col.append, self._index_col.append
+        vocab, last_c, pending = 0, None, 0
         for j, seq in enumerate(sampled):
             m = seq.matcher
             if m is None:
                 continue
             rows(j)
             matchers(m)
-            n = len(seq.output_ids)
-            seqs((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            seqs(seq)
+            if seq.pending:
+                ids(seq.pending_row)
+                index(len(seq.output_ids) + seq.pending - 1)
+                pending += 1
+            else:
+                ids(-1)
+                index(len(seq.output_ids))
             constraint = seq.params.constraint
-            if constraint is not last:
-                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
+            if constraint is not last_c:
+                last_c, vocab = constraint, max(vocab, int(constraint.vocab_size))
+        self._start(sampled, previous, last, mask_words(vocab), pending)
+
+    def _start(self, sampled, previous, last, words: int, pending: int) -> None:
+        self._sampled_list = sampled  # (the launch's sampled rows: the next launch's mask compares, `following`)
+        self._pending_n = pending     # rows with a token pending in `previous`
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        self.words = mask_words(vocab)
+        # the previous launch's mask where the runner chains them (`last`: that mask, or None): this one tells
+        # it that it consumes its rows' tokens (``consumer``, at ``defer``), and each mask's rows are checked
+        # step-wide at their read-back (``verify``); False: not chained, each row's matcher is told at ``defer``
+        self._chained = last is not False
+        self._before = last if last is not False else None   # (until ``defer`` or ``run``: no chain of masks kept)
+        if self._before is not None:
+            self._before._before = None
+        self.consumer = None          # the next launch's mask, whose worker consumes this one's tokens (chained)
+        self._bits_ix = None          # (verify: 0..rows-1, and the bytes of as many ones)
+        self._ok_seen = [None]        # (verify: _all_ok's count, shared by the masks `following` this one)
+        self.words = words
         # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
         # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
         self.flat: memoryview | None = None
@@ -117,6 +141,29 @@ class LateMask:
         self._error: BaseException | None = None
         self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
         self._plan: _Plan | None = None   # what llguidance is handed (prepare); False: not llguidance's rows
+        self._fast = False            # every row's matcher is a RowMatcher (defer)
+
+    @classmethod
+    def following(cls, last: "LateMask", previous) -> "LateMask":
+        """The mask of a launch whose sampled rows are `last`'s launch's, in the same order (the steady
+        decode step), `previous` being that launch: each row's token is pending at its own row of it, one
+        output index on from `last`'s (or at the same one, where `last` had none pending). No row is read."""
+        mask = cls.__new__(cls)
+        mask.rows, mask._matchers, mask._seq_col = last.rows, last._matchers, last._seq_col
+        mask._id_col = last.rows      # (pending_row: the row's place in `previous`, the same as in this launch)
+        if last._pending_n == len(last.rows):
+            mask._index_col = [i + 1 for i in last._index_col]
+        else:
+            mask._index_col = [i + 1 if r >= 0 else i for r, i in zip(last._id_col, last._index_col)]
+        mask._start(last._sampled_list, previous, last, last.words, len(last.rows))
+        mask._bits_ix, mask._ok_seen = last._bits_ix, last._ok_seen
+        return mask
+
+    @property
+    def _seqs(self) -> list[tuple]:
+        """(seq, the row of the previous launch's ids holding its pending token or -1, the output index of that
+        token / the tokens the matcher must have consumed) a row (the general path, error messages, tests)."""
+        return list(zip(self._seq_col, self._id_col, self._index_col))
 
     @property
     def previous(self):
@@ -125,33 +172,88 @@ class LateMask:
     @property
     def reads_previous(self) -> bool:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
-        return any(row >= 0 for _, row, _ in self._seqs)
+        return self._pending_n > 0
 
     def defer(self, worker_consumes: bool = False) -> None:
         """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
         also consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing
-        it on the engine thread): each row's matcher is told so here, on the engine thread, before the
-        hand-over (RowMatcher.expect), and checks the token it reads back against the bit of the mask
-        that let it through (``allows``) instead of calling llguidance. Only where every row's matcher
-        takes that protocol (not the benches' probes): else the engine thread consumes, as before."""
+        it on the engine thread), and the engine thread checks each token it reads back against the bit of
+        the mask that let it through instead of calling llguidance: where the runner chains the masks, the
+        mask before is told that this one consumes its rows' tokens (``consumer``) and checks them at their
+        read-back (``verify``: the step at once; a row's matcher is told only where that check cannot
+        pass); else each row's matcher is told so here, on the engine thread, before the hand-over
+        (RowMatcher.expect). Only where every row's matcher takes that protocol (not the benches' probes):
+        else the engine thread consumes, as before."""
         self.deferred = True
+        before, self._before = self._before, None
         if not worker_consumes:
             return
         matchers = self._matchers
-        kinds = set(map(type, matchers))
-        expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
-        if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
-            expect_rows(self, matchers, self._seqs)
+        if before is not None and before._matchers is matchers and before.worker_consumes:
+            self._fast = before._fast       # (the same matchers took it at the launch before)
         else:
-            for m in matchers:
-                if not hasattr(m, "expect"):
-                    return
+            kinds = set(map(type, matchers))
+            self._fast = len(kinds) == 1 and getattr(next(iter(kinds)), "expect_rows", None) is not None
+            if not self._fast and not all(hasattr(m, "expect") for m in matchers):
+                return
+        if self._chained:
+            if before is not None:
+                before.consumer = self
+        elif self._fast:     # (RowMatcher's: the loop below without a call a row)
+            matchers[0].expect_rows(self, matchers, self._seqs)
+        else:
             for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
                 if row >= 0:
                     m.expect(self, j, index + 1, True)
                 else:
                     m.expect(self, j, index, False)
         self.worker_consumes = True
+
+    def verify(self, ids, results=None) -> bool:
+        """At the read-back of this mask's launch, on the engine thread (`ids`: that launch's sampled ids, an
+        array; `results`: its rows with more to report): True where every row's token is allowed by its row
+        of the bits, no row's matcher has failed, and the next launch's mask consumes every row's token on
+        the worker (``consumer``): RowMatcher.sync's check of each row, made for the step at once (a few
+        array operations, no call a row). Else False, and each row's matcher is told which mask let its
+        token through and which one consumes it (what ``defer`` tells it where masks are not chained), for
+        its own ``sync``. Always False for masks whose worker does not consume (the engine thread does)."""
+        if not self.worker_consumes or not self._chained:
+            return False
+        consumer = self.consumer
+        if (not results and self._fast and consumer is not None and consumer.worker_consumes
+                and consumer._pending_n == len(self.rows) and self.flat is not None and not self._bits_gone
+                and ids is not None and _all_ok(self._matchers, self._ok_seen) and self._allowed(ids)):
+            return True
+        self._mark()
+        return False
+
+    def _allowed(self, ids) -> bool:
+        """Every row's token (its row of `ids`) has its bit set in its row of the bits (0 <= token < 32 * words,
+        as ``allows``: a token out of range is an index out of range here, as an unsigned number)."""
+        mask = self._mask
+        if type(ids) is not np.ndarray:
+            ids = np.asarray(ids)
+        tok = (ids if len(ids) == len(self.rows) else ids[mask.rows]).astype(np.uint64)
+        n = len(tok)
+        if self._bits_ix is None or len(self._bits_ix) != n:
+            self._bits_ix = (np.arange(n), np.ones(n, dtype=np.uint64).tobytes())
+        ix, ones = self._bits_ix
+        try:
+            words = mask.bits[ix, tok >> 5]
+        except IndexError:
+            return False
+        return ((words >> (tok & 31)) & 1).tobytes() == ones
+
+    def _mark(self) -> None:
+        """Tell each row's matcher the mark ``verify`` could not check for the step: the row of this mask
+        that let its token through, and the consumer mask that consumes it on the worker, if any."""
+        consumer = self.consumer
+        taken: dict = {}
+        if consumer is not None and consumer.worker_consumes:
+            taken = {id(m): (consumer, index) for m, row, index in
+                     zip(consumer._matchers, consumer._id_col, consumer._index_col) if row >= 0}
+        for r, (m, row, index) in enumerate(zip(self._matchers, self._id_col, self._index_col)):
+            m.mark(self, r, index + 1 if row >= 0 else index, taken.get(id(m)))
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
@@ -221,6 +323,7 @@ class LateMask:
             if self._claimed:
                 return
             self._claimed = True
+        self._before = None
         self.thread = threading.current_thread().name
         try:
             self.consume()
@@ -252,7 +355,8 @@ class LateMask:
         are not llguidance's (the benches' probes) take the general path (``_Plan`` False)."""
         if self._plan is None:
             try:
-                self._plan = _Plan.of(self._seqs, self.rows, _LAST[0]()) or False
+                self._plan = _Plan.build(self._matchers, self._id_col, self._index_col, self.rows,
+                                         _LAST[0]()) or False
                 if self._plan:
                     _LAST[0] = weakref.ref(self._plan)
             except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
@@ -260,10 +364,7 @@ class LateMask:
                 self._plan = False
 
     def _consume(self) -> list[bool]:
-        # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
-        # benches on an image that lacks the wheel) never load it
-        from aotx.structured import batch
-
+        batch = _batch()
         self.prepare()
         plan = self._plan
         if not plan:
@@ -275,37 +376,39 @@ class LateMask:
         ok = None
         if plan.pending:
             if self._previous is None:
-                raise MaskOutOfStep(f"sequence {self._seqs[plan.pending[0]][0].seq_id}: a pending token and no "
+                raise MaskOutOfStep(f"sequence {self._seq_col[plan.pending[0]].seq_id}: a pending token and no "
                                     "step to read it from")
             tokens = self._previous.ids()[plan.id_rows].tolist()
             pm = plan.pending_matchers
             if list(map(len, plan.pending_tokens)) == plan.pending_index:    # (each at its token: the worker's case)
                 batch.consume_rows(pm, plan.pending_lls, tokens, plan.pending_tokens)   # (one token each)
             else:       # a row has it already: sync compares
-                ok = [True] * len(self._seqs)
+                ok = [True] * len(self.rows)
                 for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
                     ok[k] = good
                 self._out_of_step()
-        oks = list(map(_OK, plan.matchers))      # (not m.failed)
+        # (not m.failed: each row's flag read only where a row failed since the last step that read them)
+        oks = [True] * len(plan.matchers) if _all_ok(plan.matchers, plan.ok_seen) else list(map(_OK, plan.matchers))
         if ok is None:
             return oks
         return [good and o for good, o in zip(ok, oks)]
 
     def _consume_rows(self, batch) -> list[bool]:
         """The general path: any matcher with RowMatcher's interface."""
-        pending = [k for k, (_, row, _) in enumerate(self._seqs) if row >= 0]
-        ok = [True] * len(self._seqs)
+        seqs = self._seqs
+        pending = [k for k, (_, row, _) in enumerate(seqs) if row >= 0]
+        ok = [True] * len(seqs)
         if pending:
             if self._previous is None:
-                raise MaskOutOfStep(f"sequence {self._seqs[pending[0]][0].seq_id}: a pending token and no "
+                raise MaskOutOfStep(f"sequence {seqs[pending[0]][0].seq_id}: a pending token and no "
                                     "step to read it from")
             ids = self._previous.ids()
-            got = batch.sync_rows([self._seqs[k][0].matcher for k in pending], [self._seqs[k][2] for k in pending],
-                                  [int(ids[self._seqs[k][1]]) for k in pending])
+            got = batch.sync_rows([seqs[k][0].matcher for k in pending], [seqs[k][2] for k in pending],
+                                  [int(ids[seqs[k][1]]) for k in pending])
             for k, good in zip(pending, got):
                 ok[k] = good
         self._out_of_step()
-        for k, (seq, _, _) in enumerate(self._seqs):
+        for k, (seq, _, _) in enumerate(seqs):
             ok[k] = ok[k] and not seq.matcher.failed
         return ok
 
@@ -319,10 +422,9 @@ class LateMask:
                                     f"output at {known}")
 
     def _fill(self, ok: list[bool]) -> TokenMask:
-        from aotx.structured import batch
-
+        batch = _batch()
         # a refused token ends the request when its step is read back: its row here is never used
-        bits = self._out if self._out is not None else np.empty((len(self._seqs), self.words), dtype=np.uint32)
+        bits = self._out if self._out is not None else np.empty((len(self.rows), self.words), dtype=np.uint32)
         plan = self._plan
         every = all(ok)
         if plan:
@@ -330,18 +432,41 @@ class LateMask:
             if pairs:
                 batch.fill_pairs(pairs, bits, plan.lls if every else [ll for ll, _ in pairs])
         else:
-            fill = [k for k in range(len(self._seqs)) if ok[k]]
+            fill = [k for k in range(len(self.rows)) if ok[k]]
             if fill:
-                sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
-                batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
+                sub = bits if len(fill) == len(self.rows) else np.empty((len(fill), bits.shape[1]), np.uint32)
+                batch.fill_rows([self._matchers[k] for k in fill], sub)
                 if sub is not bits:
                     bits[fill] = sub
         if not every:
-            bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
+            bits[[k for k in range(len(self.rows)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
         return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
 
 
 _OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
+_BATCH: list = []
+
+
+def _batch():
+    """aotx.structured.batch, imported once a request has a constraint: engine runs without one (the GPU
+    benches on an image that lacks the llguidance wheel) never load it."""
+    if not _BATCH:
+        from aotx.structured import batch
+        _BATCH.append(batch)
+    return _BATCH[0]
+
+
+def _all_ok(matchers: list, seen: list) -> bool:
+    """No matcher of `matchers` (RowMatcher's, whose class counts every row's failure) has failed: each row's
+    flag is read only where a row failed anywhere since `seen[0]`, the count when they were last read all
+    ok (a holder shared by the steps over the same matchers, on one thread)."""
+    failures = getattr(type(matchers[0]), "failures", None) if matchers else None
+    if failures is not None and seen[0] == failures:
+        return True
+    if not all(map(_OK, matchers)):
+        return False
+    seen[0] = failures
+    return True
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
@@ -353,9 +478,14 @@ _LAST: list = [lambda: None]
 _HOLDERS: "weakref.WeakValueDictionary[int, LateMask]" = weakref.WeakValueDictionary()
 
 
-def step_mask(sampled: Sequence[Seq], previous=None) -> LateMask | None:
+def step_mask(sampled: Sequence[Seq], previous=None, last=False) -> LateMask | None:
     """The launch's mask (called by the launcher, or run by the mask worker), or None when no sampled
-    row is constrained. `previous`: the handle of the launch before (tokens still pending on the device)."""
+    row is constrained. `previous`: the handle of the launch before (tokens still pending on the device).
+    `last`: where the runner chains the masks, the launch before's mask (or None); a launch whose sampled
+    rows are that launch's, in the same order, takes its mask's rows as they are (``LateMask.following``)."""
+    if (last is not None and last is not False and previous is not None and type(last) is LateMask
+            and last._sampled_list == sampled):
+        return LateMask.following(last, previous)
     if not any(seq.matcher is not None for seq in sampled):
         return None
-    return LateMask(sampled, previous)
+    return LateMask(sampled, previous, last)

@@ -61,13 +61,18 @@ class StepOutput:
         lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
         handles, outbox, texts, whole = self._handles, self._outbox, self._token_texts, self._whole_tokens
         new = object.__new__
+        # the constrained rows' tokens checked for the step at once where the masks allow (verified: no
+        # row's matcher is asked), else each row's matcher checks its own (sync: no llguidance call either)
+        mask = step.mask
+        verified = mask is not None and mask.verify(step.ids, results)
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
             quiet = seq.quiet
             if quiet is None or (results and seq.seq_id in results):
                 m = seq.matcher     # a constrained token checked here (no llguidance call) takes a short path too
-                if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
+                if (results and seq.seq_id in results) or (m is not None and not verified
+                                                           and not m.sync(len(seq.output_ids), tid)):
                     self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                     continue
                 quiet = seq.quiet_checked   # a constrained sequence's quiet parts: its token is allowed
