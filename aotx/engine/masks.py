@@ -196,12 +196,14 @@ class LateMask:
             self._fast = len(kinds) == 1 and getattr(next(iter(kinds)), "expect_rows", None) is not None
             if not self._fast and not all(hasattr(m, "expect") for m in matchers):
                 return
-        if self._chained:
-            if before is not None:
-                before.consumer = self
-        elif self._fast:     # (RowMatcher's: the loop below without a call a row)
+        if before is not None:      # (chained: the mask before checks its tokens against what this one consumes)
+            before.consumer = self
+        if self._chained and self._fast:
+            pass                    # (each row's matcher told at the read-back only where needed: verify)
+        elif self._fast:            # (RowMatcher's: the loop below without a call a row)
             matchers[0].expect_rows(self, matchers, self._seqs)
         else:
+            self._chained = False   # (another kind of matcher: told here, a row at a time)
             for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
                 if row >= 0:
                     m.expect(self, j, index + 1, True)
