@@ -22,22 +22,25 @@ sampling, on the engine thread.
 
 Matchers are touched by one thread at a time: the worker consumes and fills one mask at a time, in
 launch order (or the thread computing the mask, when it is not deferred); meanwhile the engine thread's
-own check of each token it reads back never calls llguidance: a token the worker consumes is checked
-against the bit of the mask that let it through (``defer``, ``allows``: RowMatcher.sync), one consumed
-already is a comparison.
+own check of the tokens it reads back never calls llguidance: a token the worker consumes is checked
+against the bit of the mask that let it through, one consumed already is a comparison. The runner chains
+the masks (``step_mask``'s `last`): a steady decode step's mask takes the launch before's rows as they are
+(``following``: no row read), and a read-back is checked for the step at once (``verify``, aotx.engine
+.mask_check), each row's matcher told its marks (RowMatcher.sync's) only where that check cannot pass.
 """
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from aotx.engine.sequence import Sequence as Seq
+from aotx.engine import mask_check
+from aotx.engine.latch import Latch as _Latch
 from aotx.engine.mask_plan import MaskPlan as _Plan
+from aotx.engine.sequence import Sequence as Seq
 from kernels.token_mask import TokenMask, mask_words
 
 log = logging.getLogger(__name__)
@@ -45,34 +48,6 @@ log = logging.getLogger(__name__)
 
 class MaskOutOfStep(RuntimeError):
     """A constrained row's matcher has not seen every token sampled before this step."""
-
-
-class _Latch:
-    """A one-shot threading.Event (set once, never cleared; wait without a timeout), built in a tenth of its
-    instructions: a LateMask makes two a step on the engine thread (threading.Event builds a Condition and
-    its bound methods). The one setter takes the token (list.pop: atomic under the GIL) and releases the lock
-    that waiters acquire and release again."""
-    __slots__ = ("_token", "_lock")
-
-    def __init__(self) -> None:
-        self._token = [True]
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def is_set(self) -> bool:
-        return not self._token
-
-    def set(self) -> None:
-        try:
-            self._token.pop()
-        except IndexError:      # (set already)
-            return
-        self._lock.release()
-
-    def wait(self) -> None:
-        if self._token:
-            self._lock.acquire()
-            self._lock.release()
 
 
 class LateMask:
@@ -122,7 +97,7 @@ class LateMask:
             self._before._before = None
         self.consumer = None          # the next launch's mask, whose worker consumes this one's tokens (chained)
         self._bits_ix = None          # (verify: 0..rows-1, and the bytes of as many ones)
-        self._ok_seen = [None]        # (verify: _all_ok's count, shared by the masks `following` this one)
+        self._ok_seen = [None]        # (verify: mask_check.all_ok's count, shared by the masks `following` it)
         self.words = words
         # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
         # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
@@ -161,8 +136,7 @@ class LateMask:
 
     @property
     def _seqs(self) -> list[tuple]:
-        """(seq, the row of the previous launch's ids holding its pending token or -1, the output index of that
-        token / the tokens the matcher must have consumed) a row (the general path, error messages, tests)."""
+        """The columns a row at a time: (seq, id row or -1, output index) (the general path, tests)."""
         return list(zip(self._seq_col, self._id_col, self._index_col))
 
     @property
@@ -175,15 +149,12 @@ class LateMask:
         return self._pending_n > 0
 
     def defer(self, worker_consumes: bool = False) -> None:
-        """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
-        also consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing
-        it on the engine thread), and the engine thread checks each token it reads back against the bit of
-        the mask that let it through instead of calling llguidance: where the runner chains the masks, the
-        mask before is told that this one consumes its rows' tokens (``consumer``) and checks them at their
-        read-back (``verify``: the step at once; a row's matcher is told only where that check cannot
-        pass); else each row's matcher is told so here, on the engine thread, before the hand-over
-        (RowMatcher.expect). Only where every row's matcher takes that protocol (not the benches' probes):
-        else the engine thread consumes, as before."""
+        """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker also
+        consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing it on the
+        engine thread), and the engine thread checks each token it reads back against the bit of the mask that
+        let it through, never calling llguidance: chained, the mask before learns that this one consumes its
+        rows' tokens (``consumer``: its ``verify``); else each row's matcher is told so here (RowMatcher
+        .expect). Only where every row's matcher takes that protocol (not the benches' probes)."""
         self.deferred = True
         before, self._before = self._before, None
         if not worker_consumes:
@@ -212,50 +183,10 @@ class LateMask:
         self.worker_consumes = True
 
     def verify(self, ids, results=None) -> bool:
-        """At the read-back of this mask's launch, on the engine thread (`ids`: that launch's sampled ids, an
-        array; `results`: its rows with more to report): True where every row's token is allowed by its row
-        of the bits, no row's matcher has failed, and the next launch's mask consumes every row's token on
-        the worker (``consumer``): RowMatcher.sync's check of each row, made for the step at once (a few
-        array operations, no call a row). Else False, and each row's matcher is told which mask let its
-        token through and which one consumes it (what ``defer`` tells it where masks are not chained), for
-        its own ``sync``. Always False for masks whose worker does not consume (the engine thread does)."""
-        if not self.worker_consumes or not self._chained:
-            return False
-        consumer = self.consumer
-        if (not results and self._fast and consumer is not None and consumer.worker_consumes
-                and consumer._pending_n == len(self.rows) and self.flat is not None and not self._bits_gone
-                and ids is not None and _all_ok(self._matchers, self._ok_seen) and self._allowed(ids)):
-            return True
-        self._mark()
-        return False
-
-    def _allowed(self, ids) -> bool:
-        """Every row's token (its row of `ids`) has its bit set in its row of the bits (0 <= token < 32 * words,
-        as ``allows``: a token out of range is an index out of range here, as an unsigned number)."""
-        mask = self._mask
-        if type(ids) is not np.ndarray:
-            ids = np.asarray(ids)
-        tok = (ids if len(ids) == len(self.rows) else ids[mask.rows]).astype(np.uint64)
-        n = len(tok)
-        if self._bits_ix is None or len(self._bits_ix) != n:
-            self._bits_ix = (np.arange(n), np.ones(n, dtype=np.uint64).tobytes())
-        ix, ones = self._bits_ix
-        try:
-            words = mask.bits[ix, tok >> 5]
-        except IndexError:
-            return False
-        return ((words >> (tok & 31)) & 1).tobytes() == ones
-
-    def _mark(self) -> None:
-        """Tell each row's matcher the mark ``verify`` could not check for the step: the row of this mask
-        that let its token through, and the consumer mask that consumes it on the worker, if any."""
-        consumer = self.consumer
-        taken: dict = {}
-        if consumer is not None and consumer.worker_consumes:
-            taken = {id(m): (consumer, index) for m, row, index in
-                     zip(consumer._matchers, consumer._id_col, consumer._index_col) if row >= 0}
-        for r, (m, row, index) in enumerate(zip(self._matchers, self._id_col, self._index_col)):
-            m.mark(self, r, index + 1 if row >= 0 else index, taken.get(id(m)))
+        """At the read-back of this mask's launch, on the engine thread (`ids`: that launch's sampled ids;
+        `results`: its rows with more to report): True where its rows' tokens are checked for the step at
+        once, else False, each row's matcher then told what its own ``sync`` needs (aotx.engine.mask_check)."""
+        return mask_check.verify(self, ids, results)
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
@@ -390,7 +321,8 @@ class LateMask:
                     ok[k] = good
                 self._out_of_step()
         # (not m.failed: each row's flag read only where a row failed since the last step that read them)
-        oks = [True] * len(plan.matchers) if _all_ok(plan.matchers, plan.ok_seen) else list(map(_OK, plan.matchers))
+        oks = ([True] * len(plan.matchers) if mask_check.all_ok(plan.matchers, plan.ok_seen)
+               else list(map(mask_check.OK, plan.matchers)))
         if ok is None:
             return oks
         return [good and o for good, o in zip(ok, oks)]
@@ -445,7 +377,6 @@ class LateMask:
         return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
 
 
-_OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
 _BATCH: list = []
 
 
@@ -456,19 +387,6 @@ def _batch():
         from aotx.structured import batch
         _BATCH.append(batch)
     return _BATCH[0]
-
-
-def _all_ok(matchers: list, seen: list) -> bool:
-    """No matcher of `matchers` (RowMatcher's, whose class counts every row's failure) has failed: each row's
-    flag is read only where a row failed anywhere since `seen[0]`, the count when they were last read all
-    ok (a holder shared by the steps over the same matchers, on one thread)."""
-    failures = getattr(type(matchers[0]), "failures", None) if matchers else None
-    if failures is not None and seen[0] == failures:
-        return True
-    if not all(map(_OK, matchers)):
-        return False
-    seen[0] = failures
-    return True
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in

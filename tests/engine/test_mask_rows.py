@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from aotx.engine import SamplingParams
-from aotx.engine import masks
+from aotx.engine import mask_check, masks
 from aotx.engine.masks import LateMask
 
 from .test_engine_structured import PERSON, QUESTION, compiler  # noqa: F401  (compiler: a fixture)
@@ -94,4 +94,4 @@ def test_a_token_out_of_the_vocab_is_not_allowed_by_the_steps_check(compiler, ba
     second = masks.step_mask(seqs, SimpleNamespace(ids=lambda: ids), first)
     second.defer(True)
     assert first.consumer is second and second._id_col == [0, 1]
-    assert first._allowed(ids) and not first._allowed(np.array([allowed[0], bad], dtype=np.int64))
+    assert mask_check.allowed(first, ids) and not mask_check.allowed(first, np.array([allowed[0], bad], dtype=np.int64))
