@@ -402,7 +402,8 @@ def step_mask(sampled: Sequence[Seq], previous=None, last=False) -> LateMask | N
     """The launch's mask (called by the launcher, or run by the mask worker), or None when no sampled
     row is constrained. `previous`: the handle of the launch before (tokens still pending on the device).
     `last`: where the runner chains the masks, the launch before's mask (or None); a launch whose sampled
-    rows are that launch's, in the same order, takes its mask's rows as they are (``LateMask.following``)."""
+    rows are that launch's, in the same order (the same sequences: Sequence compares by identity), takes its
+    mask's rows as they are (``LateMask.following``)."""
     if (last is not None and last is not False and previous is not None and type(last) is LateMask
             and last._sampled_list == sampled):
         return LateMask.following(last, previous)

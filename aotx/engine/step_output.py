@@ -10,8 +10,9 @@ thread (``RequestHandle.put_plain`` makes it on the loop, or none for the engine
 that is special, ends the budget or meets an open character leaves the quiet path for the full one (host
 work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12). A constrained sequence is quiet the
 same way (``Sequence.quiet_checked``, kept apart so that a plain quiet row's test is unchanged): each of its
-tokens is first checked by its matcher (``sync``, the check every constrained token has); a refused one ends
-its request with the error as before, an allowed one goes on as a plain quiet token (issue 14, session 13).
+tokens is first checked (the step's at once where the masks allow: LateMask.verify, issue 14, session 14; else
+by its matcher, ``sync``); a refused one ends its request with the error as before, an allowed one goes on as
+a plain quiet token (issue 14, session 13).
 """
 from __future__ import annotations
 
