@@ -77,7 +77,7 @@ class Constraint:
 
 class RowMatcher:
     # how many rows have failed so far, of every matcher (counted after the row's own flag: ``consumed_as``), so
-    # that a step's check of its rows' flags is made only where a row failed anywhere since (aotx.engine.masks)
+    # that a step's check of its rows' flags is made only where a row failed anywhere since (aotx.engine.mask_check)
     failures = 0
 
     def __init__(self, matcher: llguidance.LLMatcher, group: int = 0, constraint: Constraint | None = None) -> None:
