@@ -44,9 +44,10 @@ class ProcLateMask(LateMask):
         self._ticket = None
         self._owner = threading.current_thread()
         from aotx.structured.proc_row import ProcRowMatcher
-        for seq, _, _ in self._seqs:
+        for seq in self._seq_col:
             if type(seq.matcher) is not ProcRowMatcher:        # first step of this row: move it
                 seq.matcher = pool.adopt(seq.matcher)
+        self._matchers = [seq.matcher for seq in self._seq_col]
 
     def _consume(self) -> list[bool]:
         if threading.current_thread() is not self._owner:
@@ -95,7 +96,7 @@ class ProcMaskWorker(MaskWorker):
             self.pool = MatcherPool(size)
             self.pool.start(tokenizer_source(tokenizer))
 
-    def step_mask(self, sampled: Sequence[Seq], previous=None) -> LateMask | None:
+    def step_mask(self, sampled: Sequence[Seq], previous=None, last=False) -> LateMask | None:
         # (aotx.structured imports llguidance: only once a constrained step comes)
         from aotx.structured.proc_row import ProcRowMatcher
         constrained = False

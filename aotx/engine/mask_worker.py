@@ -82,10 +82,11 @@ class MaskWorker:
     consumes = True     # (the matcher processes' worker: False, its consume is the frame it sends)
 
     @staticmethod
-    def step_mask(sampled, previous=None):
-        """The launch's mask (aotx.engine.masks.step_mask; the process path's own: mask_procs)."""
+    def step_mask(sampled, previous=None, last=False):
+        """The launch's mask (aotx.engine.masks.step_mask, chained to `last`, the launch before's mask, where
+        the runner gives it; the process path's own: mask_procs)."""
         from aotx.engine.masks import step_mask
-        return step_mask(sampled, previous)
+        return step_mask(sampled, previous, last)
 
     def take(self, mask) -> bool:
         """Mark `mask` as the worker's, before the launcher sees it (it may sample later); False when

@@ -22,22 +22,25 @@ sampling, on the engine thread.
 
 Matchers are touched by one thread at a time: the worker consumes and fills one mask at a time, in
 launch order (or the thread computing the mask, when it is not deferred); meanwhile the engine thread's
-own check of each token it reads back never calls llguidance: a token the worker consumes is checked
-against the bit of the mask that let it through (``defer``, ``allows``: RowMatcher.sync), one consumed
-already is a comparison.
+own check of the tokens it reads back never calls llguidance: a token the worker consumes is checked
+against the bit of the mask that let it through, one consumed already is a comparison. The runner chains
+the masks (``step_mask``'s `last`): a steady decode step's mask takes the launch before's rows as they are
+(``following``: no row read), and a read-back is checked for the step at once (``verify``, aotx.engine
+.mask_check), each row's matcher told its marks (RowMatcher.sync's) only where that check cannot pass.
 """
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from aotx.engine.sequence import Sequence as Seq
+from aotx.engine import mask_check
+from aotx.engine.latch import Latch as _Latch
 from aotx.engine.mask_plan import MaskPlan as _Plan
+from aotx.engine.sequence import Sequence as Seq
 from kernels.token_mask import TokenMask, mask_words
 
 log = logging.getLogger(__name__)
@@ -47,59 +50,55 @@ class MaskOutOfStep(RuntimeError):
     """A constrained row's matcher has not seen every token sampled before this step."""
 
 
-class _Latch:
-    """A one-shot threading.Event (set once, never cleared; wait without a timeout), built in a tenth of its
-    instructions: a LateMask makes two a step on the engine thread (threading.Event builds a Condition and
-    its bound methods). The one setter takes the token (list.pop: atomic under the GIL) and releases the lock
-    that waiters acquire and release again."""
-    __slots__ = ("_token", "_lock")
-
-    def __init__(self) -> None:
-        self._token = [True]
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def is_set(self) -> bool:
-        return not self._token
-
-    def set(self) -> None:
-        try:
-            self._token.pop()
-        except IndexError:      # (set already)
-            return
-        self._lock.release()
-
-    def wait(self) -> None:
-        if self._token:
-            self._lock.acquire()
-            self._lock.release()
-
-
 class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
-    def __init__(self, sampled: Sequence[Seq], previous) -> None:
-        # rows: the sampled rows with a constraint; _seqs, for each: (seq, the row of the previous launch's
-        # ids holding its pending token or -1, the output index of that token / the tokens the matcher
-        # must have consumed), taken now, on the engine thread (one pass: it runs every step)
+    def __init__(self, sampled: Sequence[Seq], previous, last=False) -> None:
+        # rows: the sampled rows with a constraint; for each, as columns: its sequence, its matcher, the row of
+        # the previous launch's ids holding its pending token or -1, and the output index of that token / the
+        # tokens the matcher must have consumed; taken now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
-        self._seqs: list[tuple] = []
-        self._matchers: list = []     # each row's matcher (defer)
-        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seqs.append
-        vocab, last = 0, None
+        self._matchers: list = []     # each row's matcher
+        self._seq_col: list = []
+        self._id_col: list[int] = []
+        self._index_col: list[int] = []
+        rows, matchers, seqs = self.rows.append, self._matchers.append, self._seq_col.append
+        ids, index = self._id_col.append, self._index_col.append
+        vocab, last_c, pending = 0, None, 0
         for j, seq in enumerate(sampled):
             m = seq.matcher
             if m is None:
                 continue
             rows(j)
             matchers(m)
-            n = len(seq.output_ids)
-            seqs((seq, seq.pending_row, n + seq.pending - 1) if seq.pending else (seq, -1, n))
+            seqs(seq)
+            if seq.pending:
+                ids(seq.pending_row)
+                index(len(seq.output_ids) + seq.pending - 1)
+                pending += 1
+            else:
+                ids(-1)
+                index(len(seq.output_ids))
             constraint = seq.params.constraint
-            if constraint is not last:
-                last, vocab = constraint, max(vocab, int(constraint.vocab_size))
+            if constraint is not last_c:
+                last_c, vocab = constraint, max(vocab, int(constraint.vocab_size))
+        self._start(sampled, previous, last, mask_words(vocab), pending)
+
+    def _start(self, sampled, previous, last, words: int, pending: int) -> None:
+        self._sampled_list = sampled  # (the launch's sampled rows: the next launch's mask compares, `following`)
+        self._pending_n = pending     # rows with a token pending in `previous`
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        self.words = mask_words(vocab)
+        # the previous launch's mask where the runner chains them (`last`: that mask, or None): this one tells
+        # it that it consumes its rows' tokens (``consumer``, at ``defer``), and each mask's rows are checked
+        # step-wide at their read-back (``verify``); False: not chained, each row's matcher is told at ``defer``
+        self._chained = last is not False
+        self._before = last if last is not False else None   # (until ``defer`` or ``run``: no chain of masks kept)
+        if self._before is not None:
+            self._before._before = None
+        self.consumer = None          # the next launch's mask, whose worker consumes this one's tokens (chained)
+        self._bits_ix = None          # (verify: 0..rows-1, and the bytes of as many ones)
+        self._ok_seen = [None]        # (verify: mask_check.all_ok's count, shared by the masks `following` it)
+        self.words = words
         # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
         # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
         self.flat: memoryview | None = None
@@ -117,6 +116,28 @@ class LateMask:
         self._error: BaseException | None = None
         self._on_ready: list = []     # when_ready's callbacks, called by the thread that fills it
         self._plan: _Plan | None = None   # what llguidance is handed (prepare); False: not llguidance's rows
+        self._fast = False            # every row's matcher is a RowMatcher (defer)
+
+    @classmethod
+    def following(cls, last: "LateMask", previous) -> "LateMask":
+        """The mask of a launch whose sampled rows are `last`'s launch's, in the same order (the steady
+        decode step), `previous` being that launch: each row's token is pending at its own row of it, one
+        output index on from `last`'s (or at the same one, where `last` had none pending). No row is read."""
+        mask = cls.__new__(cls)
+        mask.rows, mask._matchers, mask._seq_col = last.rows, last._matchers, last._seq_col
+        mask._id_col = last.rows      # (pending_row: the row's place in `previous`, the same as in this launch)
+        if last._pending_n == len(last.rows):
+            mask._index_col = [i + 1 for i in last._index_col]
+        else:
+            mask._index_col = [i + 1 if r >= 0 else i for r, i in zip(last._id_col, last._index_col)]
+        mask._start(last._sampled_list, previous, last, last.words, len(last.rows))
+        mask._bits_ix, mask._ok_seen = last._bits_ix, last._ok_seen
+        return mask
+
+    @property
+    def _seqs(self) -> list[tuple]:
+        """The columns a row at a time: (seq, id row or -1, output index) (the general path, tests)."""
+        return list(zip(self._seq_col, self._id_col, self._index_col))
 
     @property
     def previous(self):
@@ -125,33 +146,47 @@ class LateMask:
     @property
     def reads_previous(self) -> bool:
         """A row's pending token is in the previous launch's ids (consume reads them)."""
-        return any(row >= 0 for _, row, _ in self._seqs)
+        return self._pending_n > 0
 
     def defer(self, worker_consumes: bool = False) -> None:
-        """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker
-        also consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing
-        it on the engine thread): each row's matcher is told so here, on the engine thread, before the
-        hand-over (RowMatcher.expect), and checks the token it reads back against the bit of the mask
-        that let it through (``allows``) instead of calling llguidance. Only where every row's matcher
-        takes that protocol (not the benches' probes): else the engine thread consumes, as before."""
+        """The mask worker computes it: the launcher may sample later. With `worker_consumes` the worker also
+        consumes the rows' pending tokens, first (MaskWorker.read_back hands it over without doing it on the
+        engine thread), and the engine thread checks each token it reads back against the bit of the mask that
+        let it through, never calling llguidance: chained, the mask before learns that this one consumes its
+        rows' tokens (``consumer``: its ``verify``); else each row's matcher is told so here (RowMatcher
+        .expect). Only where every row's matcher takes that protocol (not the benches' probes)."""
         self.deferred = True
+        before, self._before = self._before, None
         if not worker_consumes:
             return
         matchers = self._matchers
-        kinds = set(map(type, matchers))
-        expect_rows = getattr(next(iter(kinds)), "expect_rows", None) if len(kinds) == 1 else None
-        if expect_rows is not None:     # (RowMatcher's: the loop below without a call a row)
-            expect_rows(self, matchers, self._seqs)
+        if before is not None and before._matchers is matchers and before.worker_consumes:
+            self._fast = before._fast       # (the same matchers took it at the launch before)
         else:
-            for m in matchers:
-                if not hasattr(m, "expect"):
-                    return
+            kinds = set(map(type, matchers))
+            self._fast = len(kinds) == 1 and getattr(next(iter(kinds)), "expect_rows", None) is not None
+            if not self._fast and not all(hasattr(m, "expect") for m in matchers):
+                return
+        if before is not None:      # (chained: the mask before checks its tokens against what this one consumes)
+            before.consumer = self
+        if self._chained and self._fast:
+            pass                    # (each row's matcher told at the read-back only where needed: verify)
+        elif self._fast:            # (RowMatcher's: the loop below without a call a row)
+            matchers[0].expect_rows(self, matchers, self._seqs)
+        else:
+            self._chained = False   # (another kind of matcher: told here, a row at a time)
             for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):
                 if row >= 0:
                     m.expect(self, j, index + 1, True)
                 else:
                     m.expect(self, j, index, False)
         self.worker_consumes = True
+
+    def verify(self, ids, results=None) -> bool:
+        """At the read-back of this mask's launch, on the engine thread (`ids`: that launch's sampled ids;
+        `results`: its rows with more to report): True where its rows' tokens are checked for the step at
+        once, else False, each row's matcher then told what its own ``sync`` needs (aotx.engine.mask_check)."""
+        return mask_check.verify(self, ids, results)
 
     def allows(self, row: int, token: int) -> bool | None:
         """Whether row `row`'s bits allow `token` (the sampler drew it through them); None where the
@@ -221,6 +256,7 @@ class LateMask:
             if self._claimed:
                 return
             self._claimed = True
+        self._before = None
         self.thread = threading.current_thread().name
         try:
             self.consume()
@@ -252,7 +288,8 @@ class LateMask:
         are not llguidance's (the benches' probes) take the general path (``_Plan`` False)."""
         if self._plan is None:
             try:
-                self._plan = _Plan.of(self._seqs, self.rows, _LAST[0]()) or False
+                self._plan = _Plan.build(self._matchers, self._id_col, self._index_col, self.rows,
+                                         _LAST[0]()) or False
                 if self._plan:
                     _LAST[0] = weakref.ref(self._plan)
             except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
@@ -260,10 +297,7 @@ class LateMask:
                 self._plan = False
 
     def _consume(self) -> list[bool]:
-        # llguidance is imported only once a request has a constraint: engine runs without one (the GPU
-        # benches on an image that lacks the wheel) never load it
-        from aotx.structured import batch
-
+        batch = _batch()
         self.prepare()
         plan = self._plan
         if not plan:
@@ -275,37 +309,40 @@ class LateMask:
         ok = None
         if plan.pending:
             if self._previous is None:
-                raise MaskOutOfStep(f"sequence {self._seqs[plan.pending[0]][0].seq_id}: a pending token and no "
+                raise MaskOutOfStep(f"sequence {self._seq_col[plan.pending[0]].seq_id}: a pending token and no "
                                     "step to read it from")
             tokens = self._previous.ids()[plan.id_rows].tolist()
             pm = plan.pending_matchers
             if list(map(len, plan.pending_tokens)) == plan.pending_index:    # (each at its token: the worker's case)
                 batch.consume_rows(pm, plan.pending_lls, tokens, plan.pending_tokens)   # (one token each)
             else:       # a row has it already: sync compares
-                ok = [True] * len(self._seqs)
+                ok = [True] * len(self.rows)
                 for k, good in zip(plan.pending, batch.sync_rows(pm, plan.pending_index, tokens)):
                     ok[k] = good
                 self._out_of_step()
-        oks = list(map(_OK, plan.matchers))      # (not m.failed)
+        # (not m.failed: each row's flag read only where a row failed since the last step that read them)
+        oks = ([True] * len(plan.matchers) if mask_check.all_ok(plan.matchers, plan.ok_seen)
+               else list(map(mask_check.OK, plan.matchers)))
         if ok is None:
             return oks
         return [good and o for good, o in zip(ok, oks)]
 
     def _consume_rows(self, batch) -> list[bool]:
         """The general path: any matcher with RowMatcher's interface."""
-        pending = [k for k, (_, row, _) in enumerate(self._seqs) if row >= 0]
-        ok = [True] * len(self._seqs)
+        seqs = self._seqs
+        pending = [k for k, (_, row, _) in enumerate(seqs) if row >= 0]
+        ok = [True] * len(seqs)
         if pending:
             if self._previous is None:
-                raise MaskOutOfStep(f"sequence {self._seqs[pending[0]][0].seq_id}: a pending token and no "
+                raise MaskOutOfStep(f"sequence {seqs[pending[0]][0].seq_id}: a pending token and no "
                                     "step to read it from")
             ids = self._previous.ids()
-            got = batch.sync_rows([self._seqs[k][0].matcher for k in pending], [self._seqs[k][2] for k in pending],
-                                  [int(ids[self._seqs[k][1]]) for k in pending])
+            got = batch.sync_rows([seqs[k][0].matcher for k in pending], [seqs[k][2] for k in pending],
+                                  [int(ids[seqs[k][1]]) for k in pending])
             for k, good in zip(pending, got):
                 ok[k] = good
         self._out_of_step()
-        for k, (seq, _, _) in enumerate(self._seqs):
+        for k, (seq, _, _) in enumerate(seqs):
             ok[k] = ok[k] and not seq.matcher.failed
         return ok
 
@@ -319,10 +356,9 @@ class LateMask:
                                     f"output at {known}")
 
     def _fill(self, ok: list[bool]) -> TokenMask:
-        from aotx.structured import batch
-
+        batch = _batch()
         # a refused token ends the request when its step is read back: its row here is never used
-        bits = self._out if self._out is not None else np.empty((len(self._seqs), self.words), dtype=np.uint32)
+        bits = self._out if self._out is not None else np.empty((len(self.rows), self.words), dtype=np.uint32)
         plan = self._plan
         every = all(ok)
         if plan:
@@ -330,18 +366,27 @@ class LateMask:
             if pairs:
                 batch.fill_pairs(pairs, bits, plan.lls if every else [ll for ll, _ in pairs])
         else:
-            fill = [k for k in range(len(self._seqs)) if ok[k]]
+            fill = [k for k in range(len(self.rows)) if ok[k]]
             if fill:
-                sub = bits if len(fill) == len(self._seqs) else np.empty((len(fill), bits.shape[1]), np.uint32)
-                batch.fill_rows([self._seqs[k][0].matcher for k in fill], sub)
+                sub = bits if len(fill) == len(self.rows) else np.empty((len(fill), bits.shape[1]), np.uint32)
+                batch.fill_rows([self._matchers[k] for k in fill], sub)
                 if sub is not bits:
                     bits[fill] = sub
         if not every:
-            bits[[k for k in range(len(self._seqs)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
+            bits[[k for k in range(len(self.rows)) if not ok[k]]] = np.uint32(0xFFFFFFFF)
         return TokenMask(plan.rows if plan else np.array(self.rows, dtype=np.int32), bits)
 
 
-_OK = operator.attrgetter("_ok")     # a RowMatcher's: not failed
+_BATCH: list = []
+
+
+def _batch():
+    """aotx.structured.batch, imported once a request has a constraint: engine runs without one (the GPU
+    benches on an image that lacks the llguidance wheel) never load it."""
+    if not _BATCH:
+        from aotx.structured import batch
+        _BATCH.append(batch)
+    return _BATCH[0]
 
 
 # the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
@@ -353,9 +398,15 @@ _LAST: list = [lambda: None]
 _HOLDERS: "weakref.WeakValueDictionary[int, LateMask]" = weakref.WeakValueDictionary()
 
 
-def step_mask(sampled: Sequence[Seq], previous=None) -> LateMask | None:
+def step_mask(sampled: Sequence[Seq], previous=None, last=False) -> LateMask | None:
     """The launch's mask (called by the launcher, or run by the mask worker), or None when no sampled
-    row is constrained. `previous`: the handle of the launch before (tokens still pending on the device)."""
+    row is constrained. `previous`: the handle of the launch before (tokens still pending on the device).
+    `last`: where the runner chains the masks, the launch before's mask (or None); a launch whose sampled
+    rows are that launch's, in the same order (the same sequences: Sequence compares by identity), takes its
+    mask's rows as they are (``LateMask.following``)."""
+    if (last is not None and last is not False and previous is not None and type(last) is LateMask
+            and last._sampled_list == sampled):
+        return LateMask.following(last, previous)
     if not any(seq.matcher is not None for seq in sampled):
         return None
-    return LateMask(sampled, previous)
+    return LateMask(sampled, previous, last)

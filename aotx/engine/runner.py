@@ -7,7 +7,7 @@ logprobs where a request asked for them. Owns no policy and no request state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -69,6 +69,8 @@ class InFlight:
     plan: _Plan
     launched: Launched | None
     results: dict[int, RowResult]
+    mask: Any = None        # its token mask (aotx.engine.masks.LateMask), None for a step with no constrained row
+    ids: Any = None         # its sampled ids as read back (an array: the mask's check of the step, step_output)
 
     @property
     def needs_logits(self) -> bool:
@@ -127,7 +129,9 @@ class ModelRunner:
                     else shared("count", len(seqs)))
             mask = None
             if seqs != self._unconstrained:   # (the same rows as a step with no constrained row: none again)
-                mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None)
+                # (chained to the step before's mask: a steady step takes its rows as they are)
+                mask = self.masks.step_mask(seqs, previous.launched if previous is not None else None,
+                                            previous.mask if previous is not None else None)
                 self._unconstrained = seqs if mask is None else None
             extra = {} if mask is None else {"mask": mask}    # unconstrained steps: the plain call
             # one step behind, the mask worker computes it while the forward runs (aotx.engine.masks)
@@ -160,7 +164,7 @@ class ModelRunner:
             seq.pending_row = i
         if launched is not None:
             self._unread = plan
-        return InFlight(scheduled, plan, launched, results)
+        return InFlight(scheduled, plan, launched, results, mask if launched is not None else None)
 
     def sample_ready(self) -> None:
         """A step whose sampling waits for its mask (aotx.engine.masks): enqueue it now if the mask is
@@ -186,6 +190,7 @@ class ModelRunner:
                 seq.pending -= 1
             self.masks.read_back(step.launched)   # the next step's mask consumes these ids, then is filled
         tids = ids.tolist()
+        step.ids = ids
         if step.needs_logits:
             sampled, prompt = logprobs_of(self.backend, self.tokenizer, step.launched.logits, ids, plan)
             for seq, lp in sampled:

@@ -10,8 +10,9 @@ thread (``RequestHandle.put_plain`` makes it on the loop, or none for the engine
 that is special, ends the budget or meets an open character leaves the quiet path for the full one (host
 work per row-step: docs/PERFORMANCE.md, issue 12, sessions 9, 11 and 12). A constrained sequence is quiet the
 same way (``Sequence.quiet_checked``, kept apart so that a plain quiet row's test is unchanged): each of its
-tokens is first checked by its matcher (``sync``, the check every constrained token has); a refused one ends
-its request with the error as before, an allowed one goes on as a plain quiet token (issue 14, session 13).
+tokens is first checked (the step's at once where the masks allow: LateMask.verify, issue 14, session 14; else
+by its matcher, ``sync``); a refused one ends its request with the error as before, an allowed one goes on as
+a plain quiet token (issue 14, session 13).
 """
 from __future__ import annotations
 
@@ -61,13 +62,18 @@ class StepOutput:
         lasts: list[float] = []     # each later token's previous token time (its ITL: now - that, grouped)
         handles, outbox, texts, whole = self._handles, self._outbox, self._token_texts, self._whole_tokens
         new = object.__new__
+        # the constrained rows' tokens checked for the step at once where the masks allow (verified: no
+        # row's matcher is asked), else each row's matcher checks its own (sync: no llguidance call either)
+        mask = step.mask
+        verified = mask is not None and mask.verify(step.ids, results)
         for (_, seq), tid in zip(sample, tids):
             if seq.status is FINISHED:
                 continue
             quiet = seq.quiet
             if quiet is None or (results and seq.seq_id in results):
                 m = seq.matcher     # a constrained token checked here (no llguidance call) takes a short path too
-                if (results and seq.seq_id in results) or (m is not None and not m.sync(len(seq.output_ids), tid)):
+                if (results and seq.seq_id in results) or (m is not None and not verified
+                                                           and not m.sync(len(seq.output_ids), tid)):
                     self._postprocess(seq, results.get(seq.seq_id) or RowResult(), tid, now)
                     continue
                 quiet = seq.quiet_checked   # a constrained sequence's quiet parts: its token is allowed

@@ -76,6 +76,10 @@ class Constraint:
 
 
 class RowMatcher:
+    # how many rows have failed so far, of every matcher (counted after the row's own flag: ``consumed_as``), so
+    # that a step's check of its rows' flags is made only where a row failed anywhere since (aotx.engine.mask_check)
+    failures = 0
+
     def __init__(self, matcher: llguidance.LLMatcher, group: int = 0, constraint: Constraint | None = None) -> None:
         self._m = matcher
         self.group = group              # its prototype (Constraint.start): the lexer it shares
@@ -159,6 +163,8 @@ class RowMatcher:
             self._why = " ".join(why.split())[:300]
         self._tokens.append(int(token_id))
         self._ok = self._ok and ok
+        if not ok:
+            RowMatcher.failures += 1
         return self._ok
 
     def expect(self, mask, row: int, index: int, consumes: bool) -> None:
@@ -180,6 +186,13 @@ class RowMatcher:
                 m._consumer = (mask, index)
             else:
                 m._sampled = (m._sampled[1], (mask, j, index))
+
+    def mark(self, mask, row: int, index: int, consumer: tuple | None) -> None:
+        """What ``expect`` tells, told at the read-back of output token `index` instead (chained masks:
+        LateMask.verify, where its step-wide check cannot pass): row `row` of `mask` let that token through,
+        and `consumer` (a mask, `index`) consumes it on the worker, or None: nobody does (``sync`` does)."""
+        self._sampled = (None, (mask, row, index))
+        self._consumer = consumer
 
     def sync(self, index: int, token_id: int) -> bool:
         """Output token `index` is `token_id`: consume it unless it already was (the engine learns a

@@ -35,12 +35,24 @@ def check(result):
     return None
 
 
+# AOTX_CUDA_SCHED: the primary context's scheduling flags. "auto" (the driver's default: spin while the host has
+# more CPUs than active contexts) leaves them; "spin", "yield" and "blocking" (the waiting thread sleeps until the
+# device signals: no CPU burnt in waits, some µs of wake-up latency) set them before the context is made.
+_SCHED = {"auto": 0, "spin": int(cu.CUctx_flags.CU_CTX_SCHED_SPIN), "yield": int(cu.CUctx_flags.CU_CTX_SCHED_YIELD),
+          "blocking": int(cu.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC)}
+
+
 class Device:
     """The primary context of one GPU and one stream; ``make_current`` before use on any thread."""
 
     def __init__(self, ordinal: int = 0):
+        sched = _SCHED.get(os.environ.get("AOTX_CUDA_SCHED", "auto"))
+        if sched is None:
+            raise ValueError(f"AOTX_CUDA_SCHED must be one of {', '.join(_SCHED)}")
         check(cu.cuInit(0))
         self.dev = check(cu.cuDeviceGet(ordinal))
+        if sched:   # how a host thread waits for the device (cuEventSynchronize, cuStreamSynchronize)
+            check(cu.cuDevicePrimaryCtxSetFlags(self.dev, sched))
         self.ctx = check(cu.cuDevicePrimaryCtxRetain(self.dev))
         self.make_current()
         major = check(cu.cuDeviceGetAttribute(

@@ -8,9 +8,10 @@ step by step (each way its own rows, the same seeded token paths):
   a GIL-held llguidance call a row (``AOTX_MASK_CONSUME_PAR=0``);
 * ``plan-par``: the plan, the consume in one GIL-released llguidance call (the default).
 
-Parts: ``engine`` (the engine thread at the launch: LateMask + defer), ``prepare`` (the mask worker before the
-read-back, off the chain), ``chain`` (the worker from the read-back to the bits: consume, fill), ``check`` (the
-engine thread's check of each token read back: RowMatcher.sync). Replayed on one thread, the calling thread's
+Parts: ``engine`` (the engine thread at the launch: the mask, chained to the one before as the runner's, + defer),
+``prepare`` (the mask worker before the read-back, off the chain), ``chain`` (the worker from the read-back to the
+bits: consume, fill), ``check`` (the engine thread's check of the tokens read back: LateMask.verify for the step,
+else RowMatcher.sync a row). Replayed on one thread, the calling thread's
 CPU is the GIL-held share (llguidance's pool does the GIL-released work on its own threads): beside a busy
 engine thread, that share is what the two threads take turns for (the wall of the chain on a GPU host is
 that share, stretched by the GIL hand-overs, plus the pool's work). ``--callgrind PART``: run under
@@ -63,9 +64,10 @@ class Way:
         self.seqs = [SimpleNamespace(seq_id=j, matcher=constraint.start(), output_ids=[], pending=0, pending_row=-1,
                                      params=SimpleNamespace(constraint=constraint)) for j in range(rows)]
         self.rngs = [np.random.default_rng(j) for j in range(rows)]
-        first = LateMask(self.seqs, None)
+        first = LateMask(self.seqs, None, None)     # (chained, as the runner's: the next one is its consumer)
         first.run()
         self.bits = np.ascontiguousarray(first().bits)
+        self.mask = first
         self.last = masks._LAST[0]
         self.cpu = {p: [] for p in PARTS}
         self.wall = {p: [] for p in PARTS}
@@ -82,8 +84,8 @@ class Way:
         last, masks._LAST[0] = masks._LAST[0], self.last     # (each way its own last plan, as one engine has)
         box: dict = {}
 
-        def engine():
-            box["mask"] = mask = LateMask(self.seqs, Done(None, ids))
+        def engine():       # (the runner's: chained to the launch before's mask)
+            box["mask"] = mask = masks.step_mask(self.seqs, Done(None, ids), self.mask)
             mask.defer(True)
 
         def prepare():
@@ -94,7 +96,9 @@ class Way:
 
         tids = ids.tolist()
 
-        def check():
+        def check():        # (step_output's: the step at once where the masks allow, else a row at a time)
+            if self.mask.verify(ids):
+                return
             for s, tid in zip(self.seqs, tids):
                 if not s.matcher.sync(len(s.output_ids), tid):
                     raise AssertionError(f"row {s.seq_id}: token {tid} refused")

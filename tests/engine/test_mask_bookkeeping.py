@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from aotx.engine import masks
 from aotx.engine.masks import LateMask
 from kernels.token_mask import allowed_ids
 
@@ -29,12 +30,14 @@ def _seq(j: int, c):
                            params=SimpleNamespace(constraint=c))
 
 
-def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch) -> list:
+def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch, chained: bool = False) -> list:
     """Rows 0-5 decode '{"name": "Ann", "age": 31}' one step behind, as the engine runs them with the mask
     worker (launch k+1's mask deferred before step k is read back; that mask consumes step k's tokens):
     row 2 draws a token its mask refuses at step 3 (then ends, as the engine ends it); row 4 ends after
     step 2 (no later mask consumes its last token); row 6 joins at step 2 (no token pending). Per read-back:
-    each row's (seq_id, sync's answer), the mask's bits, and every row's matcher state after."""
+    each row's (seq_id, sync's answer), the mask's bits, and every row's matcher state after. `chained`: the
+    runner's way (each mask chained to the launch before's, a steady step's taken from it, the read-back
+    checked for the step by LateMask.verify, each row's sync only where that cannot pass)."""
     monkeypatch.setenv("AOTX_MASK_CONSUME_PAR", par)
     c = compiler.json_schema(PERSON)
     path = tokenizer.encode('{"name": "Ann", "age": 31}')
@@ -42,22 +45,24 @@ def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch) -> li
     joiner = _seq(6, c)
     live = list(seqs)
     prev_launch, prev_mask = None, None
-    out, finished = [], set()
+    out, finished, checks = [], set(), []
     for step in range(7):
         if step == 2:
             live.append(joiner)
         rows = list(live)       # (the launch's rows; a row refused at its read-back below still samples)
-        mask = LateMask(rows, prev_launch)
+        mask = masks.step_mask(rows, prev_launch, prev_mask) if chained else LateMask(rows, prev_launch)
         mask.defer(True)
         if consume_first or prev_mask is None:
             mask.run()
         if prev_mask is not None:       # step-1 is read back: each row's token checked (RowMatcher.sync)
             sampled, tids = prev_rows, prev_launch.ids().tolist()
+            verified = chained and prev_mask.verify(prev_launch.ids())
+            checks.append(verified)
             got = []
             for s, tid in zip(sampled, tids):
                 if s.seq_id in finished:
                     continue            # (the engine skips a finished row)
-                got.append((s.seq_id, s.matcher.sync(len(s.output_ids), tid)))
+                got.append((s.seq_id, True if verified else s.matcher.sync(len(s.output_ids), tid)))
                 s.pending = 0
                 s.output_ids.append(tid)
             out.append(got)
@@ -82,6 +87,8 @@ def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch) -> li
         if step == 2:
             live.remove(seqs[4])        # (its step-2 token is its last: no later mask consumes it)
     out.append([(s.seq_id, s.matcher.failed, tuple(s.matcher.tokens)) for s in seqs + [joiner]])
+    if chained:
+        out.append(checks)
     return out
 
 
@@ -109,6 +116,34 @@ def test_the_answers_do_not_depend_on_which_thread_came_first(compiler, bundle, 
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+
+
+@pytest.mark.parametrize("consume_first", [False, True], ids=["check-first", "consume-first"])
+def test_chained_masks_give_each_rows_answers_and_matchers_as_a_mask_a_row_told(compiler, bundle, monkeypatch,
+                                                                               consume_first):
+    """The runner's chained masks (a steady step's mask taken from the launch before's, LateMask.following; the
+    read-back checked for the step, LateMask.verify, each row's matcher told its marks only where that check
+    cannot pass) against masks built and told a row at a time: the same answers, bits and matcher states, the
+    step-wide check passing where every row's token is allowed and the next mask consumes each, and not at the
+    refused token (step 3), a row whose last token nobody consumes (row 4, step 2) or the step after a refusal."""
+    made = []
+    real = LateMask.following.__func__
+
+    def spy(cls, last, previous):
+        made.append(len(last.rows))
+        return real(cls, last, previous)
+
+    monkeypatch.setattr(LateMask, "following", classmethod(spy))
+    told = _walk(compiler, bundle.tokenizer, consume_first, "8", monkeypatch)
+    chained = _walk(compiler, bundle.tokenizer, consume_first, "8", monkeypatch, chained=True)
+    checks = chained.pop()
+    assert len(told) == len(chained)
+    for a, b in zip(told, chained):
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+    # read-backs of steps 0-5: step 2 (row 4's last token), step 3 (row 2's refused token) and step 4 (row 2's
+    # matcher has failed) are told a row at a time, the others checked for the step
+    assert checks == [True, True, False, False, False, True], checks
+    assert made == [6, 6, 5], made          # steps 1, 4 and 6: the launch before's rows, taken as they are
 
 
 def test_a_masks_latch_wakes_every_waiter_once_set():

@@ -59,3 +59,10 @@ def test_interleaved_gate_up_pairs_give_swiglu():
     y = h @ interleave_gate_up(w).T
     pairs = y[:, 0::2] / (1 + np.exp(-y[:, 0::2])) * y[:, 1::2]
     np.testing.assert_allclose(pairs, swiglu(h @ w.T), rtol=1e-6)
+
+
+def test_cuda_sched_names_the_allowed_values_before_any_driver_call(monkeypatch):
+    from kernels.cuda import driver
+    monkeypatch.setenv("AOTX_CUDA_SCHED", "busy")
+    with pytest.raises(ValueError, match="auto, spin, yield, blocking"):
+        driver.Device()
