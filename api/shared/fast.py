@@ -38,6 +38,7 @@ from werkzeug.exceptions import RequestTimeout
 
 from ..drain import EXT as DRAIN_EXT
 from ..errors import ApiError, shared_body, with_id
+from ..http_exchange import body_now, respond
 from ..request_ids import id_for, log_request
 from ..wire_json import StrictJSONProvider
 from .auth import BOOTING, UNAUTHORIZED, UNAUTHORIZED_HEADERS, authenticate
@@ -154,7 +155,11 @@ class FastPath:
         runtime = ext["runtime"]
         if not runtime.started:
             return await self._error(send, method, path, rid, began, BOOTING)
-        read = await self._body(receive, limit, app.config["BODY_TIMEOUT"]) if method == "POST" else b""
+        read = b"" if method != "POST" else body_now(receive)
+        if read is None:
+            read = await self._body(receive, limit, app.config["BODY_TIMEOUT"])
+        elif limit is not None and len(read) > limit:
+            read = [{"type": "http.request", "body": read, "more_body": False}]
         if isinstance(read, list):   # not read whole: Quart answers it, from the messages read so far
             return await self.inner(scope, _replaying(read, receive), send)
         if read is None:
@@ -167,7 +172,7 @@ class FastPath:
             else:   # a GET's body is left unread, as the Quart route leaves it
                 result = await runtime.query(what, who, **({} if arg is None else {arg: value}))
             status, body, headers = answer_parts(result)
-            data = self.app.json.text(answer_body(status, body, rid)).encode()
+            data = self.app.json.data(answer_body(status, body, rid))
         except ApiError as err:
             return await self._error(send, method, path, rid, began, err)
         except Exception as exc:   # a bug: rendered as the Quart app renders it
@@ -198,7 +203,7 @@ class FastPath:
 
     async def _error(self, send: Any, method: str, path: str, rid: str, began: float, err: ApiError,
                      headers: dict[str, str] | None = None) -> None:
-        data = self.app.json.text(with_id(shared_body(err), rid)).encode()
+        data = self.app.json.data(with_id(shared_body(err), rid))
         await self._send(send, method, path, rid, began, err.status, data, headers or {})
 
     async def _send(self, send: Any, method: str, path: str, rid: str, began: float, status: int, data: bytes,
@@ -209,8 +214,7 @@ class FastPath:
         rid_bytes = rid.encode()
         raw += [(b"cache-control", b"no-store"), (b"x-request-id", rid_bytes), (b"request-id", rid_bytes)]
         log_request(rid, method, path, status, began)
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        await send({"type": "http.response.body", "body": data, "more_body": False})
+        await respond(send, status, raw, data)   # one write on uvicorn (api.http_exchange)
 
     async def _quart_error(self, scope: dict, send: Any, exc: Exception, rid: str, began: float,
                            who: Any, token: str) -> None:
