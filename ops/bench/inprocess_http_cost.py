@@ -13,47 +13,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from quart import Quart
 
-from api.server import run_serving, serve_app
-from api.shared import attach_shared, token_sha256
-from ops.bench.mutations import ALL, Load, prepared_load
-from ops.bench.shared_post_count import _Stub
+from api.server import run_serving
+from ops.bench.mutations import Load, prepared_load
+from ops.bench.shared_post_count import _Stub, shared_server, stub_load
 
 
 async def _measure(runtime, load: Load, n: int, clients: int) -> tuple[float, float]:
-    tokens = {name: secrets.token_hex(16) for name in load.names}
-    app = Quart("bench")
-    attach_shared(app, runtime, {token_sha256(t): (name, ALL) for name, t in tokens.items()}, media_url="")
-    stop, ready, port = asyncio.Event(), asyncio.Event(), []
-    serving = asyncio.create_task(serve_app(app, "127.0.0.1", 0, stop,
-                                            on_ready=lambda h, p: (port.append(p), ready.set())))
-    await ready.wait()
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port[0]}/aotx/v1/shared",
-                                 limits=httpx.Limits(max_connections=clients * 2)) as http:
-        async def worker(c: int) -> None:
-            for i in range(n // clients):
-                name, raw, space = load.next_member(c, i)
-                path = f"/spaces/{space}/members" if space else "/participant/retirements"
-                r = await http.post(path, content=raw, headers={"Authorization": f"Bearer {tokens[name]}",
-                                                                "Content-Type": "application/json"})
-                if r.status_code != 201:
-                    raise RuntimeError(f"{r.status_code} {r.text}")
-                load.seq[name] += 1
+    async with shared_server(runtime, load) as (_, tokens, port):
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/aotx/v1/shared",
+                                     limits=httpx.Limits(max_connections=clients * 2)) as http:
+            async def worker(c: int) -> None:
+                for i in range(n // clients):
+                    name, raw, space = load.next_member(c, i)
+                    path = f"/spaces/{space}/members" if space else "/participant/retirements"
+                    r = await http.post(path, content=raw, headers={"Authorization": f"Bearer {tokens[name]}",
+                                                                    "Content-Type": "application/json"})
+                    if r.status_code != 201:
+                        raise RuntimeError(f"{r.status_code} {r.text}")
+                    load.seq[name] += 1
 
-        await asyncio.gather(*(worker(c) for c in range(clients)))   # warm
-        t0, c0 = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker(c) for c in range(clients)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    stop.set()
-    await serving
+            await asyncio.gather(*(worker(c) for c in range(clients)))   # warm
+            t0, c0 = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(worker(c) for c in range(clients)))
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return wall, cpu
 
 
@@ -64,11 +53,7 @@ async def _bench(n: int, clients: int, stub: bool) -> None:
 
     done = n // clients * clients
     if stub:
-        load = Load(clients)
-        for name in load.names:
-            load.space[name] = f"spc-{'1' * 32}-{secrets.token_hex(16)}"
-            load.pid[name] = f"par-{'2' * 32}-{secrets.token_hex(16)}"
-        wall, cpu = await _measure(_Stub(), load, n, clients)
+        wall, cpu = await _measure(_Stub(), stub_load(clients), n, clients)
     else:
         with tempfile.TemporaryDirectory(prefix="aotx-bench-") as tmp:
             async with EmbeddedNats(Path(tmp) / "nats") as server:

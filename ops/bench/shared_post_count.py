@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -80,56 +81,74 @@ class _Stub:
         return Outcome(201, self.receipt)
 
 
-async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
+def stub_load(clients: int):
+    """ops.bench.mutations' Load for `clients`, each participant given a space and an id of its own (for _Stub)."""
+    from ops.bench.mutations import Load
+    load = Load(clients)
+    for name in load.names:
+        load.space[name] = f"spc-{'1' * 32}-{secrets.token_hex(16)}"
+        load.pid[name] = f"par-{'2' * 32}-{secrets.token_hex(16)}"
+    return load
+
+
+@contextlib.asynccontextmanager
+async def shared_server(runtime, load):
+    """The shared routes (api.server, `attach_shared`) over `runtime` on a loopback port, a bearer token a
+    participant of `load`: yields (app, tokens by name, port); stopped on the way out."""
     from quart import Quart
 
     from api.server import serve_app
     from api.shared import attach_shared, token_sha256
+    from ops.bench.mutations import ALL
+
+    tokens = {name: secrets.token_hex(16) for name in load.names}
+    app = Quart("bench")
+    attach_shared(app, runtime, {token_sha256(t): (name, ALL) for name, t in tokens.items()}, media_url="")
+    stop, ready, port = asyncio.Event(), asyncio.Event(), []
+    serving = asyncio.create_task(serve_app(app, "127.0.0.1", 0, stop,
+                                            on_ready=lambda h, p: (port.append(p), ready.set())))
+    await ready.wait()
+    try:
+        yield app, tokens, port[0]
+    finally:
+        stop.set()
+        await serving
+
+
+async def _serve(n: int, clients: int, stub: bool, tmp: Path) -> None:
     from aotx.runtime import SharedRuntime
     from aotx.state import Capacities
     from eventlog import EmbeddedNats, StreamSpec
-    from ops.bench.mutations import ALL, Load, prepared_load
+    from ops.bench.mutations import Load, prepared_load
 
     async def run(runtime, load: Load) -> None:
-        tokens = {name: secrets.token_hex(16) for name in load.names}
-        app = Quart("bench")
-        attach_shared(app, runtime, {token_sha256(t): (name, ALL) for name, t in tokens.items()}, media_url="")
-        stop, ready, port = asyncio.Event(), asyncio.Event(), []
-        serving = asyncio.create_task(serve_app(app, "127.0.0.1", 0, stop,
-                                                on_ready=lambda h, p: (port.append(p), ready.set())))
-        await ready.wait()
-        procs = []
-        for c in range(clients):
-            plan = {"names": load.names, "seq": load.seq, "space": load.space, "pid": load.pid, "tokens": tokens,
-                    "client": c, "count": n // clients}
-            (tmp / f"jobs{c}.json").write_text(json.dumps(plan))
-            procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ops.bench.shared_post_count", "--client", str(tmp / f"jobs{c}.json"),
-                str(port[0]), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
-        for p in procs:   # each has made its requests and connected
-            await p.stdout.readline()
-        t0, cpu0 = time.perf_counter(), os.times()
-        for p in procs:
-            p.stdin.write(b"g")
-            await p.stdin.drain()
-        codes = [await p.wait() for p in procs]
-        wall, cpu1 = time.perf_counter() - t0, os.times()
-        user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
-        stop.set()
-        await serving
-        if any(codes):
-            raise RuntimeError(f"a client failed: {codes}")
-        served = app.extensions["aotx_shared"]["fast"].served
-        print(f"served {served} of {n // clients * clients} on the fast path "
-              f"({n // clients * clients / wall:.0f}/s; server CPU "
-              f"{(user + system) / n * 1e6:.0f} µs a request, kernel {system / n * 1e6:.0f})", file=sys.stderr)
+        async with shared_server(runtime, load) as (app, tokens, port):
+            procs = []
+            for c in range(clients):
+                plan = {"names": load.names, "seq": load.seq, "space": load.space, "pid": load.pid, "tokens": tokens,
+                        "client": c, "count": n // clients}
+                (tmp / f"jobs{c}.json").write_text(json.dumps(plan))
+                procs.append(await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "ops.bench.shared_post_count", "--client", str(tmp / f"jobs{c}.json"),
+                    str(port), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
+            for p in procs:   # each has made its requests and connected
+                await p.stdout.readline()
+            t0, cpu0 = time.perf_counter(), os.times()
+            for p in procs:
+                p.stdin.write(b"g")
+                await p.stdin.drain()
+            codes = [await p.wait() for p in procs]
+            wall, cpu1 = time.perf_counter() - t0, os.times()
+            user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
+            if any(codes):
+                raise RuntimeError(f"a client failed: {codes}")
+            served = app.extensions["aotx_shared"]["fast"].served
+            print(f"served {served} of {n // clients * clients} on the fast path "
+                  f"({n // clients * clients / wall:.0f}/s; server CPU "
+                  f"{(user + system) / n * 1e6:.0f} µs a request, kernel {system / n * 1e6:.0f})", file=sys.stderr)
 
     if stub:
-        load = Load(max(clients, 2))
-        for name in load.names:
-            load.space[name] = f"spc-{'1' * 32}-{secrets.token_hex(16)}"
-            load.pid[name] = f"par-{'2' * 32}-{secrets.token_hex(16)}"
-        await run(_Stub(), load)
+        await run(_Stub(), stub_load(max(clients, 2)))
         return
     async with EmbeddedNats(tmp / "nats") as server:
         runtime = SharedRuntime(server.url, StreamSpec(name="BENCH", subject_prefix="bench.j"),
