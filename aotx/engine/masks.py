@@ -1,32 +1,24 @@
 """The token mask of one step: the bitmask of every sampled row whose request has a constraint.
 
-A constrained row's matcher must have consumed every token sampled before this one. A token of the
-step still on the device (the engine runs one step behind) is learnt late: the mask reads the step
-before's ids, feeds them to the matchers and fills the bitmasks. Rows without a constraint are not
-in the mask and cost nothing; a step without constrained rows has no mask at all (None).
+A constrained row's matcher must have consumed every token sampled before this one; a token still on the
+device (the engine runs one step behind) is learnt late: the mask reads the step before's ids, feeds them to
+the matchers and fills the bitmasks. Rows without a constraint are not in the mask; a step without constrained
+rows has no mask (None).
 
-Where it runs (aotx.engine.mask_worker): in the one-step-behind loop the mask of step k is
-``deferred``: the launcher enqueues step k's forward and returns; step k's sampling is enqueued by the
-thread that fills the mask, right after the fill (``when_ready``: CUDA's launcher registers it), or else
-when the launcher needs it (at the next launch, before that launch's forward, or when it reads step k's
-ids: kernels/cuda/overlap.py). Where CUDA's stream can wait on host memory, step k's sampling is enqueued
-at its launch behind a gate, and the fill writes the bits into the page-locked memory that the stream
-copies once the gate opens (``into``, ``when_ready``: kernels/cuda/mask_gate.py). When the engine thread reads step k-1 back it hands the mask to the mask worker, which feeds step
-k-1's tokens to the matchers (``consume``: one llguidance call for the rows, the GIL released, with what it
-hands llguidance built before the read-back: ``prepare``; on the engine thread before
-the hand-over with ``AOTX_MASK_CONSUME=engine``) and fills the bitmasks (one llguidance call, its own
-threads, the GIL released) while the GPU computes step k's forward and the engine thread delivers step
-k-1, schedules and builds step k+1. Without a worker (the classic loop, the inline launcher,
-``AOTX_MASK_WORKER=0``) the launcher calls the mask itself, after the forward is enqueued and before the
-sampling, on the engine thread.
+Where it runs (aotx.engine.mask_worker): in the one-step-behind loop step k's mask is ``deferred``: the launcher
+enqueues step k's forward and returns; its sampling is enqueued by the thread that fills the mask (``when_ready``),
+or when the launcher needs it (kernels/cuda/overlap.py), or at once behind a gate that the fill opens after writing
+the bits into page-locked memory (``into``; kernels/cuda/mask_gate.py). The mask worker feeds step k-1's tokens
+to the matchers (``consume``: one GIL-released llguidance call, its arguments built before the read-back by
+``prepare``; on the engine thread with ``AOTX_MASK_CONSUME=engine``) and fills the bitmasks (one llguidance call)
+while the GPU runs step k's forward. Without a worker (the classic loop, ``AOTX_MASK_WORKER=0``) the launcher
+calls the mask itself, between the forward and the sampling, on the engine thread.
 
-Matchers are touched by one thread at a time: the worker consumes and fills one mask at a time, in
-launch order (or the thread computing the mask, when it is not deferred); meanwhile the engine thread's
-own check of the tokens it reads back never calls llguidance: a token the worker consumes is checked
-against the bit of the mask that let it through, one consumed already is a comparison. The runner chains
-the masks (``step_mask``'s `last`): a steady decode step's mask takes the launch before's rows as they are
-(``following``: no row read), and a read-back is checked for the step at once (``verify``, aotx.engine
-.mask_check), each row's matcher told its marks (RowMatcher.sync's) only where that check cannot pass.
+Matchers are touched by one thread at a time (the worker, one mask at a time, in launch order); the engine
+thread's check of the tokens it reads back never calls llguidance: a token the worker consumes is checked
+against the bit that let it through. The runner chains the masks (``step_mask``'s `last`): a steady step's mask
+takes the launch before's rows as they are (``following``), and a read-back is checked for the step at once
+(``verify``, aotx.engine.mask_check), each row's matcher told its marks only where that check cannot pass.
 """
 from __future__ import annotations
 
