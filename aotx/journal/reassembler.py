@@ -64,7 +64,7 @@ class Reassembler:
         fast = whole_transfers(data, self._open, self._last_id, raw)   # the common message, in one loop
         if fast is not None:
             t = fast[-1]
-            if t.__class__ is tuple:   # a RAW item: (kind, id, lineage hash, …)
+            if raw and t.__class__ is tuple:   # a RAW item: (kind, id, lineage hash, …)
                 self._last_id[t[2]] = t[1]
             else:
                 self._last_id[t.lineage_hash] = t.transfer_id
