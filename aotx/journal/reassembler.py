@@ -57,11 +57,17 @@ class Reassembler:
         """(lineage_hash, transfer_id, parts seen, part_count) of each partial transfer."""
         return [(lh, o.first.transfer_id, len(o.parts), o.first.part_count) for lh, o in self._open.items()]
 
-    def feed_message(self, data: bytes, position: int | None = None) -> list[Transfer]:
-        """Feed one journal message; returns the transfers it completed, in order."""
-        fast = whole_transfers(data, self._open, self._last_id)   # the common message, in one loop
+    def feed_message(self, data: bytes, position: int | None = None, raw: bool = False) -> list[Transfer]:
+        """Feed one journal message; returns the transfers it completed, in order. `raw`: a transfer the fast
+        path decoded into a deferred kind's Struct comes as its RAW item (aotx.journal.whole: `transfer_of`
+        makes its Transfer)."""
+        fast = whole_transfers(data, self._open, self._last_id, raw)   # the common message, in one loop
         if fast is not None:
-            self._last_id[fast[-1].lineage_hash] = fast[-1].transfer_id
+            t = fast[-1]
+            if raw and t.__class__ is tuple:   # a RAW item: (kind, id, lineage hash, …)
+                self._last_id[t[2]] = t[1]
+            else:
+                self._last_id[t.lineage_hash] = t.transfer_id
             return fast
         return self.feed_records(data, position)
 

@@ -37,9 +37,12 @@ PAYLOAD_DECODERS: dict[int, Callable[[bytes], Any]] = {}
 _crc_extend = _EXTEND if _EXTEND is not None else (lambda crc, body: crc32c(body, crc))
 
 
-def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -> Optional[list[Transfer]]:
+def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int],
+                    raw: bool = False) -> Optional[list[Any]]:
     """The transfers of `data`, in order, where it holds only whole, valid transfers of one lineage
-    that has none open (`open_lineages`) and whose ids rise above `last_ids`; else None."""
+    that has none open (`open_lineages`) and whose ids rise above `last_ids`; else None.
+    `raw`: a transfer decoded into a deferred kind's Struct is answered as the tuple `(kind, id, lineage
+    hash, payload, Struct, digest)` (a RAW item; `transfer_of` makes the Transfer the plain call answers)."""
     if type(data) is not bytes:
         data = bytes(data)
     size = len(data)
@@ -92,21 +95,37 @@ def whole_transfers(data: bytes, open_lineages: Any, last_ids: dict[int, int]) -
             return None
         decoder = PAYLOAD_DECODERS.get(kind)
         event = decoder(payload) if decoder is not None else None
-        transfer = _new(Transfer)   # a frozen dataclass: its fields (and the verified digest) set directly
         if event is not None:   # a valid msgpack value; `body` unpacked on first read (Transfer.__getattr__)
             if event.__class__ in WIRE_BUILDERS:   # a deferred kind's checked Struct: the event built when read
+                if raw:   # a RAW item: no Transfer made (boot's feed applies a member change from it)
+                    out.append((kind, tid, lh, payload, event, digest))
+                    last = tid
+                    continue
+                transfer = _new(Transfer)   # (= transfer_of: written out, the follower's path pays no call)
                 transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, wire=event,
                                          digest=digest)
-            else:
-                transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
-                                         digest=digest)
+                out.append(transfer)
+                last = tid
+                continue
+            transfer = _new(Transfer)   # a frozen dataclass: its fields (and the verified digest) set directly
+            transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, event=event,
+                                     digest=digest)
         else:
             try:
                 value = unpack_body(payload)
             except Exception:   # msgpack raises several unrelated types: the record path names the fault
                 return None
+            transfer = _new(Transfer)
             transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, body=value,
                                      event=None, digest=digest)
         out.append(transfer)
         last = tid
     return out if out else None
+
+
+def transfer_of(item: tuple) -> Transfer:
+    """The Transfer of a RAW item of `whole_transfers(…, raw=True)`: the one the plain call answers."""
+    kind, tid, lh, payload, wire, digest = item
+    transfer = _new(Transfer)
+    transfer.__dict__.update(kind=kind, transfer_id=tid, lineage_hash=lh, payload=payload, wire=wire, digest=digest)
+    return transfer

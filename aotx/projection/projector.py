@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ..journal import Reassembler, Transfer, TransferKind, lineage_hash
+from ..journal.whole import transfer_of
 from ..memory import MemoryPublished, MemoryRetained, MemoryStore, decode_memory_event, memory_event_from_body
 from ..journal.registry import REGISTRY
 from ..state import Capacities, MemoryPublicationRecorded, Save, State, StateError, empty_state, from_body
@@ -133,11 +134,15 @@ class Projector:
         n = 0
         with self.applying():
             for subject, seq, data in messages:
-                self._feed(subject, seq, data)
+                self._feed(subject, seq, data, (), True)
                 n += 1
         return n
 
-    def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = ()) -> list[Transfer]:
+    def _feed(self, subject: str, seq: int, data: bytes, own: tuple[Transfer, ...] = (),
+              raw: bool = False) -> list[Transfer]:
+        """`raw` (boot's feed_many, whose caller reads no transfer): a member change comes from the reassembler
+        as its RAW item and is applied from it (`_absorb_member`), its Transfer made only where it does not apply
+        there; the list answered then holds those items."""
         if not subject.endswith(_TICK_SUFFIX):   # not a journal record's subject (`<prefix>.<lineage>.tick`):
             self.last_subject_seq[subject] = seq   # nothing a runtime wrote (an operator's filler): skipped
             if seq > self.applied_seq:
@@ -148,15 +153,22 @@ class Projector:
             done = list(own)
         else:
             try:
-                done = self.reassembler.feed_message(data, seq)
+                done = self.reassembler.feed_message(data, seq, raw)
             except ValueError as exc:  # RecordError / TransferError: fail closed
                 raise ReplayError(f"journal message {seq} on {subject}: {exc}") from exc
         self.last_subject_seq[subject] = seq
         if seq > self.applied_seq:
             self.applied_seq = seq
         self.messages += 1
-        for transfer in done:
-            self._absorb(transfer, subject, seq)
+        if raw:
+            for transfer in done:
+                if transfer.__class__ is not tuple:
+                    self._absorb(transfer, subject, seq)
+                elif not self._absorb_member(transfer, subject, seq):   # any other kind, or refused: the
+                    self._absorb(transfer_of(transfer), subject, seq)   # Transfer's path (it names a fault)
+        else:
+            for transfer in done:
+                self._absorb(transfer, subject, seq)
         return done
 
     def finish(self) -> None:
@@ -203,6 +215,35 @@ class Projector:
         except StateError as exc:
             raise ReplayError(f"{_where(t, seq)}: {exc}") from exc
         return slot, boot
+
+    def _absorb_member(self, item: tuple, subject: str, seq: int) -> bool:
+        """Absorb a RAW item (aotx.journal.whole) that is a member change which applies, as `_absorb` would its
+        Transfer (its member path, below: the same checks, the same writes); False, nothing changed, otherwise."""
+        kind, tid, lh, _, wire, transfer_digest = item
+        if kind != _MUTATION or wire.__class__ is not MEMBER_WIRE:
+            return False
+        boot = self.boots.get(lh)
+        named = _SUBJECTS.get(subject)
+        if named is None:
+            if len(_SUBJECTS) >= 65536:
+                _SUBJECTS.clear()
+            named = _SUBJECTS[subject] = _subject_lineage_hash(subject)
+        if boot is None or named is None or named[0] != wire.op_lineage or named[1] != lh:
+            return False
+        slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
+        if slot is None:
+            return False
+        h = _CHAIN_HASH.copy()   # = chain(previous, transfer_digest)
+        h.update(self.chains.get(lh, b"") + transfer_digest)
+        digest = h.digest()
+        save = _new(Save)
+        save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
+                             commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
+        self.state.saves[slot] = save
+        self.chains[lh] = digest
+        self.last_transfer[lh] = tid
+        self.transfers += 1
+        return True
 
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
         lh = t.lineage_hash

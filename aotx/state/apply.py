@@ -297,13 +297,12 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
             keys.append(row[4])
 
     def write() -> None:
-        ix = state.index
-        table = state.receipts
-        for i, slot in enumerate(freed):
-            ix.drop_receipt(slot, e.op.lineage, seqs[i], keys[i])
-            state.commands[slot] = b""  # type: ignore[index]
-            state.saves[slot] = None  # type: ignore[index]
-            state.executions[slot] = None  # type: ignore[index]
+        state.index.drop_receipts(e.op.lineage, freed, seqs, keys)   # (= drop_receipt of each, in order)
+        table, commands, saves, executions = state.receipts, state.commands, state.saves, state.executions
+        for slot in freed:
+            commands[slot] = b""  # type: ignore[index]
+            saves[slot] = None  # type: ignore[index]
+            executions[slot] = None  # type: ignore[index]
             _zero_row(table, slot * _RECEIPT_SIZE)   # the row's bytes zeroed (= receipts[slot] = 0)
         # the floor is part of the state before any freed slot can be reused
         _u64_into(state.participants, prow * _PSIZE + _FLOOR_AT, e.retry_floor)   # (≤ its sequence: fits u64)

@@ -105,6 +105,27 @@ class Index:
         else:
             mine.add(slot)
 
+    def drop_receipts(self, lineage: bytes, slots: list[int], sequences: list[int], keys: list[bytes]) -> None:
+        """`drop_receipt` of each slot of one lineage (with its sequence and key), in order (a retirement's):
+        the same index after, the lineage's lookups made once."""
+        receipts, held, free = self.receipts, self.keys, self.free
+        mine = self.by_lineage.get(lineage)
+        for slot, sequence, key in zip(slots, sequences, keys):
+            k = (lineage, sequence)
+            if receipts.get(k) == slot:
+                del receipts[k]
+            k = (lineage, key)
+            same = held.get(k)
+            if same is not None and slot in same:
+                same.remove(slot)
+                if not same:
+                    del held[k]
+            if mine is not None:
+                mine.discard(slot)
+            heapq.heappush(free, slot)
+        if mine is not None and not mine:
+            del self.by_lineage[lineage]
+
     def drop_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
         if self.receipts.get((lineage, sequence)) == slot:
             del self.receipts[(lineage, sequence)]

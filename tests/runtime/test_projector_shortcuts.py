@@ -49,7 +49,7 @@ def test_a_batch_is_fed_with_the_cyclic_collector_paused_and_restored_after():
 
     seen: list[bool] = []
     p = Projector("S", "I")
-    p._feed = lambda subject, seq, data: seen.append(gc.isenabled())   # what the batch sees, per message
+    p._feed = lambda subject, seq, data, *_: seen.append(gc.isenabled())   # what the batch sees, per message
     assert gc.isenabled()
     assert p.feed_many([("x.f", 1, b""), ("x.f", 2, b"")]) == 2
     assert seen == [False, False] and gc.isenabled()
@@ -59,7 +59,7 @@ def test_a_batch_is_fed_with_the_cyclic_collector_paused_and_restored_after():
         assert not gc.isenabled()   # a caller's own pause is kept
     finally:
         gc.enable()
-    p._feed = lambda subject, seq, data: 1 / 0
+    p._feed = lambda subject, seq, data, *_: 1 / 0
     with pytest.raises(ZeroDivisionError):
         p.feed_many([("x.f", 4, b"")])
     assert gc.isenabled()   # restored after a failure too

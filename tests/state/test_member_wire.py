@@ -9,7 +9,8 @@ import dataclasses
 
 import pytest
 
-from aotx.journal import Emitter, TransferKind, lineage_hash
+from aotx.journal import Emitter, Transfer, TransferKind, lineage_hash
+from aotx.journal.whole import transfer_of, whole_transfers
 from aotx.journal.registry import REGISTRY
 from aotx.runtime.replay import TICK_KIND, Projector, ReplayError
 from aotx.state import (SCHEMA, Accepted, Actor, Capacities, Command, Grants, MemberRightsSet, MutationKind, StateError,
@@ -87,9 +88,48 @@ def test_the_wire_apply_does_what_apply_into_does(gen):
                         "owner": False}
 
 
-def test_the_projector_names_a_refused_member_change_as_the_event_path_does(gen):
+def _log(gen: Generator) -> list[tuple[str, int, bytes]]:
+    """gen's journal messages (subject, seq, data), its lineages in turn."""
+    messages = [(f"bb.j.{lineage_for(n).hex()}.{TICK_KIND}", data) for i in range(max(map(len, gen.ticks.values())))
+                for n in gen.names if i < len(gen.ticks[n]) for data in [gen.ticks[n][i]]]
+    return [(s, q, d) for q, (s, d) in enumerate(messages, start=1)]
+
+
+def test_a_raw_item_makes_the_transfer_the_plain_call_answers(gen):
+    """whole_transfers(raw=True) answers a member change as its RAW item, whose transfer_of is the plain call's
+    Transfer, field for field (its instance dict: the Struct, the verified digest); every other transfer the same."""
+    raws = 0
+    for _, _, data in _log(gen):
+        plain, raw = whole_transfers(data, {}, {}), whole_transfers(data, {}, {}, raw=True)
+        assert plain is not None and raw is not None and len(plain) == len(raw)
+        for t, item in zip(plain, raw):
+            if type(item) is tuple:
+                raws += 1
+                assert type(item[4]) is MEMBER_WIRE
+                item = transfer_of(item)
+            assert type(item) is Transfer and item.__dict__ == t.__dict__ and item == t and item.event == t.event
+    assert raws > 0
+
+
+def test_boots_feed_and_a_followers_feed_give_the_same_projection(gen):
+    """feed_many (member changes applied from their RAW items) and feed (from their Transfers): the same state,
+    Saves, chains and bookkeeping."""
+    many, one = Projector("S", "I", Capacities()), Projector("S", "I", Capacities())
+    log = _log(gen)
+    assert many.feed_many(log) == len(log)
+    for m in log:
+        one.feed(*m)
+    _same(many.state, one.state)
+    assert list(many.state.saves) == list(one.state.saves) and many.chains == one.chains
+    assert (many.last_transfer, many.last_subject_seq, many.applied_seq, many.messages, many.transfers) == \
+        (one.last_transfer, one.last_subject_seq, one.applied_seq, one.messages, one.transfers)
+    assert many.reassembler.last_ids == one.reassembler.last_ids
+
+
+@pytest.mark.parametrize("via", ["feed", "feed_many"])
+def test_the_projector_names_a_refused_member_change_as_the_event_path_does(gen, via):
     """A member change the wire path refuses (here: a sequence already used) fails the replay with apply_into's
-    error, and nothing of it is written."""
+    error, and nothing of it is written — through a follower's feed and through boot's feed_many alike."""
     p = Projector("S", "I", Capacities())
     name = gen.names[0]
     subject = f"bb.j.{lineage_for(name).hex()}.{TICK_KIND}"
@@ -100,7 +140,10 @@ def test_the_projector_names_a_refused_member_change_as_the_event_path_does(gen)
     em = Emitter(lineage_hash(lineage_for(name)), next_transfer_id=p.last_transfer[lineage_hash(lineage_for(name))] + 1)
     em.submit_payload(int(TransferKind.MUTATION), encode_event(stale))
     (tick,) = em.drain()
-    before = state_hash(p.state)
+    before, transfers = state_hash(p.state), p.transfers
     with pytest.raises(ReplayError, match=r"member.rights_set lineage [0-9a-f]{32} sequence 1: expected sequence"):
-        p.feed(subject, len(messages) + 1, tick.data)
-    assert state_hash(p.state) == before
+        if via == "feed":
+            p.feed(subject, len(messages) + 1, tick.data)
+        else:
+            p.feed_many([(subject, len(messages) + 1, tick.data)])
+    assert state_hash(p.state) == before and p.transfers == transfers
