@@ -222,28 +222,39 @@ class Projector:
         kind, tid, lh, _, wire, transfer_digest = item
         if kind != _MUTATION or wire.__class__ is not MEMBER_WIRE:
             return False
-        boot = self.boots.get(lh)
-        named = _SUBJECTS.get(subject)
-        if named is None:
-            if len(_SUBJECTS) >= 65536:
-                _SUBJECTS.clear()
-            named = _SUBJECTS[subject] = _subject_lineage_hash(subject)
-        if boot is None or named is None or named[0] != wire.op_lineage or named[1] != lh:
-            return False
-        slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
-        if slot is None:
+        applied = self._member_applied(wire, lh, subject)
+        if applied is None:
             return False
         h = _CHAIN_HASH.copy()   # = chain(previous, transfer_digest)
         h.update(self.chains.get(lh, b"") + transfer_digest)
         digest = h.digest()
-        save = _new(Save)
-        save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
-                             commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
-        self.state.saves[slot] = save
+        self._saved(applied[0], seq, applied[1], digest)
         self.chains[lh] = digest
         self.last_transfer[lh] = tid
         self.transfers += 1
         return True
+
+    def _member_applied(self, wire: Any, lh: bytes, subject: str) -> tuple[int, str] | None:
+        """A member-rights change left as its checked Struct (`wire`), applied where the record's lineage, its
+        subject and a boot record agree: (its receipt's slot, the boot); None, nothing written, otherwise (its
+        event's path then names the fault)."""
+        boot = self.boots.get(lh)
+        named = _SUBJECTS.get(subject)   # (the subject's lineage and hash: a plain dict, not lru_cache's call)
+        if named is None:
+            if len(_SUBJECTS) >= 65536:   # (bounded as the lru_cache is)
+                _SUBJECTS.clear()
+            named = _SUBJECTS[subject] = _subject_lineage_hash(subject)
+        if boot is None or named is None or named[0] != wire.op_lineage or named[1] != lh:
+            return None
+        slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
+        return None if slot is None else (slot, boot)
+
+    def _saved(self, slot: int, seq: int, boot: str, digest: bytes) -> None:
+        """The receipt in `slot` saved by the record at `seq` (record_save_into, without Save's __init__)."""
+        save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields
+        save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
+                             commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
+        self.state.saves[slot] = save
 
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
         lh = t.lineage_hash
@@ -253,22 +264,12 @@ class Projector:
         kind = t.kind
         if kind in _EVENTS:   # the hot path, first: `where` is formatted only for an error
             wire = t.__dict__.get("wire")   # a member-rights change the reassembler left as its checked Struct
-            slot = None
+            applied = None
             if wire is not None and wire.__class__ is MEMBER_WIRE and kind == _MUTATION:
-                boot = self.boots.get(lh)   # the checks below, made on the Struct's fields
-                named = _SUBJECTS.get(subject)   # (the subject's lineage and hash: a plain dict, not lru_cache's call)
-                if named is None:
-                    if len(_SUBJECTS) >= 65536:   # (bounded as the lru_cache is)
-                        _SUBJECTS.clear()
-                    named = _SUBJECTS[subject] = _subject_lineage_hash(subject)
-                if boot is not None and named is not None and named[0] == wire.op_lineage and named[1] == lh:
-                    slot = apply_member_wire(self.state, wire)   # None: it does not apply, nothing written
-            if slot is None:    # any other event, or one refused above: the event's path names the fault
-                slot, boot = self._apply_event(t, kind, lh, subject, seq)
-            save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields
-            save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
-                                 commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
-            self.state.saves[slot] = save   # (record_save_into)
+                applied = self._member_applied(wire, lh, subject)
+            # any other event, or one refused above: the event's path names the fault
+            slot, boot = self._apply_event(t, kind, lh, subject, seq) if applied is None else applied
+            self._saved(slot, seq, boot, digest)
         elif kind == _CONTROL:
             body = t.body
             if not (isinstance(body, dict) and body.get("kind") == BOOT_CONTROL and body.get("v") == 1
