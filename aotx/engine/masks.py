@@ -80,9 +80,8 @@ class LateMask:
         self._sampled_list = sampled  # (the launch's sampled rows: the next launch's mask compares, `following`)
         self._pending_n = pending     # rows with a token pending in `previous`
         self._previous = previous     # the previous launch's handle (its ids()), when a token is pending
-        # the previous launch's mask where the runner chains them (`last`: that mask, or None): this one tells
-        # it that it consumes its rows' tokens (``consumer``, at ``defer``), and each mask's rows are checked
-        # step-wide at their read-back (``verify``); False: not chained, each row's matcher is told at ``defer``
+        # `last`: the launch before's mask (or None) where the runner chains them: told at ``defer`` that this one
+        # consumes its tokens (``consumer``; its read-back then ``verify``s the step); False: rows told at ``defer``
         self._chained = last is not False
         self._before = last if last is not False else None   # (until ``defer`` or ``run``: no chain of masks kept)
         if self._before is not None:
@@ -91,9 +90,7 @@ class LateMask:
         self._bits_ix = None          # (verify: 0..rows-1, and the bytes of as many ones)
         self._ok_seen = [None]        # (verify: mask_check.all_ok's count, shared by the masks `following` it)
         self.words = words
-        # the bits, flat (a Python int a read): set once they are written, None again once `into`'s memory
-        # holds a later mask's (the engine thread's check reads it: RowMatcher.sync, allows)
-        self.flat: memoryview | None = None
+        self.flat: memoryview | None = None   # the bits once written (RowMatcher.sync, allows); None: `into`'s reused
         self._out: np.ndarray | None = None   # where the bits go (into): else a fresh array
         self.deferred = False         # the mask worker fills it: the launcher may sample later
         self.worker_consumes = False  # ... and consumes the pending tokens first (defer)
@@ -161,10 +158,9 @@ class LateMask:
                 return
         if before is not None:      # (chained: the mask before checks its tokens against what this one consumes)
             before.consumer = self
-        if self._chained and self._fast:
-            pass                    # (each row's matcher told at the read-back only where needed: verify)
-        elif self._fast:            # (RowMatcher's: the loop below without a call a row)
-            matchers[0].expect_rows(self, matchers, self._seqs)
+        if self._fast:              # chained: each row told at the read-back only where needed (verify); else
+            if not self._chained:   # RowMatcher's loop below without a call a row
+                matchers[0].expect_rows(self, matchers, self._seqs)
         else:
             self._chained = False   # (another kind of matcher: told here, a row at a time)
             for j, (m, (_, row, index)) in enumerate(zip(matchers, self._seqs)):

@@ -297,7 +297,7 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
             keys.append(row[4])
 
     def write() -> None:
-        state.index.drop_receipts(e.op.lineage, freed, seqs, keys)   # (= drop_receipt of each, in order)
+        state.index.drop_receipts(e.op.lineage, freed, seqs, keys)   # (the lineage looked up once)
         table, commands, saves, executions = state.receipts, state.commands, state.saves, state.executions
         for slot in freed:
             commands[slot] = b""  # type: ignore[index]

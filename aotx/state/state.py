@@ -106,8 +106,8 @@ class Index:
             mine.add(slot)
 
     def drop_receipts(self, lineage: bytes, slots: list[int], sequences: list[int], keys: list[bytes]) -> None:
-        """`drop_receipt` of each slot of one lineage (with its sequence and key), in order (a retirement's):
-        the same index after, the lineage's lookups made once."""
+        """Forget the receipts in `slots` of one lineage (each with its sequence and key), in order (a
+        retirement's): their sequence and key entries, their lineage's set, the slots freed for reuse."""
         receipts, held, free = self.receipts, self.keys, self.free
         mine = self.by_lineage.get(lineage)
         for slot, sequence, key in zip(slots, sequences, keys):
@@ -125,21 +125,6 @@ class Index:
             heapq.heappush(free, slot)
         if mine is not None and not mine:
             del self.by_lineage[lineage]
-
-    def drop_receipt(self, slot: int, lineage: bytes, sequence: int, key: bytes) -> None:
-        if self.receipts.get((lineage, sequence)) == slot:
-            del self.receipts[(lineage, sequence)]
-        slots = self.keys.get((lineage, key))
-        if slots is not None and slot in slots:
-            slots.remove(slot)
-            if not slots:
-                del self.keys[(lineage, key)]
-        mine = self.by_lineage.get(lineage)
-        if mine is not None:
-            mine.discard(slot)
-            if not mine:
-                del self.by_lineage[lineage]
-        heapq.heappush(self.free, slot)
 
 
 @dataclass(frozen=True)
