@@ -96,9 +96,28 @@ def _split_clocks(engine) -> dict[str, float]:
     return sums
 
 
+class _NullNats:
+    """--reader sink: where EngineService's flush publishes (the bytes packed, then dropped)."""
+    max_payload = 1 << 20
+
+    async def publish(self, subject: str, data: bytes) -> None:
+        pass
+
+
+def _wire_sinks():
+    """An EngineService's delta side alone (its sinks, outbox and flush), publishing to _NullNats."""
+    from aotx.engine_service import EngineService, _Outbox
+
+    svc = EngineService(None, "nats://unused", "bench")
+    svc._nc = _NullNats()
+    svc.outbox = _Outbox("w", "inbox")
+    return svc
+
+
 async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool,
-              split: bool = False, burst: bool = False) -> dict:
+              split: bool = False, burst: bool = False, reader: str = "iter") -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
+    from aotx.request_latency import RequestLatency
     from aotx.engine.launch import make_launcher
     from ops.bench.paced_serve import PacedBackend
 
@@ -126,15 +145,38 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         return tok.encode(bundle.chat_template.render([{"role": "user", "content": text}],
                                                       add_generation_prompt=True))
 
+    prompts = [prompt(i) for i in range(streams)]   # (rendered and tokenized before the measured phase)
+    latency = RequestLatency()
+    wire = _wire_sinks() if reader == "sink" else None
+
     async def one(i: int, n: int, counts: list[int], handle=None) -> None:
         params = SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True)
-        async for d in handle or engine.submit(prompt(i), params):
-            counts[i] += len(d.token_ids)
+        handle = handle or engine.submit(prompts[i], params)
+        if reader == "iter":      # the GPU engine bench's reader (ops.gpu.engine_bench)
+            async for d in handle:
+                counts[i] += len(d.token_ids)
+            return
+        handle.observe(latency.observer("chat", "stream"))     # as ModelService.submit
+        if reader == "batch":     # an in-process surface's (api.runner._one_batches)
+            while deltas := await handle.next_batch():
+                for d in deltas:
+                    counts[i] += len(d.token_ids)
+            return
+        # "sink": an HTTP worker's generation (aotx.engine_service's sinks, flush and msgpack; no NATS)
+        done = asyncio.get_running_loop().create_future()
+        sink, plain = wire._sink(wire.outbox, i, handle.prompt_tokens)
+
+        def last(d) -> None:
+            sink(d)
+            if d.finish_reason is not None:
+                counts[i] = d.completion_tokens
+                done.set_result(None)
+        handle.redirect(last, plain)
+        await done
 
     def all_at_once(n: int) -> list:
         """--burst: every request in the engine's inbox before its thread looks (its lock held: the
         engine's Condition is re-entrant), so each run schedules the same steps (under valgrind too)."""
-        prompts = [prompt(i) for i in range(streams)]
         with engine._cond:
             return [engine.submit(prompts[i], SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True))
                     for i in range(streams)]
@@ -256,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="submit every request of the measured phase at once (the same steps in every run)")
     ap.add_argument("--isolated", action="store_true",
                     help="time schedule, build and sampling_rows alone over a steady batch, no engine")
+    ap.add_argument("--reader", choices=("iter", "batch", "sink"), default="iter",
+                    help="how each stream is read: async for (the GPU engine bench), next_batch with the latency "
+                         "observer (an in-process surface), or an HTTP worker's sink (aotx.engine_service)")
     ap.add_argument("--callgrind", action="store_true",
                     help="re-run this under callgrind, instructions counted over the measured phase only")
     args = ap.parse_args(argv)
@@ -271,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for n in levels:
         r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
-                              args.burst))
+                              args.burst, args.reader))
         print(report(r, args.profile), flush=True)
     return 0
 
