@@ -63,10 +63,16 @@ class DeltaStream:
     """Async iteration over a request's deltas, ending after the one with a finish reason (kept in
     `finish_reason`); the engine's own handle and an HTTP worker's remote one. The deltas wait in a
     mailbox (`_push` on the handle's loop) for its one reader: a deque and at most one waiting future,
-    lighter than an asyncio.Queue per token."""
+    lighter than an asyncio.Queue per token.
+
+    A reader that waits in `__anext__` or `next_batch` (nothing in the box) awaits the future itself
+    (no coroutine of ours around it): the next delta is handed over as that future's result (`_hand`:
+    the delta, or a list of it) and never enters the box; deltas pushed before the reader runs again
+    wait in the box, behind it. A future its reader cancelled takes nothing: the delta goes to the box."""
 
     _box: deque
     _waiter: asyncio.Future | None
+    _hand: int          # what the waiter's result is: 0 none (the reader takes from the box), 1 the delta, 2 [delta]
     _done: bool
     finish_reason: str | None
 
@@ -75,11 +81,21 @@ class DeltaStream:
     def _open_box(self) -> None:
         self._box = deque()
         self._waiter = None
+        self._hand = 0
         self._need = None
 
     def _push(self, delta: Delta) -> None:
-        self._box.append(delta)
         waiter = self._waiter
+        if waiter is not None and self._hand:
+            self._waiter = None
+            if not waiter.done():
+                if delta.finish_reason is not None:   # (_take's bookkeeping: the reader has it now)
+                    self._done = True
+                    self.finish_reason = delta.finish_reason
+                waiter.set_result(delta if self._hand == 1 else [delta])
+                return
+            waiter = None   # (a reader cancelled while it waited left a cancelled future)
+        self._box.append(delta)
         if waiter is not None:
             need = self._need
             if need is not None and delta.finish_reason is None:
@@ -101,20 +117,25 @@ class DeltaStream:
         elif self._waiter is not None:
             self._need = 0
 
-    async def _wait(self) -> None:
-        while not self._box:
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
+    def _handed(self, hand: int) -> asyncio.Future:
+        """The future an empty box's reader awaits: the next delta is its result (`_hand`)."""
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._hand = hand
+        return waiter
 
     def __aiter__(self):
         return self
 
-    async def __anext__(self) -> Delta:
+    def __anext__(self) -> asyncio.Future:
+        """An awaitable of the next delta (a plain method: an empty box's reader awaits the future that
+        `_push` settles with the delta, no coroutine of ours a token)."""
         if self._done:
             raise StopAsyncIteration
         if not self._box:
-            await self._wait()
-        return self._take()
+            return self._handed(1)
+        ready = asyncio.get_running_loop().create_future()
+        ready.set_result(self._take())
+        return ready
 
     def _take(self) -> Delta:
         """The next delta of the box; the final one ends the stream."""
@@ -143,6 +164,7 @@ class DeltaStream:
         have = sum(len(d.text) for d in box)
         if not box or not (late or have >= chars or any(d.finish_reason is not None for d in box)):
             self._need = 0 if late else max(0, chars - have)
+            self._hand = 0
             waiter = self._waiter = loop.create_future()
             timer = loop.call_at(until, self._due) if until is not None and not late else None
             try:
@@ -154,14 +176,15 @@ class DeltaStream:
                     self._waiter = self._need = None
         return self._drain()
 
-    async def next_batch(self) -> list[Delta]:
-        """Every delta waiting (at least one; [] once the final one was read), up to and with the final
-        one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
-        if self._done:
-            return []
-        if not self._box:
-            await self._wait()
-        return self._drain()
+    def next_batch(self) -> asyncio.Future:
+        """An awaitable of every delta waiting (at least one; [] once the final one was read), up to and
+        with the final one: what an engine step (or several, while the reader was busy) delivered, in one
+        wake-up (a plain method, as __anext__: an empty box's reader awaits the future `_push` settles)."""
+        if not self._box and not self._done:
+            return self._handed(2)
+        ready = asyncio.get_running_loop().create_future()
+        ready.set_result(self._drain() if not self._done else [])
+        return ready
 
 
 class RequestHandle(DeltaStream):

@@ -7,7 +7,7 @@ device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
                                          [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
-                                         [--burst]
+                                         [--burst] [--reader iter|batch|sink] [--uvloop]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import pstats
 import subprocess
@@ -185,6 +186,7 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         await asyncio.gather(*(one(i, 4, [0] * streams) for i in range(streams)))      # warm
         counts = [0] * streams
         s0 = engine.stats()
+        gc0 = [g["collections"] for g in gc.get_stats()]
         main0, eng0 = time.thread_time(), _thread_cpu(engine._thread)
         t0 = time.perf_counter()
         _callgrind(True)
@@ -198,17 +200,24 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         wall = time.perf_counter() - t0
         eng1, main1 = _thread_cpu(engine._thread), time.thread_time()
         s1 = engine.stats()
+        gcs = [g["collections"] - c for g, c in zip(gc.get_stats(), gc0)]
     finally:
         await engine.stop()
     steps = s1.steps_total - s0.steps_total
     rows = s1.decode_rows_total - s0.decode_rows_total
     out = {"streams": streams, "tokens": sum(counts), "steps": steps, "row_steps": rows, "wall_s": wall,
-           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0]}
+           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0], "gc": gcs}
     if prof is not None:
         out["stages"] = _stages(prof)
     if sums is not None:
         out["split"] = [(name, sums[name]) for name, *_ in SPLIT]
     return out
+
+
+def _uvloop_run(main):
+    import uvloop
+
+    return uvloop.run(main)
 
 
 def _stages(prof: cProfile.Profile) -> list[tuple[str, float]]:
@@ -235,7 +244,8 @@ def report(r: dict, profile: bool) -> str:
     lines = [f"{r['streams']:>4} streams: {r['tokens']} tokens, {r['steps']} steps ({rows / steps:.0f} rows a step) "
              f"in {r['wall_s']:.2f} s = {r['tokens'] / r['wall_s']:,.0f} tok/s; engine thread CPU "
              f"{r['engine_cpu_s'] * 1e6 / steps:,.0f} µs/step = {r['engine_cpu_s'] * 1e6 / rows:.1f} µs/row-step; "
-             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.1f} µs/row-step; load {r['load']}"]
+             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.1f} µs/row-step; gc collections (gen 0/1/2) "
+             f"{'/'.join(map(str, r['gc']))}; load {r['load']}"]
     for name, s in r.get("split", []):
         lines.append(f"      {name:<52} {s * 1e6 / steps:>7,.0f} µs/step {s * 1e6 / rows:>6.2f} µs/row-step")
     if profile:
@@ -301,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reader", choices=("iter", "batch", "sink"), default="iter",
                     help="how each stream is read: async for (the GPU engine bench), next_batch with the latency "
                          "observer (an in-process surface), or an HTTP worker's sink (aotx.engine_service)")
+    ap.add_argument("--uvloop", action="store_true",
+                    help="the readers' loop is uvloop's (the serving commands' loop: api.server.run_serving)")
     ap.add_argument("--callgrind", action="store_true",
                     help="re-run this under callgrind, instructions counted over the measured phase only")
     args = ap.parse_args(argv)
@@ -315,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             print(isolated(bundle, n), flush=True)
         return 0
     for n in levels:
-        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
+        r = (_uvloop_run if args.uvloop else asyncio.run)(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
                               args.burst, args.reader))
         print(report(r, args.profile), flush=True)
     return 0
