@@ -131,8 +131,10 @@ class DeltaStream:
         `_push` settles with the delta, no coroutine of ours a token)."""
         if self._done:
             raise StopAsyncIteration
-        if not self._box:
-            return self._handed(1)
+        if not self._box:    # (_handed(1), inlined)
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._hand = 1
+            return waiter
         ready = asyncio.get_running_loop().create_future()
         ready.set_result(self._take())
         return ready
@@ -270,6 +272,11 @@ class RequestHandle(DeltaStream):
                 self._observer(d)
         if self._sink is not None:
             self._sink(d)
+            return
+        waiter = self._waiter
+        if waiter is not None and self._hand and not waiter.done():   # (_push's hand-over, inlined)
+            self._waiter = None
+            waiter.set_result(d if self._hand == 1 else [d])
         else:
             self._push(d)
 

@@ -244,7 +244,7 @@ def report(r: dict, profile: bool) -> str:
     lines = [f"{r['streams']:>4} streams: {r['tokens']} tokens, {r['steps']} steps ({rows / steps:.0f} rows a step) "
              f"in {r['wall_s']:.2f} s = {r['tokens'] / r['wall_s']:,.0f} tok/s; engine thread CPU "
              f"{r['engine_cpu_s'] * 1e6 / steps:,.0f} µs/step = {r['engine_cpu_s'] * 1e6 / rows:.1f} µs/row-step; "
-             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.1f} µs/row-step; gc collections (gen 0/1/2) "
+             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.2f} µs/row-step; gc collections (gen 0/1/2) "
              f"{'/'.join(map(str, r['gc']))}; load {r['load']}"]
     for name, s in r.get("split", []):
         lines.append(f"      {name:<52} {s * 1e6 / steps:>7,.0f} µs/step {s * 1e6 / rows:>6.2f} µs/row-step")
