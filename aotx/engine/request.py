@@ -300,9 +300,19 @@ def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple]) -> bool:
         for item in items:
             if len(item) == 2:
                 item[0].put(item[1])
-            else:
-                handle, text, ids, n = item
-                handle.put_plain(text, ids, n)
+                continue
+            handle, text, ids, n = item
+            sink = handle._plain_sink
+            if sink is not None:   # (put_plain's plain-sink case, inlined: an HTTP worker's generation)
+                seen = handle._plain_observer
+                if seen is not None:
+                    seen()
+                    sink(text, ids, n)
+                    continue
+                if handle._observer is None:
+                    sink(text, ids, n)
+                    continue
+            handle.put_plain(text, ids, n)
     try:
         loop.call_soon_threadsafe(put_all)
     except RuntimeError:
