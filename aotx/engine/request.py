@@ -65,14 +65,15 @@ class DeltaStream:
     mailbox (`_push` on the handle's loop) for its one reader: a deque and at most one waiting future,
     lighter than an asyncio.Queue per token.
 
-    A reader that waits in `__anext__` or `next_batch` (nothing in the box) awaits the future itself
-    (no coroutine of ours around it): the next delta is handed over as that future's result (`_hand`:
-    the delta, or a list of it) and never enters the box; deltas pushed before the reader runs again
-    wait in the box, behind it. A future its reader cancelled takes nothing: the delta goes to the box."""
+    A reader that waits in `__anext__` (nothing in the box) awaits the future itself (no coroutine of
+    ours around it): the next delta is handed over as that future's result (`_hand`) and never enters
+    the box; deltas pushed before the reader runs again wait in the box, behind it. A future its reader
+    cancelled takes nothing: the delta goes to the box. (`next_batch` takes whatever waits in the box
+    once woken, so its wait hands nothing over.)"""
 
     _box: deque
     _waiter: asyncio.Future | None
-    _hand: int          # what the waiter's result is: 0 none (the reader takes from the box), 1 the delta, 2 [delta]
+    _hand: int          # what the waiter's result is: 0 none (its reader takes from the box), 1 the delta
     _done: bool
     finish_reason: str | None
 
@@ -92,7 +93,7 @@ class DeltaStream:
                 if delta.finish_reason is not None:   # (_take's bookkeeping: the reader has it now)
                     self._done = True
                     self.finish_reason = delta.finish_reason
-                waiter.set_result(delta if self._hand == 1 else [delta])
+                waiter.set_result(delta)
                 return
             waiter = None   # (a reader cancelled while it waited left a cancelled future)
         self._box.append(delta)
@@ -117,12 +118,6 @@ class DeltaStream:
         elif self._waiter is not None:
             self._need = 0
 
-    def _handed(self, hand: int) -> asyncio.Future:
-        """The future an empty box's reader awaits: the next delta is its result (`_hand`)."""
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
-        self._hand = hand
-        return waiter
-
     def __aiter__(self):
         return self
 
@@ -131,7 +126,7 @@ class DeltaStream:
         `_push` settles with the delta, no coroutine of ours a token)."""
         if self._done:
             raise StopAsyncIteration
-        if not self._box:    # (_handed(1), inlined)
+        if not self._box:    # the next delta is the result of the future its reader awaits
             waiter = self._waiter = asyncio.get_running_loop().create_future()
             self._hand = 1
             return waiter
@@ -146,6 +141,11 @@ class DeltaStream:
             self._done = True
             self.finish_reason = delta.finish_reason
         return delta
+
+    def waiting(self) -> list[Delta]:
+        """The deltas in the box now, up to and with the final one (no wait; [] when none): what came
+        with the one `__anext__` gave, in the same loop callback (api.runner's one-handle reader)."""
+        return self._drain() if self._box else []
 
     def _drain(self) -> list[Delta]:
         """Every delta waiting, up to and with the final one."""
@@ -178,15 +178,17 @@ class DeltaStream:
                     self._waiter = self._need = None
         return self._drain()
 
-    def next_batch(self) -> asyncio.Future:
-        """An awaitable of every delta waiting (at least one; [] once the final one was read), up to and
-        with the final one: what an engine step (or several, while the reader was busy) delivered, in one
-        wake-up (a plain method, as __anext__: an empty box's reader awaits the future `_push` settles)."""
-        if not self._box and not self._done:
-            return self._handed(2)
-        ready = asyncio.get_running_loop().create_future()
-        ready.set_result(self._drain() if not self._done else [])
-        return ready
+    async def next_batch(self) -> list[Delta]:
+        """Every delta waiting (at least one; [] once the final one was read), up to and with the final
+        one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
+        if self._done:
+            return []
+        box = self._box
+        while not box:   # (the wait inline: one coroutine a wake-up, not two)
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._hand = 0
+            await waiter
+        return self._drain()
 
 
 class RequestHandle(DeltaStream):
@@ -276,7 +278,7 @@ class RequestHandle(DeltaStream):
         waiter = self._waiter
         if waiter is not None and self._hand and not waiter.done():   # (_push's hand-over, inlined)
             self._waiter = None
-            waiter.set_result(d if self._hand == 1 else [d])
+            waiter.set_result(d)
         else:
             self._push(d)
 

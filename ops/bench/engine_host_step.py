@@ -119,6 +119,7 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
               split: bool = False, burst: bool = False, reader: str = "iter") -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
     from aotx.request_latency import RequestLatency
+    from api.runner import merge_batches
     from aotx.engine.launch import make_launcher
     from ops.bench.paced_serve import PacedBackend
 
@@ -158,9 +159,9 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
                 counts[i] += len(d.token_ids)
             return
         handle.observe(latency.observer("chat", "stream"))     # as ModelService.submit
-        if reader == "batch":     # an in-process surface's (api.runner._one_batches)
-            while deltas := await handle.next_batch():
-                for d in deltas:
+        if reader == "batch":     # an in-process surface's (api.runner.merge_batches of one handle)
+            async for batch in merge_batches([handle]):
+                for _, d in batch:
                     counts[i] += len(d.token_ids)
             return
         # "sink": an HTTP worker's generation (aotx.engine_service's sinks, flush and msgpack; no NATS)
@@ -311,12 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reader", choices=("iter", "batch", "sink"), default="iter",
                     help="how each stream is read: async for (the GPU engine bench), next_batch with the latency "
                          "observer (an in-process surface), or an HTTP worker's sink (aotx.engine_service)")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval in ms (Python's default: 5): how long a thread that wants the GIL "
+                         "waits before it asks the holder to drop it")
     ap.add_argument("--uvloop", action="store_true",
                     help="the readers' loop is uvloop's (the serving commands' loop: api.server.run_serving)")
     ap.add_argument("--callgrind", action="store_true",
                     help="re-run this under callgrind, instructions counted over the measured phase only")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.streams.split(",")]
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1e3)
     if args.callgrind:
         return _under_callgrind(argv if argv is not None else sys.argv[1:], levels)
     from kernels import load_model
