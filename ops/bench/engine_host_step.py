@@ -8,6 +8,7 @@ device thread, as CUDA's launcher overlaps them.
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
                                          [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
                                          [--burst] [--reader iter|batch|sink] [--uvloop]
+                                         [--gc-freeze] [--switch-interval MS]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -116,7 +117,7 @@ def _wire_sinks():
 
 
 async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool,
-              split: bool = False, burst: bool = False, reader: str = "iter") -> dict:
+              split: bool = False, burst: bool = False, reader: str = "iter", gc_freeze: bool = False) -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
     from aotx.request_latency import RequestLatency
     from api.runner import merge_batches
@@ -185,6 +186,12 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
 
     try:
         await asyncio.gather(*(one(i, 4, [0] * streams) for i in range(streams)))      # warm
+        if gc_freeze:   # every object made so far out of the collector's reach (a full collection's cost)
+            gc.collect()
+            gc.freeze()
+        t_full = time.perf_counter()
+        gc.collect(2)
+        t_full = time.perf_counter() - t_full
         counts = [0] * streams
         s0 = engine.stats()
         gc0 = [g["collections"] for g in gc.get_stats()]
@@ -207,7 +214,8 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
     steps = s1.steps_total - s0.steps_total
     rows = s1.decode_rows_total - s0.decode_rows_total
     out = {"streams": streams, "tokens": sum(counts), "steps": steps, "row_steps": rows, "wall_s": wall,
-           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0], "gc": gcs}
+           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0], "gc": gcs,
+           "gc_full_ms": t_full * 1e3}
     if prof is not None:
         out["stages"] = _stages(prof)
     if sums is not None:
@@ -246,7 +254,7 @@ def report(r: dict, profile: bool) -> str:
              f"in {r['wall_s']:.2f} s = {r['tokens'] / r['wall_s']:,.0f} tok/s; engine thread CPU "
              f"{r['engine_cpu_s'] * 1e6 / steps:,.0f} µs/step = {r['engine_cpu_s'] * 1e6 / rows:.1f} µs/row-step; "
              f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.2f} µs/row-step; gc collections (gen 0/1/2) "
-             f"{'/'.join(map(str, r['gc']))}; load {r['load']}"]
+             f"{'/'.join(map(str, r['gc']))} (a full one before: {r['gc_full_ms']:.1f} ms); load {r['load']}"]
     for name, s in r.get("split", []):
         lines.append(f"      {name:<52} {s * 1e6 / steps:>7,.0f} µs/step {s * 1e6 / rows:>6.2f} µs/row-step")
     if profile:
@@ -315,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval in ms (Python's default: 5): how long a thread that wants the GIL "
                          "waits before it asks the holder to drop it")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after the warm-up: the objects made so far never scanned again")
     ap.add_argument("--uvloop", action="store_true",
                     help="the readers' loop is uvloop's (the serving commands' loop: api.server.run_serving)")
     ap.add_argument("--callgrind", action="store_true",
@@ -334,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for n in levels:
         r = (_uvloop_run if args.uvloop else asyncio.run)(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
-                              args.burst, args.reader))
+                              args.burst, args.reader, args.gc_freeze))
         print(report(r, args.profile), flush=True)
     return 0
 
