@@ -7,8 +7,7 @@ device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
                                          [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
-                                         [--burst] [--reader iter|batch|sink] [--uvloop]
-                                         [--gc-freeze] [--switch-interval MS]
+                                         [--burst] [--reader iter|batch|sink] [--uvloop] [--gc-freeze]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -214,19 +213,13 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
     steps = s1.steps_total - s0.steps_total
     rows = s1.decode_rows_total - s0.decode_rows_total
     out = {"streams": streams, "tokens": sum(counts), "steps": steps, "row_steps": rows, "wall_s": wall,
-           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0], "gc": gcs,
-           "gc_full_ms": t_full * 1e3}
+           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0],
+           "gc": gcs, "gc_full_ms": t_full * 1e3}
     if prof is not None:
         out["stages"] = _stages(prof)
     if sums is not None:
         out["split"] = [(name, sums[name]) for name, *_ in SPLIT]
     return out
-
-
-def _uvloop_run(main):
-    import uvloop
-
-    return uvloop.run(main)
 
 
 def _stages(prof: cProfile.Profile) -> list[tuple[str, float]]:
@@ -343,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
             print(isolated(bundle, n), flush=True)
         return 0
     for n in levels:
-        r = (_uvloop_run if args.uvloop else asyncio.run)(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
-                              args.burst, args.reader, args.gc_freeze))
+        r = (__import__("uvloop").run if args.uvloop else asyncio.run)(run(
+            bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split, args.burst, args.reader,
+            args.gc_freeze))
         print(report(r, args.profile), flush=True)
     return 0
 
