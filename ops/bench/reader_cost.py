@@ -11,12 +11,14 @@ of one handle with the latency observer: an in-process surface's), `sink` (Reque
 aotx.engine_service's sinks, observer included, and its flush packing for a NATS that drops the bytes: an
 HTTP worker's generation). Prints the loop's CPU (thread clock) a row-step; `--callgrind`: instructions a
 row-step as (a run of 2·S steps − a run of S steps) / (S · streams) under valgrind --tool=callgrind, both
-whole processes (no start/stop toggles), so start-up and teardown cancel out.
+whole processes (no start/stop toggles), so start-up and teardown cancel out; gc.freeze() before the steps
+(a full collection of the imports' objects in one run and not the other would swamp the difference).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -64,6 +66,8 @@ async def run(streams: int, steps: int, reader: str) -> float:
     else:
         waits = [loop.create_task((by_iter if reader == "iter" else by_batch)(i)) for i in range(streams)]
     await asyncio.sleep(0)
+    gc.collect()
+    gc.freeze()   # (the imports' objects out of every collection: the run's own young objects are what gc sees)
     texts = (" river", " mill", " bridge", " the")
     t0 = 0.0
     for s in range(steps + WARM):
