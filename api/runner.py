@@ -68,13 +68,17 @@ async def merge(handles) -> AsyncIterator[tuple[int, Delta]]:
             yield item
 
 
-async def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
+def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
     """Like `merge`, but everything already waiting at once: one list per wake-up (every delta of
-    one engine step, and whatever piled up while the consumer was busy)."""
+    one engine step, and whatever piled up while the consumer was busy). One engine handle is read
+    in place (_one_batches itself: no generator of ours around it)."""
     if len(handles) == 1 and isinstance(handles[0], DeltaStream):
-        async for batch in _one_batches(handles[0]):
-            yield batch
-        return
+        return _one_batches(handles[0])
+    return _many_batches(handles)
+
+
+async def _many_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
+    """merge_batches of several handles: a pump task a handle into one queue."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, handle) -> None:
@@ -112,12 +116,15 @@ async def merge_batches(handles) -> AsyncIterator[list[tuple[int, Delta]]]:
 
 async def _one_batches(handle: DeltaStream) -> AsyncIterator[list[tuple[int, Delta]]]:
     """merge_batches of a single engine handle, read in place: no pump task, no second queue, so a
-    token costs one wake-up of the consumer instead of three (handle -> pump -> queue -> consumer)."""
+    token costs one wake-up of the consumer instead of three (handle -> pump -> queue -> consumer).
+    Its next_batch, unrolled: the first delta is the one the handle hands to its waiting reader (no
+    coroutine of the handle's a wake-up), the rest of the step's are in its box by then (`waiting`)."""
     while True:
-        deltas = await handle.next_batch()
-        if not deltas:
+        try:
+            first = await handle.__anext__()
+        except StopAsyncIteration:
             return
-        yield [(0, d) for d in deltas]
+        yield [(0, first), *[(0, d) for d in handle.waiting()]]
 
 
 def stream_events(handles, projector) -> AsyncIterator[bytes]:

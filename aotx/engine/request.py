@@ -63,10 +63,17 @@ class DeltaStream:
     """Async iteration over a request's deltas, ending after the one with a finish reason (kept in
     `finish_reason`); the engine's own handle and an HTTP worker's remote one. The deltas wait in a
     mailbox (`_push` on the handle's loop) for its one reader: a deque and at most one waiting future,
-    lighter than an asyncio.Queue per token."""
+    lighter than an asyncio.Queue per token.
+
+    A reader that waits in `__anext__` (nothing in the box) awaits the future itself (no coroutine of
+    ours around it): the next delta is handed over as that future's result (`_hand`) and never enters
+    the box; deltas pushed before the reader runs again wait in the box, behind it. A future its reader
+    cancelled takes nothing: the delta goes to the box. (`next_batch` takes whatever waits in the box
+    once woken, so its wait hands nothing over.)"""
 
     _box: deque
     _waiter: asyncio.Future | None
+    _hand: int          # what the waiter's result is: 0 none (its reader takes from the box), 1 the delta
     _done: bool
     finish_reason: str | None
 
@@ -75,11 +82,21 @@ class DeltaStream:
     def _open_box(self) -> None:
         self._box = deque()
         self._waiter = None
+        self._hand = 0
         self._need = None
 
     def _push(self, delta: Delta) -> None:
-        self._box.append(delta)
         waiter = self._waiter
+        if waiter is not None and self._hand:
+            self._waiter = None
+            if not waiter.done():
+                if delta.finish_reason is not None:   # (_take's bookkeeping: the reader has it now)
+                    self._done = True
+                    self.finish_reason = delta.finish_reason
+                waiter.set_result(delta)
+                return
+            waiter = None   # (a reader cancelled while it waited left a cancelled future)
+        self._box.append(delta)
         if waiter is not None:
             need = self._need
             if need is not None and delta.finish_reason is None:
@@ -101,20 +118,21 @@ class DeltaStream:
         elif self._waiter is not None:
             self._need = 0
 
-    async def _wait(self) -> None:
-        while not self._box:
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
-
     def __aiter__(self):
         return self
 
-    async def __anext__(self) -> Delta:
+    def __anext__(self) -> asyncio.Future:
+        """An awaitable of the next delta (a plain method: an empty box's reader awaits the future that
+        `_push` settles with the delta, no coroutine of ours a token)."""
         if self._done:
             raise StopAsyncIteration
-        if not self._box:
-            await self._wait()
-        return self._take()
+        if not self._box:    # the next delta is the result of the future its reader awaits
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._hand = 1
+            return waiter
+        ready = asyncio.get_running_loop().create_future()
+        ready.set_result(self._take())
+        return ready
 
     def _take(self) -> Delta:
         """The next delta of the box; the final one ends the stream."""
@@ -123,6 +141,11 @@ class DeltaStream:
             self._done = True
             self.finish_reason = delta.finish_reason
         return delta
+
+    def waiting(self) -> list[Delta]:
+        """The deltas in the box now, up to and with the final one (no wait; [] when none): what came
+        with the one `__anext__` gave, in the same loop callback (api.runner's one-handle reader)."""
+        return self._drain() if self._box else []
 
     def _drain(self) -> list[Delta]:
         """Every delta waiting, up to and with the final one."""
@@ -143,6 +166,7 @@ class DeltaStream:
         have = sum(len(d.text) for d in box)
         if not box or not (late or have >= chars or any(d.finish_reason is not None for d in box)):
             self._need = 0 if late else max(0, chars - have)
+            self._hand = 0
             waiter = self._waiter = loop.create_future()
             timer = loop.call_at(until, self._due) if until is not None and not late else None
             try:
@@ -159,8 +183,11 @@ class DeltaStream:
         one: what an engine step (or several, while the reader was busy) delivered, in one wake-up."""
         if self._done:
             return []
-        if not self._box:
-            await self._wait()
+        box = self._box
+        while not box:   # (the wait inline: one coroutine a wake-up, not two)
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._hand = 0
+            await waiter
         return self._drain()
 
 
@@ -247,6 +274,11 @@ class RequestHandle(DeltaStream):
                 self._observer(d)
         if self._sink is not None:
             self._sink(d)
+            return
+        waiter = self._waiter
+        if waiter is not None and self._hand and not waiter.done():   # (_push's hand-over, inlined)
+            self._waiter = None
+            waiter.set_result(d)
         else:
             self._push(d)
 
@@ -270,9 +302,19 @@ def deliver(loop: asyncio.AbstractEventLoop, items: list[tuple]) -> bool:
         for item in items:
             if len(item) == 2:
                 item[0].put(item[1])
-            else:
-                handle, text, ids, n = item
-                handle.put_plain(text, ids, n)
+                continue
+            handle, text, ids, n = item
+            sink = handle._plain_sink
+            if sink is not None:   # (put_plain's plain-sink case, inlined: an HTTP worker's generation)
+                seen = handle._plain_observer
+                if seen is not None:
+                    seen()
+                    sink(text, ids, n)
+                    continue
+                if handle._observer is None:
+                    sink(text, ids, n)
+                    continue
+            handle.put_plain(text, ids, n)
     try:
         loop.call_soon_threadsafe(put_all)
     except RuntimeError:

@@ -7,7 +7,7 @@ device thread, as CUDA's launcher overlaps them.
 
     python -m ops.bench.engine_host_step [--streams 64,256] [--max-tokens 128] [--step-ms 2.6]
                                          [--loop behind|classic] [--profile] [--split] [--callgrind] [--isolated]
-                                         [--burst]
+                                         [--burst] [--reader iter|batch|sink] [--uvloop] [--gc-freeze]
 
 Prints, per stream count: steps, the engine thread's CPU per step and per row-step (its CPU clock,
 pthread_getcpuclockid), the event loop's CPU per row-step (the reader), tok/s and the host-busy share
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import pstats
 import subprocess
@@ -96,9 +97,29 @@ def _split_clocks(engine) -> dict[str, float]:
     return sums
 
 
+class _NullNats:
+    """--reader sink: where EngineService's flush publishes (the bytes packed, then dropped)."""
+    max_payload = 1 << 20
+
+    async def publish(self, subject: str, data: bytes) -> None:
+        pass
+
+
+def _wire_sinks():
+    """An EngineService's delta side alone (its sinks, outbox and flush), publishing to _NullNats."""
+    from aotx.engine_service import EngineService, _Outbox
+
+    svc = EngineService(None, "nats://unused", "bench")
+    svc._nc = _NullNats()
+    svc.outbox = _Outbox("w", "inbox")
+    return svc
+
+
 async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: str, profile: bool,
-              split: bool = False, burst: bool = False) -> dict:
+              split: bool = False, burst: bool = False, reader: str = "iter", gc_freeze: bool = False) -> dict:
     from aotx.engine import Engine, EngineConfig, SamplingParams
+    from aotx.request_latency import RequestLatency
+    from api.runner import merge_batches
     from aotx.engine.launch import make_launcher
     from ops.bench.paced_serve import PacedBackend
 
@@ -126,23 +147,53 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         return tok.encode(bundle.chat_template.render([{"role": "user", "content": text}],
                                                       add_generation_prompt=True))
 
+    prompts = [prompt(i) for i in range(streams)]   # (rendered and tokenized before the measured phase)
+    latency = RequestLatency()
+    wire = _wire_sinks() if reader == "sink" else None
+
     async def one(i: int, n: int, counts: list[int], handle=None) -> None:
         params = SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True)
-        async for d in handle or engine.submit(prompt(i), params):
-            counts[i] += len(d.token_ids)
+        handle = handle or engine.submit(prompts[i], params)
+        if reader == "iter":      # the GPU engine bench's reader (ops.gpu.engine_bench)
+            async for d in handle:
+                counts[i] += len(d.token_ids)
+            return
+        handle.observe(latency.observer("chat", "stream"))     # as ModelService.submit
+        if reader == "batch":     # an in-process surface's (api.runner.merge_batches of one handle)
+            async for batch in merge_batches([handle]):
+                for _, d in batch:
+                    counts[i] += len(d.token_ids)
+            return
+        # "sink": an HTTP worker's generation (aotx.engine_service's sinks, flush and msgpack; no NATS)
+        done = asyncio.get_running_loop().create_future()
+        sink, plain = wire._sink(wire.outbox, i, handle.prompt_tokens)
+
+        def last(d) -> None:
+            sink(d)
+            if d.finish_reason is not None:
+                counts[i] = d.completion_tokens
+                done.set_result(None)
+        handle.redirect(last, plain)
+        await done
 
     def all_at_once(n: int) -> list:
         """--burst: every request in the engine's inbox before its thread looks (its lock held: the
         engine's Condition is re-entrant), so each run schedules the same steps (under valgrind too)."""
-        prompts = [prompt(i) for i in range(streams)]
         with engine._cond:
             return [engine.submit(prompts[i], SamplingParams(max_tokens=n, temperature=0.7, seed=i, ignore_eos=True))
                     for i in range(streams)]
 
     try:
         await asyncio.gather(*(one(i, 4, [0] * streams) for i in range(streams)))      # warm
+        if gc_freeze:   # every object made so far out of the collector's reach (a full collection's cost)
+            gc.collect()
+            gc.freeze()
+        t_full = time.perf_counter()
+        gc.collect(2)
+        t_full = time.perf_counter() - t_full
         counts = [0] * streams
         s0 = engine.stats()
+        gc0 = [g["collections"] for g in gc.get_stats()]
         main0, eng0 = time.thread_time(), _thread_cpu(engine._thread)
         t0 = time.perf_counter()
         _callgrind(True)
@@ -156,12 +207,14 @@ async def run(bundle, streams: int, max_tokens: int, step_ms: float, loop_kind: 
         wall = time.perf_counter() - t0
         eng1, main1 = _thread_cpu(engine._thread), time.thread_time()
         s1 = engine.stats()
+        gcs = [g["collections"] - c for g, c in zip(gc.get_stats(), gc0)]
     finally:
         await engine.stop()
     steps = s1.steps_total - s0.steps_total
     rows = s1.decode_rows_total - s0.decode_rows_total
     out = {"streams": streams, "tokens": sum(counts), "steps": steps, "row_steps": rows, "wall_s": wall,
-           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0]}
+           "engine_cpu_s": eng1 - eng0, "loop_cpu_s": main1 - main0, "load": open("/proc/loadavg").read().split()[0],
+           "gc": gcs, "gc_full_ms": t_full * 1e3}
     if prof is not None:
         out["stages"] = _stages(prof)
     if sums is not None:
@@ -193,7 +246,8 @@ def report(r: dict, profile: bool) -> str:
     lines = [f"{r['streams']:>4} streams: {r['tokens']} tokens, {r['steps']} steps ({rows / steps:.0f} rows a step) "
              f"in {r['wall_s']:.2f} s = {r['tokens'] / r['wall_s']:,.0f} tok/s; engine thread CPU "
              f"{r['engine_cpu_s'] * 1e6 / steps:,.0f} µs/step = {r['engine_cpu_s'] * 1e6 / rows:.1f} µs/row-step; "
-             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.1f} µs/row-step; load {r['load']}"]
+             f"event loop CPU {r['loop_cpu_s'] * 1e6 / rows:.2f} µs/row-step; gc collections (gen 0/1/2) "
+             f"{'/'.join(map(str, r['gc']))} (a full one before: {r['gc_full_ms']:.1f} ms); load {r['load']}"]
     for name, s in r.get("split", []):
         lines.append(f"      {name:<52} {s * 1e6 / steps:>7,.0f} µs/step {s * 1e6 / rows:>6.2f} µs/row-step")
     if profile:
@@ -256,10 +310,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="submit every request of the measured phase at once (the same steps in every run)")
     ap.add_argument("--isolated", action="store_true",
                     help="time schedule, build and sampling_rows alone over a steady batch, no engine")
+    ap.add_argument("--reader", choices=("iter", "batch", "sink"), default="iter",
+                    help="how each stream is read: async for (the GPU engine bench), next_batch with the latency "
+                         "observer (an in-process surface), or an HTTP worker's sink (aotx.engine_service)")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval in ms (Python's default: 5): how long a thread that wants the GIL "
+                         "waits before it asks the holder to drop it")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after the warm-up: the objects made so far never scanned again")
+    ap.add_argument("--uvloop", action="store_true",
+                    help="the readers' loop is uvloop's (the serving commands' loop: api.server.run_serving)")
     ap.add_argument("--callgrind", action="store_true",
                     help="re-run this under callgrind, instructions counted over the measured phase only")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.streams.split(",")]
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1e3)
     if args.callgrind:
         return _under_callgrind(argv if argv is not None else sys.argv[1:], levels)
     from kernels import load_model
@@ -270,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
             print(isolated(bundle, n), flush=True)
         return 0
     for n in levels:
-        r = asyncio.run(run(bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split,
-                              args.burst))
+        r = (__import__("uvloop").run if args.uvloop else asyncio.run)(run(
+            bundle, n, args.max_tokens, args.step_ms, args.loop, args.profile, args.split, args.burst, args.reader,
+            args.gc_freeze))
         print(report(r, args.profile), flush=True)
     return 0
 
