@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import socket
 from collections.abc import Callable, Coroutine
@@ -16,6 +17,7 @@ import uvicorn
 import uvloop
 
 T = TypeVar("T")
+log = logging.getLogger("aotx.http")
 KEEP_ALIVE_SECONDS = 75.0
 
 
@@ -56,19 +58,26 @@ class _Server(uvicorn.Server):
 
 async def serve_app(app, host: str, port: int, stop: asyncio.Event,
                     on_ready: Callable[[str, int], None] | None = None, *,
-                    sock: socket.socket | None = None, graceful_timeout: float = 2.0) -> None:
+                    sock: socket.socket | None = None, graceful_timeout: float = 2.0,
+                    freeze_gc: bool = False) -> None:
     """Serve until `stop` is set; then the listener closes, idle keep-alive connections close, the
     connections still answering get up to `graceful_timeout` seconds (api.drain ends those in time;
     then their tasks are cancelled) and the app's after_serving hooks run. `on_ready(host, port)` is
     called once the app's startup (before_serving) hooks have run, never when one failed (then
     StartupFailed). `sock`: a listening socket bound already (bind_socket, or one an HTTP worker got
     bound and not yet listening), so a caller can claim the port before it starts anything that
-    writes; otherwise host:port is bound here. Works on asyncio's loop and on uvloop."""
+    writes; otherwise host:port is bound here. Works on asyncio's loop and on uvloop. `freeze_gc` (the
+    serving commands): once started, everything made so far (the model, tables, the replayed state) is
+    collected once and moved out of the cyclic collector's reach (`freeze_startup`)."""
     sock = tcp_listener(sock if sock is not None else bind_socket(host, port))
     bound_port = sock.getsockname()[1]
     failure: list[str] = []
-    ready = (lambda: on_ready(host, bound_port)) if on_ready is not None else None
-    config = uvicorn.Config(_watch_startup(app, ready, failure), http="httptools", ws="none", lifespan="on",
+    def ready() -> None:
+        if freeze_gc:
+            freeze_startup()
+        if on_ready is not None:
+            on_ready(host, bound_port)
+    config = uvicorn.Config(_watch_startup(app, ready if on_ready is not None or freeze_gc else None, failure), http="httptools", ws="none", lifespan="on",
                             loop="none", interface="asgi3", proxy_headers=False, server_header=False,
                             access_log=False, log_config=None, log_level=logging.WARNING,
                             timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=graceful_timeout,
@@ -88,6 +97,17 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     finally:
         watcher.cancel()
         sock.close()
+
+
+def freeze_startup() -> None:
+    """Collect once, then freeze what is left (gc.freeze): a serving process holds hundreds of thousands
+    of long-lived objects from its start (the model's tables, the replayed state), and every full
+    collection walked them all, 19-24 ms with the GIL held in a loaded engine process (docs/PERFORMANCE.md,
+    s15-rows256: one landing mid-step cost the step's readers ~1.2 µs a row-step). Refcounting still frees
+    them; only a cycle among them made before the freeze stays until the process ends."""
+    gc.collect()
+    gc.freeze()
+    log.debug("gc: %d objects frozen after start-up", gc.get_freeze_count())
 
 
 def _watch_startup(app, ready: Callable[[], None] | None, failure: list[str]):

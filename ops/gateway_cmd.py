@@ -105,7 +105,7 @@ async def _serve(app, remote: RemoteRuntime, settings: GatewaySettings, name: st
               f"on nats subject {rpc_subject(name)}{tail}", file=sys.stderr, flush=True)
 
     try:
-        await serve_app(app, settings.host, settings.port, stop, on_ready=ready)
+        await serve_app(app, settings.host, settings.port, stop, on_ready=ready, freeze_gc=True)
     finally:
         await cancel_leftovers()
     return 0

@@ -80,7 +80,7 @@ async def _serve(spec: dict, text, config, settings: GatewaySettings, sock: sock
 
     try:
         await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock,
-                        graceful_timeout=graceful_timeout(settings.shutdown_grace))
+                        graceful_timeout=graceful_timeout(settings.shutdown_grace), freeze_gc=True)
     finally:
         watcher.cancel()
         await remote.stop()

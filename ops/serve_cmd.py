@@ -239,7 +239,7 @@ async def _serve(args: argparse.Namespace, service: ModelService, settings: Gate
 
     try:
         await serve_app(app, settings.host, settings.port, stop, on_ready=ready, sock=sock,
-                        graceful_timeout=graceful_timeout(settings.shutdown_grace))
+                        graceful_timeout=graceful_timeout(settings.shutdown_grace), freeze_gc=True)
     finally:
         await port.stop()   # a RoutedRuntime stops its rpc server and NATS client first, then the runtime
         await cancel_leftovers()

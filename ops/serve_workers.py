@@ -163,7 +163,7 @@ async def serve_with_workers(args, service: ModelService, settings: GatewaySetti
     try:
         await serve_app(app, "127.0.0.1", private.getsockname()[1], stop,
                         on_ready=lambda h, p: spawn(start_workers()), sock=private,
-                        graceful_timeout=graceful_timeout(settings.shutdown_grace))
+                        graceful_timeout=graceful_timeout(settings.shutdown_grace), freeze_gc=True)
     finally:
         if not workers.stopping or any(p.returncode is None for p in workers.procs):
             await workers.stop(worker_bound)
