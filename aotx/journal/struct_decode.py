@@ -107,7 +107,8 @@ class PayloadDecoder:
         structs = tuple(k[0] for k in kinds)
         decode = msgspec.msgpack.Decoder(Union[structs] if len(structs) > 1 else structs[0]).decode
         # the map header msgpack writes for each Struct's number of keys: exactly its keys, none twice
-        builds = {s: (b, bytes([0x80 | n]) if n <= 15 else b"\xde" + n.to_bytes(2, "big"),
+        # (compared as its first byte, an int, and for a map16 header its two count bytes after it)
+        builds = {s: (b, 0x80 | n if n <= 15 else 0xDE, None if n <= 15 else n.to_bytes(2, "big"),
                       _CHECKED if c is not None and getattr(c, "nothing", False) else c) for s, b, n, c in kinds}
 
         def payload_event(payload: bytes) -> Any:
@@ -116,8 +117,8 @@ class PayloadDecoder:
                     s = decode(payload)
                 except TypeError:   # msgspec: a map whose key is a map or an array (unhashable), in a field it does not type
                     return None
-                build, head, check = builds[s.__class__]
-                if not payload.startswith(head):
+                build, head, count, check = builds[s.__class__]
+                if payload[0] != head or (count is not None and payload[1:3] != count):
                     return None
                 if check is not None:   # deferred: checked now (where msgspec left a check), built when read
                     if check is not _CHECKED:

@@ -19,6 +19,7 @@ runtime (an operator's filler, say): it is counted and skipped, at boot and live
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -84,6 +85,9 @@ class Projector:
         # its tables stay read-only between applies, so readers cannot change it
         self.state = owned_copy(empty_state(self.capacities))
         self._applying = False   # inside applying(): the tables are unlocked for a run of feeds
+        # a Save's fields in their order, those fixed for this projector set (`_saved` fills in the others)
+        self._save_fields = {"source": self.source, "incarnation": self.incarnation, "generation": 0, "boot": "",
+                             "commit_digest": "", "pending_bytes": 0, "disk_error": None}
         self._writable(False)
 
     def _writable(self, on: bool) -> None:
@@ -251,9 +255,12 @@ class Projector:
 
     def _saved(self, slot: int, seq: int, boot: str, digest: bytes) -> None:
         """The receipt in `slot` saved by the record at `seq` (record_save_into, without Save's __init__)."""
-        save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields
-        save.__dict__.update(source=self.source, incarnation=self.incarnation, generation=seq, boot=boot,
-                             commit_digest=digest.hex(), pending_bytes=0, disk_error=None)
+        save = _new(Save)   # = Save(...) without its __init__ (a frozen dataclass): the same fields, in order
+        fields = save.__dict__
+        fields.update(self._save_fields)   # (source, incarnation, placeholders, pending_bytes 0, disk_error None:
+        fields["generation"] = seq         #  one C merge, then three stores, ~1/3 less than a keyword update)
+        fields["boot"] = boot
+        fields["commit_digest"] = digest.hex()
         self.state.saves[slot] = save
 
     def _absorb(self, t: Transfer, subject: str, seq: int) -> None:
@@ -344,6 +351,9 @@ def _subject_lineage_hash(subject: str) -> tuple[bytes, int] | None:
 
 
 _new = object.__new__
+if [f.name for f in dataclasses.fields(Save)] != ["source", "incarnation", "generation", "boot", "commit_digest",
+                                                  "pending_bytes", "disk_error"]:   # (Projector._save_fields' order)
+    raise TypeError("Save's fields changed: Projector._save_fields and _saved build them")
 # journal subject → (lineage, its hash) or None, as `_subject_lineage_hash` answers (the hot path's lookup)
 _SUBJECTS: dict[str, tuple[bytes, int] | None] = {}
 

@@ -60,6 +60,10 @@ _MSIZE = MEMBER.itemsize
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
+# a receipt row's sequence, operation key and terminal code (a retirement's scan: no other field unpacked)
+_SEQ_KEY_TERMINAL = struct.Struct("<17xQ16x16s6xB").unpack_from
+if [RECEIPT.fields[n][1] for n in ("sequence", "operation_key", "terminal")] != [17, 41, 63]:
+    raise TypeError("tables.RECEIPT moved a field _SEQ_KEY_TERMINAL reads")
 
 
 def apply(state: State, event: Event) -> State:
@@ -281,20 +285,19 @@ def _retire(state: State, e: ReceiptsRetired, prow: int, where: str) -> tuple[Ca
     floor = _u64_at(state.participants, prow * _PSIZE + _FLOOR_AT)[0]
     if not floor <= e.retry_floor <= e.op.sequence:
         raise ApplyError(f"{where}: retry floor {e.retry_floor} outside {floor}..{e.op.sequence}")
-    receipts = state.receipts
+    receipts, below = state.receipts, e.retry_floor
     freed: list[int] = []
     seqs: list[int] = []
     keys: list[bytes] = []
     saved = _SAVED_TERMINAL
     for slot in sorted(state.index.by_lineage.get(e.op.lineage, ())):   # ascending; one unpack of each row
-        row = _RECEIPT_ROW.unpack_from(receipts, slot * _RECEIPT_SIZE)
-        seq = row[2]   # (tables.RECEIPT_ROW: used, lineage, sequence, operation, operation_key, … terminal @10)
-        if seq < e.retry_floor:
-            if row[10] != saved:
+        seq, key, terminal = _SEQ_KEY_TERMINAL(receipts, slot * _RECEIPT_SIZE)
+        if seq < below:
+            if terminal != saved:
                 raise ApplyError(f"{where}: receipt of sequence {seq} is not terminal")
             freed.append(slot)
             seqs.append(seq)
-            keys.append(row[4])
+            keys.append(key)
 
     def write() -> None:
         state.index.drop_receipts(e.op.lineage, freed, seqs, keys)   # (the lineage looked up once)

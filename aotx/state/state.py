@@ -108,8 +108,7 @@ class Index:
     def drop_receipts(self, lineage: bytes, slots: list[int], sequences: list[int], keys: list[bytes]) -> None:
         """Forget the receipts in `slots` of one lineage (each with its sequence and key), in order (a
         retirement's): their sequence and key entries, their lineage's set, the slots freed for reuse."""
-        receipts, held, free = self.receipts, self.keys, self.free
-        mine = self.by_lineage.get(lineage)
+        receipts, held, free, push = self.receipts, self.keys, self.free, heapq.heappush
         for slot, sequence, key in zip(slots, sequences, keys):
             k = (lineage, sequence)
             if receipts.get(k) == slot:
@@ -120,11 +119,12 @@ class Index:
                 same.remove(slot)
                 if not same:
                     del held[k]
-            if mine is not None:
-                mine.discard(slot)
-            heapq.heappush(free, slot)
-        if mine is not None and not mine:
-            del self.by_lineage[lineage]
+            push(free, slot)
+        mine = self.by_lineage.get(lineage)
+        if mine is not None:
+            mine.difference_update(slots)   # (the lineage's set: each slot discarded, in one call)
+            if not mine:
+                del self.by_lineage[lineage]
 
 
 @dataclass(frozen=True)

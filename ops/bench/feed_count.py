@@ -10,7 +10,8 @@ fresh Projector the first `--messages` messages, then none: the difference ÷ `-
 feed's instructions a message, without the interpreter's start, the imports and the load.
 `--mode many`: boot's path (`Projector.feed_many`, 256 messages a call); `--mode follow`: a follower's
 (`Projector.feed` one by one inside `applying()`, runs of 256). Both runs check nothing but that the
-fed messages all applied; the counts do not depend on the machine's load.
+fed messages all applied; the counts do not depend on the machine's load (the child runs with one
+OpenBLAS thread: see `_grind`; compile the tree first, or an edited module's compile is counted).
 """
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ def feed(path: Path, count: int, mode: str) -> None:
 
 
 def _grind(path: Path, count: int, mode: str, out: Path) -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # one OpenBLAS thread: numpy's idle BLAS workers spin while the main thread works, and callgrind counts their
+    # spinning (~2–35 M instructions a run, depending on the timing: the counts moved by up to 17k a message)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
                     "ops.bench.feed_count", "--child", str(path), "--messages", str(count), "--mode", mode],
                    check=True, env=env, stderr=subprocess.DEVNULL)

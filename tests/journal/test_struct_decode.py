@@ -156,3 +156,19 @@ def test_a_map_keyed_by_a_map_is_declined_not_raised():
     assert REGISTRY.payload_decoder(kind.transfer)(payload) is None
     with pytest.raises(StoredCodecError, match="not msgpack: unhashable"):
         REGISTRY.decode(payload, kind.family, kind.transfer)
+
+
+@pytest.mark.parametrize("kind", JOURNALLED, ids=lambda k: k.tag)
+@settings(SETTINGS, max_examples=3)
+@given(data=st.data())
+def test_every_kinds_map_header_must_count_exactly_its_keys(kind, data):
+    """The decoder compares a payload's map header with the kind's key count (its first byte, and a map16's
+    count after it): a key written twice (the header counting one more) or the other header form is declined,
+    for kinds of up to 15 keys (fixmap) and of more (map16, memory.retained) alike."""
+    decode = REGISTRY.payload_decoder(kind.transfer)
+    pairs = list(unpack_body(REGISTRY.encode(data.draw(events(kind)))).items())
+    assert decode(_map(pairs)) is not None
+    assert decode(_map(pairs[:-1] + [(pairs[-1][0], pairs[-1][1]), pairs[-1]])) is None   # the last key twice
+    other = (b"\xde" + len(pairs).to_bytes(2, "big") if len(pairs) <= 15 else
+             b"\xdf" + len(pairs).to_bytes(4, "big"))   # the same count as map16 (or map32)
+    assert decode(other + _map(pairs)[1 if len(pairs) <= 15 else 3:]) is None
