@@ -11,6 +11,7 @@ import pytest
 from aotx.engine import SamplingParams
 from aotx.structured import ConstraintCompiler
 from kernels.token_mask import TokenMask
+from tests.driver_standin import use_standin_driver
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
@@ -343,11 +344,9 @@ async def test_the_gated_sampling_draws_the_classic_loops_tokens(make_real_engin
     def dtoh_async(dst, src, nbytes, stream_):
         stream_.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
 
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
+    use_standin_driver(monkeypatch, types.SimpleNamespace(
         Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
-        HostWord=SimWord))
-    for name in ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+        HostWord=SimWord), fresh=("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate"))
     engine = None
     try:
         module = importlib.import_module("kernels.cuda.overlap")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kernels.token_mask import TokenMask
+from tests.driver_standin import use_standin_driver
 from ops.bench.structured_host import HostPinned, SimStream, SimWord, _Event
 
 _MODULES = ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate")
@@ -26,11 +27,10 @@ def gated(monkeypatch):
     monkeypatch.setenv("AOTX_MASK_GATE", "1")   # the default; set against an outer AOTX_MASK_GATE=0
     memory: dict = {}
     stream = SimStream()
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
+    use_standin_driver(monkeypatch, types.SimpleNamespace(
         Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=lambda *a: None, HostWord=SimWord,
-        dtoh_async=lambda dst, src, n, s: s.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, n))))
-    for name in _MODULES:
-        monkeypatch.delitem(sys.modules, name, raising=False)
+        dtoh_async=lambda dst, src, n, s: s.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, n))),
+        fresh=_MODULES)
     yield importlib.import_module("kernels.cuda.overlap"), memory, stream
     for name in _MODULES:
         sys.modules.pop(name, None)

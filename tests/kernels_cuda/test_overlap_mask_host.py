@@ -14,6 +14,7 @@ import pytest
 
 from kernels.token_mask import TokenMask
 from ops.bench.structured_host import HostPinned
+from tests.driver_standin import use_standin_driver
 
 
 class _Event:
@@ -38,9 +39,7 @@ def overlap_over_standin(monkeypatch, event, device_ids: dict, modules=("kernels
     fake = types.SimpleNamespace(
         Pinned=HostPinned, Event=event, htod_pinned=lambda *a: None, dtod=dtod or (lambda *a: None),
         dtoh_async=lambda dst, src, nbytes, stream: ctypes.memmove(dst, device_ids[src].ctypes.data, nbytes))
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", fake)
-    for name in modules:
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    use_standin_driver(monkeypatch, fake, fresh=tuple(modules))
     return importlib.import_module("kernels.cuda.overlap")
 
 
@@ -114,9 +113,8 @@ class _Buffer:
 
 def _with_standin_driver(monkeypatch):
     """kernels.cuda.token_mask and kernels.cuda.logits imported afresh over a stand-in driver."""
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(Buffer=_Buffer))
-    monkeypatch.delitem(sys.modules, "kernels.cuda.token_mask", raising=False)
-    monkeypatch.delitem(sys.modules, "kernels.cuda.logits", raising=False)
+    use_standin_driver(monkeypatch, types.SimpleNamespace(Buffer=_Buffer),
+                       fresh=("kernels.cuda.token_mask", "kernels.cuda.logits"))
     return importlib.import_module("kernels.cuda.token_mask"), importlib.import_module("kernels.cuda.logits")
 
 
