@@ -32,6 +32,14 @@ _log = logging.getLogger("eventlog.connection")
 # errors that mean "the server cannot be reached": they begin (or continue) an outage
 _OUTAGE = (OSError, asyncio.TimeoutError, nats.errors.UnexpectedEOF, nats.errors.StaleConnectionError,
            nats.errors.ConnectionClosedError, nats.errors.NoServersError)
+# a server that accepted the connection and closed it before its INFO (it was stopping): nats-py raises
+# the plain Error class with this text, so it is told by the text
+_NO_INFO = "empty response from server when expecting INFO"
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Does this error mean the server cannot be reached (now)?"""
+    return isinstance(exc, _OUTAGE) or (type(exc) is nats.errors.Error and _NO_INFO in str(exc))
 
 
 class OutageLog:
@@ -50,7 +58,7 @@ class OutageLog:
         return self._since is not None
 
     async def error(self, exc: Exception) -> None:
-        if not isinstance(exc, _OUTAGE):   # not about reaching the server: every one is worth a line
+        if not is_outage(exc):   # not about reaching the server: every one is worth a line
             self.logger.log(self.level, "nats connection %s to %s: %s: %s", self.name, self.url,
                             type(exc).__name__, exc)
             return

@@ -112,3 +112,19 @@ async def test_a_fresh_recorder_connection_ends_the_callers_outage(tmp_path, cap
     finally:
         await rec.close()
         await server.stop_async()
+
+
+async def test_a_server_closing_before_its_info_is_part_of_the_outage(caplog):
+    """A reconnect that reaches a stopping server (the TCP accept, then EOF before INFO: nats-py raises the
+    plain Error class) is one more failure of the outage, not a line of its own (make test, s15: the
+    runtime's connection logged it beside the outage's line when SIGTERM reached nats-server first)."""
+    import nats.errors
+
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    outage = OutageLog(logging.getLogger(LOGGER), "t", "nats://127.0.0.1:4222")
+    await outage.error(nats.errors.UnexpectedEOF())
+    await outage.error(nats.errors.Error("nats: empty response from server when expecting INFO message"))
+    await outage.error(ConnectionRefusedError(111, "Connection refused"))
+    assert len(_warnings(caplog)) == 1 and outage.failures == 3, _warnings(caplog)
+    await outage.error(nats.errors.Error("nats: something else"))   # not about reaching it: a line each
+    assert len(_warnings(caplog)) == 2
