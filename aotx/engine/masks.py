@@ -45,10 +45,11 @@ class MaskOutOfStep(RuntimeError):
 class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
-    def __init__(self, sampled: Sequence[Seq], previous, last=False) -> None:
-        # rows: the sampled rows with a constraint; for each, as columns: its sequence, its matcher, the row of
-        # the previous launch's ids holding its pending token or -1, and the output index of that token / the
-        # tokens the matcher must have consumed; taken now, on the engine thread (one pass: it runs every step)
+    def __init__(self, sampled: Sequence[Seq], previous, last=False, lo: int = 0, hi: int | None = None) -> None:
+        # rows: the sampled rows with a constraint (of sampled[lo:hi]: a row group, aotx.engine.mask_groups); for
+        # each, as columns: its sequence, its matcher, the row of the previous launch's ids holding its pending
+        # token or -1, and the output index of that token / the tokens the matcher must have consumed; taken
+        # now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
         self._matchers: list = []     # each row's matcher
         self._seq_col: list = []
@@ -57,7 +58,7 @@ class LateMask:
         rows, matchers, seqs = self.rows.append, self._matchers.append, self._seq_col.append
         ids, index = self._id_col.append, self._index_col.append
         vocab, last_c, pending = 0, None, 0
-        for j, seq in enumerate(sampled):
+        for j, seq in enumerate(sampled) if not lo and hi is None else enumerate(sampled[lo:hi], lo):
             m = seq.matcher
             if m is None:
                 continue
