@@ -294,9 +294,12 @@ class CudaBackend:
             return np.empty(0, dtype=np.int32)
         return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
 
-    def sample_enqueue(self, logits, rows: SamplingRows) -> int:
+    def sample_enqueue(self, logits, rows: SamplingRows, parts=None, after=None) -> int:
         """Enqueue the sampling kernel; the ids land in ``sample_out`` (int32 [n]); returns n.
-        ``logits`` may be MaskedLogits (masked_logits, fused): the mask is read inside sample_rows."""
+        ``logits`` may be MaskedLogits (masked_logits, fused): the mask is read inside sample_rows.
+        `parts`: [(lo, hi, mask)], ranges of the rows covering them in order, each sampled by its own launch
+        of the kernel with its own mask (rows relative to lo; a constrained step in row groups:
+        kernels/cuda/sample_parts.py), `after(lo, hi)` called after each (the ids' copy of the range)."""
         self.dev.make_current()
         mask = None
         if isinstance(logits, MaskedLogits):
@@ -325,10 +328,18 @@ class CudaBackend:
             if host and (rows.adjust.pending >= 0).any():
                 raise ValueError("pending output tokens need the step's tokens on the device (sample its DeviceLogits)")
             scratch = self.adjust_bufs.enqueue(ptr, base, rows.adjust)
-        masking = (0, 0, 0) if mask is None else self.token_mask.sample_args(n, mask)
-        self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
-                      base + 24 * pad8, base + 24 * pad8 + 8 * n, base + 16 * pad8, base + 20 * pad8, scratch,
-                      self.sample_out, n, *masking)
+        if parts is None:
+            parts, after = ((0, n, mask),), None
+        else:       # (the mask buffers sized for the largest part first: no growth between the parts' gates)
+            self.token_mask.reserve(max(hi - lo for lo, hi, _ in parts), max(m.bits.nbytes for _, _, m in parts))
+        for lo, hi, part in parts:      # (a range's rows: each section of the arguments from its row lo on)
+            masking = (0, 0, 0) if part is None else self.token_mask.sample_args(hi - lo, part)
+            self.k.sample(ptr, base + 4 * lo, self.config.vocab_size, base + 4 * (pad8 + lo),
+                          base + 4 * (2 * pad8 + lo), base + 4 * (3 * pad8 + lo), base + 24 * pad8 + 8 * lo,
+                          base + 24 * pad8 + 8 * (n + lo), base + 4 * (4 * pad8 + lo), base + 4 * (5 * pad8 + lo),
+                          scratch, self.sample_out + 4 * lo, hi - lo, *masking)
+            if after is not None:
+                after(lo, hi)
         return n
 
     def _device_logits(self, logits) -> DeviceLogits:

@@ -15,17 +15,17 @@ from aotx.engine.masks import LateMask
 from .test_engine_structured import PERSON, QUESTION, compiler  # noqa: F401  (compiler: a fixture)
 
 
-def _params(compiler):
+def _params(compiler, penalties=True):
     c = compiler.json_schema(PERSON)
     o = compiler.json_object()
+    pen = {"presence_penalty": 0.5, "frequency_penalty": 0.3} if penalties else {}
     return [SamplingParams(max_tokens=40, temperature=0, constraint=c),
             SamplingParams(max_tokens=40, temperature=1.0, seed=7, constraint=c),
             SamplingParams(max_tokens=9, temperature=1.0, seed=5, constraint=c),     # ends first (group 1)
             SamplingParams(max_tokens=8, temperature=1.0, seed=3),                   # unconstrained
-            SamplingParams(max_tokens=30, temperature=0.8, seed=11, constraint=o,
-                           presence_penalty=0.5, frequency_penalty=0.3),
+            SamplingParams(max_tokens=30, temperature=0.8, seed=11, constraint=o, **pen),
             SamplingParams(max_tokens=12, temperature=0.7, seed=13, constraint=c),   # ends early (group 2)
-            SamplingParams(max_tokens=40, temperature=0.9, seed=17, constraint=c, frequency_penalty=0.4)]
+            SamplingParams(max_tokens=40, temperature=0.9, seed=17, constraint=c, **pen)]
 
 
 async def _ids(engine, prompt, params, late=()):
@@ -95,3 +95,102 @@ def test_groups_env():
     assert mask_groups.groups({}) == 1 and mask_groups.groups({"AOTX_MASK_GROUPS": "2"}) == 2
     with pytest.raises(ValueError):
         mask_groups.groups({"AOTX_MASK_GROUPS": "3"})
+
+
+@pytest.mark.parametrize("early", ["0", "1"])
+async def test_the_cuda_launchers_two_gated_ranges_draw_the_classic_loops_tokens(
+        make_real_engine, numpy_backend, chat_prompt, compiler, monkeypatch, early):
+    """CUDA's launcher over a simulated stream (the numpy backend's forward and sampler run by one thread in
+    order, a gated range's bits read only after the stream's wait for them): with AOTX_MASK_GROUPS=2 each
+    constrained step samples two ranges, each behind its own gate, the first range's ids copied back with an
+    event of their own, which the next step's first part reads before the launch ends (``first``); every
+    token id is the classic loop's."""
+    import ctypes
+    import importlib
+    import sys
+    import types
+
+    import numpy as np
+
+    from kernels.token_mask import TokenMask
+    from ops.bench.structured_host import HostPinned, SimStream, SimWord, _Event
+
+    from .test_engine_structured import _StreamedNumpy
+
+    class Grouped(_StreamedNumpy):
+        parts = 0
+
+        def sample_enqueue(self, logits, sampling, parts=None, after=None):
+            mask = None
+            if isinstance(logits, tuple):
+                logits, mask = logits
+            if parts is None:
+                return super().sample_enqueue((logits, mask) if mask is not None else logits, sampling)
+            for lo, hi, part in parts:
+                self.gated += 1
+                self.parts += 1
+                part.gate(self.stream)
+
+                def run(lo=lo, hi=hi, part=part):
+                    arr = self.np.masked_logits(logits.get(), TokenMask(np.asarray(part.rows) + lo,
+                                                                        np.array(part.bits)))
+                    out = np.asarray(self.np.sample(arr, sampling), dtype=np.int32)   # (rows drawn apart)
+                    have = self.memory.get(self.sample_out)
+                    if have is None or len(have) != len(out):
+                        have = self.memory[self.sample_out] = np.full(len(out), -7, np.int32)
+                    have[lo:hi] = out[lo:hi]
+                self.stream.put(run)
+                after(lo, hi)
+            return logits.rows
+
+    monkeypatch.setenv("AOTX_MASK_GATE", "1")
+    monkeypatch.setenv("AOTX_MASK_EARLY", early)
+    # (no penalties: the stand-in samples on the host, where a pending token's count is not resolved)
+    prompt, params = chat_prompt(QUESTION), _params(compiler, penalties=False)
+    classic = await _ids(make_real_engine(overlap=False), prompt, params)
+    monkeypatch.setenv("AOTX_MASK_GROUPS", "2")
+    memory: dict = {}
+    stream = SimStream()
+    out = Grouped.sample_out
+
+    def dtod(dst, src, nbytes, stream_):
+        def op():
+            base = Grouped.TOKENS
+            memory[base][(dst - base) // 4:(dst - base) // 4 + nbytes // 4] = \
+                memory[out][(src - out) // 4:][:nbytes // 4]
+        stream_.put(op)
+
+    def dtoh_async(dst, src, nbytes, stream_):
+        stream_.put(lambda: ctypes.memmove(dst, memory[out].ctypes.data + (src - out), nbytes))
+
+    early_reads = []
+    modules = ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate",
+               "kernels.cuda.sample_parts")
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
+        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
+        HostWord=SimWord))
+    for name in modules:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    engine = None
+    try:
+        module = importlib.import_module("kernels.cuda.overlap")
+        parts = importlib.import_module("kernels.cuda.sample_parts")
+        real_ids = parts.FirstIds.ids
+
+        def ids(self):
+            got = real_ids(self)
+            early_reads.append(len(got))
+            return got
+        monkeypatch.setattr(parts.FirstIds, "ids", ids)
+        launcher = module.CudaStepLauncher(Grouped(numpy_backend, memory, stream))
+        assert launcher.gate is not None and len(launcher.gate._slots) == 4
+        engine = make_real_engine(backend=launcher.backend, launcher=launcher)
+        assert await _ids(engine, prompt, params) == classic
+        assert launcher.backend.parts > 10 and launcher.gate.issued == launcher.backend.gated
+        assert len(early_reads) > 5, early_reads
+    finally:
+        if engine is not None:
+            await engine.stop()
+        for name in modules:
+            sys.modules.pop(name, None)
+        stream.close()
