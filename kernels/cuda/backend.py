@@ -18,7 +18,7 @@ from kernels.cuda import decode_plan, driver, flash_plan, fused_policy, lean_pla
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels
 from kernels.cuda.logits import DeviceLogits
-from kernels.cuda.sample_args import sample_args
+from kernels.cuda.sample_args import launch_ranges, sample_args
 from kernels.cuda.step_graphs import StepGraphs, step_graphs_enabled
 from kernels.cuda.step_plan import step_plan
 from kernels.cuda.token_mask import FUSED as FUSED_MASK, DeviceTokenMask, MaskedLogits
@@ -332,14 +332,8 @@ class CudaBackend:
             parts, after = ((0, n, mask),), None
         else:       # (the mask buffers sized for the largest part first: no growth between the parts' gates)
             self.token_mask.reserve(max(hi - lo for lo, hi, _ in parts), max(m.bits.nbytes for _, _, m in parts))
-        for lo, hi, part in parts:      # (a range's rows: each section of the arguments from its row lo on)
-            masking = (0, 0, 0) if part is None else self.token_mask.sample_args(hi - lo, part)
-            self.k.sample(ptr, base + 4 * lo, self.config.vocab_size, base + 4 * (pad8 + lo),
-                          base + 4 * (2 * pad8 + lo), base + 4 * (3 * pad8 + lo), base + 24 * pad8 + 8 * lo,
-                          base + 24 * pad8 + 8 * (n + lo), base + 4 * (4 * pad8 + lo), base + 4 * (5 * pad8 + lo),
-                          scratch, self.sample_out + 4 * lo, hi - lo, *masking)
-            if after is not None:
-                after(lo, hi)
+        launch_ranges(self.k, ptr, base, pad8, n, self.config.vocab_size, scratch, self.sample_out, parts,
+                      self.token_mask.sample_args if mask is not None else None, after)
         return n
 
     def _device_logits(self, logits) -> DeviceLogits:

@@ -219,7 +219,7 @@ class CudaStepLauncher:
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
             if sub is not None and self.gated and getattr(mask, "deferred", False) and hasattr(mask, "bounds"):
-                sample_grouped(self, handle, sub, sampling, mask)   # (rows in groups: aotx.engine.mask_groups)
+                sample_grouped(self, handle, sub, sampling, mask, driver)   # (rows in groups: aotx.engine.mask_groups)
             elif (sub is not None and self.gated and getattr(mask, "deferred", False)
                     and hasattr(mask, "into") and hasattr(mask, "when_ready")):
                 self._sample_gated(handle, sub, sampling, mask)

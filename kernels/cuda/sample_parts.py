@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.cuda import driver
 from kernels.cuda.mask_gate import GatedBits
 from kernels.cuda.step_timing import StepTimeline
 
@@ -52,10 +51,11 @@ class FirstIds:
         return self._ids
 
 
-def sample_grouped(launcher, handle, sub, sampling, groups) -> None:
+def sample_grouped(launcher, handle, sub, sampling, groups, driver) -> None:
     """`handle`'s sampling of `sub` (every sampled row) in `groups`' ranges (aotx.engine.mask_groups
     .MaskGroups: ``bounds`` and ``parts``), each behind its gate; the ids' copy after each, the first range's
-    event (``handle.first``) and the end event. Each part's gate opens once its mask is computed."""
+    event (``handle.first``) and the end event. Each part's gate opens once its mask is computed. `driver`:
+    the launcher's (kernels.cuda.driver, or the CPU tests' stand-in)."""
     be, gate = launcher.backend, launcher.gate
     stream = be.dev.stream
     events = getattr(launcher, "_first_events", None)
