@@ -35,19 +35,24 @@ class FirstIds:
         self._ids: np.ndarray | None = None
 
     def ids(self) -> np.ndarray:
+        """Not under the launch's lock: the engine thread holds it while it waits for the whole launch, which
+        waits for the second range's mask, which the worker fills after the first's (the caller, often)."""
         if self._ids is None:
             h = self.whole
-            with h._lock:           # (the whole launch's read-back copies the same memory under it)
-                if h._ids is not None:
-                    self._ids = h._ids[:self.n]
-                else:
-                    if h.error is not None:
-                        raise h.error
-                    h.launcher.backend.dev.make_current()
-                    self._event.synchronize()
-                    if h.error is not None:     # its gated mask failed (set before its gate opened)
-                        raise h.error
-                    self._ids = h.arena.buf.view(np.int32, self.n, h.offset).copy()
+            if h._ids is None:
+                if h.error is not None:
+                    raise h.error
+                h.launcher.backend.dev.make_current()
+                self._event.synchronize()
+                if h.error is not None:     # its gated mask failed (set before its gate opened)
+                    raise h.error
+                got = h.arena.buf.view(np.int32, self.n, h.offset).copy()
+                # the arena is reused only after the whole launch is read back (Staging.begin drains it): where
+                # that read-back came first, its copy is the one to trust
+                if h._ids is None:
+                    self._ids = got
+                    return got
+            self._ids = h._ids[:self.n]
         return self._ids
 
 

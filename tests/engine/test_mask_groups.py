@@ -179,7 +179,7 @@ async def test_the_cuda_launchers_two_gated_ranges_draw_the_classic_loops_tokens
 
         def ids(self):
             got = real_ids(self)
-            early_reads.append(len(got))
+            early_reads.append(got.base is None)     # (not a slice of the whole launch's read-back: before it)
             return got
         monkeypatch.setattr(parts.FirstIds, "ids", ids)
         launcher = module.CudaStepLauncher(Grouped(numpy_backend, memory, stream))
@@ -187,7 +187,9 @@ async def test_the_cuda_launchers_two_gated_ranges_draw_the_classic_loops_tokens
         engine = make_real_engine(backend=launcher.backend, launcher=launcher)
         assert await _ids(engine, prompt, params) == classic
         assert launcher.backend.parts > 10 and launcher.gate.issued == launcher.backend.gated
-        assert len(early_reads) > 5, early_reads
+        # (handed over at the launch, AOTX_MASK_EARLY=1, the worker reads the first range before the launch's
+        # read-back, at least sometimes; handed over at the read-back, =0, never)
+        assert len(early_reads) > 5 and any(early_reads) is (early == "1"), early_reads
     finally:
         if engine is not None:
             await engine.stop()
