@@ -133,16 +133,14 @@ def bench(args) -> list[dict]:
             tok_s = dict(re.findall(r"^\| (plain|json_schema) \| \d+ \| ([\d.]+) \|", text, re.M))
             rounds = re.search(r"json_schema / plain in each round \(the same round's plain\): ([\d., ]+); median "
                                r"([\d.]+)x", text)
-            step = re.findall(r"^\| json_schema \|.*$", text, re.M)
             rows.append({"run": len(rows) + 1, "groups": groups, "rc": got.returncode,
                          "plain": float(tok_s.get("plain", "nan")), "json": float(tok_s.get("json_schema", "nan")),
                          "rounds": rounds.group(1) if rounds else "?",
-                         "median": float(rounds.group(2)) if rounds else float("nan"),
-                         "step": step[-1] if len(step) > 1 else ""})
+                         "median": float(rounds.group(2)) if rounds else float("nan")})
             r = rows[-1]
             print(f"[groups_check] run {r['run']} groups {groups}: rc {got.returncode}, plain {r['plain']:.0f}, "
                   f"json_schema {r['json']:.0f} tok/s, rounds {r['rounds']}, median {r['median']:.3f}x", flush=True)
-    print(f"\n| run | AOTX_MASK_GROUPS | plain tok/s (best) | json_schema (best) | ÷ each round | median |")
+    print("\n| run | AOTX_MASK_GROUPS | plain tok/s (best) | json_schema (best) | ÷ each round | median |")
     print("|---:|---:|---:|---:|---|---:|")
     for r in rows:
         print(f"| {r['run']} | {r['groups']} | {r['plain']:.0f} | {r['json']:.0f} | {r['rounds']} | "

@@ -87,7 +87,8 @@ async def test_two_groups_draw_the_classic_loops_and_one_groups_tokens(make_real
     if not late:
         assert one == classic
     assert two == one
-    assert made.count("MaskGroups") >= 8 and len(followed) >= 8 and all(all(map(all, f)) for f in followed), (made, followed)
+    assert made.count("MaskGroups") >= 8 and len(followed) >= 8, (made, followed)
+    assert all(all(map(all, f)) for f in followed), followed
     assert checked.count(True) >= 5, checked
 
 
