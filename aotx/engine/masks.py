@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from aotx.engine import mask_check
+from aotx.engine import mask_check, mask_plan as _plans
 from aotx.engine.latch import Latch as _Latch
 from aotx.engine.mask_plan import MaskPlan as _Plan
 from aotx.engine.sequence import Sequence as Seq
@@ -278,9 +278,9 @@ class LateMask:
         if self._plan is None:
             try:
                 self._plan = _Plan.build(self._matchers, self._id_col, self._index_col, self.rows,
-                                         _LAST[0]()) or False
+                                         _plans.last_for(self.rows)) or False
                 if self._plan:
-                    _LAST[0] = weakref.ref(self._plan)
+                    _plans.remember(self._plan)
             except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
                 log.exception("a token mask's plan could not be built (rows %s)", self.rows)
                 self._plan = False
@@ -376,11 +376,6 @@ def _batch():
         from aotx.structured import batch
         _BATCH.append(batch)
     return _BATCH[0]
-
-
-# the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
-# launch order): the next one shares its lists where its rows are the same
-_LAST: list = [lambda: None]
 
 
 # the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering
