@@ -167,9 +167,13 @@ async def test_the_cuda_launchers_two_gated_ranges_draw_the_classic_loops_tokens
     early_reads = []
     modules = ("kernels.cuda.overlap", "kernels.cuda.step_timing", "kernels.cuda.mask_gate",
                "kernels.cuda.sample_parts")
-    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", types.SimpleNamespace(
-        Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
-        HostWord=SimWord))
+    import kernels.cuda
+    standin = types.SimpleNamespace(Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod,
+                                    dtoh_async=dtoh_async, HostWord=SimWord)
+    monkeypatch.setitem(sys.modules, "kernels.cuda.driver", standin)
+    # (and the package's attribute: where a test before this one imported the real driver, `from kernels.cuda
+    # import driver` would take it from there)
+    monkeypatch.setattr(kernels.cuda, "driver", standin, raising=False)
     for name in modules:
         monkeypatch.delitem(sys.modules, name, raising=False)
     engine = None
