@@ -152,6 +152,11 @@ class MaskGroups:
         for p in self.parts:
             p.when_ready(one)
 
+    def run(self) -> None:
+        """Each part's ``run``, in order (where no worker fills them: the classic loop's ``__call__``, tests)."""
+        for p in self.parts:
+            p.run()
+
     def __call__(self) -> TokenMask:
         """One TokenMask of every part's rows (each part computed here unless the worker has it)."""
         got = [p() for p in self.parts]

@@ -5,6 +5,7 @@ an unconstrained row beside them, seeded and penalised constrained rows; steady 
 launch before's part of the same range, and most read-backs are checked for the step at once."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from aotx.engine import SamplingParams
@@ -201,3 +202,32 @@ async def test_the_cuda_launchers_two_gated_ranges_draw_the_classic_loops_tokens
         for name in modules:
             sys.modules.pop(name, None)
         stream.close()
+
+
+@pytest.mark.parametrize("consume_first", [False, True], ids=["check-first", "consume-first"])
+def test_two_groups_walk_gives_each_rows_answers_and_matchers_as_a_mask_a_row_told(compiler, bundle, monkeypatch,
+                                                                                   consume_first):
+    """tests/engine/test_mask_bookkeeping's walk (six rows one step behind: row 2, of the first group, draws a
+    refused token at step 3 and ends; row 4, of the second, ends after step 2; row 6 joins at step 2) with the
+    runner's masks in two row groups: every read-back's answers, every step's bits (both parts' rows as one mask's)
+    and every matcher's state are those of masks told a row at a time; steady steps take each part from the one
+    before (steps 1, 4 and 6)."""
+    from .test_engine_structured import compiler as _  # noqa: F401
+    from .test_mask_bookkeeping import _walk
+    made = []
+    real = MaskGroups.following
+
+    def spy(self, previous):
+        made.append([len(p.rows) for p in self.parts])
+        return real(self, previous)
+
+    monkeypatch.setattr(MaskGroups, "following", spy)
+    told = _walk(compiler, bundle.tokenizer, consume_first, "8", monkeypatch)
+    grouped = _walk(compiler, bundle.tokenizer, consume_first, "8", monkeypatch, chained=True,
+                    step_masks=mask_groups.step_masks)
+    checks = grouped.pop()
+    assert len(told) == len(grouped)
+    for a, b in zip(told, grouped):
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+    assert len(checks) == 6 and checks[3] is False and checks.count(True) >= 2, checks
+    assert made == [[3, 3], [3, 3], [2, 3]], made
