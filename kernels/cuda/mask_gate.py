@@ -51,8 +51,9 @@ def wanted(backend) -> bool:
     return os.environ.get("AOTX_MASK_GATE", "1") != "0" and bool(getattr(backend, "gated_masks", False))
 
 
-def available(stream) -> "MaskGate | None":
-    """A gate for ``stream``, or None where the driver (or a stand-in of it) has no stream waits."""
+def available(stream, groups: int = 1) -> "MaskGate | None":
+    """A gate for ``stream``, or None where the driver (or a stand-in of it) has no stream waits; `groups`:
+    the masks a launch gates (a constrained step in row groups: kernels/cuda/sample_parts.py)."""
     if not hasattr(driver, "HostWord"):
         return None
     try:
@@ -64,19 +65,20 @@ def available(stream) -> "MaskGate | None":
     except RuntimeError:  # (CUDA_ERROR_NOT_SUPPORTED)
         word.free()
         return None
-    return MaskGate(word)
+    return MaskGate(word, groups)
 
 
 class MaskGate:
-    def __init__(self, word) -> None:
+    def __init__(self, word, groups: int = 1) -> None:
         self.word = word
         self.issued = 0
-        self._slots: list[list] = [[None, None], [None, None]]    # [Pinned, the launch that used it last]
+        # [Pinned, the launch that used it last]: two launches' masks (a slot is reused two launches on)
+        self._slots: list[list] = [[None, None] for _ in range(2 * groups)]
         self._i = 0
 
     def bits_for(self, rows: int, words: int, handle) -> tuple[np.ndarray, int]:
         """A page-locked uint32 [rows, words] for `handle`'s mask, and its address."""
-        self._i ^= 1
+        self._i = (self._i + 1) % len(self._slots)
         slot = self._slots[self._i]
         if slot[1] is not None:
             slot[1].drain()           # its copy has run (the stream is past that launch)
