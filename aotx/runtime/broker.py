@@ -46,6 +46,7 @@ class BrokerStats:
     pushed: int = 0         # deltas and wake-ups queued
     wakeups: int = 0        # takes by readers (each a reader woken)
     overflows: int = 0      # queues that filled up (their readers resync)
+    everyone: int = 0       # changes that woke every reader (resync_all: a boot, grants, announcements lost)
 
 
 @dataclass
@@ -216,6 +217,7 @@ class Broker:
 
     def resync_all(self) -> None:
         """Every reader reads again (a runtime boot, grants or principals reloaded, announcements lost)."""
+        self.stats.everyone += 1
         for sub in list(self._all):
             sub.wake()
 
