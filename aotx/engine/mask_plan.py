@@ -4,7 +4,6 @@ built by the mask worker before the read-back, shared with the last plan where t
 from __future__ import annotations
 
 import operator
-import weakref
 
 import numpy as np
 
@@ -91,21 +90,3 @@ class MaskPlan:
 # what a steady step's plan shares with the last one as it is (MaskPlan.build)
 _STEADY = ("matchers", "lls", "tokens", "order", "pending", "pending_matchers", "pending_lls", "pending_tokens",
            "id_rows", "id_list", "idle", "idle_tokens", "pairs", "rows", "row_list", "ok_seen")
-
-
-# the plan built last, and the one before, while their masks live (LateMask.prepare: the mask worker builds them
-# one at a time, in launch order): the next one shares its lists where its rows are the same (with two row groups,
-# aotx.engine.mask_groups, the plans of the two groups alternate: each shares its own group's)
-_LAST: list = [lambda: None, lambda: None]
-
-
-def last_for(rows: list) -> "MaskPlan | None":
-    """The last plan over these very rows (a steady step's, LateMask.following: its group's), else the last one."""
-    for ref in _LAST:
-        if (plan := ref()) is not None and plan.row_list is rows:
-            return plan
-    return _LAST[0]()
-
-
-def remember(plan: MaskPlan) -> None:
-    _LAST[:] = [weakref.ref(plan), _LAST[0]]

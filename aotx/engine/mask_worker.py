@@ -67,7 +67,7 @@ class MaskWorker:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._held: list = []              # masks waiting for their previous launch to be read back
+        self._held = None                  # a mask waiting for its previous launch to be read back
         self.started = 0                   # masks handed to the thread (tests, benches)
         self.enabled = os.environ.get("AOTX_MASK_WORKER", "1") != "0"
         # the worker consumes the tokens read back, before it fills (AOTX_MASK_CONSUME=engine: the engine
@@ -78,19 +78,13 @@ class MaskWorker:
         # before's ids itself: no hand-over at read-back (the default since session 12's H100 run:
         # json_schema / plain 0.715-0.756x -> 0.834-0.854x at 64 streams; AOTX_MASK_EARLY=0: at read-back)
         self.early = self.consumes and os.environ.get("AOTX_MASK_EARLY", "1") != "0"
-        # a constrained step's rows in two groups, each its own mask (aotx.engine.mask_groups; AOTX_MASK_GROUPS)
-        from aotx.engine.mask_groups import groups
-        self.groups = groups()
 
     consumes = True     # (the matcher processes' worker: False, its consume is the frame it sends)
 
-    def step_mask(self, sampled, previous=None, last=False):
+    @staticmethod
+    def step_mask(sampled, previous=None, last=False):
         """The launch's mask (aotx.engine.masks.step_mask, chained to `last`, the launch before's mask, where
-        the runner gives it; in two row groups with AOTX_MASK_GROUPS=2: mask_groups; the process path's own:
-        mask_procs)."""
-        if self.groups == 2:
-            from aotx.engine.mask_groups import step_masks
-            return step_masks(sampled, previous, last)
+        the runner gives it; the process path's own: mask_procs)."""
         from aotx.engine.masks import step_mask
         return step_mask(sampled, previous, last)
 
@@ -107,35 +101,30 @@ class MaskWorker:
         return True
 
     def handed(self, mask) -> None:
-        """`mask`'s launch is enqueued: fill it now, or once its previous launch is read back. A mask in row
-        groups (aotx.engine.mask_groups) is its parts, in order: once one is held, so are those after it (the
-        gates open in launch order)."""
-        held, self._held = self._held, []
-        for part in held:              # (never read back: its launch failed) consumed where it is filled
-            self._submit(part)
-        for part in getattr(mask, "parts", None) or (mask,):
-            if self._held or (part.reads_previous
-                              and not (self.early and getattr(part, "worker_consumes", False))):
-                self._held.append(part)
-                prepare = getattr(part, "prepare", None)
-                if prepare is not None:     # (what llguidance is handed, built while the thread waits anyway)
-                    self._start()
-                    self._jobs.put(prepare)
-            else:
-                self._submit(part)
+        """`mask`'s launch is enqueued: fill it now, or once its previous launch is read back."""
+        if self._held is not None:     # (never read back: its launch failed) consumed where it is filled
+            self._submit(self._held)
+        self._held = None
+        if mask.reads_previous and not (self.early and getattr(mask, "worker_consumes", False)):
+            self._held = mask
+            prepare = getattr(mask, "prepare", None)
+            if prepare is not None:     # (what llguidance is handed, built while the thread waits anyway)
+                self._start()
+                self._jobs.put(prepare)
+        else:
+            self._submit(mask)
 
     def read_back(self, launched) -> None:
-        """The engine thread has read `launched`'s ids: the held masks are handed to the worker, which
+        """The engine thread has read `launched`'s ids: the held mask is handed to the worker, which
         consumes them, then fills (``consumes``; else they are consumed here, on the engine thread)."""
-        held = self._held
-        if held and getattr(held[-1].previous, "whole", held[-1].previous) is launched:
-            self._held = []
-            for mask in held:
-                try:
-                    if not getattr(mask, "worker_consumes", False):
-                        mask.consume()
-                finally:
-                    self._submit(mask)
+        mask = self._held
+        if mask is not None and mask.previous is launched:
+            self._held = None
+            try:
+                if not getattr(mask, "worker_consumes", False):
+                    mask.consume()
+            finally:
+                self._submit(mask)
 
     def _start(self) -> None:
         if self._thread is None:
@@ -149,7 +138,8 @@ class MaskWorker:
         self._jobs.put(mask.run)
 
     def close(self) -> None:
-        self._held = []                # nobody waits for them any more; the thread is told to stop
+        if self._held is not None:     # nobody waits for it any more; its thread is told to stop
+            self._held = None
         if self._thread is not None:
             self._jobs.put(None)
             self._thread.join()

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from aotx.engine import mask_check, mask_plan as _plans
+from aotx.engine import mask_check
 from aotx.engine.latch import Latch as _Latch
 from aotx.engine.mask_plan import MaskPlan as _Plan
 from aotx.engine.sequence import Sequence as Seq
@@ -45,11 +45,10 @@ class MaskOutOfStep(RuntimeError):
 class LateMask:
     """The mask of one launch, computed once, by whoever runs it first (see the module docstring)."""
 
-    def __init__(self, sampled: Sequence[Seq], previous, last=False, lo: int = 0, hi: int | None = None) -> None:
-        # rows: the sampled rows with a constraint (of sampled[lo:hi]: a row group, aotx.engine.mask_groups); for
-        # each, as columns: its sequence, its matcher, the row of the previous launch's ids holding its pending
-        # token or -1, and the output index of that token / the tokens the matcher must have consumed; taken
-        # now, on the engine thread (one pass: it runs every step)
+    def __init__(self, sampled: Sequence[Seq], previous, last=False) -> None:
+        # rows: the sampled rows with a constraint; for each, as columns: its sequence, its matcher, the row of
+        # the previous launch's ids holding its pending token or -1, and the output index of that token / the
+        # tokens the matcher must have consumed; taken now, on the engine thread (one pass: it runs every step)
         self.rows: list[int] = []
         self._matchers: list = []     # each row's matcher
         self._seq_col: list = []
@@ -58,7 +57,7 @@ class LateMask:
         rows, matchers, seqs = self.rows.append, self._matchers.append, self._seq_col.append
         ids, index = self._id_col.append, self._index_col.append
         vocab, last_c, pending = 0, None, 0
-        for j, seq in enumerate(sampled) if not lo and hi is None else enumerate(sampled[lo:hi], lo):
+        for j, seq in enumerate(sampled):
             m = seq.matcher
             if m is None:
                 continue
@@ -278,9 +277,9 @@ class LateMask:
         if self._plan is None:
             try:
                 self._plan = _Plan.build(self._matchers, self._id_col, self._index_col, self.rows,
-                                         _plans.last_for(self.rows)) or False
+                                         _LAST[0]()) or False
                 if self._plan:
-                    _plans.remember(self._plan)
+                    _LAST[0] = weakref.ref(self._plan)
             except Exception:   # (never seen: lists of what the rows hold) the consume takes the general path
                 log.exception("a token mask's plan could not be built (rows %s)", self.rows)
                 self._plan = False
@@ -376,6 +375,11 @@ def _batch():
         from aotx.structured import batch
         _BATCH.append(batch)
     return _BATCH[0]
+
+
+# the plan built last, while its mask lives (LateMask.prepare: the mask worker builds them one at a time, in
+# launch order): the next one shares its lists where its rows are the same
+_LAST: list = [lambda: None]
 
 
 # the mask whose bits are in a given memory (by address: `into`), so that an earlier one stops answering

@@ -18,7 +18,7 @@ from kernels.cuda import decode_plan, driver, flash_plan, fused_policy, lean_pla
 from kernels.cuda.adjust_buffers import AdjustBuffers
 from kernels.cuda.launchers import Kernels
 from kernels.cuda.logits import DeviceLogits
-from kernels.cuda.sample_args import launch_ranges, sample_args
+from kernels.cuda.sample_args import sample_args
 from kernels.cuda.step_graphs import StepGraphs, step_graphs_enabled
 from kernels.cuda.step_plan import step_plan
 from kernels.cuda.token_mask import FUSED as FUSED_MASK, DeviceTokenMask, MaskedLogits
@@ -294,12 +294,9 @@ class CudaBackend:
             return np.empty(0, dtype=np.int32)
         return driver.dtoh(np.empty(n, dtype=np.int32), self.sample_out, self.dev.stream)
 
-    def sample_enqueue(self, logits, rows: SamplingRows, parts=None, after=None) -> int:
+    def sample_enqueue(self, logits, rows: SamplingRows) -> int:
         """Enqueue the sampling kernel; the ids land in ``sample_out`` (int32 [n]); returns n.
-        ``logits`` may be MaskedLogits (masked_logits, fused): the mask is read inside sample_rows.
-        `parts`: [(lo, hi, mask)], ranges of the rows covering them in order, each sampled by its own launch
-        of the kernel with its own mask (rows relative to lo; a constrained step in row groups:
-        kernels/cuda/sample_parts.py), `after(lo, hi)` called after each (the ids' copy of the range)."""
+        ``logits`` may be MaskedLogits (masked_logits, fused): the mask is read inside sample_rows."""
         self.dev.make_current()
         mask = None
         if isinstance(logits, MaskedLogits):
@@ -328,12 +325,10 @@ class CudaBackend:
             if host and (rows.adjust.pending >= 0).any():
                 raise ValueError("pending output tokens need the step's tokens on the device (sample its DeviceLogits)")
             scratch = self.adjust_bufs.enqueue(ptr, base, rows.adjust)
-        if parts is None:
-            parts, after = ((0, n, mask),), None
-        else:       # (the mask buffers sized for the largest part first: no growth between the parts' gates)
-            self.token_mask.reserve(max(hi - lo for lo, hi, _ in parts), max(m.bits.nbytes for _, _, m in parts))
-        launch_ranges(self.k, ptr, base, pad8, n, self.config.vocab_size, scratch, self.sample_out, parts,
-                      self.token_mask.sample_args if mask is not None else None, after)
+        masking = (0, 0, 0) if mask is None else self.token_mask.sample_args(n, mask)
+        self.k.sample(ptr, base, self.config.vocab_size, base + 4 * pad8, base + 8 * pad8, base + 12 * pad8,
+                      base + 24 * pad8, base + 24 * pad8 + 8 * n, base + 16 * pad8, base + 20 * pad8, scratch,
+                      self.sample_out, n, *masking)
         return n
 
     def _device_logits(self, logits) -> DeviceLogits:

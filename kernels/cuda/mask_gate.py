@@ -51,9 +51,8 @@ def wanted(backend) -> bool:
     return os.environ.get("AOTX_MASK_GATE", "1") != "0" and bool(getattr(backend, "gated_masks", False))
 
 
-def available(stream, groups: int = 1) -> "MaskGate | None":
-    """A gate for ``stream``, or None where the driver (or a stand-in of it) has no stream waits; `groups`:
-    the masks a launch gates (a constrained step in row groups: kernels/cuda/sample_parts.py)."""
+def available(stream) -> "MaskGate | None":
+    """A gate for ``stream``, or None where the driver (or a stand-in of it) has no stream waits."""
     if not hasattr(driver, "HostWord"):
         return None
     try:
@@ -65,20 +64,19 @@ def available(stream, groups: int = 1) -> "MaskGate | None":
     except RuntimeError:  # (CUDA_ERROR_NOT_SUPPORTED)
         word.free()
         return None
-    return MaskGate(word, groups)
+    return MaskGate(word)
 
 
 class MaskGate:
-    def __init__(self, word, groups: int = 1) -> None:
+    def __init__(self, word) -> None:
         self.word = word
         self.issued = 0
-        # [Pinned, the launch that used it last]: two launches' masks (a slot is reused two launches on)
-        self._slots: list[list] = [[None, None] for _ in range(2 * groups)]
+        self._slots: list[list] = [[None, None], [None, None]]    # [Pinned, the launch that used it last]
         self._i = 0
 
     def bits_for(self, rows: int, words: int, handle) -> tuple[np.ndarray, int]:
         """A page-locked uint32 [rows, words] for `handle`'s mask, and its address."""
-        self._i = (self._i + 1) % len(self._slots)
+        self._i ^= 1
         slot = self._slots[self._i]
         if slot[1] is not None:
             slot[1].drain()           # its copy has run (the stream is past that launch)

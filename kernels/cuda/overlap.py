@@ -36,7 +36,6 @@ import numpy as np
 from kernels.cuda import driver
 from kernels.cuda.copy_runs import runs
 from kernels.cuda.mask_gate import GatedBits, available, wanted
-from kernels.cuda.sample_parts import groups as _groups, sample_grouped
 from kernels.cuda.step_timing import StepTimeline
 
 ALIGN = 64
@@ -120,7 +119,6 @@ class _Handle:
         self.enqueued = threading.Event()   # the sampling, read-back and end event are on the stream
         self.error: BaseException | None = None   # a deferred sampling that could not be enqueued
         self.marks = None                   # kernels.cuda.step_timing.StepMarks, with a breakdown on
-        self.first = None   # a constrained step in row groups: its first range's ids, early (sample_parts)
 
     def drain(self) -> None:
         """The stream is past this launch's use of its staging arena."""
@@ -174,7 +172,7 @@ class CudaStepLauncher:
         # a deferred sampling is enqueued by the thread that fills its mask, once it is filled
         self.sample_on_worker = os.environ.get("AOTX_SAMPLE_ON_WORKER", "1") != "0"
         # or, better, enqueued at the launch behind a gate the mask's thread opens (None: not here)
-        self.gate = available(backend.dev.stream, _groups()) if wanted(backend) else None
+        self.gate = available(backend.dev.stream) if wanted(backend) else None
         self.gated = self.gate is not None
         self.timeline: StepTimeline | None = None
         self.reset_timing()
@@ -218,9 +216,7 @@ class CudaStepLauncher:
             if len(sample_rows):
                 whole = len(sample_rows) == logits.shape[0] and bool((sample_rows == np.arange(len(sample_rows))).all())
                 sub = logits if whole else logits[sample_rows]
-            if sub is not None and self.gated and getattr(mask, "deferred", False) and hasattr(mask, "bounds"):
-                sample_grouped(self, handle, sub, sampling, mask, driver)   # (rows in groups: aotx.engine.mask_groups)
-            elif (sub is not None and self.gated and getattr(mask, "deferred", False)
+            if (sub is not None and self.gated and getattr(mask, "deferred", False)
                     and hasattr(mask, "into") and hasattr(mask, "when_ready")):
                 self._sample_gated(handle, sub, sampling, mask)
             elif sub is not None and callable(mask) and getattr(mask, "deferred", False):

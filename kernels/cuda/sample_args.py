@@ -25,18 +25,3 @@ def sample_args(idx: np.ndarray, rows: SamplingRows) -> tuple[int, np.ndarray]:
     host[6 * pad8:6 * pad8 + 2 * n] = np.asarray(rows.seed, dtype=np.uint64).view(np.uint32)
     host[6 * pad8 + 2 * n:6 * pad8 + 4 * n] = np.asarray(rows.step, dtype=np.int64).astype(np.uint64).view(np.uint32)
     return pad8, host
-
-
-def launch_ranges(k, logits: int, base: int, pad8: int, n: int, vocab: int, scratch: int, out: int, parts,
-                  mask_args, after=None) -> None:
-    """The sampling kernel (``k.sample``) over `parts`, [(lo, hi, mask)] ranges of the `n` rows whose arguments
-    ``sample_args`` packed at `base`: each launch's sections start at its row lo, its ids at ``out`` + 4 lo, its
-    mask's row map (``mask_args(rows, mask)``: pointers; rows relative to lo) its own; `after(lo, hi)` after
-    each (a constrained step in row groups: kernels/cuda/sample_parts.py). One part (0, n, mask): one launch."""
-    for lo, hi, mask in parts:
-        masking = (0, 0, 0) if mask is None or mask_args is None else mask_args(hi - lo, mask)
-        k.sample(logits, base + 4 * lo, vocab, base + 4 * (pad8 + lo), base + 4 * (2 * pad8 + lo),
-                 base + 4 * (3 * pad8 + lo), base + 24 * pad8 + 8 * lo, base + 24 * pad8 + 8 * (n + lo),
-                 base + 4 * (4 * pad8 + lo), base + 4 * (5 * pad8 + lo), scratch, out + 4 * lo, hi - lo, *masking)
-        if after is not None:
-            after(lo, hi)

@@ -70,12 +70,6 @@ class DeviceTokenMask:
         logits.check_live()
         return MaskedLogits(logits, mask)
 
-    def reserve(self, rows: int, nbytes: int) -> None:
-        """sample_args's buffers for masks of up to `rows` sampled rows and `nbytes` of bits (before a step's
-        row ranges are enqueued, each behind its own gate: none grows, and synchronizes, between them)."""
-        self._buf("mask_row", 4 * rows)
-        self._buf("bits", max(nbytes, 4))
-
     def sample_args(self, n: int, mask: TokenMask) -> tuple[int, int, int]:
         """(mask_bits, mask_row, words) of sample_rows for `n` sampled rows, uploaded. A mask whose
         bits are not written yet (kernels.cuda.mask_gate.GatedBits: page-locked already) is copied

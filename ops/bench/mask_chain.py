@@ -42,7 +42,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from aotx.engine.launch import Done
-from aotx.engine import mask_plan, masks
+from aotx.engine import masks
 from aotx.engine.mask_worker import SWITCH_S
 from aotx.engine.masks import LateMask
 from aotx.structured import ConstraintCompiler
@@ -68,7 +68,7 @@ class Way:
         first.run()
         self.bits = np.ascontiguousarray(first().bits)
         self.mask = first
-        self.last = list(mask_plan._LAST)
+        self.last = masks._LAST[0]
         self.cpu = {p: [] for p in PARTS}
         self.wall = {p: [] for p in PARTS}
 
@@ -81,7 +81,7 @@ class Way:
         for j, s in enumerate(self.seqs):
             s.pending, s.pending_row = 1, j
         os.environ["AOTX_MASK_CONSUME_PAR"] = self.par
-        last, mask_plan._LAST[:] = list(mask_plan._LAST), self.last     # (each way its own last plans, as an engine)
+        last, masks._LAST[0] = masks._LAST[0], self.last     # (each way its own last plan, as one engine has)
         box: dict = {}
 
         def engine():       # (the runner's: chained to the launch before's mask)
@@ -119,7 +119,7 @@ class Way:
             s.output_ids.append(int(ids[j]))
             s.pending = 0
         self.bits = np.ascontiguousarray(box["mask"]().bits)
-        self.last, mask_plan._LAST[:] = list(mask_plan._LAST), last
+        self.last, masks._LAST[0] = masks._LAST[0], last
         self.mask = box["mask"]        # (alive until the next step's plan is built, as in the engine)
         # a row that is done starts again (never, within the story's minLength)
         assert not any(s.matcher.failed for s in self.seqs)

@@ -144,9 +144,8 @@ def _standin_overlap(memory: dict):
                 memory[_SAMPLE_OUT][(src - _SAMPLE_OUT) // 4:][:nbytes // 4]
         stream.put(op)
 
-    def dtoh_async(dst, src, nbytes, stream):     # (from sample_out + 4 lo: a range's ids, AOTX_MASK_GROUPS=2)
-        base = _SAMPLE_OUT if _SAMPLE_OUT <= src < _TOKENS else src
-        stream.put(lambda: ctypes.memmove(dst, memory[base].ctypes.data + src - base, nbytes))
+    def dtoh_async(dst, src, nbytes, stream):
+        stream.put(lambda: ctypes.memmove(dst, memory[src].ctypes.data, nbytes))
 
     sys.modules["kernels.cuda.driver"] = types.SimpleNamespace(
         Pinned=HostPinned, Event=_Event, htod_pinned=lambda *a: None, dtod=dtod, dtoh_async=dtoh_async,
@@ -198,33 +197,23 @@ class InstantDevice:
     def masked_logits(self, logits, mask):
         return (logits, mask)
 
-    def sample_enqueue(self, logits, sampling, parts=None, after=None):
+    def sample_enqueue(self, logits, sampling):
         mask = None
         if isinstance(logits, tuple):
             logits, mask = logits
         n = len(logits.rows)
         pos, seed = np.asarray(sampling.step, np.int64), np.asarray(sampling.seed, np.int64)
-        for lo, hi, part in parts or ((0, n, mask),):   # (row ranges, each its own launch: each takes sample_s)
-            if getattr(part, "gate", None) is not None:
-                part.gate(self.stream)           # the bits are read after the mask's thread opened the gate
-            self.stream.put(lambda lo=lo, hi=hi, part=part: self._sample(pos[lo:hi], seed[lo:hi], part, lo, n))
-            if after is not None:
-                after(lo, hi)
+        if getattr(mask, "gate", None) is not None:
+            mask.gate(self.stream)           # the bits are read after the mask's thread opened the gate
+        self.stream.put(lambda: self._sample(pos, seed, mask))
         return n
 
-    def _sample(self, pos: np.ndarray, seed: np.ndarray, mask, lo: int = 0, n: int = 0) -> None:
+    def _sample(self, pos: np.ndarray, seed: np.ndarray, mask) -> None:
         if self.sample_s:
             time.sleep(self.sample_s)
         k = len(self.prefix)
         ids = np.where(pos < k, self.prefix[np.minimum(pos, k - 1)],
                        self.story[(pos - k + 37 * seed) % len(self.story)])
-        if lo or len(ids) < n:      # (a range of the rows: written at its place)
-            whole = self.memory.get(_SAMPLE_OUT)
-            if whole is None or len(whole) != n:
-                whole = np.zeros(n, np.int32)
-            self._range = (whole, lo)
-        else:
-            self._range = None
         if mask is not None:
             rows = mask.rows
             words = mask.bits[np.arange(len(rows)), ids[rows] >> 5]
@@ -234,10 +223,6 @@ class InstantDevice:
                 allowed = np.flatnonzero(np.unpackbits(mask.bits[j].view(np.uint8), bitorder="little"))
                 later = allowed[allowed >= ids[r]]
                 ids[r] = later[0] if len(later) else allowed[0]
-        if self._range is not None:
-            whole, lo = self._range
-            whole[lo:lo + len(ids)] = ids
-            ids = whole
         self.memory[_SAMPLE_OUT] = ids.astype(np.int32)
 
 

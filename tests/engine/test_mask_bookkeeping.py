@@ -30,16 +30,14 @@ def _seq(j: int, c):
                            params=SimpleNamespace(constraint=c))
 
 
-def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch, chained: bool = False,
-          step_masks=None) -> list:
+def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch, chained: bool = False) -> list:
     """Rows 0-5 decode '{"name": "Ann", "age": 31}' one step behind, as the engine runs them with the mask
     worker (launch k+1's mask deferred before step k is read back; that mask consumes step k's tokens):
     row 2 draws a token its mask refuses at step 3 (then ends, as the engine ends it); row 4 ends after
     step 2 (no later mask consumes its last token); row 6 joins at step 2 (no token pending). Per read-back:
     each row's (seq_id, sync's answer), the mask's bits, and every row's matcher state after. `chained`: the
     runner's way (each mask chained to the launch before's, a steady step's taken from it, the read-back
-    checked for the step by LateMask.verify, each row's sync only where that cannot pass); `step_masks`: the
-    runner's mask maker instead of masks.step_mask (aotx.engine.mask_groups.step_masks: two row groups)."""
+    checked for the step by LateMask.verify, each row's sync only where that cannot pass)."""
     monkeypatch.setenv("AOTX_MASK_CONSUME_PAR", par)
     c = compiler.json_schema(PERSON)
     path = tokenizer.encode('{"name": "Ann", "age": 31}')
@@ -52,8 +50,7 @@ def _walk(compiler, tokenizer, consume_first: bool, par: str, monkeypatch, chain
         if step == 2:
             live.append(joiner)
         rows = list(live)       # (the launch's rows; a row refused at its read-back below still samples)
-        mask = ((step_masks or masks.step_mask)(rows, prev_launch, prev_mask) if chained
-                else LateMask(rows, prev_launch))
+        mask = masks.step_mask(rows, prev_launch, prev_mask) if chained else LateMask(rows, prev_launch)
         mask.defer(True)
         if consume_first or prev_mask is None:
             mask.run()
