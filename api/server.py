@@ -72,12 +72,14 @@ async def serve_app(app, host: str, port: int, stop: asyncio.Event,
     sock = tcp_listener(sock if sock is not None else bind_socket(host, port))
     bound_port = sock.getsockname()[1]
     failure: list[str] = []
+
     def ready() -> None:
         if freeze_gc:
             freeze_startup()
         if on_ready is not None:
             on_ready(host, bound_port)
-    config = uvicorn.Config(_watch_startup(app, ready if on_ready is not None or freeze_gc else None, failure), http="httptools", ws="none", lifespan="on",
+
+    config = uvicorn.Config(_watch_startup(app, ready, failure), http="httptools", ws="none", lifespan="on",
                             loop="none", interface="asgi3", proxy_headers=False, server_header=False,
                             access_log=False, log_config=None, log_level=logging.WARNING,
                             timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=graceful_timeout,
@@ -110,7 +112,7 @@ def freeze_startup() -> None:
     log.debug("gc: %d objects frozen after start-up", gc.get_freeze_count())
 
 
-def _watch_startup(app, ready: Callable[[], None] | None, failure: list[str]):
+def _watch_startup(app, ready: Callable[[], None], failure: list[str]):
     """The ASGI app, calling `ready` right after it reported its lifespan startup complete (a ready line
     printed before, e.g. before a media-store attach in a before_serving hook, could be followed by the
     process's end), and keeping the reason the app gave when its startup failed."""
@@ -120,7 +122,7 @@ def _watch_startup(app, ready: Callable[[], None] | None, failure: list[str]):
 
         async def sending(message) -> None:
             await send(message)
-            if message["type"] == "lifespan.startup.complete" and ready is not None:
+            if message["type"] == "lifespan.startup.complete":
                 ready()
             elif message["type"] == "lifespan.startup.failed":
                 failure.append(str(message.get("message", "")))

@@ -60,10 +60,21 @@ _MSIZE = MEMBER.itemsize
 _RECEIPT_ROW = RECEIPT_ROW   # used, lineage, sequence, operation, operation_key, kind, http_status, transport,
 #                              commit, admission, terminal, resource_kind, resource_lineage, resource_ident,
 #                              command_len, result_len (aotx.state.tables)
+
+
+def _fields_reader(dtype, *named: tuple[str, str]):
+    """unpack_from of only the named fields of a `dtype` row ((name, struct code), in offset order): the
+    bytes between them skipped, the format made from the dtype's offsets."""
+    fmt, at = "<", 0
+    for name, code in named:
+        offset = dtype.fields[name][1]
+        fmt += f"{offset - at}x{code}" if offset > at else code
+        at = offset + struct.calcsize("<" + code)
+    return struct.Struct(fmt).unpack_from
+
+
 # a receipt row's sequence, operation key and terminal code (a retirement's scan: no other field unpacked)
-_SEQ_KEY_TERMINAL = struct.Struct("<17xQ16x16s6xB").unpack_from
-if [RECEIPT.fields[n][1] for n in ("sequence", "operation_key", "terminal")] != [17, 41, 63]:
-    raise TypeError("tables.RECEIPT moved a field _SEQ_KEY_TERMINAL reads")
+_SEQ_KEY_TERMINAL = _fields_reader(RECEIPT, ("sequence", "Q"), ("operation_key", "16s"), ("terminal", "B"))
 
 
 def apply(state: State, event: Event) -> State:
